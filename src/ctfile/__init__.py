@@ -1,0 +1,49 @@
+"""ctfile: a change-tracking table format for Spark lakehouses.
+
+A table is a directory of immutable Parquet micro-partitions plus a versioned
+manifest log; hidden row-lineage columns give every row a stable id so that
+changes between versions are computed from the partitions added and removed.
+See ``format_spec/SPEC.md`` for the normative format.
+"""
+
+from ctfile.format.errors import (
+    CommitConflictError,
+    CorruptLogError,
+    CtfileError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    StaleIntervalError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
+from ctfile.log.transaction import CommitResult
+from ctfile.reader.snapshot import Snapshot
+from ctfile.table import HistoryEntry, Table, create_table, open_table
+from ctfile.writer.transaction import WriteTransaction
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "create_table",
+    "open_table",
+    "Table",
+    "Snapshot",
+    "CommitResult",
+    "HistoryEntry",
+    "WriteTransaction",
+    "ROW_ID_COLUMN",
+    "ROW_VERSION_COLUMN",
+    "CtfileError",
+    "InvalidArgumentError",
+    "TableNotFoundError",
+    "TableExistsError",
+    "SchemaMismatchError",
+    "VersionNotFoundError",
+    "StaleIntervalError",
+    "CorruptLogError",
+    "UnsupportedFeatureError",
+    "CommitConflictError",
+]

@@ -1,0 +1,47 @@
+"""The ctfile data model and JSON codec: pure, no I/O, imports nothing of ctfile."""
+
+from ctfile.format.actions import (
+    Action,
+    AddPartition,
+    CheckpointHeader,
+    CommitInfo,
+    Metadata,
+    Partition,
+    PartitionStats,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.codec import decode_actions, encode_actions
+from ctfile.format.errors import *  # noqa: F403
+from ctfile.format.errors import __all__ as _errors_all
+from ctfile.format.schema import (
+    HIDDEN_COLUMNS,
+    ROW_ID_COLUMN,
+    ROW_VERSION_COLUMN,
+    Field,
+    Schema,
+    schema_from_arrow,
+)
+
+__all__ = [
+    "Action",
+    "AddPartition",
+    "CheckpointHeader",
+    "CommitInfo",
+    "Metadata",
+    "Partition",
+    "PartitionStats",
+    "Protocol",
+    "RemovePartition",
+    "SetTransaction",
+    "decode_actions",
+    "encode_actions",
+    "HIDDEN_COLUMNS",
+    "ROW_ID_COLUMN",
+    "ROW_VERSION_COLUMN",
+    "Field",
+    "Schema",
+    "schema_from_arrow",
+    *_errors_all,
+]

@@ -1,0 +1,327 @@
+"""JSON codec for log actions (SPEC §Log entries).
+
+A log entry is newline-delimited JSON: one action per line, each line an
+object with exactly one key naming the action (``commitInfo``, ``protocol``,
+``metadata``, ``add``, ``remove``, ``txn``; checkpoints add ``checkpoint``).
+Readers ignore unknown action keys and unknown fields (forward compatibility);
+missing or mistyped required fields raise :class:`CorruptLogError` naming the
+entry and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from ctfile.format.actions import (
+    Action,
+    AddPartition,
+    CheckpointHeader,
+    CommitInfo,
+    Metadata,
+    Partition,
+    PartitionStats,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.errors import CorruptLogError
+from ctfile.format.paths import validate_relative_path
+from ctfile.format.schema import schema_from_json, schema_to_json
+
+_MISSING = object()
+
+
+def _get(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
+    if key not in obj or obj[key] is None:
+        if default is not _MISSING:
+            return default
+        raise CorruptLogError(f"{where}: required field {key!r} is missing")
+    val = obj[key]
+    ok = isinstance(val, typ) and not (isinstance(val, bool) and typ in (int, (int, float)))
+    if not ok:
+        name = getattr(typ, "__name__", str(typ))
+        raise CorruptLogError(f"{where}: field {key!r} should be {name}, found {val!r}")
+    return val
+
+
+def _nonneg(val: int, key: str, where: str) -> int:
+    if val < 0:
+        raise CorruptLogError(f"{where}: field {key!r} must be >= 0, found {val}")
+    return val
+
+
+# ---------------------------------------------------------------- stats
+
+
+def stats_to_json(s: PartitionStats) -> dict:
+    out: dict[str, Any] = {"numRecords": s.num_records}
+    if s.min_values:
+        out["minValues"] = {str(k): v for k, v in s.min_values.items()}
+    if s.max_values:
+        out["maxValues"] = {str(k): v for k, v in s.max_values.items()}
+    if s.null_count:
+        out["nullCount"] = {str(k): v for k, v in s.null_count.items()}
+    if s.nan_count:
+        out["nanCount"] = {str(k): v for k, v in s.nan_count.items()}
+    return out
+
+
+def _id_map(obj: Any, where: str) -> dict[int, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise CorruptLogError(f"{where}: expected an object keyed by field id, found {obj!r}")
+    try:
+        return {int(k): v for k, v in obj.items()}
+    except ValueError as e:
+        raise CorruptLogError(f"{where}: keys must be field ids, found {list(obj)}") from e
+
+
+def stats_from_json(obj: Any, where: str) -> PartitionStats:
+    if not isinstance(obj, dict):
+        raise CorruptLogError(f"{where}: stats must be an object, found {obj!r}")
+    counts = {}
+    for key in ("nullCount", "nanCount"):
+        counts[key] = _id_map(obj.get(key), f"{where}.{key}")
+        for k, v in counts[key].items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise CorruptLogError(f"{where}.{key}: count for field {k} must be an int >= 0, found {v!r}")
+    return PartitionStats(
+        num_records=_nonneg(_get(obj, "numRecords", int, where), "numRecords", where),
+        min_values=_id_map(obj.get("minValues"), f"{where}.minValues"),
+        max_values=_id_map(obj.get("maxValues"), f"{where}.maxValues"),
+        null_count=counts["nullCount"],
+        nan_count=counts["nanCount"],
+    )
+
+
+# ---------------------------------------------------------------- partitions
+
+
+def _partition_to_json(p: Partition) -> dict:
+    out: dict[str, Any] = {
+        "path": p.path,
+        "sizeBytes": p.size_bytes,
+        "numRecords": p.num_records,
+        "firstRowId": p.first_row_id,
+        "defaultRowVersion": p.default_row_version,
+        "modificationTime": p.modification_time,
+    }
+    if p.checksum is not None:
+        out["checksum"] = p.checksum
+    if p.stats is not None:
+        out["stats"] = stats_to_json(p.stats)
+    return out
+
+
+def _partition_from_json(obj: dict, where: str) -> Partition:
+    path = validate_relative_path(_get(obj, "path", str, where), where=where)
+    stats = stats_from_json(obj["stats"], f"{where}.stats") if obj.get("stats") is not None else None
+    num_records = _nonneg(_get(obj, "numRecords", int, where), "numRecords", where)
+    if stats is not None and stats.num_records != num_records:
+        raise CorruptLogError(
+            f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}"
+        )
+    return Partition(
+        path=path,
+        size_bytes=_nonneg(_get(obj, "sizeBytes", int, where), "sizeBytes", where),
+        num_records=num_records,
+        first_row_id=_nonneg(_get(obj, "firstRowId", int, where), "firstRowId", where),
+        default_row_version=_nonneg(_get(obj, "defaultRowVersion", int, where), "defaultRowVersion", where),
+        modification_time=_get(obj, "modificationTime", int, where),
+        checksum=_get(obj, "checksum", str, where, default=None),
+        stats=stats,
+    )
+
+
+# ---------------------------------------------------------------- actions
+
+
+def action_to_json(a: Action) -> dict:
+    """The one-key JSON object for an action."""
+    if isinstance(a, CommitInfo):
+        body: dict[str, Any] = {
+            "timestamp": a.timestamp,
+            "operation": a.operation,
+            "operationParameters": dict(a.operation_parameters),
+            "dataChange": a.data_change,
+            "isolationLevel": a.isolation_level,
+        }
+        if a.read_version is not None:
+            body["readVersion"] = a.read_version
+        if a.operation_metrics:
+            body["operationMetrics"] = dict(a.operation_metrics)
+        if a.engine_info is not None:
+            body["engineInfo"] = a.engine_info
+        if a.txn_id is not None:
+            body["txnId"] = a.txn_id
+        return {"commitInfo": body}
+    if isinstance(a, Protocol):
+        return {
+            "protocol": {
+                "minReaderVersion": a.min_reader_version,
+                "minWriterVersion": a.min_writer_version,
+                "readerFeatures": list(a.reader_features),
+                "writerFeatures": list(a.writer_features),
+            }
+        }
+    if isinstance(a, Metadata):
+        body = {
+            "tableId": a.table_id,
+            "schema": schema_to_json(a.schema),
+            "createdTime": a.created_time,
+            "properties": dict(a.properties),
+        }
+        if a.name is not None:
+            body["name"] = a.name
+        if a.description is not None:
+            body["description"] = a.description
+        return {"metadata": body}
+    if isinstance(a, AddPartition):
+        body = _partition_to_json(a.partition)
+        body["dataChange"] = a.data_change
+        return {"add": body}
+    if isinstance(a, RemovePartition):
+        body = _partition_to_json(a.partition)
+        body["deletionTimestamp"] = a.deletion_timestamp
+        body["dataChange"] = a.data_change
+        return {"remove": body}
+    if isinstance(a, SetTransaction):
+        return {"txn": {"appId": a.app_id, "version": a.version, "lastUpdated": a.last_updated}}
+    if isinstance(a, CheckpointHeader):
+        return {
+            "checkpoint": {
+                "version": a.version,
+                "timestamp": a.timestamp,
+                "nextRowId": a.next_row_id,
+                "numPartitions": a.num_partitions,
+            }
+        }
+    raise TypeError(f"not a ctfile action: {a!r}")
+
+
+def action_from_json(obj: Any, where: str) -> Action | None:
+    """Decode one action; ``None`` for an unknown action key (ignored by readers)."""
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise CorruptLogError(f"{where}: each line must be an object with exactly one action key, found {obj!r:.200}")
+    (key, body), = obj.items()
+    w = f"{where} {key}"
+    if not isinstance(body, dict) and key in _KNOWN:
+        raise CorruptLogError(f"{w}: action body must be an object, found {body!r:.200}")
+    if key == "commitInfo":
+        params = _get(body, "operationParameters", dict, w, default={})
+        metrics = _get(body, "operationMetrics", dict, w, default={})
+        return CommitInfo(
+            timestamp=_get(body, "timestamp", int, w),
+            operation=_get(body, "operation", str, w),
+            operation_parameters=params,
+            read_version=_get(body, "readVersion", int, w, default=None),
+            data_change=_get(body, "dataChange", bool, w, default=True),
+            operation_metrics=metrics,
+            engine_info=_get(body, "engineInfo", str, w, default=None),
+            txn_id=_get(body, "txnId", str, w, default=None),
+            isolation_level=_get(body, "isolationLevel", str, w, default="SnapshotIsolation"),
+        )
+    if key == "protocol":
+        rf = _get(body, "readerFeatures", list, w, default=[])
+        wf = _get(body, "writerFeatures", list, w, default=[])
+        if not all(isinstance(x, str) for x in rf + wf):
+            raise CorruptLogError(f"{w}: feature names must be strings, found {rf + wf}")
+        return Protocol(
+            min_reader_version=_get(body, "minReaderVersion", int, w),
+            min_writer_version=_get(body, "minWriterVersion", int, w),
+            reader_features=tuple(rf),
+            writer_features=tuple(wf),
+        )
+    if key == "metadata":
+        props = _get(body, "properties", dict, w, default={})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+            raise CorruptLogError(f"{w}: properties must map strings to strings, found {props!r}")
+        return Metadata(
+            table_id=_get(body, "tableId", str, w),
+            schema=schema_from_json(_get(body, "schema", dict, w), f"{w}.schema"),
+            created_time=_get(body, "createdTime", int, w),
+            properties=props,
+            name=_get(body, "name", str, w, default=None),
+            description=_get(body, "description", str, w, default=None),
+        )
+    if key == "add":
+        return AddPartition(_partition_from_json(body, w), _get(body, "dataChange", bool, w))
+    if key == "remove":
+        return RemovePartition(
+            _partition_from_json(body, w),
+            deletion_timestamp=_get(body, "deletionTimestamp", int, w),
+            data_change=_get(body, "dataChange", bool, w),
+        )
+    if key == "txn":
+        return SetTransaction(
+            app_id=_get(body, "appId", str, w),
+            version=_get(body, "version", int, w),
+            last_updated=_get(body, "lastUpdated", int, w),
+        )
+    if key == "checkpoint":
+        return CheckpointHeader(
+            version=_get(body, "version", int, w),
+            timestamp=_get(body, "timestamp", int, w),
+            next_row_id=_get(body, "nextRowId", int, w),
+            num_partitions=_get(body, "numPartitions", int, w),
+        )
+    return None
+
+
+_KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "txn", "checkpoint"}
+
+
+def encode_actions(actions: Iterable[Action]) -> bytes:
+    """NDJSON bytes for a log entry or checkpoint body."""
+    lines = [json.dumps(action_to_json(a), separators=(",", ":"), ensure_ascii=False) for a in actions]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def decode_actions(data: bytes, *, where: str) -> list[Action]:
+    """Decode NDJSON bytes. ``where`` names the file for error messages.
+
+    Raises
+    ------
+    CorruptLogError
+        On invalid UTF-8 or JSON (including a truncated last line), or a bad action.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(f"{where}: not valid UTF-8 ({e})") from e
+    if text and not text.endswith("\n"):
+        # SPEC §Log entries: every line ends with "\n"; a missing final newline
+        # means the entry was cut short.
+        raise CorruptLogError(f"{where}: truncated entry (last line has no terminating newline)")
+    out: list[Action] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorruptLogError(f"{where} line {lineno}: invalid JSON ({e.msg})") from e
+        act = action_from_json(obj, f"{where} line {lineno}")
+        if act is not None:
+            out.append(act)
+    return out
+
+
+def validate_commit_entry(actions: list[Action], *, version: int, where: str) -> CommitInfo:
+    """SPEC §Log entries: the rules every commit entry follows. Returns its CommitInfo."""
+    infos = [a for a in actions if isinstance(a, CommitInfo)]
+    if len(infos) != 1:
+        raise CorruptLogError(f"{where}: expected exactly one commitInfo, found {len(infos)}")
+    if version == 0:
+        kinds = {type(a) for a in actions}
+        if Protocol not in kinds or Metadata not in kinds:
+            raise CorruptLogError(f"{where}: version 0 must contain protocol and metadata actions")
+    for a in actions:
+        if isinstance(a, AddPartition) and a.partition.default_row_version != version:
+            raise CorruptLogError(
+                f"{where}: add {a.path} has defaultRowVersion {a.partition.default_row_version}, "
+                f"expected the entry's version {version}"
+            )
+    return infos[0]

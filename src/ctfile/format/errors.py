@@ -1,0 +1,93 @@
+"""The ctfile error family.
+
+One root, :class:`CtfileError`, and a few typed subclasses, in the manner of
+delta-rs's ``DeltaError`` family. The storage boundary raises the builtin
+``FileNotFoundError`` / ``FileExistsError`` (as fsspec does); the layers above
+translate them into these types where the meaning is table-level (a missing
+``_ct_log`` is :class:`TableNotFoundError`, a lost put-if-absent race is retried
+and only surfaces as :class:`CommitConflictError` when it is a real conflict).
+
+Messages say what was expected, what was found and where (version, path).
+
+These live in ``ctfile.format`` because it is the lowest layer: every other
+layer may import it, and it imports nothing of ctfile.
+"""
+
+from __future__ import annotations
+
+
+class CtfileError(Exception):
+    """Root of every error ctfile raises on purpose."""
+
+
+class InvalidArgumentError(CtfileError, ValueError):
+    """A public entry point was given an argument it cannot accept."""
+
+
+class TableNotFoundError(CtfileError):
+    """No ctfile table (no ``_ct_log/`` with a version file) at the URI."""
+
+
+class TableExistsError(CtfileError):
+    """``create_table`` found a table already at the URI."""
+
+
+class SchemaMismatchError(CtfileError):
+    """Data or an expression does not fit the table schema."""
+
+
+class VersionNotFoundError(CtfileError):
+    """A requested version or timestamp is outside the table's history."""
+
+
+class StaleIntervalError(VersionNotFoundError):
+    """A change interval reaches back before the oldest retained version.
+
+    Attributes
+    ----------
+    oldest_available : int
+        The oldest version whose log entry and partitions are still retained.
+    """
+
+    def __init__(self, message: str, *, oldest_available: int):
+        super().__init__(message)
+        self.oldest_available = oldest_available
+
+
+class CorruptLogError(CtfileError):
+    """A log entry, checkpoint or referenced path is malformed or unsafe."""
+
+
+class UnsupportedFeatureError(CtfileError):
+    """The table requires a protocol version or feature this build lacks."""
+
+
+class CommitConflictError(CtfileError):
+    """A concurrent commit changed something this transaction depended on.
+
+    Attributes
+    ----------
+    read_version : int
+        The snapshot version the losing transaction read.
+    winning_version : int
+        The version of the concurrent commit that conflicts with it.
+    """
+
+    def __init__(self, message: str, *, read_version: int, winning_version: int):
+        super().__init__(message)
+        self.read_version = read_version
+        self.winning_version = winning_version
+
+
+__all__ = [
+    "CtfileError",
+    "InvalidArgumentError",
+    "TableNotFoundError",
+    "TableExistsError",
+    "SchemaMismatchError",
+    "VersionNotFoundError",
+    "StaleIntervalError",
+    "CorruptLogError",
+    "UnsupportedFeatureError",
+    "CommitConflictError",
+]

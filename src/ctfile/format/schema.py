@@ -1,0 +1,387 @@
+"""Table schema with stable field ids (SPEC §Schema).
+
+A schema is a struct of fields; every field, including nested list elements
+and map keys/values, carries an integer id that never changes for the life of
+the column (Iceberg's rule), so statistics and future renames are keyed by id,
+not by name. Type names are Spark's (``long``, ``string``, ``timestamp``...)
+because ctfile's users meet them in PySpark first.
+
+This module is pure: it maps between the JSON form, the model, and pyarrow
+types, and does no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import pyarrow as pa
+
+from ctfile.format.errors import CorruptLogError, SchemaMismatchError
+
+# SPEC §Hidden columns: reserved names and field ids.
+ROW_ID_COLUMN = "_ct_row_id"
+ROW_VERSION_COLUMN = "_ct_row_version"
+ROW_ID_FIELD_ID = 2147483540
+ROW_VERSION_FIELD_ID = 2147483539
+HIDDEN_COLUMNS = (ROW_ID_COLUMN, ROW_VERSION_COLUMN)
+RESERVED_PREFIXES = ("_ct_", "METADATA$")
+
+PARQUET_FIELD_ID_KEY = b"PARQUET:field_id"
+
+PRIMITIVE_TYPES = (
+    "boolean",
+    "byte",
+    "short",
+    "integer",
+    "long",
+    "float",
+    "double",
+    "string",
+    "binary",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+)
+_DECIMAL_RE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+_PRIMITIVE_TO_ARROW = {
+    "boolean": pa.bool_(),
+    "byte": pa.int8(),
+    "short": pa.int16(),
+    "integer": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    # SPEC §Schema: timestamps are microseconds; `timestamp` is an instant
+    # (stored adjusted to UTC), `timestamp_ntz` a wall-clock value.
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    element_id: int
+    element_type: "DataType"
+    contains_null: bool = True
+
+
+@dataclass(frozen=True)
+class MapType:
+    key_id: int
+    key_type: "DataType"
+    value_id: int
+    value_type: "DataType"
+    value_contains_null: bool = True
+
+
+@dataclass(frozen=True)
+class StructType:
+    fields: tuple["Field", ...]
+
+
+# A primitive type is its name ("long", "decimal(10,2)", ...).
+DataType = Union[str, ArrayType, MapType, StructType]
+
+
+@dataclass(frozen=True)
+class Field:
+    id: int
+    name: str
+    type: DataType
+    nullable: bool = True
+    metadata: dict[str, str] = field(default_factory=dict, compare=True, hash=False)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The table's columns, in order. Hidden columns are never part of it."""
+
+    fields: tuple[Field, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise SchemaMismatchError(
+            f"no column {name!r} in the table schema; expected one of {self.names}"
+        )
+
+    def field_by_id(self, field_id: int) -> Field | None:
+        for f in self.fields:
+            if f.id == field_id:
+                return f
+        return None
+
+    def max_field_id(self) -> int:
+        return max((_max_id(f) for f in self.fields), default=0)
+
+    def to_arrow(self, *, include_hidden: bool = False, field_ids: bool = True) -> pa.Schema:
+        fields = [_field_to_arrow(f, field_ids) for f in self.fields]
+        if include_hidden:
+            fields.extend(hidden_arrow_fields(field_ids=field_ids))
+        return pa.schema(fields)
+
+
+def hidden_arrow_fields(*, field_ids: bool = True) -> list[pa.Field]:
+    def meta(fid: int):
+        return {PARQUET_FIELD_ID_KEY: str(fid).encode()} if field_ids else None
+
+    return [
+        pa.field(ROW_ID_COLUMN, pa.int64(), nullable=True, metadata=meta(ROW_ID_FIELD_ID)),
+        pa.field(
+            ROW_VERSION_COLUMN, pa.int64(), nullable=True, metadata=meta(ROW_VERSION_FIELD_ID)
+        ),
+    ]
+
+
+def _max_id(f: Field) -> int:
+    return max(f.id, _max_type_id(f.type))
+
+
+def _max_type_id(t: DataType) -> int:
+    if isinstance(t, StructType):
+        return max((_max_id(f) for f in t.fields), default=0)
+    if isinstance(t, ArrayType):
+        return max(t.element_id, _max_type_id(t.element_type))
+    if isinstance(t, MapType):
+        return max(t.key_id, t.value_id, _max_type_id(t.key_type), _max_type_id(t.value_type))
+    return 0
+
+
+# ---------------------------------------------------------------- arrow mapping
+
+
+def _type_to_arrow(t: DataType, field_ids: bool) -> pa.DataType:
+    if isinstance(t, str):
+        if t in _PRIMITIVE_TO_ARROW:
+            return _PRIMITIVE_TO_ARROW[t]
+        m = _DECIMAL_RE.match(t)
+        if m:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        raise CorruptLogError(f"unknown type {t!r}; expected one of {PRIMITIVE_TYPES} or decimal(p,s)")
+    if isinstance(t, StructType):
+        return pa.struct([_field_to_arrow(f, field_ids) for f in t.fields])
+    if isinstance(t, ArrayType):
+        elem = pa.field(
+            "element",
+            _type_to_arrow(t.element_type, field_ids),
+            nullable=t.contains_null,
+            metadata=_id_meta(t.element_id, field_ids),
+        )
+        return pa.list_(elem)
+    if isinstance(t, MapType):
+        key = pa.field(
+            "key", _type_to_arrow(t.key_type, field_ids), nullable=False,
+            metadata=_id_meta(t.key_id, field_ids),
+        )
+        value = pa.field(
+            "value", _type_to_arrow(t.value_type, field_ids), nullable=t.value_contains_null,
+            metadata=_id_meta(t.value_id, field_ids),
+        )
+        return pa.map_(key, value)
+    raise TypeError(f"not a ctfile type: {t!r}")
+
+
+def _id_meta(fid: int, field_ids: bool):
+    return {PARQUET_FIELD_ID_KEY: str(fid).encode()} if field_ids else None
+
+
+def _field_to_arrow(f: Field, field_ids: bool) -> pa.Field:
+    return pa.field(
+        f.name, _type_to_arrow(f.type, field_ids), nullable=f.nullable,
+        metadata=_id_meta(f.id, field_ids),
+    )
+
+
+def type_from_arrow(t: pa.DataType, next_id: list[int], where: str) -> DataType:
+    """Map an Arrow type to a ctfile type, assigning nested ids from ``next_id``."""
+    if pa.types.is_dictionary(t):
+        return type_from_arrow(t.value_type, next_id, where)
+    if pa.types.is_boolean(t):
+        return "boolean"
+    for name, pred in (
+        ("byte", pa.types.is_int8),
+        ("short", pa.types.is_int16),
+        ("integer", pa.types.is_int32),
+        ("long", pa.types.is_int64),
+        ("float", pa.types.is_float32),
+        ("double", pa.types.is_float64),
+    ):
+        if pred(t):
+            return name
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_decimal(t):
+        if t.precision > 38:
+            raise SchemaMismatchError(f"{where}: decimal precision {t.precision} > 38 is not supported")
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_struct(t):
+        return StructType(tuple(_field_from_arrow(t.field(i), next_id, where) for i in range(t.num_fields)))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        eid = _take_id(next_id)
+        return ArrayType(eid, type_from_arrow(t.value_type, next_id, where), t.value_field.nullable)
+    if pa.types.is_map(t):
+        kid, vid = _take_id(next_id), _take_id(next_id)
+        return MapType(
+            kid, type_from_arrow(t.key_type, next_id, where),
+            vid, type_from_arrow(t.item_type, next_id, where), t.item_field.nullable,
+        )
+    raise SchemaMismatchError(
+        f"{where}: Arrow type {t} has no ctfile equivalent; expected a signed integer, "
+        f"floating point, boolean, string, binary, date, timestamp, decimal, struct, list or map"
+    )
+
+
+def _take_id(next_id: list[int]) -> int:
+    next_id[0] += 1
+    return next_id[0]
+
+
+def _field_from_arrow(f: pa.Field, next_id: list[int], where: str) -> Field:
+    fid = _take_id(next_id)
+    return Field(fid, f.name, type_from_arrow(f.type, next_id, f"{where}.{f.name}"), f.nullable)
+
+
+def schema_from_arrow(arrow_schema: pa.Schema) -> Schema:
+    """Build a new table schema from Arrow, assigning field ids 1, 2, 3, ...
+
+    Raises
+    ------
+    SchemaMismatchError
+        On a reserved or duplicate column name, or a type with no ctfile equivalent.
+    """
+    seen: set[str] = set()
+    next_id = [0]
+    fields = []
+    for f in arrow_schema:
+        validate_column_name(f.name)
+        if f.name in seen:
+            raise SchemaMismatchError(f"duplicate column name {f.name!r} in schema")
+        seen.add(f.name)
+        fields.append(_field_from_arrow(f, next_id, f.name))
+    if not fields:
+        raise SchemaMismatchError("a table needs at least one column; the schema given has none")
+    return Schema(tuple(fields))
+
+
+def validate_column_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise SchemaMismatchError(f"column names must be non-empty strings; found {name!r}")
+    for prefix in RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            raise SchemaMismatchError(
+                f"column name {name!r} uses the reserved prefix {prefix!r} "
+                f"(SPEC §Hidden columns); rename the column"
+            )
+
+
+# ---------------------------------------------------------------- JSON codec
+
+
+def type_to_json(t: DataType) -> Any:
+    if isinstance(t, str):
+        return t
+    if isinstance(t, StructType):
+        return {"type": "struct", "fields": [field_to_json(f) for f in t.fields]}
+    if isinstance(t, ArrayType):
+        return {
+            "type": "array",
+            "elementId": t.element_id,
+            "elementType": type_to_json(t.element_type),
+            "containsNull": t.contains_null,
+        }
+    if isinstance(t, MapType):
+        return {
+            "type": "map",
+            "keyId": t.key_id,
+            "keyType": type_to_json(t.key_type),
+            "valueId": t.value_id,
+            "valueType": type_to_json(t.value_type),
+            "valueContainsNull": t.value_contains_null,
+        }
+    raise TypeError(f"not a ctfile type: {t!r}")
+
+
+def field_to_json(f: Field) -> dict:
+    out = {"id": f.id, "name": f.name, "type": type_to_json(f.type), "nullable": f.nullable}
+    if f.metadata:
+        out["metadata"] = dict(f.metadata)
+    return out
+
+
+def schema_to_json(s: Schema) -> dict:
+    return {"type": "struct", "fields": [field_to_json(f) for f in s.fields]}
+
+
+def _req(obj: dict, key: str, typ, where: str):
+    if not isinstance(obj, dict) or key not in obj:
+        raise CorruptLogError(f"{where}: required field {key!r} is missing")
+    val = obj[key]
+    if typ is int and isinstance(val, bool) or not isinstance(val, typ):
+        raise CorruptLogError(
+            f"{where}: field {key!r} should be {getattr(typ, '__name__', typ)}, found {val!r}"
+        )
+    return val
+
+
+def type_from_json(obj: Any, where: str) -> DataType:
+    if isinstance(obj, str):
+        if obj in PRIMITIVE_TYPES:
+            return obj
+        m = _DECIMAL_RE.match(obj)
+        if m and 1 <= int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
+            return f"decimal({int(m.group(1))},{int(m.group(2))})"
+        raise CorruptLogError(f"{where}: unknown type {obj!r}")
+    kind = _req(obj, "type", str, where)
+    if kind == "struct":
+        return StructType(tuple(field_from_json(f, where) for f in _req(obj, "fields", list, where)))
+    if kind == "array":
+        return ArrayType(
+            _req(obj, "elementId", int, where),
+            type_from_json(_req(obj, "elementType", (str, dict), where), where),
+            bool(obj.get("containsNull", True)),
+        )
+    if kind == "map":
+        return MapType(
+            _req(obj, "keyId", int, where),
+            type_from_json(_req(obj, "keyType", (str, dict), where), where),
+            _req(obj, "valueId", int, where),
+            type_from_json(_req(obj, "valueType", (str, dict), where), where),
+            bool(obj.get("valueContainsNull", True)),
+        )
+    raise CorruptLogError(f"{where}: unknown nested type {kind!r}")
+
+
+def field_from_json(obj: Any, where: str) -> Field:
+    name = _req(obj, "name", str, where)
+    return Field(
+        id=_req(obj, "id", int, where),
+        name=name,
+        type=type_from_json(_req(obj, "type", (str, dict), f"{where}.{name}"), f"{where}.{name}"),
+        nullable=_req(obj, "nullable", bool, where),
+        metadata=dict(obj.get("metadata") or {}),
+    )
+
+
+def schema_from_json(obj: Any, where: str = "schema") -> Schema:
+    fields = tuple(field_from_json(f, where) for f in _req(obj, "fields", list, where))
+    ids = [f.id for f in fields]
+    if len(set(ids)) != len(ids):
+        raise CorruptLogError(f"{where}: duplicate field ids {ids}")
+    return Schema(fields)

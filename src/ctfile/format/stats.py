@@ -1,0 +1,107 @@
+"""Encoding of per-partition statistic values (SPEC §Statistics).
+
+Bounds are stored in JSON in a type-dependent form chosen to stay readable in
+a ``cat`` of the log: numbers for numeric and boolean columns, ISO-8601 strings
+for dates and timestamps, strings for decimals. Strings are truncated to
+:data:`STRING_PREFIX_LENGTH` characters: the minimum is cut to a prefix (still
+a lower bound), the maximum is cut and its last character incremented (still an
+upper bound); when no upper bound that short exists, the maximum is omitted.
+Binary and nested columns, and non-finite float bounds, carry no min/max.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+from typing import Any
+
+STRING_PREFIX_LENGTH = 32
+_MAX_CODE_POINT = 0x10FFFF
+_UTC = _dt.timezone.utc
+
+
+def has_bounds(type_name: Any) -> bool:
+    """Whether a column of this type carries min/max values."""
+    return isinstance(type_name, str) and type_name != "binary"
+
+
+def truncate_min(value: str) -> str:
+    return value[:STRING_PREFIX_LENGTH]
+
+
+def truncate_max(value: str) -> str | None:
+    if len(value) <= STRING_PREFIX_LENGTH:
+        return value
+    prefix = list(value[:STRING_PREFIX_LENGTH])
+    # Increment the last character that can be incremented (skipping the
+    # surrogate range), dropping what follows it: the result sorts above
+    # every string with the original prefix.
+    while prefix:
+        cp = ord(prefix[-1]) + 1
+        if 0xD800 <= cp <= 0xDFFF:
+            cp = 0xE000
+        if cp <= _MAX_CODE_POINT:
+            prefix[-1] = chr(cp)
+            return "".join(prefix)
+        prefix.pop()
+    return None
+
+
+def encode_bound(type_name: str, value: Any, *, is_max: bool) -> Any:
+    """Encode a Python bound value for JSON; ``None`` means "omit this bound"."""
+    if value is None or not has_bounds(type_name):
+        return None
+    if type_name == "boolean":
+        return bool(value)
+    if type_name in ("byte", "short", "integer", "long"):
+        return int(value)
+    if type_name in ("float", "double"):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if type_name == "string":
+        return truncate_max(value) if is_max else truncate_min(value)
+    if type_name == "date":
+        return value.isoformat()
+    if type_name == "timestamp":
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_UTC)
+        return value.astimezone(_UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if type_name == "timestamp_ntz":
+        return value.replace(tzinfo=None).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    if type_name.startswith("decimal("):
+        return str(value)
+    return None
+
+
+def decode_bound(type_name: str, value: Any) -> Any:
+    """Decode a JSON bound into the Python value pyarrow scalars accept.
+
+    Raises ``ValueError`` on a value that does not fit the type; the caller
+    turns that into a :class:`~ctfile.format.errors.CorruptLogError`.
+    """
+    if type_name == "boolean":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected a boolean, found {value!r}")
+        return value
+    if type_name in ("byte", "short", "integer", "long"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, found {value!r}")
+        return value
+    if type_name in ("float", "double"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected a number, found {value!r}")
+        return float(value)
+    if type_name == "string":
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, found {value!r}")
+        return value
+    if type_name == "date":
+        return _dt.date.fromisoformat(value)
+    if type_name == "timestamp":
+        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(_UTC)
+    if type_name == "timestamp_ntz":
+        return _dt.datetime.fromisoformat(value)
+    if type_name.startswith("decimal("):
+        return decimal.Decimal(value)
+    raise ValueError(f"type {type_name!r} carries no bounds")

@@ -1,0 +1,243 @@
+"""Reading the manifest log: latest version, entries, checkpoints, time travel.
+
+SPEC §Log replay and §Checkpoints. Correctness rests on the commit files
+alone; ``_last_checkpoint`` is a hint that saves listing the log directory
+(a handful of requests instead of one per version on an object store).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import zstandard
+
+from ctfile.format.actions import Action, CommitInfo
+from ctfile.format.codec import decode_actions, encode_actions, validate_commit_entry
+from ctfile.format.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from ctfile.format.paths import (
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    checkpoint_path,
+    commit_path,
+    parse_checkpoint_name,
+    parse_commit_name,
+)
+from ctfile.log.replay import TableState, apply_entry, checkpoint_actions, state_from_checkpoint
+from ctfile.log.storage import LocalStorage, Storage
+
+DEFAULT_CHECKPOINT_INTERVAL = 100
+_ENTRY_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class LogListing:
+    commits: list[int]
+    checkpoints: list[int]
+
+
+class ManifestLog:
+    """Read access to one table's ``_ct_log``. Entries are immutable, so decoded
+    entries are cached by version."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self._entries: dict[int, list[Action]] = {}
+        self._lock = threading.Lock()
+        self._parallel = not isinstance(storage, LocalStorage)
+
+    # ------------------------------------------------------------ discovery
+
+    def list(self) -> LogListing:
+        commits, checkpoints = [], []
+        for info in self.storage.list_dir(LOG_DIR):
+            name = info.path.rsplit("/", 1)[-1]
+            v = parse_commit_name(name)
+            if v is not None:
+                commits.append(v)
+                continue
+            v = parse_checkpoint_name(name)
+            if v is not None:
+                checkpoints.append(v)
+        return LogListing(sorted(commits), sorted(checkpoints))
+
+    def read_hint(self) -> int | None:
+        """The version ``_last_checkpoint`` names, or None if absent or unreadable."""
+        try:
+            obj = json.loads(self.storage.read_bytes(LAST_CHECKPOINT))
+            v = obj["version"]
+            return v if isinstance(v, int) and v >= 0 else None
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None  # advisory only: fall back to listing
+
+    def latest_version(self) -> int:
+        """The newest committed version.
+
+        With a hint: exponential then binary search over ``exists`` of version
+        files, which is valid because versions are dense (SPEC §Commit
+        protocol). Without one: list the log directory.
+        """
+        hint = self.read_hint()
+        if hint is not None and self.storage.exists(checkpoint_path(hint)):
+            lo, step = hint, 1  # invariant: version lo exists (or is checkpointed)
+            while self.storage.exists(commit_path(lo + step)):
+                lo, step = lo + step, step * 2
+            hi = lo + step  # does not exist
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if self.storage.exists(commit_path(mid)):
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        listing = self.list()
+        if not listing.commits:
+            raise TableNotFoundError(
+                f"no ctfile table at {self.storage.uri}: {LOG_DIR}/ holds no version file"
+            )
+        return listing.commits[-1]
+
+    # ------------------------------------------------------------ entries
+
+    def read_entry(self, version: int) -> list[Action]:
+        cached = self._entries.get(version)
+        if cached is not None:
+            return cached
+        path = commit_path(version)
+        where = f"{self.storage.uri}/{path}"
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError as e:
+            raise VersionNotFoundError(
+                f"version {version} is not in the log of {self.storage.uri} ({path} is missing)"
+            ) from e
+        actions = decode_actions(data, where=where)
+        validate_commit_entry(actions, version=version, where=where)
+        with self._lock:
+            if len(self._entries) >= _ENTRY_CACHE_SIZE:
+                self._entries.clear()
+            self._entries[version] = actions
+        return actions
+
+    def read_entries(self, start: int, end: int) -> list[list[Action]]:
+        """Entries ``start..end`` inclusive, fetched concurrently on object stores."""
+        versions = range(start, end + 1)
+        if self._parallel and len(versions) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
+                return list(pool.map(self.read_entry, versions))
+        return [self.read_entry(v) for v in versions]
+
+    def commit_info(self, version: int) -> CommitInfo:
+        for a in self.read_entry(version):
+            if isinstance(a, CommitInfo):
+                return a
+        raise CorruptLogError(f"version {version} has no commitInfo")  # pragma: no cover
+
+    # ------------------------------------------------------------ checkpoints
+
+    def read_checkpoint(self, version: int) -> TableState:
+        path = checkpoint_path(version)
+        where = f"{self.storage.uri}/{path}"
+        raw = self.storage.read_bytes(path)
+        try:
+            data = zstandard.ZstdDecompressor().decompress(raw)
+        except zstandard.ZstdError as e:
+            raise CorruptLogError(f"{where}: not a valid zstd frame ({e})") from e
+        state = state_from_checkpoint(decode_actions(data, where=where), where=where)
+        if state.version != version:
+            raise CorruptLogError(f"{where}: checkpoint header says version {state.version}")
+        return state
+
+    def write_checkpoint(self, state: TableState) -> None:
+        """Write the checkpoint of ``state`` and point the hint at it.
+
+        The checkpoint is written with a plain put: two writers checkpointing
+        the same version write the same state, so either copy is correct.
+        """
+        data = zstandard.ZstdCompressor(level=3).compress(encode_actions(checkpoint_actions(state)))
+        self.storage.put(checkpoint_path(state.version), data)
+        hint = self.read_hint()
+        if hint is None or hint < state.version:
+            body = json.dumps({"version": state.version, "numPartitions": len(state.partitions)})
+            self.storage.put(LAST_CHECKPOINT, body.encode() + b"\n")
+
+    # ------------------------------------------------------------ state
+
+    def load_state(self, version: int | None = None, *, latest: int | None = None) -> TableState:
+        """Replay to ``version`` (default: the latest) from the newest usable checkpoint."""
+        if latest is None:
+            latest = self.latest_version()
+        target = latest if version is None else version
+        if target < 0 or target > latest:
+            raise VersionNotFoundError(
+                f"version {target} does not exist in {self.storage.uri}; "
+                f"available versions end at {latest}"
+            )
+        start_state = self._best_checkpoint(target)
+        first = 0 if start_state is None else start_state.version + 1
+        if start_state is None and not self.storage.exists(commit_path(0)):
+            oldest = self.oldest_version()
+            raise VersionNotFoundError(
+                f"version {target} of {self.storage.uri} can no longer be reconstructed: "
+                f"the log was cleaned up to version {oldest} and no checkpoint precedes {target}"
+            )
+        state = start_state
+        for v, entry in zip(range(first, target + 1), self.read_entries(first, target)):
+            state = apply_entry(state, v, entry, where=f"{self.storage.uri}/{commit_path(v)}")
+        assert state is not None
+        return state
+
+    def _best_checkpoint(self, target: int) -> TableState | None:
+        hint = self.read_hint()
+        candidates: list[int]
+        if hint is not None and hint <= target:
+            candidates = [hint]
+        else:
+            candidates = [c for c in reversed(self.list().checkpoints) if c <= target]
+        for c in candidates[:3]:
+            try:
+                return self.read_checkpoint(c)
+            except (FileNotFoundError, CorruptLogError):
+                continue  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
+        return None
+
+    def oldest_version(self) -> int:
+        """The oldest version that can still be reconstructed."""
+        listing = self.list()
+        if not listing.commits and not listing.checkpoints:
+            raise TableNotFoundError(f"no ctfile table at {self.storage.uri}")
+        oldest_commit = listing.commits[0] if listing.commits else None
+        if oldest_commit == 0:
+            return 0
+        # Without version 0, history starts at the oldest checkpoint.
+        return listing.checkpoints[0] if listing.checkpoints else (oldest_commit or 0)
+
+    def version_at_timestamp(self, timestamp_ms: int, *, latest: int) -> int:
+        """The last version committed at or before ``timestamp_ms``.
+
+        Commit timestamps strictly increase (SPEC §Commit timestamps), so this
+        is a binary search reading O(log n) entries.
+        """
+        lo = self.oldest_version()
+        first_ts = self.commit_info(lo).timestamp
+        if timestamp_ms < first_ts:
+            raise VersionNotFoundError(
+                f"timestamp {_fmt_ms(timestamp_ms)} is before the first available commit "
+                f"(version {lo} at {_fmt_ms(first_ts)}) of {self.storage.uri}"
+            )
+        hi = latest
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.commit_info(mid).timestamp <= timestamp_ms:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+
+def _fmt_ms(ms: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")

@@ -1,0 +1,149 @@
+"""Log replay: the table state at a version (SPEC §Log replay).
+
+A :class:`TableState` is what a reader needs to serve a snapshot: protocol,
+metadata, the live partitions, the row-id counter and the commit timestamp.
+:func:`apply_entry` folds one log entry into a state; it is pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctfile.format.actions import (
+    SUPPORTED_READER_FEATURES,
+    SUPPORTED_WRITER_FEATURES,
+    READER_VERSION,
+    WRITER_VERSION,
+    Action,
+    AddPartition,
+    CheckpointHeader,
+    CommitInfo,
+    Metadata,
+    Partition,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.errors import CorruptLogError, UnsupportedFeatureError
+
+
+@dataclass(frozen=True)
+class TableState:
+    version: int
+    timestamp: int
+    protocol: Protocol
+    metadata: Metadata
+    partitions: dict[str, Partition] = field(hash=False)
+    next_row_id: int
+    app_transactions: dict[str, SetTransaction] = field(default_factory=dict, hash=False)
+
+    @property
+    def num_records(self) -> int:
+        return sum(p.num_records for p in self.partitions.values())
+
+
+def check_reader_protocol(protocol: Protocol, *, where: str) -> None:
+    """SPEC §Protocol: a reader MUST refuse a table it cannot read correctly."""
+    if protocol.min_reader_version > READER_VERSION:
+        raise UnsupportedFeatureError(
+            f"{where}: table needs reader version {protocol.min_reader_version}; "
+            f"this ctfile reads up to version {READER_VERSION}. Upgrade ctfile."
+        )
+    unknown = sorted(set(protocol.reader_features) - SUPPORTED_READER_FEATURES)
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{where}: table needs reader features {unknown} that this ctfile does not "
+            f"support (supported: {sorted(SUPPORTED_READER_FEATURES)})"
+        )
+
+
+def check_writer_protocol(protocol: Protocol, *, where: str) -> None:
+    if protocol.min_writer_version > WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"{where}: table needs writer version {protocol.min_writer_version}; "
+            f"this ctfile writes up to version {WRITER_VERSION}"
+        )
+    unknown = sorted(set(protocol.writer_features) - SUPPORTED_WRITER_FEATURES)
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{where}: table needs writer features {unknown} that this ctfile does not "
+            f"support (supported: {sorted(SUPPORTED_WRITER_FEATURES)})"
+        )
+
+
+def apply_entry(
+    state: TableState | None, version: int, actions: list[Action], *, where: str
+) -> TableState:
+    """Fold the log entry of ``version`` into ``state`` (None before version 0)."""
+    if state is None and version != 0:
+        raise CorruptLogError(f"{where}: replay must start at version 0 or a checkpoint")
+    if state is not None and version != state.version + 1:
+        raise CorruptLogError(f"{where}: expected version {state.version + 1}, found {version}")
+    protocol = state.protocol if state else None
+    metadata = state.metadata if state else None
+    partitions = dict(state.partitions) if state else {}
+    next_row_id = state.next_row_id if state else 0
+    txns = dict(state.app_transactions) if state else {}
+    timestamp = None
+    for a in actions:
+        if isinstance(a, AddPartition):
+            p = a.partition
+            if p.path in partitions:
+                raise CorruptLogError(f"{where}: add of {p.path}, which is already live")
+            partitions[p.path] = p
+            next_row_id = max(next_row_id, p.first_row_id + p.num_records)
+        elif isinstance(a, RemovePartition):
+            if partitions.pop(a.path, None) is None:
+                raise CorruptLogError(f"{where}: remove of {a.path}, which is not live")
+        elif isinstance(a, CommitInfo):
+            timestamp = a.timestamp
+        elif isinstance(a, Metadata):
+            metadata = a
+        elif isinstance(a, Protocol):
+            protocol = a
+            check_reader_protocol(a, where=where)
+        elif isinstance(a, SetTransaction):
+            txns[a.app_id] = a
+    if protocol is None or metadata is None:
+        raise CorruptLogError(f"{where}: no protocol/metadata by version {version}")
+    if timestamp is None:
+        raise CorruptLogError(f"{where}: entry has no commitInfo")
+    if state is not None and timestamp <= state.timestamp:
+        raise CorruptLogError(
+            f"{where}: commit timestamp {timestamp} is not after version "
+            f"{state.version}'s {state.timestamp} (SPEC §Commit timestamps)"
+        )
+    return TableState(version, timestamp, protocol, metadata, partitions, next_row_id, txns)
+
+
+def state_from_checkpoint(actions: list[Action], *, where: str) -> TableState:
+    """Rebuild the state a checkpoint file holds (SPEC §Checkpoints)."""
+    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
+    protocol = next((a for a in actions if isinstance(a, Protocol)), None)
+    metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    if header is None or protocol is None or metadata is None:
+        raise CorruptLogError(f"{where}: checkpoint lacks its checkpoint/protocol/metadata lines")
+    check_reader_protocol(protocol, where=where)
+    partitions = {a.path: a.partition for a in actions if isinstance(a, AddPartition)}
+    if len(partitions) != header.num_partitions:
+        raise CorruptLogError(
+            f"{where}: checkpoint says {header.num_partitions} partitions, holds {len(partitions)}"
+        )
+    txns = {a.app_id: a for a in actions if isinstance(a, SetTransaction)}
+    return TableState(
+        header.version, header.timestamp, protocol, metadata, partitions, header.next_row_id, txns
+    )
+
+
+def checkpoint_actions(state: TableState) -> list[Action]:
+    out: list[Action] = [
+        CheckpointHeader(state.version, state.timestamp, state.next_row_id, len(state.partitions)),
+        state.protocol,
+        state.metadata,
+    ]
+    out.extend(state.app_transactions.values())
+    out.extend(AddPartition(p, data_change=False) for p in state.partitions.values())
+    return out
+
+
+

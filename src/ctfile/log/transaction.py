@@ -1,0 +1,426 @@
+"""Transactions and the commit protocol (SPEC §Commit protocol).
+
+A :class:`Transaction` reads one table state, collects the partitions its
+statements write and remove, and commits them as one new version with
+optimistic concurrency under snapshot isolation:
+
+1. the data files are written first, under unique names;
+2. the entry for ``read version + 1`` is put-if-absent;
+3. on a lost race the winning entries are read and checked against this
+   transaction's read set; a real conflict raises :class:`CommitConflictError`
+   naming both versions, an apparent one is rebased (new version, new
+   ``firstRowId`` values, later timestamp) and retried.
+
+Because fresh rows store null row ids and null row versions (SPEC §Hidden
+columns), a rebase never rewrites a data file: only the log entry changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctfile.format.actions import (
+    Action,
+    AddPartition,
+    CommitInfo,
+    Metadata,
+    Partition,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.codec import encode_actions
+from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError
+from ctfile.format.paths import commit_path
+from ctfile.log.manifest import DEFAULT_CHECKPOINT_INTERVAL, ManifestLog
+from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
+
+log = logging.getLogger("ctfile")
+
+ENGINE_INFO = "ctfile-python"
+# SPEC §Partition lineage: a staged partition has no row lineage until commit.
+PENDING = -1
+CHECKPOINT_INTERVAL_PROPERTY = "ctfile.checkpointInterval"
+MAX_COMMIT_ATTEMPTS = 200
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A data file written by a transaction, not yet committed."""
+
+    path: str
+    size_bytes: int
+    num_records: int
+    checksum: str
+    stats: PartitionStats
+    modification_time: int
+
+    def as_pending_partition(self) -> Partition:
+        return Partition(
+            self.path, self.size_bytes, self.num_records, PENDING, PENDING,
+            self.modification_time, self.checksum, self.stats,
+        )
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a DML statement or transaction did.
+
+    ``version`` is the version committed, or the version the statement read if
+    it changed nothing (``committed`` is then False and no version was written).
+    """
+
+    version: int
+    committed: bool
+    operation: str
+    num_inserted_rows: int = 0
+    num_updated_rows: int = 0
+    num_deleted_rows: int = 0
+    num_copied_rows: int = 0
+    num_added_partitions: int = 0
+    num_removed_partitions: int = 0
+    attempts: int = 1
+
+
+@dataclass
+class _Metrics:
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    copied: int = 0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Transaction:
+    """Collects the actions of one or more statements and commits them as one version.
+
+    Use as a context manager: leaving the block commits, an exception aborts
+    (the files the transaction wrote are deleted, nothing is committed)::
+
+        with table.transaction() as tx:
+            tx.insert(batch)
+            tx.delete(pc.field("id") < 10)
+    """
+
+    def __init__(
+        self,
+        log: ManifestLog,
+        base: TableState,
+        *,
+        operation: str,
+        parameters: dict[str, Any] | None = None,
+        data_change: bool = True,
+    ):
+        check_writer_protocol(base.protocol, where=log.storage.uri)
+        self.log = log
+        self.storage = log.storage
+        self.base = base
+        self.txn_id = uuid.uuid4().hex
+        self.operation = operation
+        self.parameters: dict[str, Any] = dict(parameters or {})
+        self.data_change = data_change
+        self.metrics = _Metrics()
+        self._staged: dict[str, StagedFile] = {}
+        self._removed: dict[str, Partition] = {}
+        self._read: set[str] = set()
+        self._reads_whole_table = False
+        self._metadata: Metadata | None = None
+        self._app_txn: SetTransaction | None = None
+        self._file_seq = 0
+        self._done = False
+        self._maybe_committed = False
+        self.result: CommitResult | None = None
+        # Called with the new TableState after a successful commit (the Table
+        # uses it to advance its cached state without re-reading the log).
+        self.on_commit = None
+
+    # ------------------------------------------------------------ state seen by statements
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._metadata or self.base.metadata
+
+    @property
+    def schema(self):
+        return self.metadata.schema
+
+    def live_partitions(self) -> list[Partition]:
+        """The partitions a statement in this transaction sees: the base
+        state's minus those removed, plus those staged (with PENDING lineage)."""
+        out = [p for path, p in self.base.partitions.items() if path not in self._removed]
+        out.extend(f.as_pending_partition() for f in self._staged.values())
+        return out
+
+    def next_file_path(self) -> str:
+        from ctfile.format.paths import data_file_path
+
+        self._file_seq += 1
+        return data_file_path(self.txn_id, self._file_seq)
+
+    # ------------------------------------------------------------ recording
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise InvalidArgumentError("this transaction has already been committed or aborted")
+
+    def stage(self, files: list[StagedFile]) -> None:
+        self._check_open()
+        for f in files:
+            self._staged[f.path] = f
+
+    def mark_read(self, partition: Partition) -> None:
+        if partition.first_row_id != PENDING:
+            self._read.add(partition.path)
+
+    def mark_reads_whole_table(self) -> None:
+        """For truncate/overwrite: a concurrent data-changing commit conflicts."""
+        self._reads_whole_table = True
+
+    def remove(self, partition: Partition) -> None:
+        self._check_open()
+        if partition.path in self._staged:
+            # Written and dropped within this transaction: never visible.
+            del self._staged[partition.path]
+            self.storage.delete([partition.path])
+        else:
+            self._removed[partition.path] = self.base.partitions[partition.path]
+
+    def set_metadata(self, metadata: Metadata) -> None:
+        self._check_open()
+        self._metadata = metadata
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Record ``(app_id, version)`` so a replay of the same batch is detected (SPEC §txn)."""
+        self._check_open()
+        if not app_id or version < 0:
+            raise InvalidArgumentError(f"app transaction needs a non-empty id and version >= 0, got {app_id!r}, {version}")
+        self._app_txn = SetTransaction(app_id, version, 0)
+
+    def add_metrics(self, *, inserted=0, updated=0, deleted=0, copied=0) -> None:
+        self.metrics.inserted += inserted
+        self.metrics.updated += updated
+        self.metrics.deleted += deleted
+        self.metrics.copied += copied
+
+    # ------------------------------------------------------------ commit
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self._staged or self._removed or self._metadata or self._app_txn)
+
+    def _actions(self, version: int, state: TableState, timestamp: int) -> list[Action]:
+        actions: list[Action] = [
+            CommitInfo(
+                timestamp=timestamp,
+                operation=self.operation,
+                operation_parameters=self.parameters,
+                read_version=self.base.version,
+                data_change=self.data_change,
+                operation_metrics=self._metrics_dict(),
+                engine_info=ENGINE_INFO,
+                txn_id=self.txn_id,
+            )
+        ]
+        if self._metadata is not None:
+            actions.append(self._metadata)
+        if self._app_txn is not None:
+            actions.append(SetTransaction(self._app_txn.app_id, self._app_txn.version, timestamp))
+        for p in self._removed.values():
+            actions.append(RemovePartition(p, deletion_timestamp=timestamp, data_change=self.data_change))
+        # SPEC §Row lineage: firstRowId from the table's counter, in commit order.
+        next_row_id = state.next_row_id
+        for f in self._staged.values():
+            part = Partition(
+                f.path, f.size_bytes, f.num_records, next_row_id, version,
+                f.modification_time, f.checksum, f.stats,
+            )
+            next_row_id += f.num_records
+            actions.append(AddPartition(part, data_change=self.data_change))
+        return actions
+
+    def _metrics_dict(self) -> dict[str, int]:
+        return {
+            "numInsertedRows": self.metrics.inserted,
+            "numUpdatedRows": self.metrics.updated,
+            "numDeletedRows": self.metrics.deleted,
+            "numCopiedRows": self.metrics.copied,
+            "numAddedPartitions": len(self._staged),
+            "numRemovedPartitions": len(self._removed),
+        }
+
+    def _check_conflict(self, winner_version: int, winner: list[Action]) -> None:
+        """SPEC §Conflict detection: does a concurrent commit invalidate this one?"""
+
+        def conflict(why: str) -> CommitConflictError:
+            return CommitConflictError(
+                f"commit conflict on {self.storage.uri}: this {self.operation} read version "
+                f"{self.base.version}, but concurrent version {winner_version} {why}; "
+                f"re-run the statement against the new version",
+                read_version=self.base.version,
+                winning_version=winner_version,
+            )
+
+        touched = self._read | set(self._removed)
+        for a in winner:
+            if isinstance(a, (Metadata, Protocol)):
+                raise conflict("changed the table's schema, metadata or protocol")
+            if isinstance(a, RemovePartition) and a.path in touched:
+                raise conflict(f"removed partition {a.path}, which this transaction read")
+            if isinstance(a, AddPartition) and a.data_change and self._reads_whole_table:
+                raise conflict(f"added data ({a.path}) that this {self.operation} would replace")
+            if (
+                isinstance(a, SetTransaction)
+                and self._app_txn is not None
+                and a.app_id == self._app_txn.app_id
+                and a.version >= self._app_txn.version
+            ):
+                raise conflict(f"already committed batch {a.version} of application {a.app_id!r}")
+
+    def commit(self) -> CommitResult:
+        """Commit as one new version; see the module docstring for the protocol."""
+        self._check_open()
+        if self.is_empty:
+            self._done = True
+            self.result = self._result(self.base.version, committed=False, attempts=0)
+            return self.result
+        try:
+            return self._commit_loop()
+        except BaseException:
+            self.abort()
+            raise
+
+    def _commit_loop(self) -> CommitResult:
+        state = self.base
+        attempts = 0
+        io_errors = 0
+        while True:
+            attempts += 1
+            version = state.version + 1
+            timestamp = max(now_ms(), state.timestamp + 1)  # SPEC §Commit timestamps
+            actions = self._actions(version, state, timestamp)
+            try:
+                self.storage.put_if_absent(commit_path(version), encode_actions(actions))
+            except FileExistsError:
+                # Lost the race for `version`: check every winner, then rebase.
+                latest = self.log.latest_version()
+                for v in range(version, latest + 1):
+                    entry = self.log.read_entry(v)
+                    info = next(a for a in entry if isinstance(a, CommitInfo))
+                    if info.txn_id == self.txn_id:
+                        # Our own earlier put landed although it reported failure.
+                        return self._finish(apply_entry(state, v, entry, where=commit_path(v)), attempts)
+                    self._check_conflict(v, entry)
+                    state = apply_entry(state, v, entry, where=commit_path(v))
+                if attempts >= MAX_COMMIT_ATTEMPTS:
+                    raise CommitConflictError(
+                        f"gave up committing {self.operation} to {self.storage.uri} after "
+                        f"{attempts} attempts under contention (last seen version {state.version})",
+                        read_version=self.base.version,
+                        winning_version=state.version,
+                    )
+                time.sleep(random.uniform(0, min(0.05, 0.002 * attempts)))
+                continue
+            except OSError as e:
+                # Outcome unknown: the entry may have landed. From here on the
+                # staged files must survive an abort (SPEC §Commit protocol,
+                # failure handling); retrying finds our txnId if it landed.
+                self._maybe_committed = True
+                io_errors += 1
+                if io_errors > 5:
+                    raise
+                log.warning("commit put of version %d failed (%s); retrying", version, e)
+                time.sleep(min(2.0, 0.05 * 2**io_errors))
+                # Retry the same version: if our entry did land, the put now
+                # fails with FileExistsError and the loop above finds our txnId.
+                continue
+            new_state = apply_entry(state, version, actions, where=commit_path(version))
+            return self._finish(new_state, attempts)
+
+    def _finish(self, new_state: TableState, attempts: int) -> CommitResult:
+        self._done = True
+        if self.on_commit is not None:
+            self.on_commit(new_state)
+        interval = _checkpoint_interval(new_state.metadata)
+        if interval and new_state.version % interval == 0:
+            try:
+                self.log.write_checkpoint(new_state)
+            except (OSError, CtfileError) as e:  # advisory: the commit already stands
+                log.warning("checkpoint of version %d failed: %s", new_state.version, e)
+        self.result = self._result(new_state.version, committed=True, attempts=attempts)
+        return self.result
+
+    def _result(self, version: int, *, committed: bool, attempts: int) -> CommitResult:
+        return CommitResult(
+            version=version,
+            committed=committed,
+            operation=self.operation,
+            num_inserted_rows=self.metrics.inserted,
+            num_updated_rows=self.metrics.updated,
+            num_deleted_rows=self.metrics.deleted,
+            num_copied_rows=self.metrics.copied,
+            num_added_partitions=len(self._staged) if committed else 0,
+            num_removed_partitions=len(self._removed) if committed else 0,
+            attempts=attempts,
+        )
+
+    def abort(self) -> None:
+        """Delete the files this transaction wrote; nothing was committed."""
+        if self._done:
+            return
+        self._done = True
+        paths = list(self._staged)
+        self._staged.clear()
+        if paths and not self._maybe_committed:
+            try:
+                self.storage.delete(paths)
+            except OSError as e:  # orphans are harmless; vacuum removes them
+                log.warning("could not delete %d staged files: %s", len(paths), e)
+
+    def staged_paths(self) -> list[str]:
+        return list(self._staged)
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+            return
+        if not self._done:
+            self.commit()
+
+
+def _checkpoint_interval(metadata: Metadata) -> int:
+    raw = metadata.properties.get(CHECKPOINT_INTERVAL_PROPERTY)
+    if raw is None:
+        return DEFAULT_CHECKPOINT_INTERVAL
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:
+    """The entry of version 0 (SPEC §Creating a table)."""
+    return [
+        CommitInfo(
+            timestamp=timestamp,
+            operation="CREATE TABLE",
+            operation_parameters={},
+            read_version=None,
+            data_change=False,
+            engine_info=ENGINE_INFO,
+            txn_id=uuid.uuid4().hex,
+        ),
+        Protocol(),
+        metadata,
+    ]
+

@@ -1,0 +1,117 @@
+"""Partition pruning by statistics (SPEC §Statistics, reader requirements).
+
+The decision "can any row of this partition satisfy the filter?" is made by
+pyarrow's own expression simplifier: each partition becomes a dataset
+fragment whose *guarantee* encodes its statistics, and
+``FileSystemDataset.get_fragments(filter=...)`` drops the fragments whose
+guarantee makes the filter unsatisfiable. No file is opened.
+
+pyarrow only uses conjunctions of comparisons as guarantees, and a range
+guarantee ``min <= x <= max`` also tells it that ``x`` is never null (or NaN).
+A partition whose column holds nulls or NaNs as well as values is therefore
+described by several fragments, one per *kind* of row (in-range, null, NaN),
+for the columns the filter references; the partition is kept when any of them
+survives. Combinations are capped: beyond :data:`MAX_ALTERNATIVES` a column's
+guarantee is dropped, which only weakens pruning, never correctness.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from ctfile.format.actions import Partition
+from ctfile.format.errors import CorruptLogError
+from ctfile.format.schema import Schema
+from ctfile.format.stats import decode_bound, has_bounds
+from ctfile.reader.expressions import referenced_columns
+
+MAX_ALTERNATIVES = 16
+_TRUE = pc.scalar(True)
+
+
+def _column_alternatives(p: Partition, name: str, fid: int, typ: str, atype: pa.DataType) -> list[pc.Expression]:
+    s = p.stats
+    x = pc.field(name)
+    if s is None:
+        return [_TRUE]
+    n = s.num_records
+    nulls = s.null_count.get(fid)
+    if nulls is not None and nulls == n:
+        return [x.is_null()]
+    alts: list[pc.Expression] = []
+    lo, hi = s.min_values.get(fid), s.max_values.get(fid)
+    if lo is not None and hi is not None and has_bounds(typ):
+        try:
+            lo_s = pa.scalar(decode_bound(typ, lo), type=atype)
+            hi_s = pa.scalar(decode_bound(typ, hi), type=atype)
+        except (ValueError, TypeError, pa.ArrowException) as e:
+            raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
+        alts.append((x >= lo_s) & (x <= hi_s))
+    elif nulls == 0:
+        alts.append(x.is_valid())
+    else:
+        return [_TRUE]
+    if nulls is None or nulls > 0:
+        alts.append(x.is_null())
+    if typ in ("float", "double"):
+        nans = s.nan_count.get(fid)
+        if nans is None or nans > 0:
+            alts.append(x.is_nan())
+    return alts
+
+
+def partition_guarantees(p: Partition, schema: Schema, columns: Sequence[str]) -> list[pc.Expression]:
+    """Conjunctive guarantees whose union covers every row of ``p``."""
+    per_column = []
+    arrow = schema.to_arrow(field_ids=False)
+    for name in columns:
+        f = schema.field(name)
+        if not isinstance(f.type, str):
+            continue
+        per_column.append(_column_alternatives(p, name, f.id, f.type, arrow.field(name).type))
+    # Cap the cross product: drop the widest columns' guarantees first.
+    per_column.sort(key=len)
+    while per_column and _product(len(a) for a in per_column) > MAX_ALTERNATIVES:
+        per_column.pop()
+    out = []
+    for combo in itertools.product(*per_column):
+        g = _TRUE
+        for piece in combo:
+            g = piece if g is _TRUE else g & piece
+        out.append(g)
+    return out or [_TRUE]
+
+
+def _product(xs) -> int:
+    r = 1
+    for x in xs:
+        r *= x
+    return r
+
+
+def prune(partitions: Sequence[Partition], schema: Schema, filter: pc.Expression | None) -> list[Partition]:
+    """The partitions that may hold a row satisfying ``filter``, in input order."""
+    if filter is None or not partitions:
+        return list(partitions)
+    arrow = schema.to_arrow(field_ids=False)
+    cols = referenced_columns(filter, arrow)
+    if not cols:
+        cols = []
+    paths: list[str] = []
+    guarantees: list[pc.Expression] = []
+    for p in partitions:
+        for g in partition_guarantees(p, schema, cols):
+            paths.append(p.path)
+            guarantees.append(g)
+    dataset = ds.FileSystemDataset.from_paths(
+        paths, schema=arrow, format=ds.ParquetFileFormat(),
+        filesystem=pafs.LocalFileSystem(), partitions=guarantees,
+    )
+    keep = {f.path for f in dataset.get_fragments(filter=filter)}
+    return [p for p in partitions if p.path in keep]

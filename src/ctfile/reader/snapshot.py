@@ -1,0 +1,208 @@
+"""Snapshots: the table as of one version (SPEC §Log replay, reader requirements)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from ctfile.format.actions import Metadata, Partition, Protocol
+from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.schema import HIDDEN_COLUMNS, Schema
+from ctfile.log.replay import TableState
+from ctfile.log.storage import Storage
+from ctfile.reader.expressions import check_predicate
+from ctfile.reader.partition_reader import read_partition, read_partition_table
+from ctfile.reader.pruning import partition_guarantees, prune
+
+
+class Snapshot:
+    """A read-only view of a table at one version.
+
+    Obtain one with :meth:`ctfile.Table.snapshot`. Reads never see hidden
+    columns unless ``include_hidden=True``.
+    """
+
+    def __init__(self, storage: Storage, state: TableState):
+        self._storage = storage
+        self._state = state
+
+    def __repr__(self) -> str:
+        return (
+            f"Snapshot(uri={self._storage.uri!r}, version={self.version}, "
+            f"partitions={len(self._state.partitions)}, rows={self.num_records})"
+        )
+
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    @property
+    def timestamp(self) -> dt.datetime:
+        """Commit time of this version (UTC)."""
+        return dt.datetime.fromtimestamp(self._state.timestamp / 1000, tz=dt.timezone.utc)
+
+    @property
+    def table_schema(self) -> Schema:
+        """The schema with field ids (:class:`ctfile.format.Schema`)."""
+        return self._state.metadata.schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of ordinary reads (no hidden columns)."""
+        return self._state.metadata.schema.to_arrow(field_ids=False)
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._state.metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        return self._state.protocol
+
+    @property
+    def partitions(self) -> list[Partition]:
+        return list(self._state.partitions.values())
+
+    @property
+    def num_records(self) -> int:
+        return self._state.num_records
+
+    @property
+    def state(self) -> TableState:
+        return self._state
+
+    # ------------------------------------------------------------ reads
+
+    def _columns(self, columns: Sequence[str] | None) -> list[str]:
+        names = self.table_schema.names
+        if columns is None:
+            return names
+        if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+            raise InvalidArgumentError(f"columns must be a list of column names, found {columns!r}")
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            hint = " (hidden columns are read with include_hidden=True)" if set(unknown) & set(HIDDEN_COLUMNS) else ""
+            raise InvalidArgumentError(f"unknown columns {unknown}; table columns are {names}{hint}")
+        return list(columns)
+
+    def _plan(self, filter: pc.Expression | None) -> list[Partition]:
+        if filter is not None:
+            check_predicate(filter, self.schema, what="filter")
+        return prune(self.partitions, self.table_schema, filter)
+
+    def _dataset(self, partitions: Sequence[Partition]) -> ds.FileSystemDataset:
+        return ds.FileSystemDataset.from_paths(
+            [self._storage.arrow_path(p.path) for p in partitions],
+            schema=self.schema,
+            format=ds.ParquetFileFormat(),
+            filesystem=self._storage.arrow_filesystem,
+        )
+
+    def to_arrow(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        include_hidden: bool = False,
+    ) -> pa.Table:
+        """Read the snapshot (or the rows matching ``filter``) into one Table.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [1, 2, 3]}))
+        >>> t.snapshot().to_arrow(filter=pc.field("id") > 1).column("id").to_pylist()
+        [2, 3]
+        """
+        cols = self._columns(columns)
+        parts = self._plan(filter)
+        if not include_hidden:
+            if not parts:
+                return self.schema.empty_table().select(cols)
+            return self._dataset(parts).to_table(columns=cols, filter=filter)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            tables = list(pool.map(lambda p: self._read_hidden(p, cols, filter), parts))
+        if not tables:
+            return self._empty_hidden(cols)
+        return pa.concat_tables(tables)
+
+    def _empty_hidden(self, cols: list[str]) -> pa.Table:
+        fields = [self.schema.field(c) for c in cols]
+        fields += [pa.field(h, pa.int64()) for h in HIDDEN_COLUMNS]
+        return pa.schema(fields).empty_table()
+
+    def _read_hidden(self, p: Partition, cols: list[str], filter: pc.Expression | None) -> pa.Table:
+        # Hidden values depend on row position, so filter after materializing;
+        # read the filter's columns too and drop them afterwards.
+        need = cols if filter is None else list(dict.fromkeys(cols + self.table_schema.names))
+        t = read_partition_table(self._storage, p, self.table_schema, columns=need, hidden=True)
+        if filter is not None:
+            t = t.filter(filter)
+        return t.select(cols + list(HIDDEN_COLUMNS))
+
+    def to_batches(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        include_hidden: bool = False,
+        batch_rows: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream the snapshot as RecordBatches; memory stays bounded by a few batches."""
+        cols = self._columns(columns)
+        parts = self._plan(filter)
+        if not include_hidden:
+            if not parts:
+                return iter(())
+            kw = {"batch_size": batch_rows} if batch_rows else {}
+            return iter(self._dataset(parts).to_batches(columns=cols, filter=filter, **kw))
+        return self._hidden_batches(parts, cols, filter, batch_rows)
+
+    def _hidden_batches(self, parts, cols, filter, batch_rows) -> Iterator[pa.RecordBatch]:
+        need = cols if filter is None else list(dict.fromkeys(cols + self.table_schema.names))
+        out_cols = cols + list(HIDDEN_COLUMNS)
+        for p in parts:
+            for b in read_partition(self._storage, p, self.table_schema, columns=need, hidden=True, batch_rows=batch_rows):
+                if filter is not None:
+                    b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
+                    b = b.to_batches()[0] if b.num_rows else None
+                    if b is None:
+                        continue
+                yield b.select(out_cols)
+
+    def to_pandas(self, **kwargs):
+        """``to_arrow(**kwargs).to_pandas()``."""
+        return self.to_arrow(**kwargs).to_pandas()
+
+    def to_dataset(self) -> ds.FileSystemDataset:
+        """A ``pyarrow.dataset.Dataset`` over this snapshot's partitions.
+
+        Each fragment carries the partition's statistics as its guarantee
+        (``partition_expression``) where they are exact for every row, so
+        engines that read Arrow datasets (DuckDB, Polars, pandas) prune with
+        them. Hidden columns are not part of the dataset.
+        """
+        parts = self.partitions
+        guarantees = []
+        for p in parts:
+            g = pc.scalar(True)
+            for f in self.table_schema.fields:
+                if not isinstance(f.type, str):
+                    continue
+                alts = partition_guarantees(p, self.table_schema, [f.name])
+                if len(alts) == 1:  # exact for every row: no nulls/NaNs mixed in
+                    g = alts[0] if g.equals(pc.scalar(True)) else g & alts[0]
+            guarantees.append(g)
+        return ds.FileSystemDataset.from_paths(
+            [self._storage.arrow_path(p.path) for p in parts],
+            schema=self.schema,
+            format=ds.ParquetFileFormat(),
+            filesystem=self._storage.arrow_filesystem,
+            partitions=guarantees,
+        )

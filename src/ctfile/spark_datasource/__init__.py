@@ -1,0 +1,1 @@
+"""The ``ctfile`` PySpark Python DataSource (not yet implemented; see issue 4)."""

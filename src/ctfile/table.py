@@ -1,0 +1,369 @@
+"""The public Python API: ``create_table``, ``open_table`` and :class:`Table`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import Metadata
+from ctfile.format.codec import encode_actions
+from ctfile.format.errors import (
+    InvalidArgumentError,
+    TableExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from ctfile.format.paths import commit_path
+from ctfile.format.schema import Schema, schema_from_arrow
+from ctfile.log.manifest import ManifestLog
+from ctfile.log.replay import TableState
+from ctfile.log.storage import Storage, open_storage
+from ctfile.log.transaction import CommitResult, new_table_actions, now_ms
+from ctfile.reader.snapshot import Snapshot
+from ctfile.writer.dml import COMPRESSION_PROPERTY, PARTITION_ROWS_PROPERTY
+from ctfile.writer.transaction import WriteTransaction
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One version of the table as ``Table.history()`` lists it."""
+
+    version: int
+    timestamp: dt.datetime
+    operation: str
+    operation_parameters: dict
+    operation_metrics: dict
+    data_change: bool
+    read_version: int | None
+
+
+def _storage_for(uri: Any, storage_options: Mapping[str, Any] | None) -> Storage:
+    if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
+        raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
+    return open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
+
+
+def timestamp_to_ms(ts: Any, *, what: str = "timestamp") -> int:
+    """Accept a datetime (naive = UTC), an ISO-8601 string, or a pandas Timestamp."""
+    if isinstance(ts, str):
+        try:
+            ts = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError as e:
+            raise InvalidArgumentError(f"{what} {ts!r} is not an ISO-8601 timestamp") from e
+    if isinstance(ts, dt.datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=dt.timezone.utc)
+        return int(ts.timestamp() * 1000)
+    if isinstance(ts, dt.date):
+        return int(dt.datetime(ts.year, ts.month, ts.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    raise InvalidArgumentError(f"{what} must be a datetime or ISO-8601 string, found {type(ts).__name__}")
+
+
+def create_table(
+    uri: str | os.PathLike,
+    schema: pa.Schema,
+    *,
+    partition_rows: int | None = None,
+    compression: str | None = None,
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> "Table":
+    """Create an empty table at ``uri`` (version 0) and return it.
+
+    Parameters
+    ----------
+    uri : str or path
+        A local directory or an fsspec URL such as ``s3://bucket/prefix``.
+    schema : pyarrow.Schema
+        The columns; field ids 1, 2, ... are assigned in order.
+    partition_rows : int, optional
+        Target rows per micro-partition (default 1,048,576).
+    compression : str, optional
+        Parquet codec for data files (default ``zstd``).
+    properties : mapping of str to str, optional
+        Table properties (``ctfile.checkpointInterval``, user keys ...).
+
+    Raises
+    ------
+    TableExistsError
+        If a table already exists at ``uri``.
+
+    Examples
+    --------
+    >>> import ctfile, pyarrow as pa, tempfile
+    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+    >>> t.version
+    0
+    """
+    storage = _storage_for(uri, storage_options)
+    if not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
+    props = dict(properties or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+        raise InvalidArgumentError(f"properties must map strings to strings, found {props!r}")
+    if partition_rows is not None:
+        if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
+            raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
+        props[PARTITION_ROWS_PROPERTY] = str(partition_rows)
+    if compression is not None:
+        if compression not in ("zstd", "snappy", "gzip", "lz4", "brotli", "none"):
+            raise InvalidArgumentError(f"compression must be a Parquet codec name, found {compression!r}")
+        props[COMPRESSION_PROPERTY] = compression
+    table_schema: Schema = schema_from_arrow(schema)
+    metadata = Metadata(
+        table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
+        properties=props, name=name, description=description,
+    )
+    data = encode_actions(new_table_actions(metadata, metadata.created_time))
+    try:
+        storage.put_if_absent(commit_path(0), data)
+    except FileExistsError as e:
+        raise TableExistsError(f"a table already exists at {storage.uri}") from e
+    return Table(storage)
+
+
+def open_table(uri: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
+    """Open an existing table at its latest version.
+
+    Raises
+    ------
+    TableNotFoundError
+        If ``uri`` holds no ctfile table.
+    """
+    storage = _storage_for(uri, storage_options)
+    table = Table(storage)
+    table.refresh()
+    return table
+
+
+class Table:
+    """A ctfile table. Reads go through :meth:`snapshot` (and, in later
+    versions, :meth:`changes`); every DML method commits one version and
+    returns a :class:`~ctfile.log.transaction.CommitResult`."""
+
+    def __init__(self, storage: Storage):
+        self._storage = storage
+        self._log = ManifestLog(storage)
+        self._state: TableState | None = None
+
+    def __repr__(self) -> str:
+        v = self._state.version if self._state else "?"
+        return f"Table({self._storage.uri!r}, version={v})"
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def uri(self) -> str:
+        return self._storage.uri
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def log(self) -> ManifestLog:
+        return self._log
+
+    def refresh(self) -> "Table":
+        """Load the latest version (the table otherwise caches its last known state)."""
+        latest = self._log.latest_version()
+        if self._state is None or self._state.version != latest:
+            if self._state is not None and latest > self._state.version:
+                # Roll forward from the cached state instead of a full replay.
+                from ctfile.log.replay import apply_entry
+
+                state = self._state
+                for v in range(state.version + 1, latest + 1):
+                    state = apply_entry(state, v, self._log.read_entry(v), where=commit_path(v))
+                self._state = state
+            else:
+                self._state = self._log.load_state(latest=latest)
+        return self
+
+    def _current(self) -> TableState:
+        if self._state is None:
+            self.refresh()
+        assert self._state is not None
+        return self._state
+
+    @property
+    def version(self) -> int:
+        """The latest version this object has seen (call :meth:`refresh` to update)."""
+        return self._current().version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._current().metadata.schema.to_arrow(field_ids=False)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._current().metadata.properties)
+
+    # ------------------------------------------------------------ reads
+
+    def snapshot(self, version: int | None = None, *, timestamp: Any = None) -> Snapshot:
+        """The table as of ``version`` or ``timestamp`` (default: latest).
+
+        A timestamp resolves to the last version committed at or before it.
+
+        Raises
+        ------
+        VersionNotFoundError
+            For a version beyond the latest or before the retained history, or
+            a timestamp before the first commit.
+        """
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("give version or timestamp, not both")
+        self.refresh()
+        latest = self._current().version
+        if timestamp is not None:
+            version = self._log.version_at_timestamp(timestamp_to_ms(timestamp), latest=latest)
+        if version is None or version == latest:
+            return Snapshot(self._storage, self._current())
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidArgumentError(f"version must be an int, found {version!r}")
+        if version < 0 or version > latest:
+            raise VersionNotFoundError(
+                f"version {version} does not exist in {self.uri}; the latest version is {latest}"
+            )
+        return Snapshot(self._storage, self._log.load_state(version, latest=latest))
+
+    def to_arrow(self, **kwargs) -> pa.Table:
+        """Shorthand for ``snapshot().to_arrow(**kwargs)``."""
+        return self.snapshot().to_arrow(**kwargs)
+
+    def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
+        """Committed versions, newest first, with their commit info."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
+        self.refresh()
+        latest = self._current().version
+        oldest = self._log.oldest_version()
+        first = oldest if limit is None else max(oldest, latest - limit + 1)
+        out = []
+        for v in range(latest, first - 1, -1):
+            ci = self._log.commit_info(v)
+            out.append(
+                HistoryEntry(
+                    version=v,
+                    timestamp=dt.datetime.fromtimestamp(ci.timestamp / 1000, tz=dt.timezone.utc),
+                    operation=ci.operation,
+                    operation_parameters=dict(ci.operation_parameters),
+                    operation_metrics=dict(ci.operation_metrics),
+                    data_change=ci.data_change,
+                    read_version=ci.read_version,
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------ writes
+
+    def transaction(self, *, operation: str = "TRANSACTION", parameters: Mapping[str, Any] | None = None) -> WriteTransaction:
+        """A transaction whose statements commit together as one version.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> with t.transaction() as tx:
+        ...     _ = tx.insert(pa.table({"id": [1, 2, 3]}))
+        ...     _ = tx.delete(pc.field("id") == 2)
+        >>> t.version, t.snapshot().to_arrow().column("id").to_pylist()
+        (1, [1, 3])
+        """
+        self.refresh()
+        tx = WriteTransaction(self._log, self._current(), operation=operation, parameters=dict(parameters or {}))
+        tx.on_commit = self._on_commit
+        return tx
+
+    def _on_commit(self, state: TableState) -> None:
+        if self._state is None or state.version > self._state.version:
+            self._state = state
+
+    def _run(self, operation: str, parameters: dict, fn) -> CommitResult:
+        with self.transaction(operation=operation, parameters=parameters) as tx:
+            fn(tx)
+        assert tx.result is not None
+        return tx.result
+
+    def insert(self, data: Any) -> CommitResult:
+        """Append rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame).
+
+        A RecordBatchReader is consumed in a stream; memory stays bounded by a
+        few micro-partitions.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> r = t.insert(pa.table({"id": [1, 2]}))
+        >>> r.version, r.num_inserted_rows
+        (1, 2)
+        """
+        return self._run("INSERT", {}, lambda tx: tx.insert(data))
+
+    def delete(self, where: pc.Expression) -> CommitResult:
+        """Delete the rows where ``where`` is true."""
+        return self._run("DELETE", {"predicate": str(where)}, lambda tx: tx.delete(where))
+
+    def update(self, where: pc.Expression | None, set: Mapping[str, Any]) -> CommitResult:
+        """Set columns (``set``: column -> scalar or Expression) where ``where`` is true."""
+        params = {"predicate": str(where), "set": {k: str(v) for k, v in dict(set).items()} if isinstance(set, Mapping) else str(set)}
+        return self._run("UPDATE", params, lambda tx: tx.update(where, set))
+
+    def merge(
+        self,
+        source: Any,
+        on: str | Sequence[str],
+        *,
+        when_matched: str | None = "update",
+        when_not_matched: str | None = "insert",
+    ) -> CommitResult:
+        """Upsert ``source`` on the key columns ``on``.
+
+        ``when_matched``: "update" (set the source's columns), "delete" or
+        None; ``when_not_matched``: "insert" or None. The source must hold at
+        most one row per key.
+        """
+        params = {"on": on if isinstance(on, str) else list(on), "whenMatched": when_matched, "whenNotMatched": when_not_matched}
+        return self._run(
+            "MERGE", params,
+            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched),
+        )
+
+    def truncate(self) -> CommitResult:
+        """Remove every row (a metadata-only commit)."""
+        return self._run("TRUNCATE", {}, lambda tx: tx.truncate())
+
+    def overwrite(self, data: Any) -> CommitResult:
+        """Replace the table's rows with ``data`` in one version."""
+
+        def fn(tx: WriteTransaction) -> None:
+            tx.truncate()
+            tx.insert(data)
+
+        return self._run("OVERWRITE", {}, fn)
+
+    def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
+        """Set table properties (a metadata-only commit)."""
+        if not isinstance(properties, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+        ):
+            raise InvalidArgumentError(f"properties must map strings to strings, found {properties!r}")
+
+        def fn(tx: WriteTransaction) -> None:
+            md = tx.metadata
+            tx.set_metadata(Metadata(md.table_id, md.schema, md.created_time, {**md.properties, **properties}, md.name, md.description))
+
+        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn)
+

@@ -1,0 +1,1 @@
+"""The ``ctfile`` command-line tool (not yet implemented; see issue 6)."""

@@ -1,0 +1,388 @@
+"""Copy-on-write DML over a :class:`~ctfile.log.transaction.Transaction`
+(SPEC §Copy-on-write, writer requirements).
+
+Each statement:
+
+1. prunes the live partitions with their statistics (only partitions that can
+   hold a matching row are read);
+2. reads each candidate with its hidden columns materialized and evaluates
+   the predicate; a partition with no matching row is left alone, and one
+   whose every row is deleted is removed without writing anything;
+3. rewrites each touched partition in row order: unchanged rows keep their
+   row id and row version, updated rows keep their row id and get a null
+   row version (= the commit's version), inserted rows get nulls for both;
+4. records the removes, the new files and the row counts in the transaction.
+
+An UPDATE or MERGE that sets a row to the values it already had leaves that
+row unchanged (its row version is kept), so it shows up in no change scan.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import Partition
+from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
+from ctfile.log.transaction import StagedFile, Transaction
+from ctfile.reader.expressions import (
+    check_predicate,
+    check_value_expression,
+    evaluate_mask,
+    evaluate_values,
+)
+from ctfile.reader.partition_reader import read_partition_table
+from ctfile.reader.pruning import prune
+from ctfile.writer.input import Conformer, to_reader, to_table
+from ctfile.writer.partition_writer import (
+    DEFAULT_COMPRESSION,
+    DEFAULT_ROW_GROUP_ROWS,
+    DEFAULT_TARGET_ROWS,
+    PartitionWriter,
+)
+
+PARTITION_ROWS_PROPERTY = "ctfile.partitionRows"
+COMPRESSION_PROPERTY = "ctfile.compression"
+_DML_WORKERS = 2
+
+
+@dataclass
+class _Rewrite:
+    """The outcome of rewriting one partition."""
+
+    partition: Partition
+    files: list[StagedFile]
+    deleted: int = 0
+    updated: int = 0
+    copied: int = 0
+    matched_source: np.ndarray | None = None
+    unchanged: bool = False  # read (and maybe matched) but not rewritten
+
+
+def writer_for(tx: Transaction, *, workers: int | None = None) -> PartitionWriter:
+    props = tx.metadata.properties
+    target = int(props.get(PARTITION_ROWS_PROPERTY, DEFAULT_TARGET_ROWS))
+    return PartitionWriter(
+        tx.storage,
+        tx.schema,
+        tx.next_file_path,
+        target_rows=target,
+        row_group_rows=min(target, DEFAULT_ROW_GROUP_ROWS),
+        compression=props.get(COMPRESSION_PROPERTY, DEFAULT_COMPRESSION),
+        workers=workers,
+    )
+
+
+# ---------------------------------------------------------------- INSERT
+
+
+def insert(tx: Transaction, data: Any) -> int:
+    """Append rows as fresh micro-partitions. Returns the number of rows."""
+    reader = to_reader(data)
+    conformer = Conformer(tx.schema)
+    conformer.check_schema(reader.schema)  # fail before any file is written
+    counted = [0]
+
+    def counting():
+        for b in conformer.conform_stream(reader):
+            counted[0] += b.num_rows
+            yield b
+
+    files = writer_for(tx).write(counting(), with_hidden=False)
+    tx.stage(files)
+    tx.add_metrics(inserted=counted[0])
+    return counted[0]
+
+
+# ---------------------------------------------------------------- shared rewrite machinery
+
+
+def _rewrite_all(
+    tx: Transaction,
+    candidates: Sequence[Partition],
+    fn: Callable[[Partition, pa.Table], _Rewrite | None],
+) -> list[_Rewrite]:
+    """Read each candidate (hidden columns materialized), apply ``fn``, and
+    record the results in ``tx``. Partitions are processed concurrently."""
+
+    def work(p: Partition) -> _Rewrite | None:
+        t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
+        return fn(p, t)
+
+    for p in candidates:
+        tx.mark_read(p)
+    results: list[_Rewrite | None] = []
+    errors: list[BaseException] = []
+    with ThreadPoolExecutor(max_workers=_DML_WORKERS) as pool:
+        futures = [pool.submit(work, p) for p in candidates]
+        for f in futures:
+            try:
+                results.append(f.result())
+            except BaseException as e:  # collect: every finished file must be cleaned up
+                errors.append(e)
+                results.append(None)
+    if errors:
+        tx.storage.delete([s.path for r in results if r for s in r.files])
+        raise errors[0]
+    done = [r for r in results if r is not None]
+    for r in done:
+        if r.unchanged:
+            continue
+        tx.remove(r.partition)
+        tx.stage(r.files)
+        tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
+    return done
+
+
+def _write_rows(tx: Transaction, t: pa.Table) -> list[StagedFile]:
+    """Write copy-on-write output: table columns then the two hidden columns."""
+    if t.num_rows == 0:
+        return []
+    t = t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN])
+    return writer_for(tx, workers=1).write(t.to_batches(), with_hidden=True)
+
+
+# ---------------------------------------------------------------- DELETE
+
+
+def delete(tx: Transaction, where: pc.Expression) -> int:
+    """Delete the rows matching ``where``. Returns the number deleted."""
+    check_predicate(where, tx.schema.to_arrow(field_ids=False))
+    live = tx.live_partitions()
+    candidates = prune(live, tx.schema, where)
+    # Partitions where no row can survive are removed without reading them
+    # (Snowflake's metadata-only delete); a row survives where `where` is
+    # false or null.
+    survivors = {p.path for p in prune(candidates, tx.schema, ~where | where.is_null())}
+    before = tx.metrics.deleted
+    for p in candidates:
+        if p.path not in survivors:
+            tx.mark_read(p)
+            tx.remove(p)
+            tx.add_metrics(deleted=p.num_records)
+
+    def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
+        mask = evaluate_mask(t, where)
+        n = pc.sum(mask).as_py() or 0
+        if n == 0:
+            return None
+        kept = t.filter(pc.invert(mask))
+        return _Rewrite(p, _write_rows(tx, kept), deleted=n, copied=kept.num_rows)
+
+    _rewrite_all(tx, [p for p in candidates if p.path in survivors], fn)
+    return tx.metrics.deleted - before
+
+
+# ---------------------------------------------------------------- UPDATE
+
+
+def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Expression]:
+    if not isinstance(set_, Mapping) or not set_:
+        raise InvalidArgumentError(
+            f"set must be a non-empty mapping of column name to value or Expression, found {set_!r}"
+        )
+    arrow = tx.schema.to_arrow(field_ids=False)
+    out = {}
+    for name, value in set_.items():
+        if name not in arrow.names:
+            raise SchemaMismatchError(f"set names unknown column {name!r}; table columns are {arrow.names}")
+        ftype = arrow.field(name).type
+        if isinstance(value, pc.Expression):
+            check_value_expression(value, arrow, what=f"set[{name!r}]")
+            expr = value
+        else:
+            try:
+                scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value, type=ftype)
+                scalar = scalar.cast(ftype)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError) as e:
+                raise SchemaMismatchError(f"set[{name!r}] = {value!r} does not fit column type {ftype}: {e}") from e
+            if not arrow.field(name).nullable and not scalar.is_valid:
+                raise SchemaMismatchError(f"set[{name!r}] is null but column {name!r} is not nullable")
+            expr = pc.scalar(scalar)
+        out[name] = expr
+    return out
+
+
+def _differs(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Null-aware "is distinct from" (two nulls are equal)."""
+    try:
+        ne = pc.not_equal(old, new)
+    except pa.ArrowNotImplementedError:  # nested types: assume changed
+        return pa.array(np.ones(len(old), dtype=bool))
+    return pc.fill_null(ne, pc.xor(pc.is_null(old), pc.is_null(new)))
+
+
+def _apply_changes(
+    tx: Transaction, p: Partition, t: pa.Table, mask: pa.Array, new_values: dict[str, pa.Array]
+) -> _Rewrite | None:
+    """Rows where ``mask`` holds take ``new_values``; rows that really change
+    get a null row version. Returns None when nothing changes."""
+    changed = pa.array(np.zeros(t.num_rows, dtype=bool))
+    columns = {}
+    arrow = tx.schema.to_arrow(field_ids=False)
+    for name, values in new_values.items():
+        ftype = arrow.field(name).type
+        if not values.type.equals(ftype):
+            try:
+                values = values.cast(ftype)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise SchemaMismatchError(f"new value of column {name!r} cannot be cast to {ftype}: {e}") from e
+        old = t.column(name)
+        merged = pc.if_else(mask, values, old)
+        if not arrow.field(name).nullable and merged.null_count:
+            raise SchemaMismatchError(f"update would write null into non-nullable column {name!r} ({p.path})")
+        changed = pc.or_(changed, pc.and_(mask, _differs(old, merged)))
+        columns[name] = merged
+    n_changed = pc.sum(changed).as_py() or 0
+    if n_changed == 0:
+        return None
+    for name, merged in columns.items():
+        t = t.set_column(t.schema.get_field_index(name), name, merged)
+    rv = pc.if_else(changed, pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
+    t = t.set_column(t.schema.get_field_index(ROW_VERSION_COLUMN), ROW_VERSION_COLUMN, rv)
+    return _Rewrite(p, _write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
+
+
+def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]) -> int:
+    """Set columns of the rows matching ``where`` (all rows if None). Returns rows changed."""
+    arrow = tx.schema.to_arrow(field_ids=False)
+    if where is None:
+        where = pc.scalar(True)
+    check_predicate(where, arrow)
+    exprs = _normalize_set(tx, set_)
+    candidates = prune(tx.live_partitions(), tx.schema, where)
+    before = tx.metrics.updated
+
+    def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
+        mask = evaluate_mask(t, where)
+        if not (pc.sum(mask).as_py() or 0):
+            return None
+        values = evaluate_values(t, exprs)
+        return _apply_changes(tx, p, t, mask, {n: values.column(n) for n in exprs})
+
+    _rewrite_all(tx, candidates, fn)
+    return tx.metrics.updated - before
+
+
+# ---------------------------------------------------------------- MERGE
+
+
+def merge(
+    tx: Transaction,
+    source: Any,
+    on: str | Sequence[str],
+    *,
+    when_matched: str | None,
+    when_not_matched: str | None,
+) -> dict[str, int]:
+    """Upsert ``source`` by the key columns ``on`` (SQL MERGE with one source row per key)."""
+    if when_matched not in ("update", "delete", None):
+        raise InvalidArgumentError(f"when_matched must be 'update', 'delete' or None, found {when_matched!r}")
+    if when_not_matched not in ("insert", None):
+        raise InvalidArgumentError(f"when_not_matched must be 'insert' or None, found {when_not_matched!r}")
+    if when_matched is None and when_not_matched is None:
+        raise InvalidArgumentError("merge needs when_matched or when_not_matched; both are None")
+    keys = [on] if isinstance(on, str) else list(on)
+    arrow = tx.schema.to_arrow(field_ids=False)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidArgumentError(f"on must name one or more key columns, found {on!r}")
+    src = to_table(source, what="merge source")
+    conformer = Conformer(tx.schema, what="merge source")
+    conformer.check_schema(src.schema)
+    for k in keys:
+        if k not in src.schema.names:
+            raise SchemaMismatchError(f"merge key {k!r} is missing from the source (source columns: {src.schema.names})")
+        if k not in arrow.names:
+            raise SchemaMismatchError(f"merge key {k!r} is not a table column ({arrow.names})")
+    src_cols = [n for n in arrow.names if n in src.schema.names]
+    src = pa.Table.from_batches([conformer.conform(b) for b in src.to_batches()], schema=arrow) if src.num_rows else arrow.empty_table()
+    if src.num_rows:
+        dup = src.group_by(keys).aggregate([([], "count_all")])
+        worst = pc.max(dup.column("count_all")).as_py()
+        if worst and worst > 1:
+            raise InvalidArgumentError(
+                f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
+                f"source row per key (deduplicate the source first)"
+            )
+    src = src.append_column("__ct_src", pa.array(np.arange(src.num_rows, dtype=np.int64)))
+    # Prune by the key range of the source (conjunction over the keys).
+    where = pc.scalar(True)
+    for k in keys:
+        col = src.column(k)
+        if col.null_count == len(col):
+            where = pc.scalar(False)
+            break
+        mm = pc.min_max(col)
+        bound = (pc.field(k) >= mm["min"]) & (pc.field(k) <= mm["max"])
+        where = bound if where.equals(pc.scalar(True)) else where & bound
+    candidates = prune(tx.live_partitions(), tx.schema, where) if src.num_rows else []
+    update_cols = [c for c in src_cols if c not in keys]
+
+    def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
+        tk = t.select(keys).append_column("__ct_pos", pa.array(np.arange(t.num_rows, dtype=np.int64)))
+        j = tk.join(src.select(keys + ["__ct_src"]), keys, join_type="inner", use_threads=False)
+        if j.num_rows == 0:
+            return None
+        pos = j.column("__ct_pos").to_numpy()
+        sidx = j.column("__ct_src").to_numpy()
+        order = np.argsort(pos)
+        pos, sidx = pos[order], sidx[order]
+        if when_matched is None:
+            return _matched_only(p, sidx)
+        mask_np = np.zeros(t.num_rows, dtype=bool)
+        mask_np[pos] = True
+        mask = pa.array(mask_np)
+        if when_matched == "delete":
+            kept = t.filter(pc.invert(mask))
+            r = _Rewrite(p, _write_rows(tx, kept), deleted=len(pos), copied=kept.num_rows)
+            r.matched_source = sidx
+            return r
+        # update: scatter the source values onto the matched positions.
+        scatter = np.zeros(t.num_rows, dtype=np.int64)
+        scatter[pos] = sidx
+        new_values = {c: src.column(c).take(pa.array(scatter)) for c in update_cols}
+        r = _apply_changes(tx, p, t, mask, new_values) if update_cols else None
+        r = r or _matched_only(p, sidx)
+        r.matched_source = sidx
+        return r
+
+    results = _rewrite_all(tx, candidates, fn)
+    matched = np.zeros(src.num_rows, dtype=bool)
+    for r in results:
+        if r.matched_source is not None:
+            matched[r.matched_source] = True
+    inserted = 0
+    if when_not_matched == "insert":
+        new_rows = src.filter(pa.array(~matched)).drop_columns(["__ct_src"])
+        if new_rows.num_rows:
+            inserted = insert(tx, new_rows)
+    return {
+        "inserted": inserted,
+        "updated": sum(r.updated for r in results),
+        "deleted": sum(r.deleted for r in results),
+    }
+
+
+def _matched_only(p: Partition, sidx: np.ndarray) -> _Rewrite:
+    """A partition with matches but no change: keep it, remember the matches."""
+    return _Rewrite(p, [], matched_source=sidx, unchanged=True)
+
+
+# ---------------------------------------------------------------- TRUNCATE / OVERWRITE
+
+
+def truncate(tx: Transaction) -> int:
+    """Remove every partition (metadata only). Returns rows deleted."""
+    tx.mark_reads_whole_table()
+    n = 0
+    for p in tx.live_partitions():
+        tx.remove(p)
+        n += p.num_records
+    tx.add_metrics(deleted=n)
+    return n

@@ -1,0 +1,146 @@
+"""Turning user data into batches that fit the table schema.
+
+Accepts a pyarrow Table, RecordBatch, RecordBatchReader, an iterable of
+RecordBatches, or a pandas DataFrame. Columns are matched by name and
+reordered; a missing nullable column is filled with nulls; an extra column, a
+missing non-nullable column, a type that cannot be cast without loss, or a null
+in a non-nullable column raises :class:`SchemaMismatchError` naming the column.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.schema import HIDDEN_COLUMNS, Schema
+
+
+def to_reader(data: Any, *, what: str = "data") -> pa.RecordBatchReader:
+    """Wrap any accepted input as a RecordBatchReader (streams stay streams)."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if _is_pandas(data):
+        return to_reader(pa.Table.from_pandas(data, preserve_index=False), what=what)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    raise InvalidArgumentError(
+        f"{what} must be a pyarrow Table, RecordBatch, RecordBatchReader or pandas "
+        f"DataFrame; found {type(data).__name__}"
+    )
+
+
+def to_table(data: Any, *, what: str = "data") -> pa.Table:
+    reader = to_reader(data, what=what)
+    return reader.read_all()
+
+
+def _is_pandas(obj: Any) -> bool:
+    mod = type(obj).__module__
+    return mod.startswith("pandas") and type(obj).__name__ == "DataFrame"
+
+
+class Conformer:
+    """Casts and checks batches against the table schema.
+
+    Call :meth:`check_schema` once (it fails before anything is written), then
+    :meth:`conform` per batch.
+    """
+
+    def __init__(self, schema: Schema, *, allow_missing: bool = True, what: str = "data"):
+        self.schema = schema
+        self.target = schema.to_arrow(field_ids=False)
+        self.allow_missing = allow_missing
+        self.what = what
+
+    def check_schema(self, source: pa.Schema) -> None:
+        names = source.names
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaMismatchError(f"{self.what} has duplicate columns {dupes}")
+        hidden = [n for n in names if n in HIDDEN_COLUMNS]
+        if hidden:
+            raise SchemaMismatchError(
+                f"{self.what} contains hidden columns {hidden}; they are maintained by ctfile "
+                f"and cannot be written directly"
+            )
+        extra = [n for n in names if n not in self.target.names]
+        problems = []
+        if extra:
+            problems.append(f"columns {extra} are not in the table (table columns: {self.target.names})")
+        for f in self.target:
+            if f.name not in names:
+                if not f.nullable or not self.allow_missing:
+                    problems.append(f"column {f.name!r} ({f.type}, not null) is missing")
+                continue
+            src = source.field(f.name).type
+            if not _castable(src, f.type):
+                problems.append(f"column {f.name!r} has type {src}, expected {f.type}")
+        if problems:
+            raise SchemaMismatchError(f"{self.what} does not match the table schema: " + "; ".join(problems))
+
+    def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        n = batch.num_rows
+        arrays = []
+        for f in self.target:
+            idx = batch.schema.get_field_index(f.name)
+            if idx < 0:
+                arrays.append(pa.nulls(n, f.type))
+                continue
+            col = batch.column(idx)
+            if not col.type.equals(f.type):
+                try:
+                    col = col.cast(f.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaMismatchError(
+                        f"{self.what}: column {f.name!r} cannot be cast from {col.type} to "
+                        f"{f.type} without loss: {e}"
+                    ) from e
+            if not f.nullable and col.null_count:
+                raise SchemaMismatchError(
+                    f"{self.what}: column {f.name!r} is not nullable but has {col.null_count} null(s)"
+                )
+            arrays.append(col)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.target)
+
+    def conform_stream(self, reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+        self.check_schema(reader.schema)
+        for batch in reader:
+            if batch.num_rows:
+                yield self.conform(batch)
+
+
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if src.equals(dst) or pa.types.is_null(src):
+        return True
+    if pa.types.is_dictionary(src):
+        return _castable(src.value_type, dst)
+    groups = [
+        (pa.types.is_integer, pa.types.is_integer),
+        (pa.types.is_floating, pa.types.is_floating),
+        (pa.types.is_integer, pa.types.is_floating),
+        (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t), pa.types.is_string),
+        (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t), pa.types.is_binary),
+        (pa.types.is_timestamp, pa.types.is_timestamp),
+        (pa.types.is_date, pa.types.is_date),
+        (pa.types.is_decimal, pa.types.is_decimal),
+        (pa.types.is_integer, pa.types.is_decimal),
+    ]
+    if any(a(src) and b(dst) for a, b in groups):
+        return True
+    # Nested types: rely on Arrow's cast rules, checked per batch.
+    return (pa.types.is_nested(src) and pa.types.is_nested(dst)) and type(src) is type(dst)
+
+
+def batches_of(table: pa.Table) -> Iterable[pa.RecordBatch]:
+    return table.to_batches()
+
+
+def fill_null_false(mask: pa.Array) -> pa.Array:
+    return pc.fill_null(mask, False)

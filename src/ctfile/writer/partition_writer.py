@@ -1,0 +1,179 @@
+"""Writing micro-partitions (SPEC §Micro-partition files).
+
+A stream of batches is cut into files of ``target_rows`` rows. Each file is
+encoded into memory, checksummed (xxh3-128 of its bytes), stored under a
+unique name and described by a :class:`StagedFile` whose statistics come from
+the Parquet footer the encoder just produced, so no second pass over the data
+is needed (float columns add a NaN count, which Parquet lacks).
+
+Encoding runs on a small thread pool (pyarrow releases the GIL) while the
+caller's thread gathers the next partition, so a bulk insert uses the cores a
+plain ``pq.write_table`` leaves idle; at most ``workers + 1`` partitions are in
+memory at once, whatever the input size.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from ctfile.format.actions import PartitionStats
+from ctfile.format.schema import (
+    PARQUET_FIELD_ID_KEY,
+    ROW_ID_FIELD_ID,
+    ROW_VERSION_FIELD_ID,
+    Schema,
+    hidden_arrow_fields,
+)
+from ctfile.format.stats import encode_bound
+from ctfile.log.storage import Storage
+from ctfile.log.transaction import StagedFile, now_ms
+
+DEFAULT_TARGET_ROWS = 1 << 20
+DEFAULT_ROW_GROUP_ROWS = 1 << 20
+DEFAULT_COMPRESSION = "zstd"
+
+
+class PartitionWriter:
+    """Writes conformed batches as micro-partitions of one transaction."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        schema: Schema,
+        next_path: Callable[[], str],
+        *,
+        target_rows: int = DEFAULT_TARGET_ROWS,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        compression: str = DEFAULT_COMPRESSION,
+        workers: int | None = None,
+    ):
+        self.storage = storage
+        self.schema = schema
+        self.next_path = next_path
+        self.target_rows = target_rows
+        self.row_group_rows = row_group_rows
+        self.compression = compression
+        self.workers = workers or min(4, os.cpu_count() or 1)
+        self._file_schema_plain = schema.to_arrow(field_ids=True)
+        self._file_schema_hidden = schema.to_arrow(include_hidden=True, field_ids=True)
+        # Parquet column index -> (field id, ctfile type) for top-level primitives.
+        self._stat_columns = {
+            f.name: (f.id, f.type) for f in schema.fields if isinstance(f.type, str)
+        }
+        self._stat_columns.update(
+            {af.name: (int(af.metadata[PARQUET_FIELD_ID_KEY]), "long") for af in hidden_arrow_fields()}
+        )
+
+    def write(self, batches: Iterable[pa.RecordBatch], *, with_hidden: bool) -> list[StagedFile]:
+        """Write all batches; returns the staged files in input order.
+
+        ``with_hidden``: batches carry the two hidden columns last (copy-on-write
+        output). Without it the file has no hidden columns, which readers
+        treat as all null (SPEC §Hidden columns): a plain insert pays nothing.
+        """
+        file_schema = self._file_schema_hidden if with_hidden else self._file_schema_plain
+        futures: list[Future] = []
+        written: list[StagedFile] = []
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            try:
+                for chunk in _chunks(batches, self.target_rows):
+                    path = self.next_path()
+                    futures.append(pool.submit(self._write_one, chunk, file_schema, path))
+                    del chunk
+                    # Bound memory: once every worker is busy and one more file
+                    # is queued, wait for the oldest before reading more input.
+                    pending = [f for f in futures if not f.done()]
+                    if len(pending) > self.workers:
+                        pending[0].result()
+                for f in futures:
+                    written.append(f.result())
+            except BaseException:
+                # Leave no file of a failed statement behind (best effort).
+                for f in futures:
+                    f.cancel()
+                done = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
+                self.storage.delete([s.path for s in done])
+                raise
+        return written
+
+    def _write_one(self, batches: list[pa.RecordBatch], file_schema: pa.Schema, path: str) -> StagedFile:
+        if batches:
+            # Same columns; attach the schema with field ids without a copy.
+            table = pa.Table.from_arrays(pa.Table.from_batches(batches).columns, schema=file_schema)
+        else:
+            table = file_schema.empty_table()
+        sink = pa.BufferOutputStream()
+        with pq.ParquetWriter(
+            sink, file_schema, compression=self.compression, write_statistics=True,
+        ) as w:
+            w.write_table(table, row_group_size=self.row_group_rows)
+        buf = sink.getvalue()
+        data = memoryview(buf)
+        checksum = xxhash.xxh3_128_hexdigest(data)
+        self.storage.put(path, data)
+        stats = self._stats(buf, table)
+        return StagedFile(path, buf.size, table.num_rows, checksum, stats, now_ms())
+
+    def _stats(self, buf: pa.Buffer, table: pa.Table) -> PartitionStats:
+        md = pq.ParquetFile(pa.BufferReader(buf)).metadata
+        mins: dict[int, object] = {}
+        maxs: dict[int, object] = {}
+        nulls: dict[int, int] = {}
+        nans: dict[int, int] = {}
+        for ci in range(md.num_columns):
+            path = md.schema.column(ci).path
+            meta = self._stat_columns.get(path)
+            if meta is None:
+                continue  # nested leaf: no stats (SPEC §Statistics)
+            fid, typ = meta
+            lo = hi = None
+            null_count = 0
+            exact_nulls = True
+            for rg in range(md.num_row_groups):
+                s = md.row_group(rg).column(ci).statistics
+                if s is None or not s.has_null_count:
+                    exact_nulls = False
+                else:
+                    null_count += s.null_count
+                if s is not None and s.has_min_max:
+                    lo = s.min if lo is None or s.min < lo else lo
+                    hi = s.max if hi is None or s.max > hi else hi
+            if exact_nulls:
+                nulls[fid] = null_count
+            enc_lo = encode_bound(typ, lo, is_max=False)
+            enc_hi = encode_bound(typ, hi, is_max=True)
+            if enc_lo is not None and enc_hi is not None:
+                mins[fid], maxs[fid] = enc_lo, enc_hi
+            if typ in ("float", "double"):
+                col = table.column(path)
+                nans[fid] = int(pc.sum(pc.is_nan(col)).as_py() or 0) if len(col) else 0
+        if ROW_ID_FIELD_ID not in nulls:
+            # No hidden columns in the file: every hidden value is null
+            # (inherited), which change scans use to find fresh rows.
+            nulls[ROW_ID_FIELD_ID] = nulls[ROW_VERSION_FIELD_ID] = md.num_rows
+        return PartitionStats(md.num_rows, mins, maxs, nulls, nans)
+
+
+def _chunks(batches: Iterable[pa.RecordBatch], target_rows: int) -> Iterable[list[pa.RecordBatch]]:
+    """Group batches into lists of exactly ``target_rows`` rows (the last may be short)."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for b in batches:
+        while b.num_rows:
+            take = min(b.num_rows, target_rows - count)
+            pending.append(b.slice(0, take) if take < b.num_rows else b)
+            count += take
+            b = b.slice(take)
+            if count == target_rows:
+                yield pending
+                pending, count = [], 0
+    if pending:
+        yield pending
+
