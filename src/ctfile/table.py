@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import uuid
@@ -25,6 +26,9 @@ from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage, open_storage
 from ctfile.log.transaction import CommitResult, new_table_actions, now_ms
+from ctfile.reader.change_plan import build_plan, resolve_interval
+from ctfile.reader.change_scan import ChangeSet
+from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.writer.dml import COMPRESSION_PROPERTY, PARTITION_ROWS_PROPERTY
 from ctfile.writer.transaction import WriteTransaction
@@ -237,6 +241,97 @@ class Table:
                 f"version {version} does not exist in {self.uri}; the latest version is {latest}"
             )
         return Snapshot(self._storage, self._log.load_state(version, latest=latest))
+
+    def changes(
+        self,
+        *,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        start_timestamp: Any = None,
+        end_timestamp: Any = None,
+        information: str = "default",
+        initial_rows: bool = False,
+        changelog: str | None = None,
+        filter: pc.Expression | None = None,
+    ) -> ChangeSet:
+        """What changed in versions ``start_version..end_version`` (both included).
+
+        The result describes the difference between the snapshot at
+        ``start_version - 1`` and the one at ``end_version`` (default: latest;
+        ``start_version`` defaults to 0, the whole history). Timestamps select
+        the commits whose commit time lies in ``[start_timestamp, end_timestamp]``.
+
+        Parameters
+        ----------
+        information : {"default", "append_only", "audit"}
+            ``default``: the minimum delta (Snowflake's DEFAULT): one row per
+            inserted or deleted row, an update as a DELETE + INSERT pair with
+            ``METADATA$ISUPDATE`` true and the same ``METADATA$ROW_ID``.
+            ``append_only``: rows inserted in the interval with the values they
+            were inserted with. ``audit``: every commit's own minimum delta in
+            commit order, with ``METADATA$COMMIT_VERSION`` / ``_TIMESTAMP``.
+        initial_rows : bool
+            Start from the empty table: the rows of the snapshot at
+            ``start_version - 1`` come first as INSERTs (for ``default`` the
+            result is the snapshot at ``end_version`` as INSERTs).
+        changelog : {None, "op"}
+            ``"op"`` renders a two-event changelog with a uint8 ``op`` column
+            (0 append, 1 retract, 2 correct-from, 3 correct-to) instead of
+            ``METADATA$ACTION`` / ``METADATA$ISUPDATE``.
+        filter : pyarrow.compute.Expression, optional
+            A predicate on data columns; prunes partitions by statistics.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Reversed interval, unknown mode, or both a version and a timestamp.
+        VersionNotFoundError
+            A version beyond the latest, or a timestamp before the first commit.
+        StaleIntervalError
+            Retention removed log entries the interval needs.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+        >>> _ = t.insert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+        >>> _ = t.update(pc.field("id") == 1, {"v": "A"})
+        >>> cs = t.changes(start_version=2)
+        >>> cs.plan_shape.value, cs.to_arrow().select(["id", "v", "METADATA$ACTION"]).to_pylist()
+        ('MINIMIZE', [{'id': 1, 'v': 'a', 'METADATA$ACTION': 'DELETE'}, {'id': 1, 'v': 'A', 'METADATA$ACTION': 'INSERT'}])
+        """
+        if not isinstance(initial_rows, bool):
+            raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
+        if changelog not in (None, "op"):
+            raise InvalidArgumentError(f"changelog must be None or 'op', found {changelog!r}")
+        self.refresh()
+        state = self._current()
+        data_schema = state.metadata.schema.to_arrow(field_ids=False)
+        if filter is not None:
+            check_predicate(filter, data_schema, what="filter")
+        a, b = resolve_interval(
+            self._log,
+            state.version,
+            start_version=start_version,
+            end_version=end_version,
+            start_timestamp_ms=None if start_timestamp is None else timestamp_to_ms(start_timestamp, what="start_timestamp"),
+            end_timestamp_ms=None if end_timestamp is None else timestamp_to_ms(end_timestamp, what="end_timestamp"),
+        )
+        initial = None
+        if initial_rows:
+            if information == "default":
+                initial = self._log.load_state(b, latest=state.version)
+                plan = build_plan(self._log, b + 1, b, information=information)
+                plan = dataclasses.replace(plan, start_version=a)
+            else:
+                initial = self._log.load_state(a - 1, latest=state.version) if a > 0 else None
+                plan = build_plan(self._log, a, b, information=information)
+        else:
+            plan = build_plan(self._log, a, b, information=information)
+        return ChangeSet(
+            self._storage, state.metadata.schema, state.metadata.table_id, plan,
+            changelog=changelog, filter=filter, initial_state=initial,
+        )
 
     def to_arrow(self, **kwargs) -> pa.Table:
         """Shorthand for ``snapshot().to_arrow(**kwargs)``."""

@@ -24,7 +24,9 @@ from ctfile.format.schema import (
     HIDDEN_COLUMNS,
     PARQUET_FIELD_ID_KEY,
     ROW_ID_COLUMN,
+    ROW_ID_FIELD_ID,
     ROW_VERSION_COLUMN,
+    ROW_VERSION_FIELD_ID,
     Schema,
 )
 from ctfile.log.storage import Storage
@@ -143,3 +145,78 @@ def read_partition_table(storage: Storage, p: Partition, schema: Schema, **kw) -
     if hidden:
         fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
     return pa.schema(fields).empty_table()
+
+
+def hidden_values_only_inherited(p: Partition) -> bool:
+    """True when stats show both hidden columns are null in every row (a plain
+    insert), so the hidden values follow from the log alone: no read needed."""
+    s = p.stats
+    return (
+        s is not None
+        and s.null_count.get(ROW_ID_FIELD_ID) == p.num_records
+        and s.null_count.get(ROW_VERSION_FIELD_ID) == p.num_records
+    )
+
+
+def read_hidden(storage: Storage, p: Partition) -> tuple[np.ndarray, np.ndarray]:
+    """Materialized ``(row_id, row_version)`` of every row, as int64 numpy arrays.
+
+    Reads only the two hidden columns, and nothing at all for a plain-insert
+    partition (SPEC §Hidden columns: absent or all-null means inherited).
+    """
+    n = p.num_records
+    if hidden_values_only_inherited(p):
+        return (
+            np.arange(p.first_row_id, p.first_row_id + n, dtype=np.int64),
+            np.full(n, p.default_row_version, dtype=np.int64),
+        )
+    pf = open_parquet(storage, p)
+    names = pf.schema_arrow.names
+    cols = [h for h in HIDDEN_COLUMNS if h in names]
+    t = pf.read(columns=cols, use_threads=True) if cols else None
+    rid = t.column(ROW_ID_COLUMN).combine_chunks() if t is not None and ROW_ID_COLUMN in cols else pa.nulls(n, pa.int64())
+    rv = t.column(ROW_VERSION_COLUMN).combine_chunks() if t is not None and ROW_VERSION_COLUMN in cols else pa.nulls(n, pa.int64())
+    if len(rid) != n:
+        raise CorruptLogError(f"partition {p.path}: the log records {n} rows, the file holds {len(rid)}")
+    rid, rv = materialize_hidden(p, rid, rv)
+    return rid.to_numpy(zero_copy_only=False).astype(np.int64, copy=False), rv.to_numpy(
+        zero_copy_only=False
+    ).astype(np.int64, copy=False)
+
+
+def read_rows(
+    storage: Storage, p: Partition, schema: Schema, positions: np.ndarray, *, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The rows at sorted ``positions`` (table columns only), reading only the
+    row groups that hold them."""
+    wanted = list(schema.names if columns is None else columns)
+    target = schema.to_arrow(field_ids=False)
+    out_schema = pa.schema([target.field(c) for c in wanted])
+    if len(positions) == 0:
+        return out_schema.empty_table()
+    pf = open_parquet(storage, p)
+    md = pf.metadata
+    mapping = _file_columns(pf, schema, wanted)
+    read_cols = [c for c in mapping.values() if c is not None]
+    starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+    groups = np.unique(np.searchsorted(starts, positions, side="right") - 1)
+    if len(groups) == md.num_row_groups:
+        t = pf.read(columns=read_cols, use_threads=True)
+        local = positions
+    else:
+        t = pf.read_row_groups(groups.tolist(), columns=read_cols, use_threads=True)
+        # Position of each selected row inside the concatenated row groups.
+        base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
+        gi = np.searchsorted(groups, np.searchsorted(starts, positions, side="right") - 1)
+        local = base[gi] + (positions - starts[groups[gi]])
+    t = t.take(pa.array(local, pa.int64()))
+    arrays = []
+    for name in wanted:
+        src = mapping[name]
+        want = target.field(name).type
+        if src is None:
+            arrays.append(pa.nulls(t.num_rows, want))
+        else:
+            col = t.column(src)
+            arrays.append(col if col.type.equals(want) else col.cast(want))
+    return pa.Table.from_arrays(arrays, schema=out_schema)

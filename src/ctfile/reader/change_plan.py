@@ -1,0 +1,231 @@
+"""Planning a change scan from the log entries of its interval (SPEC §Change scans).
+
+A change scan over versions ``a..b`` (both inclusive) describes the
+difference between the snapshots at ``a - 1`` and ``b``. Because a ``remove``
+action carries the whole partition descriptor, the plan needs only the log
+entries ``a..b``: never a snapshot of ``a - 1``, never a data file.
+
+From those entries the planner derives
+
+* the **net added** partitions: added in the interval, still live at ``b``;
+* the **net removed** partitions: live at ``a - 1``, removed in the interval;
+* the **appended** partitions: every partition a data-changing commit added in
+  the interval (the only ones an append-only scan reads).
+
+Partitions added and later removed inside the interval are in neither net
+set, so the default mode never reads them. A ``dataChange: false`` commit
+(compaction) whose inputs are all net removed and whose outputs are all net
+added rewrote rows without changing them: both sides are dropped unread.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ctfile.format.actions import AddPartition, CommitInfo, Partition, RemovePartition
+from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
+from ctfile.log.manifest import ManifestLog
+
+INFORMATION_MODES = ("default", "append_only", "audit")
+
+
+class PlanShape(str, enum.Enum):
+    """How a change scan is computed (Snowflake's plan shapes, section 3.2.3)."""
+
+    EMPTY = "EMPTY"
+    ADDED_ONLY = "ADDED_ONLY"
+    REMOVED_ONLY = "REMOVED_ONLY"
+    MINIMIZE = "MINIMIZE"
+    INITIAL_ROWS = "INITIAL_ROWS"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class CommitChanges:
+    """The data-changing adds and removes of one commit."""
+
+    version: int
+    timestamp: int
+    added: tuple[Partition, ...]
+    removed: tuple[Partition, ...]
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    start_version: int
+    end_version: int
+    information: str
+    shape: PlanShape
+    added: tuple[Partition, ...] = ()
+    removed: tuple[Partition, ...] = ()
+    appended: tuple[Partition, ...] = ()
+    commits: tuple[CommitChanges, ...] = field(default=())
+
+    def partitions_to_read(self) -> list[Partition]:
+        """The partitions the scan reads (for ``ctfile diff`` and tests)."""
+        if self.information == "append_only":
+            return list(self.appended)
+        if self.information == "audit":
+            seen: dict[str, Partition] = {}
+            for c in self.commits:
+                for p in c.added + c.removed:
+                    seen[p.path] = p
+            return list(seen.values())
+        return list(self.added) + list(self.removed)
+
+    @property
+    def bytes_to_read(self) -> int:
+        return sum(p.size_bytes for p in self.partitions_to_read())
+
+
+def _check_version_arg(value, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{name} must be an int, found {value!r}")
+    if value < 0:
+        raise InvalidArgumentError(f"{name} must be >= 0, found {value}")
+    return value
+
+
+def resolve_interval(
+    log: ManifestLog,
+    latest: int,
+    *,
+    start_version=None,
+    end_version=None,
+    start_timestamp_ms: int | None = None,
+    end_timestamp_ms: int | None = None,
+) -> tuple[int, int]:
+    """``(a, b)`` with ``a <= b + 1`` (``a == b + 1`` is an empty interval).
+
+    Raises InvalidArgumentError for a reversed or doubly-specified interval,
+    VersionNotFoundError for a version beyond the latest or a timestamp before
+    the first commit.
+    """
+    start_version = _check_version_arg(start_version, "start_version")
+    end_version = _check_version_arg(end_version, "end_version")
+    if start_version is not None and start_timestamp_ms is not None:
+        raise InvalidArgumentError("give start_version or start_timestamp, not both")
+    if end_version is not None and end_timestamp_ms is not None:
+        raise InvalidArgumentError("give end_version or end_timestamp, not both")
+    if end_version is not None:
+        if end_version > latest:
+            raise VersionNotFoundError(
+                f"end_version {end_version} is beyond the latest version {latest} of {log.storage.uri}"
+            )
+        b = end_version
+    elif end_timestamp_ms is not None:
+        b = log.version_at_timestamp(end_timestamp_ms, latest=latest)
+    else:
+        b = latest
+    if start_version is not None:
+        if start_version > latest:
+            raise VersionNotFoundError(
+                f"start_version {start_version} is beyond the latest version {latest} of {log.storage.uri}"
+            )
+        a = start_version
+        if a > b:
+            raise InvalidArgumentError(
+                f"reversed interval: start_version {a} is after end_version {b}; "
+                f"an interval a..b includes both ends and needs a <= b"
+            )
+    elif start_timestamp_ms is not None:
+        if end_timestamp_ms is not None and start_timestamp_ms > end_timestamp_ms:
+            raise InvalidArgumentError("reversed interval: start_timestamp is after end_timestamp")
+        a = _first_version_at_or_after(log, start_timestamp_ms, latest)
+    else:
+        a = 0
+    return a, b
+
+
+def _first_version_at_or_after(log: ManifestLog, ts_ms: int, latest: int) -> int:
+    """The first version committed at or after ``ts_ms`` (``latest + 1`` if none)."""
+    oldest = log.oldest_version()
+    first_ts = log.commit_info(oldest).timestamp
+    if ts_ms < first_ts:
+        if oldest == 0:
+            raise VersionNotFoundError(
+                f"start_timestamp is before the table's first commit (version 0) of {log.storage.uri}"
+            )
+        raise StaleIntervalError(
+            f"start_timestamp is before the oldest retained version {oldest} of {log.storage.uri}",
+            oldest_available=oldest,
+        )
+    if ts_ms == first_ts:
+        return oldest
+    return log.version_at_timestamp(ts_ms - 1, latest=latest) + 1
+
+
+def read_interval(log: ManifestLog, a: int, b: int) -> list[list]:
+    """The entries ``a..b``; StaleIntervalError if retention removed some."""
+    if a > b:
+        return []
+    try:
+        return log.read_entries(a, b)
+    except VersionNotFoundError as e:
+        oldest = log.oldest_version()
+        raise StaleIntervalError(
+            f"changes {a}..{b} of {log.storage.uri} are no longer available: the log "
+            f"retains versions from {oldest} on (retention removed the rest); start at "
+            f"version {oldest} or later, or read a snapshot instead",
+            oldest_available=oldest,
+        ) from e
+
+
+def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangePlan:
+    if information not in INFORMATION_MODES:
+        raise InvalidArgumentError(f"information must be one of {INFORMATION_MODES}, found {information!r}")
+    entries = read_interval(log, a, b)
+    added: dict[str, Partition] = {}
+    removed: dict[str, Partition] = {}
+    appended: list[Partition] = []
+    commits: list[CommitChanges] = []
+    compactions: list[tuple[list[str], list[str]]] = []
+    any_data_change = False
+    for v, entry in zip(range(a, b + 1), entries):
+        info = next(x for x in entry if isinstance(x, CommitInfo))
+        adds = [x for x in entry if isinstance(x, AddPartition)]
+        rems = [x for x in entry if isinstance(x, RemovePartition)]
+        for r in rems:
+            if r.path in added:
+                del added[r.path]  # added and removed inside the interval: never read
+            else:
+                removed[r.path] = r.partition
+        for ad in adds:
+            added[ad.path] = ad.partition
+        data_adds = tuple(x.partition for x in adds if x.data_change)
+        data_rems = tuple(x.partition for x in rems if x.data_change)
+        if data_adds or data_rems:
+            any_data_change = True
+            appended.extend(data_adds)
+            commits.append(CommitChanges(v, info.timestamp, data_adds, data_rems))
+        nd_adds = [x.path for x in adds if not x.data_change]
+        nd_rems = [x.path for x in rems if not x.data_change]
+        if nd_adds or nd_rems:
+            compactions.append((nd_rems, nd_adds))
+    for rems_, adds_ in compactions:
+        if all(r in removed for r in rems_) and all(x in added for x in adds_):
+            for r in rems_:
+                del removed[r]
+            for x in adds_:
+                del added[x]
+    net_added = tuple(p for p in added.values() if p.num_records)
+    net_removed = tuple(p for p in removed.values() if p.num_records)
+    if not any_data_change:
+        shape = PlanShape.EMPTY
+        net_added, net_removed, appended, commits = (), (), [], []
+    elif information == "append_only":
+        shape = PlanShape.ADDED_ONLY if appended else PlanShape.EMPTY
+    elif net_added and net_removed:
+        shape = PlanShape.MINIMIZE
+    elif net_added:
+        shape = PlanShape.ADDED_ONLY
+    elif net_removed:
+        shape = PlanShape.REMOVED_ONLY
+    else:
+        shape = PlanShape.EMPTY
+    return ChangePlan(a, b, information, shape, net_added, net_removed, tuple(appended), tuple(commits))
