@@ -449,6 +449,14 @@ class Table:
 
         return self._run("OVERWRITE", {}, fn)
 
+    def compact(self, *, target_rows: int | None = None) -> CommitResult:
+        """Merge small partitions (a ``dataChange: false`` commit).
+
+        Rows keep their row ids and row versions, so change scans over an
+        interval holding only compactions are EMPTY and read nothing.
+        """
+        return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows))
+
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (a metadata-only commit)."""
         if not isinstance(properties, Mapping) or not all(

@@ -40,6 +40,10 @@ class WriteTransaction(Transaction):
         self._check_open()
         return dml.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
 
+    def compact(self, *, target_rows: int | None = None) -> int:
+        self._check_open()
+        return dml.compact(self, target_rows=target_rows)
+
     def truncate(self) -> int:
         self._check_open()
         return dml.truncate(self)
