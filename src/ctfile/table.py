@@ -30,7 +30,7 @@ from ctfile.reader.change_plan import build_plan, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
-from ctfile.writer.dml import COMPRESSION_PROPERTY, PARTITION_ROWS_PROPERTY
+from ctfile.format import properties as table_properties
 from ctfile.writer.transaction import WriteTransaction
 
 
@@ -118,11 +118,11 @@ def create_table(
     if partition_rows is not None:
         if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
             raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
-        props[PARTITION_ROWS_PROPERTY] = str(partition_rows)
+        props[table_properties.PARTITION_ROWS] = str(partition_rows)
     if compression is not None:
         if compression not in ("zstd", "snappy", "gzip", "lz4", "brotli", "none"):
             raise InvalidArgumentError(f"compression must be a Parquet codec name, found {compression!r}")
-        props[COMPRESSION_PROPERTY] = compression
+        props[table_properties.COMPRESSION] = compression
     table_schema: Schema = schema_from_arrow(schema)
     metadata = Metadata(
         table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),

@@ -296,7 +296,9 @@ def decode_actions(data: bytes, *, where: str) -> list[Action]:
         # means the entry was cut short.
         raise CorruptLogError(f"{where}: truncated entry (last line has no terminating newline)")
     out: list[Action] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085...,
+    # which json.dumps(ensure_ascii=False) leaves raw inside strings.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

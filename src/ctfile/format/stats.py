@@ -66,9 +66,10 @@ def encode_bound(type_name: str, value: Any, *, is_max: bool) -> Any:
     if type_name == "timestamp":
         if value.tzinfo is None:
             value = value.replace(tzinfo=_UTC)
-        return value.astimezone(_UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        # isoformat, not strftime: strftime("%Y") does not zero-pad years < 1000.
+        return value.astimezone(_UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
     if type_name == "timestamp_ntz":
-        return value.replace(tzinfo=None).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        return value.replace(tzinfo=None).isoformat(timespec="microseconds")
     if type_name.startswith("decimal("):
         return str(value)
     return None

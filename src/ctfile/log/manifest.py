@@ -28,7 +28,6 @@ from ctfile.format.paths import (
 from ctfile.log.replay import TableState, apply_entry, checkpoint_actions, state_from_checkpoint
 from ctfile.log.storage import LocalStorage, Storage
 
-DEFAULT_CHECKPOINT_INTERVAL = 100
 _ENTRY_CACHE_SIZE = 4096
 
 

@@ -37,9 +37,12 @@ class FileInfo:
 
 
 class Storage(ABC):
-    """A table root. ``uri`` is what the user passed, normalised."""
+    """A table root. ``uri`` is what the user passed, normalised;
+    ``storage_options`` are what it was opened with (so another process,
+    e.g. a Spark executor, can open the same root)."""
 
     uri: str
+    storage_options: dict | None = None
 
     @abstractmethod
     def read_bytes(self, path: str) -> bytes: ...
@@ -228,4 +231,6 @@ def open_storage(uri: str, storage_options: dict | None = None) -> Storage:
             )
         return LocalStorage(rest if protocol else uri)
     fs, root = fsspec.core.url_to_fs(uri, **(storage_options or {}))
-    return FsspecStorage(fs, root, uri.rstrip("/"))
+    storage = FsspecStorage(fs, root, uri.rstrip("/"))
+    storage.storage_options = dict(storage_options) if storage_options else None
+    return storage

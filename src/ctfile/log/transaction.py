@@ -37,7 +37,9 @@ from ctfile.format.actions import (
 from ctfile.format.codec import encode_actions
 from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError
 from ctfile.format.paths import commit_path
-from ctfile.log.manifest import DEFAULT_CHECKPOINT_INTERVAL, ManifestLog
+from ctfile.format import properties
+from ctfile.format.properties import int_property
+from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
 
 log = logging.getLogger("ctfile")
@@ -45,7 +47,6 @@ log = logging.getLogger("ctfile")
 ENGINE_INFO = "ctfile-python"
 # SPEC §Partition lineage: a staged partition has no row lineage until commit.
 PENDING = -1
-CHECKPOINT_INTERVAL_PROPERTY = "ctfile.checkpointInterval"
 MAX_COMMIT_ATTEMPTS = 200
 
 
@@ -399,13 +400,7 @@ class Transaction:
 
 
 def _checkpoint_interval(metadata: Metadata) -> int:
-    raw = metadata.properties.get(CHECKPOINT_INTERVAL_PROPERTY)
-    if raw is None:
-        return DEFAULT_CHECKPOINT_INTERVAL
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        return DEFAULT_CHECKPOINT_INTERVAL
+    return int_property(metadata.properties, properties.CHECKPOINT_INTERVAL, properties.DEFAULT_CHECKPOINT_INTERVAL)
 
 
 def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:

@@ -167,13 +167,26 @@ def read_interval(log: ManifestLog, a: int, b: int) -> list[list]:
     try:
         return log.read_entries(a, b)
     except VersionNotFoundError as e:
-        oldest = log.oldest_version()
+        oldest = _oldest_available(log, b)
         raise StaleIntervalError(
             f"changes {a}..{b} of {log.storage.uri} are no longer available: the log "
             f"retains versions from {oldest} on (retention removed the rest); start at "
             f"version {oldest} or later, or read a snapshot instead",
             oldest_available=oldest,
         ) from e
+
+
+def _oldest_available(log: ManifestLog, b: int) -> int:
+    """The oldest version ``v`` from which the entries ``v..b`` are all present.
+
+    ``log.oldest_version()`` alone is not enough: with version 0 kept but later
+    entries gone it would name 0, from which the scan fails again.
+    """
+    present = set(log.list().commits)
+    v = b + 1
+    while v - 1 in present:
+        v -= 1
+    return max(v, log.oldest_version())
 
 
 def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangePlan:
@@ -220,6 +233,16 @@ def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangeP
         net_added, net_removed, appended, commits = (), (), [], []
     elif information == "append_only":
         shape = PlanShape.ADDED_ONLY if appended else PlanShape.EMPTY
+    elif information == "audit":
+        # Per-commit deltas: partitions added and removed inside the interval
+        # still count (the net sets may cancel out to nothing).
+        any_add = any(c.added for c in commits)
+        any_rem = any(c.removed for c in commits)
+        shape = (
+            PlanShape.MINIMIZE if any_add and any_rem
+            else PlanShape.ADDED_ONLY if any_add
+            else PlanShape.REMOVED_ONLY
+        )
     elif net_added and net_removed:
         shape = PlanShape.MINIMIZE
     elif net_added:

@@ -10,7 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ctfile.format import properties
 from ctfile.format.actions import Metadata, Partition, Protocol
+from ctfile.format.properties import int_property
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
@@ -18,6 +20,7 @@ from ctfile.log.storage import Storage
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.partition_reader import read_partition, read_partition_table
 from ctfile.reader.pruning import partition_guarantees, prune
+from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 
 
 class Snapshot:
@@ -175,6 +178,31 @@ class Snapshot:
                     if b is None:
                         continue
                 yield b.select(out_cols)
+
+    def scan_tasks(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+        max_rows_per_task: int | None = None,
+    ) -> list[ScanTask]:
+        """Plan this snapshot's scan as picklable tasks for parallel engines.
+
+        Partitions are pruned by their statistics; a partition with more
+        rows than ``max_rows_per_task`` is split into row-group ranges.
+        """
+        cols = self._columns(columns)
+        if filter is not None:
+            check_predicate(filter, self.schema, what="filter")
+        props = self.metadata.properties
+        rg_rows = min(
+            int_property(props, properties.ROW_GROUP_ROWS, properties.DEFAULT_ROW_GROUP_ROWS),
+            int_property(props, properties.PARTITION_ROWS, properties.DEFAULT_PARTITION_ROWS),
+        )
+        return plan_scan_tasks(
+            self._storage, self.table_schema, self.partitions, columns=cols, filter=filter,
+            row_group_rows=rg_rows, max_rows_per_task=max_rows_per_task,
+        )
 
     def to_pandas(self, **kwargs):
         """``to_arrow(**kwargs).to_pandas()``."""

@@ -211,7 +211,6 @@ def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Exp
 
 def _differs(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Null-aware "is distinct from" (two nulls are equal)."""
-    return pa.array(np.ones(len(old), dtype=bool))
     try:
         ne = pc.not_equal(old, new)
     except pa.ArrowNotImplementedError:  # nested types: assume changed

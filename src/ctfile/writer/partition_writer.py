@@ -15,7 +15,7 @@ memory at once, whatever the input size.
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterable
 
 import pyarrow as pa
@@ -98,6 +98,9 @@ class PartitionWriter:
                 # Leave no file of a failed statement behind (best effort).
                 for f in futures:
                     f.cancel()
+                # Wait for the writes already running: a file they finish after
+                # the delete below would be left behind.
+                wait(futures)
                 done = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
                 self.storage.delete([s.path for s in done])
                 raise

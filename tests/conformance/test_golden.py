@@ -1,0 +1,385 @@
+"""The golden table ``golden/people`` (SPEC.md, Appendix B) read two ways:
+
+* through the public API, which must give the worked example's snapshots,
+  row lineage and time travel;
+* byte by byte, with the format codec and pyarrow.parquet only, checking the
+  rules SPEC.md states for log entries, data files, row lineage and
+  checkpoints.
+
+The golden files are a fixed artefact: a change that makes ctfile unable to
+read them, or makes them break a SPEC rule, fails here. They are copied to a
+temporary directory before use so no test can alter them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import xxhash
+import zstandard
+
+import ctfile
+from ctfile.format import actions as A
+from ctfile.format import codec, paths
+from ctfile.format.errors import CorruptLogError
+from ctfile.format.schema import (
+    HIDDEN_COLUMNS,
+    PARQUET_FIELD_ID_KEY,
+    ROW_ID_COLUMN,
+    ROW_ID_FIELD_ID,
+    ROW_VERSION_COLUMN,
+    ROW_VERSION_FIELD_ID,
+)
+from ctfile.log.manifest import ManifestLog
+from ctfile.log.replay import apply_entry
+from ctfile.log.storage import LocalStorage
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "golden" / "people"
+sys.path.insert(0, str(HERE))
+from make_golden import ROWS_V2, ROWS_V5  # noqa: E402
+
+LATEST = 5
+# The snapshots of Appendix B, and the materialized lineage of §Row lineage:
+# version -> {id: (name, row id, row version)}.
+LINEAGE = {
+    1: {1: ("Jeff", 0, 1), 2: ("Donny", 1, 1)},
+    2: {1: ("Jeff", 0, 1), 2: ("Donny", 1, 1), 3: ("Walter", 2, 2), 4: ("Maud", 3, 2), 5: ("Uli", 4, 2)},
+    3: {1: ("Jeffrey", 0, 3), 2: ("Donny", 1, 1), 3: ("Walter", 2, 2), 4: ("Maud", 3, 2), 5: ("Uli", 4, 2)},
+    4: {1: ("Jeffrey", 0, 3), 2: ("Donny", 1, 1), 3: ("Walter", 2, 2), 4: ("Maude", 3, 4), 5: ("Uli", 4, 2)},
+    5: {1: ("Jeffrey", 0, 3), 3: ("Walter", 2, 2), 4: ("Maude", 3, 4)},
+}
+OPERATIONS = ["CREATE TABLE", "INSERT", "INSERT", "UPDATE", "UPDATE", "DELETE"]
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    dst = tmp_path / "people"
+    shutil.copytree(GOLDEN, dst)
+    return dst
+
+
+@pytest.fixture
+def table(root) -> ctfile.Table:
+    return ctfile.open_table(str(root))
+
+
+def rows(t: pa.Table) -> dict[int, str]:
+    d = t.to_pydict()
+    return dict(zip(d["id"], d["name"]))
+
+
+def lineage(t: pa.Table) -> dict[int, tuple[str, int, int]]:
+    d = t.to_pydict()
+    return {
+        i: (n, r, v)
+        for i, n, r, v in zip(d["id"], d["name"], d[ROW_ID_COLUMN], d[ROW_VERSION_COLUMN])
+    }
+
+
+def raw_entry(root: Path, v: int) -> bytes:
+    return (root / paths.commit_path(v)).read_bytes()
+
+
+def entry(root: Path, v: int) -> list[A.Action]:
+    return codec.decode_actions(raw_entry(root, v), where=f"golden v{v}")
+
+
+def commit_ts(root: Path, v: int) -> int:
+    (info,) = [a for a in entry(root, v) if isinstance(a, A.CommitInfo)]
+    return info.timestamp
+
+
+# ---------------------------------------------------------------- through the public API
+
+
+def test_latest_version(table):
+    assert table.version == LATEST
+    assert [h.operation for h in reversed(table.history())] == OPERATIONS
+
+
+def test_snapshot_5_is_the_final_rows(table):
+    assert rows(table.snapshot(5).to_arrow()) == ROWS_V5 == {1: "Jeffrey", 3: "Walter", 4: "Maude"}
+    assert rows(table.snapshot().to_arrow()) == ROWS_V5
+
+
+def test_snapshot_2_is_the_five_original_rows(table):
+    snap = table.snapshot(2)
+    assert snap.version == 2
+    assert rows(snap.to_arrow()) == ROWS_V2 == {1: "Jeff", 2: "Donny", 3: "Walter", 4: "Maud", 5: "Uli"}
+
+
+@pytest.mark.parametrize("version", sorted(LINEAGE))
+def test_every_version_and_its_lineage(table, version):
+    snap = table.snapshot(version)
+    assert rows(snap.to_arrow()) == {i: n for i, (n, _, _) in LINEAGE[version].items()}
+    assert lineage(snap.to_arrow(include_hidden=True)) == LINEAGE[version]
+
+
+def test_version_0_is_empty(table):
+    snap = table.snapshot(0)
+    assert snap.to_arrow().num_rows == 0
+    assert snap.schema == pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+
+
+def test_updated_rows_keep_their_row_id(table):
+    before = lineage(table.snapshot(2).to_arrow(include_hidden=True))
+    after = lineage(table.snapshot(5).to_arrow(include_hidden=True))
+    # Jeff -> Jeffrey and Maud -> Maude: same row, same row id, new row version.
+    assert before[1][0] == "Jeff" and after[1][0] == "Jeffrey"
+    assert before[1][1] == after[1][1]
+    assert before[4][0] == "Maud" and after[4][0] == "Maude"
+    assert before[4][1] == after[4][1]
+    assert after[1][2] == 3 and after[4][2] == 4
+    # Walter was copied twice and never changed.
+    assert before[3] == after[3] == ("Walter", 2, 2)
+    # Row ids are unique within every snapshot.
+    for v in LINEAGE:
+        ids = [r for _, r, _ in lineage(table.snapshot(v).to_arrow(include_hidden=True)).values()]
+        assert len(ids) == len(set(ids))
+
+
+def test_time_travel_by_commit_timestamp(table, root):
+    ts2 = commit_ts(root, 2)
+    at = dt.datetime.fromtimestamp(ts2 / 1000, tz=dt.timezone.utc)
+    assert table.snapshot(timestamp=at).version == 2
+    assert table.snapshot(timestamp=at.isoformat()).version == 2
+    assert table.snapshot(timestamp=at - dt.timedelta(milliseconds=1)).version == 1
+    assert table.snapshot(timestamp=at + dt.timedelta(days=3650)).version == LATEST
+    with pytest.raises(ctfile.VersionNotFoundError):
+        table.snapshot(timestamp=dt.datetime.fromtimestamp((commit_ts(root, 0) - 1) / 1000, tz=dt.timezone.utc))
+
+
+def test_hidden_columns_are_not_in_ordinary_reads(table):
+    snap = table.snapshot()
+    assert snap.schema.names == ["id", "name"]
+    assert snap.to_arrow().column_names == ["id", "name"]
+    for b in snap.to_batches():
+        assert b.schema.names == ["id", "name"]
+    assert table.snapshot(3).to_arrow(columns=["name"]).column_names == ["name"]
+    with pytest.raises(ctfile.InvalidArgumentError):
+        snap.to_arrow(columns=[ROW_ID_COLUMN])
+    assert snap.to_arrow(include_hidden=True).column_names == ["id", "name", *HIDDEN_COLUMNS]
+
+
+def test_reads_without_checkpoint_or_hint_agree(root):
+    """SPEC §Checkpoints: the hint and checkpoint are optional; replay from 0 gives the same."""
+    (root / paths.checkpoint_path(5)).unlink()
+    (root / paths.LAST_CHECKPOINT).unlink()
+    t = ctfile.open_table(str(root))
+    assert t.version == LATEST
+    assert lineage(t.snapshot().to_arrow(include_hidden=True)) == LINEAGE[5]
+
+
+def test_a_corrupt_checkpoint_is_skipped(root):
+    (root / paths.checkpoint_path(5)).write_bytes(b"not zstd")
+    t = ctfile.open_table(str(root))
+    assert lineage(t.snapshot().to_arrow(include_hidden=True)) == LINEAGE[5]
+
+
+# ---------------------------------------------------------------- the raw files against SPEC.md
+
+
+def test_log_directory_names(root):
+    names = sorted(p.name for p in (root / paths.LOG_DIR).iterdir())
+    assert names == sorted(
+        [f"{v:020d}.json" for v in range(LATEST + 1)]
+        + [f"{5:020d}.checkpoint.json.zst", "_last_checkpoint"]
+    )
+    for v in range(LATEST + 1):
+        assert re.fullmatch(r"[0-9]{20}\.json", f"{v:020d}.json")
+        assert paths.parse_commit_name(f"{v:020d}.json") == v
+
+
+def test_entries_are_newline_terminated_single_key_lines(root):
+    for v in range(LATEST + 1):
+        data = raw_entry(root, v)
+        assert data.endswith(b"\n")
+        text = data.decode("utf-8")
+        for line in text[:-1].split("\n"):
+            assert line.strip(), f"v{v}: blank line"
+            obj = json.loads(line)
+            assert isinstance(obj, dict) and len(obj) == 1
+            assert next(iter(obj)) in {"commitInfo", "protocol", "metadata", "add", "remove", "txn"}
+        # A cut-short entry is corrupt.
+        with pytest.raises(CorruptLogError, match="truncated"):
+            codec.decode_actions(data[:-1], where=f"v{v}")
+
+
+def test_entry_rules(root):
+    """SPEC §Log entries rules 1-7 and §Row lineage, checked by hand on the golden log."""
+    live: dict[str, A.Partition] = {}
+    next_row_id = 0
+    prev_ts = None
+    for v in range(LATEST + 1):
+        actions = entry(root, v)
+        codec.validate_commit_entry(actions, version=v, where=f"v{v}")
+        infos = [a for a in actions if isinstance(a, A.CommitInfo)]
+        assert len(infos) == 1  # rule 1
+        info = infos[0]
+        assert isinstance(actions[0], A.CommitInfo)  # SHOULD: commitInfo first
+        assert info.operation == OPERATIONS[v]
+        assert info.read_version == (None if v == 0 else v - 1)
+        assert info.txn_id and re.fullmatch(r"[0-9a-f]{32}", info.txn_id)
+        if v == 0:  # rule 2, §Creating a table
+            kinds = [type(a) for a in actions]
+            assert kinds == [A.CommitInfo, A.Protocol, A.Metadata]
+            assert actions[1] == A.Protocol()
+            assert info.data_change is False
+            assert actions[2].created_time == info.timestamp
+            assert [f.id for f in actions[2].schema.fields] == [1, 2]
+        else:
+            assert not any(isinstance(a, (A.Protocol, A.Metadata)) for a in actions)
+        if prev_ts is not None:  # rule 6
+            assert info.timestamp > prev_ts
+        prev_ts = info.timestamp
+        counter = next_row_id
+        for a in actions:
+            if isinstance(a, A.RemovePartition):  # rule 4; the full descriptor
+                assert live.pop(a.path) == a.partition
+                assert a.deletion_timestamp == info.timestamp
+                assert a.data_change is True
+            if isinstance(a, A.AddPartition):
+                p = a.partition
+                assert p.path not in live  # rule 4
+                assert p.default_row_version == v  # rule 3
+                assert p.first_row_id == counter  # consecutive ranges in entry order
+                counter += p.num_records
+                next_row_id = max(next_row_id, p.first_row_id + p.num_records)
+                assert a.data_change is True
+                # §Table layout: data/part-<txnId>-<seq>.parquet
+                assert paths.validate_relative_path(p.path, where="test") == p.path
+                assert re.fullmatch(rf"data/part-{info.txn_id}-[0-9]{{5,}}\.parquet", p.path)
+                live[p.path] = p
+        assert next_row_id == counter
+    assert next_row_id == 13
+    assert len(live) == 2
+
+
+def _parquet(root: Path, p: A.Partition) -> tuple[bytes, pq.ParquetFile]:
+    data = (root / p.path).read_bytes()
+    return data, pq.ParquetFile(pa.BufferReader(data))
+
+
+def _all_adds(root: Path) -> list[tuple[int, A.Partition]]:
+    return [(v, a.partition) for v in range(LATEST + 1) for a in entry(root, v) if isinstance(a, A.AddPartition)]
+
+
+def test_data_files_match_their_add(root):
+    """SPEC §Micro-partition files and §Statistics."""
+    schema = next(a for a in entry(root, 0) if isinstance(a, A.Metadata)).schema
+    adds = _all_adds(root)
+    assert len(adds) == 6
+    for v, p in adds:
+        data, pf = _parquet(root, p)
+        assert len(data) == p.size_bytes
+        assert p.checksum == xxhash.xxh3_128_hexdigest(data)
+        assert pf.metadata.num_rows == p.num_records
+        arrow = pf.schema_arrow
+        ids = [int(f.metadata[PARQUET_FIELD_ID_KEY]) for f in arrow]
+        has_hidden = ROW_ID_COLUMN in arrow.names
+        if has_hidden:
+            assert arrow.names == ["id", "name", ROW_ID_COLUMN, ROW_VERSION_COLUMN]
+            assert ids == [1, 2, ROW_ID_FIELD_ID, ROW_VERSION_FIELD_ID]
+        else:  # a plain insert: no hidden columns at all
+            assert OPERATIONS[v] == "INSERT"
+            assert arrow.names == ["id", "name"] and ids == [1, 2]
+        t = pf.read()
+        s = p.stats
+        assert s is not None and s.num_records == p.num_records
+        for f in schema.fields:
+            col = t.column(f.name)
+            assert s.null_count[f.id] == col.null_count
+            assert s.min_values[f.id] == pa.compute.min(col).as_py()
+            assert s.max_values[f.id] == pa.compute.max(col).as_py()
+        for name, fid in ((ROW_ID_COLUMN, ROW_ID_FIELD_ID), (ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID)):
+            stored = t.column(name) if has_hidden else pa.nulls(p.num_records, pa.int64())
+            assert s.null_count[fid] == stored.null_count  # stored values, before inheritance
+        assert p.fresh_rows == (p.num_records if OPERATIONS[v] == "INSERT" else 0)
+
+
+def test_stored_hidden_values_follow_the_row_kinds(root, table):
+    """SPEC §Hidden columns: materializing the raw files by the SPEC formula
+    gives what ctfile reads, and the stored values are the table's row kinds."""
+    for v in range(1, LATEST + 1):
+        live = table.snapshot(v).partitions
+        expected = LINEAGE[v]
+        got = {}
+        for p in live:
+            _, pf = _parquet(root, p)
+            t = pf.read().to_pydict()
+            n = p.num_records
+            rid = t.get(ROW_ID_COLUMN, [None] * n)
+            rv = t.get(ROW_VERSION_COLUMN, [None] * n)
+            for pos in range(n):
+                row_id = rid[pos] if rid[pos] is not None else p.first_row_id + pos
+                row_version = rv[pos] if rv[pos] is not None else p.default_row_version
+                got[t["id"][pos]] = (t["name"][pos], row_id, row_version)
+                # Stored null row version <=> the row was written (inserted or changed) by
+                # the version that added the partition.
+                assert (rv[pos] is None) == (row_version == p.default_row_version)
+                assert rv[pos] is None or rv[pos] < p.default_row_version
+                if rid[pos] is None:  # fresh row: both inherited
+                    assert rv[pos] is None
+        assert got == expected
+
+
+def test_checkpoint_file(root):
+    """SPEC §Checkpoints: header, protocol, metadata, txn*, add* (dataChange false)."""
+    raw = zstandard.ZstdDecompressor().decompress((root / paths.checkpoint_path(5)).read_bytes())
+    assert raw.endswith(b"\n")
+    actions = codec.decode_actions(raw, where="checkpoint 5")
+    header = actions[0]
+    assert isinstance(header, A.CheckpointHeader)
+    assert isinstance(actions[1], A.Protocol) and isinstance(actions[2], A.Metadata)
+    adds = actions[3:]
+    assert all(isinstance(a, A.AddPartition) and a.data_change is False for a in adds)
+    assert header.version == 5 and header.num_partitions == len(adds) == 2
+    assert header.timestamp == commit_ts(root, 5)
+    assert header.next_row_id == 13
+    # Equal to the replayed state of version 5, descriptors as originally added.
+    state = None
+    for v in range(LATEST + 1):
+        state = apply_entry(state, v, entry(root, v), where=f"v{v}")
+    cp = ManifestLog(LocalStorage(str(root))).read_checkpoint(5)
+    assert cp == state
+    assert {a.path: a.partition for a in adds} == state.partitions
+    assert json.loads((root / paths.LAST_CHECKPOINT).read_text()) == {"version": 5, "numPartitions": 2}
+
+
+def test_readers_ignore_unknown_actions_and_fields(root):
+    """SPEC §Log entries: unknown action keys and unknown fields are ignored."""
+    data = raw_entry(root, 3)
+    lines = [json.loads(line) for line in data.decode().split("\n") if line]
+    for obj in lines:
+        (body,) = obj.values()
+        body["futureField"] = {"x": [1, 2]}
+        if "stats" in body:
+            body["stats"]["futureStat"] = {"1": 0}
+    lines.insert(1, {"futureAction": {"anything": True}})
+    lines.append({"futureScalarAction": 7})
+    mutated = "".join(json.dumps(o) + "\n" for o in lines).encode()
+    assert codec.decode_actions(mutated, where="mutated v3") == entry(root, 3)
+    # But a line with two keys is corrupt.
+    bad = data + b'{"add": {}, "remove": {}}\n'
+    with pytest.raises(CorruptLogError):
+        codec.decode_actions(bad, where="bad v3")
+
+
+def test_lines_split_only_at_newline(tmp_path):
+    """SPEC §Log entries: U+2028, U+2029 and U+0085 inside strings (ctfile writes
+    them unescaped, e.g. in string statistics) do not end a line."""
+    text = ["a\u2028b", "c\u2029d", "e\x85f", "plain"]
+    t = ctfile.create_table(str(tmp_path / "t"), pa.schema([("s", pa.string())]), description="x\u2028y")
+    t.insert(pa.table({"s": text}))
+    t2 = ctfile.open_table(str(tmp_path / "t"))
+    assert sorted(t2.to_arrow().column("s").to_pylist()) == sorted(text)
+    assert t2.snapshot().metadata.description == "x\u2028y"
