@@ -465,6 +465,7 @@ class Table:
             raise InvalidArgumentError(f"properties must map strings to strings, found {properties!r}")
 
         def fn(tx: WriteTransaction) -> None:
+            tx.data_change = False  # no row changes: change scans skip this commit
             md = tx.metadata
             tx.set_metadata(Metadata(md.table_id, md.schema, md.created_time, {**md.properties, **properties}, md.name, md.description))
 

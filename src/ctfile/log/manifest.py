@@ -190,16 +190,16 @@ class ManifestLog:
 
     def _best_checkpoint(self, target: int) -> TableState | None:
         hint = self.read_hint()
-        candidates: list[int]
         if hint is not None and hint <= target:
-            candidates = [hint]
-        else:
-            candidates = [c for c in reversed(self.list().checkpoints) if c <= target]
-        for c in candidates[:3]:
+            try:
+                return self.read_checkpoint(hint)
+            except (FileNotFoundError, CorruptLogError):
+                pass  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
+        for c in [c for c in reversed(self.list().checkpoints) if c <= target and c != hint]:
             try:
                 return self.read_checkpoint(c)
             except (FileNotFoundError, CorruptLogError):
-                continue  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
+                continue
         return None
 
     def oldest_version(self) -> int:

@@ -400,6 +400,9 @@ class Transaction:
 
 
 def _checkpoint_interval(metadata: Metadata) -> int:
+    """SPEC §Table properties: 0 disables checkpoints."""
+    if metadata.properties.get(properties.CHECKPOINT_INTERVAL, "").strip() == "0":
+        return 0
     return int_property(metadata.properties, properties.CHECKPOINT_INTERVAL, properties.DEFAULT_CHECKPOINT_INTERVAL)
 
 
