@@ -22,6 +22,7 @@ from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.snapshot import Snapshot
 from ctfile.table import HistoryEntry, Table, create_table, open_table
+from ctfile.writer.distributed import WriteJob
 from ctfile.writer.transaction import WriteTransaction
 
 __version__ = "0.1.0"
@@ -34,6 +35,7 @@ __all__ = [
     "CommitResult",
     "HistoryEntry",
     "WriteTransaction",
+    "WriteJob",
     "ROW_ID_COLUMN",
     "ROW_VERSION_COLUMN",
     "CtfileError",

@@ -13,10 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import Metadata
-from ctfile.format.codec import encode_actions
 from ctfile.format.errors import (
     InvalidArgumentError,
-    TableExistsError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -25,12 +23,13 @@ from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage, open_storage
-from ctfile.log.transaction import CommitResult, new_table_actions, now_ms
+from ctfile.log.transaction import CommitResult, create_table_log, now_ms
 from ctfile.reader.change_plan import build_plan, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.format import properties as table_properties
+from ctfile.writer.distributed import WriteJob, plan_write
 from ctfile.writer.transaction import WriteTransaction
 
 
@@ -112,6 +111,8 @@ def create_table(
     storage = _storage_for(uri, storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
+    if properties is not None and not isinstance(properties, Mapping):
+        raise InvalidArgumentError(f"properties must map strings to strings, found {properties!r}")
     props = dict(properties or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
         raise InvalidArgumentError(f"properties must map strings to strings, found {props!r}")
@@ -128,11 +129,7 @@ def create_table(
         table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
         properties=props, name=name, description=description,
     )
-    data = encode_actions(new_table_actions(metadata, metadata.created_time))
-    try:
-        storage.put_if_absent(commit_path(0), data)
-    except FileExistsError as e:
-        raise TableExistsError(f"a table already exists at {storage.uri}") from e
+    create_table_log(storage, metadata)
     return Table(storage)
 
 
@@ -228,14 +225,14 @@ class Table:
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise InvalidArgumentError(f"version must be an int, found {version!r}")
         self.refresh()
         latest = self._current().version
         if timestamp is not None:
             version = self._log.version_at_timestamp(timestamp_to_ms(timestamp), latest=latest)
         if version is None or version == latest:
             return Snapshot(self._storage, self._current())
-        if isinstance(version, bool) or not isinstance(version, int):
-            raise InvalidArgumentError(f"version must be an int, found {version!r}")
         if version < 0 or version > latest:
             raise VersionNotFoundError(
                 f"version {version} does not exist in {self.uri}; the latest version is {latest}"
@@ -456,6 +453,16 @@ class Table:
         interval holding only compactions are EMPTY and read nothing.
         """
         return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows))
+
+    def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None) -> WriteJob:
+        """Plan a write whose files other processes produce (see :class:`ctfile.WriteJob`).
+
+        ``schema``, the schema of the data to be written, is checked now,
+        before any file exists: a mismatch raises :class:`SchemaMismatchError`
+        naming the columns.
+        """
+        self.refresh()
+        return plan_write(self._current(), self._storage, schema, mode=mode)
 
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (a metadata-only commit)."""

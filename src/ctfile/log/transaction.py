@@ -35,7 +35,7 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.codec import encode_actions
-from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError
+from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError, TableExistsError
 from ctfile.format.paths import commit_path
 from ctfile.format import properties
 from ctfile.format.properties import int_property
@@ -422,3 +422,17 @@ def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:
         metadata,
     ]
 
+
+def create_table_log(storage, metadata: Metadata) -> None:
+    """Commit version 0 of a new table (SPEC §Creating a table).
+
+    Raises
+    ------
+    TableExistsError
+        If version 0 already exists at ``storage``.
+    """
+    data = encode_actions(new_table_actions(metadata, metadata.created_time))
+    try:
+        storage.put_if_absent(commit_path(0), data)
+    except FileExistsError as e:
+        raise TableExistsError(f"a table already exists at {storage.uri}") from e

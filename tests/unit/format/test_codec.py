@@ -1,0 +1,321 @@
+"""ctfile.format.codec: NDJSON encode/decode of log actions and entry validation."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ctfile.format.actions import (
+    AddPartition,
+    CheckpointHeader,
+    CommitInfo,
+    Metadata,
+    Partition,
+    PartitionStats,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.codec import (
+    action_to_json,
+    decode_actions,
+    encode_actions,
+    validate_commit_entry,
+)
+from ctfile.format.errors import CorruptLogError
+from ctfile.format.schema import ArrayType, Field, MapType, Schema, StructType
+
+WHERE = "mem://t/_ct_log/00000000000000000007.json"
+
+SCHEMA = Schema(
+    (
+        Field(1, "id", "long", False),
+        Field(2, "name", "string", True, {"comment": "ünïcode"}),
+        Field(3, "tags", ArrayType(4, "string", True)),
+        Field(5, "attrs", MapType(6, "string", 7, "decimal(10,2)", False)),
+        Field(8, "point", StructType((Field(9, "x", "double"), Field(10, "y", "double")))),
+    )
+)
+
+STATS = PartitionStats(
+    num_records=10,
+    min_values={1: 0, 2: "a", 9: -1.5},
+    max_values={1: 9, 2: "zz", 9: 2.25},
+    null_count={1: 0, 2: 3, 2147483540: 10},
+    nan_count={9: 1},
+)
+
+PART = Partition(
+    path="data/part-abc-00001.parquet",
+    size_bytes=1234,
+    num_records=10,
+    first_row_id=100,
+    default_row_version=7,
+    modification_time=1_700_000_000_000,
+    checksum="0123456789abcdef0123456789abcdef",
+    stats=STATS,
+)
+
+ALL_ACTIONS = [
+    CommitInfo(
+        timestamp=1_700_000_000_123,
+        operation="MERGE",
+        operation_parameters={"on": ["id"], "whenMatched": "update", "nested": {"a": None}},
+        read_version=6,
+        data_change=True,
+        operation_metrics={"numInsertedRows": 3},
+        engine_info="ctfile-python",
+        txn_id="deadbeef",
+        isolation_level="SnapshotIsolation",
+    ),
+    Protocol(2, 3, ("rowLineage",), ("rowLineage", "appTransactions")),
+    Metadata(
+        table_id="t-1",
+        schema=SCHEMA,
+        created_time=1_600_000_000_000,
+        properties={"ctfile.checkpointInterval": "5", "owner": "me"},
+        name="orders",
+        description="the orders",
+    ),
+    AddPartition(PART, data_change=True),
+    AddPartition(Partition("data/p2.parquet", 1, 0, 0, 7, 5), data_change=False),
+    RemovePartition(PART, deletion_timestamp=1_700_000_000_999, data_change=False),
+    SetTransaction(app_id="stream-1", version=42, last_updated=1_700_000_000_000),
+    CheckpointHeader(version=7, timestamp=1_700_000_000_123, next_row_id=110, num_partitions=1),
+]
+
+
+def _line(obj) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+def _entry(*objs) -> bytes:
+    return b"".join(_line(o) for o in objs)
+
+
+def _add_body(**override):
+    body = action_to_json(AddPartition(PART))["add"]
+    body.update(override)
+    return body
+
+
+COMMIT = {"commitInfo": {"timestamp": 1, "operation": "WRITE"}}
+
+
+# ---------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("action", ALL_ACTIONS, ids=lambda a: type(a).__name__)
+def test_round_trip_each_action(action):
+    data = encode_actions([action])
+    assert data.endswith(b"\n") and data.count(b"\n") == 1
+    assert decode_actions(data, where=WHERE) == [action]
+
+
+def test_round_trip_entry_keeps_order():
+    data = encode_actions(ALL_ACTIONS)
+    assert decode_actions(data, where=WHERE) == ALL_ACTIONS
+    # One action per line, each an object with exactly one key.
+    keys = [next(iter(json.loads(line))) for line in data.decode().splitlines()]
+    assert keys == ["commitInfo", "protocol", "metadata", "add", "add", "remove", "txn", "checkpoint"]
+
+
+def test_minimal_commit_info_defaults():
+    (ci,) = decode_actions(_entry(COMMIT), where=WHERE)
+    assert ci == CommitInfo(timestamp=1, operation="WRITE")
+    assert ci.read_version is None and ci.data_change is True
+
+
+def test_stats_keys_are_field_ids():
+    body = action_to_json(AddPartition(PART))["add"]["stats"]
+    assert body["minValues"] == {"1": 0, "2": "a", "9": -1.5}
+    assert body["nullCount"]["2147483540"] == 10
+
+
+# ---------------------------------------------------------------- decode errors
+
+
+def _assert_where(err: CorruptLogError, line: int) -> None:
+    msg = str(err)
+    assert WHERE in msg, msg
+    assert re.search(rf"\bline {line}\b", msg), msg
+
+
+def test_invalid_json_names_file_and_line():
+    data = _entry(COMMIT) + b'{"add": {"path": \n'
+    with pytest.raises(CorruptLogError, match="invalid JSON") as ei:
+        decode_actions(data, where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+def test_invalid_utf8():
+    with pytest.raises(CorruptLogError, match="UTF-8") as ei:
+        decode_actions(b'{"commitInfo": "\xff"}\n', where=WHERE)
+    assert WHERE in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _entry(COMMIT).rstrip(b"\n"),  # complete JSON, missing the final newline
+        _entry(COMMIT) + b'{"add": {"pa',  # cut mid-line
+    ],
+)
+def test_truncated_entry(data):
+    with pytest.raises(CorruptLogError, match="truncated") as ei:
+        decode_actions(data, where=WHERE)
+    msg = str(ei.value)
+    assert WHERE in msg and "line" in msg
+
+
+@pytest.mark.parametrize(
+    "field", ["path", "sizeBytes", "numRecords", "firstRowId", "defaultRowVersion", "modificationTime", "dataChange"]
+)
+def test_missing_required_add_field(field):
+    body = _add_body()
+    del body[field]
+    with pytest.raises(CorruptLogError, match=f"required field '{field}' is missing") as ei:
+        decode_actions(_entry(COMMIT, {"add": body}), where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ({"commitInfo": {"operation": "WRITE"}}, "'timestamp' is missing"),
+        ({"protocol": {"minReaderVersion": 1}}, "'minWriterVersion' is missing"),
+        ({"txn": {"appId": "a", "version": 1}}, "'lastUpdated' is missing"),
+        ({"metadata": {"tableId": "t", "createdTime": 1}}, "'schema' is missing"),
+        ({"remove": {k: v for k, v in _add_body().items()}}, "'deletionTimestamp' is missing"),
+        ({"checkpoint": {"version": 1, "timestamp": 1, "nextRowId": 0}}, "'numPartitions' is missing"),
+    ],
+)
+def test_missing_required_fields_other_actions(line, match):
+    with pytest.raises(CorruptLogError, match=match) as ei:
+        decode_actions(_entry(COMMIT, line), where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ({"numRecords": "10"}, "'numRecords' should be int"),
+        ({"numRecords": True}, "'numRecords' should be int"),
+        ({"numRecords": 10.0}, "'numRecords' should be int"),
+        ({"sizeBytes": [1]}, "'sizeBytes' should be int"),
+        ({"path": 5}, "'path' should be str"),
+        ({"dataChange": "yes"}, "'dataChange' should be bool"),
+        ({"checksum": 12}, "'checksum' should be str"),
+        ({"firstRowId": -1}, "'firstRowId' must be >= 0"),
+        ({"stats": {"numRecords": 11}}, "stats.numRecords 11 != numRecords 10"),
+        ({"stats": {"numRecords": 10, "nullCount": {"1": -2}}}, "must be an int >= 0"),
+        ({"stats": {"numRecords": 10, "nullCount": {"x": 1}}}, "keys must be field ids"),
+        ({"stats": [1]}, "stats must be an object"),
+    ],
+)
+def test_wrong_field_type(override, match):
+    with pytest.raises(CorruptLogError, match=match) as ei:
+        decode_actions(_entry(COMMIT, {"add": _add_body(**override)}), where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+def test_wrong_type_in_commit_info_and_metadata():
+    with pytest.raises(CorruptLogError, match="'timestamp' should be int") as ei:
+        decode_actions(_entry({"commitInfo": {"timestamp": "now", "operation": "X"}}), where=WHERE)
+    _assert_where(ei.value, 1)
+    md = action_to_json(ALL_ACTIONS[2])
+    md["metadata"]["properties"] = {"a": 1}
+    with pytest.raises(CorruptLogError, match="properties must map strings to strings") as ei:
+        decode_actions(_entry(COMMIT, md), where=WHERE)
+    _assert_where(ei.value, 2)
+    proto = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 1, "readerFeatures": [1]}}
+    with pytest.raises(CorruptLogError, match="feature names must be strings"):
+        decode_actions(_entry(COMMIT, proto), where=WHERE)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        {"add": "not an object"},
+        {"commitInfo": [1, 2]},
+        {"add": {}, "remove": {}},  # two keys on one line
+        [1, 2],
+        "just a string",
+    ],
+)
+def test_malformed_lines(line):
+    with pytest.raises(CorruptLogError) as ei:
+        decode_actions(_entry(COMMIT, line), where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+@pytest.mark.parametrize("path", ["../x", "/abs", "s3://b/k", "a//b", "a\\b", "./x", "data/../../x", "data/", "", "C:x"])
+@pytest.mark.parametrize("kind", ["add", "remove"])
+def test_unsafe_paths_rejected(path, kind):
+    body = _add_body(path=path)
+    if kind == "remove":
+        body["deletionTimestamp"] = 5
+    with pytest.raises(CorruptLogError) as ei:
+        decode_actions(_entry(COMMIT, {kind: body}), where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+def test_safe_nested_path_accepted():
+    (_, add) = decode_actions(_entry(COMMIT, {"add": _add_body(path="data/sub/p.parquet")}), where=WHERE)
+    assert add.path == "data/sub/p.parquet"
+
+
+def test_unknown_action_keys_and_fields_ignored():
+    body = _add_body(futureField={"x": 1}, anotherOne=[1, 2])
+    body["stats"]["futureStat"] = {"1": 5}
+    ci = dict(COMMIT["commitInfo"], somethingNew=True)
+    data = _entry(
+        {"commitInfo": ci},
+        {"futureAction": {"a": 1}},
+        {"domainMetadata": 5},  # unknown action with a non-object body
+        {"add": body},
+    )
+    actions = decode_actions(data, where=WHERE)
+    assert [type(a) for a in actions] == [CommitInfo, AddPartition]
+    assert actions[1].partition == PART
+
+
+def test_blank_lines_ignored():
+    assert len(decode_actions(_entry(COMMIT) + b"\n", where=WHERE)) == 1
+    assert decode_actions(b"", where=WHERE) == []
+
+
+# ---------------------------------------------------------------- validate_commit_entry
+
+
+def _add(version: int) -> AddPartition:
+    return AddPartition(Partition("data/p.parquet", 1, 1, 0, version, 0))
+
+
+def test_validate_returns_commit_info():
+    ci = CommitInfo(1, "INSERT")
+    assert validate_commit_entry([ci, _add(3)], version=3, where=WHERE) is ci
+
+
+@pytest.mark.parametrize(
+    "actions, version, match",
+    [
+        ([], 3, "exactly one commitInfo, found 0"),
+        ([_add(3)], 3, "exactly one commitInfo, found 0"),
+        ([CommitInfo(1, "A"), CommitInfo(2, "B")], 3, "exactly one commitInfo, found 2"),
+        ([CommitInfo(1, "CREATE TABLE"), Protocol()], 0, "protocol and metadata"),
+        ([CommitInfo(1, "CREATE TABLE"), ALL_ACTIONS[2]], 0, "protocol and metadata"),
+        ([CommitInfo(1, "INSERT"), _add(2)], 3, "defaultRowVersion 2, expected the entry's version 3"),
+    ],
+)
+def test_validate_commit_entry_rules(actions, version, match):
+    with pytest.raises(CorruptLogError, match=match) as ei:
+        validate_commit_entry(actions, version=version, where=WHERE)
+    assert WHERE in str(ei.value)
+
+
+def test_validate_version_zero_ok():
+    ci = CommitInfo(1, "CREATE TABLE")
+    assert validate_commit_entry([ci, Protocol(), ALL_ACTIONS[2]], version=0, where=WHERE) is ci

@@ -1,0 +1,236 @@
+"""The public API: create_table, open_table, Table."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import ctfile
+from ctfile import (
+    CtfileError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+)
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+
+
+def test_create_and_open(tmp_path):
+    t = ctfile.create_table(tmp_path / "t", SCHEMA, name="orders", description="d",
+                            properties={"owner": "me"})
+    assert t.version == 0
+    assert t.schema.equals(SCHEMA)
+    assert (tmp_path / "t" / "_ct_log" / "00000000000000000000.json").is_file()
+    t2 = ctfile.open_table(str(tmp_path / "t"))
+    assert t2.version == 0 and t2.schema.equals(SCHEMA)
+    assert t2.properties == {"owner": "me"}
+    md = t2.snapshot().metadata
+    assert (md.name, md.description) == ("orders", "d")
+    assert t2.uri == str(tmp_path / "t")
+    assert "version=0" in repr(t2)
+
+
+def test_create_on_existing_table(tmp_path):
+    ctfile.create_table(tmp_path / "t", SCHEMA)
+    before = (tmp_path / "t" / "_ct_log" / "00000000000000000000.json").read_bytes()
+    with pytest.raises(TableExistsError):
+        ctfile.create_table(tmp_path / "t", pa.schema([("other", pa.int32())]))
+    assert (tmp_path / "t" / "_ct_log" / "00000000000000000000.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("setup", ["missing", "empty", "empty-log", "other-files"])
+def test_open_table_not_found(tmp_path, setup):
+    root = tmp_path / "t"
+    if setup != "missing":
+        root.mkdir()
+    if setup == "empty-log":
+        (root / "_ct_log").mkdir()
+    if setup == "other-files":
+        (root / "_ct_log").mkdir()
+        (root / "_ct_log" / "notes.txt").write_text("hi")
+        (root / "data").mkdir()
+    with pytest.raises(TableNotFoundError):
+        ctfile.open_table(root)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"uri": 123}, "uri must be"),
+        ({"uri": ""}, "uri must be"),
+        ({"uri": None}, "uri must be"),
+        ({"schema": {"id": "long"}}, "schema must be a pyarrow.Schema"),
+        ({"schema": pa.schema([("id", pa.int64())]).empty_table()}, "schema must be a pyarrow.Schema"),
+        ({"partition_rows": 0}, "partition_rows"),
+        ({"partition_rows": -5}, "partition_rows"),
+        ({"partition_rows": 1.5}, "partition_rows"),
+        ({"partition_rows": True}, "partition_rows"),
+        ({"properties": {"a": 1}}, "properties"),
+        ({"properties": {"a": None}}, "properties"),
+        ({"properties": {1: "a"}}, "properties"),
+        ({"compression": "zip"}, "compression"),
+        ({"storage_options": "anon"}, "storage_options"),
+    ],
+)
+def test_create_table_bad_arguments(tmp_path, kwargs, match):
+    root = tmp_path / "t"
+    args = {"uri": root, "schema": SCHEMA, **kwargs}
+    uri = args.pop("uri")
+    schema = args.pop("schema")
+    with pytest.raises(InvalidArgumentError, match=match):
+        ctfile.create_table(uri, schema, **args)
+    assert not root.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pa.schema([("_ct_row_id", pa.int64())]),
+        pa.schema([("METADATA$ACTION", pa.string())]),
+        pa.schema([("a", pa.int64()), ("a", pa.int64())]),
+        pa.schema([("u", pa.uint64())]),
+        pa.schema([]),
+    ],
+)
+def test_create_table_bad_schema(tmp_path, schema):
+    with pytest.raises(SchemaMismatchError):
+        ctfile.create_table(tmp_path / "t", schema)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_errors_are_ctfile_errors():
+    assert issubclass(InvalidArgumentError, ValueError)
+    for e in (InvalidArgumentError, TableExistsError, TableNotFoundError, SchemaMismatchError,
+              ctfile.VersionNotFoundError, ctfile.StaleIntervalError, ctfile.CorruptLogError,
+              ctfile.UnsupportedFeatureError, ctfile.CommitConflictError):
+        assert issubclass(e, CtfileError)
+    assert issubclass(ctfile.StaleIntervalError, ctfile.VersionNotFoundError)
+
+
+def _t(tmp_path) -> ctfile.Table:
+    return ctfile.create_table(tmp_path / "t", SCHEMA)
+
+
+def test_history_newest_first(tmp_path):
+    t = _t(tmp_path)
+    t.insert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    t.update(pc.field("id") == 2, {"v": "B"})
+    t.delete(pc.field("id") == 3)
+    t.merge(pa.table({"id": [1, 9], "v": ["A", "i"]}), "id")
+    t.set_properties({"k": "v"})
+    t.truncate()
+    t.overwrite(pa.table({"id": [7], "v": ["x"]}))
+    h = t.history()
+    assert [e.version for e in h] == list(range(7, -1, -1))
+    assert [e.operation for e in h] == [
+        "OVERWRITE", "TRUNCATE", "SET TBLPROPERTIES", "MERGE", "DELETE", "UPDATE", "INSERT", "CREATE TABLE",
+    ]
+    by_op = {e.operation: e for e in h}
+    assert by_op["INSERT"].operation_metrics["numInsertedRows"] == 3
+    assert by_op["INSERT"].operation_metrics["numAddedPartitions"] == 1
+    assert by_op["UPDATE"].operation_metrics["numUpdatedRows"] == 1
+    assert by_op["UPDATE"].operation_parameters["set"] == {"v": "B"}
+    assert by_op["DELETE"].operation_metrics["numDeletedRows"] == 1
+    assert by_op["MERGE"].operation_metrics["numInsertedRows"] == 1
+    assert by_op["MERGE"].operation_metrics["numUpdatedRows"] == 1
+    assert by_op["TRUNCATE"].operation_metrics["numDeletedRows"] == 3
+    assert by_op["OVERWRITE"].operation_metrics["numInsertedRows"] == 1
+    assert by_op["SET TBLPROPERTIES"].operation_parameters == {"properties": {"k": "v"}}
+    assert by_op["CREATE TABLE"].data_change is False and by_op["CREATE TABLE"].read_version is None
+    assert by_op["DELETE"].read_version == 2
+    assert "id" in by_op["DELETE"].operation_parameters["predicate"]
+    ts = [e.timestamp for e in h]
+    assert all(isinstance(x, dt.datetime) and x.tzinfo is not None for x in ts)
+    assert ts == sorted(ts, reverse=True) and len(set(ts)) == len(ts)
+    assert [e.version for e in t.history(limit=3)] == [7, 6, 5]
+    assert [e.version for e in t.history(limit=100)] == list(range(7, -1, -1))
+    for bad in (0, -1, "2", True):
+        with pytest.raises(InvalidArgumentError):
+            t.history(limit=bad)
+
+
+def test_history_sees_other_writers(tmp_path):
+    t = _t(tmp_path)
+    other = ctfile.open_table(t.uri)
+    other.insert(pa.table({"id": [1], "v": ["a"]}))
+    assert t.history()[0].version == 1  # history refreshes
+    assert t.version == 1
+
+
+def test_set_properties(tmp_path):
+    t = _t(tmp_path)
+    t.insert(pa.table({"id": [1], "v": ["a"]}))
+    r = t.set_properties({"owner": "me", "ctfile.checkpointInterval": "3"})
+    assert (r.version, r.committed, r.operation) == (2, True, "SET TBLPROPERTIES")
+    t.set_properties({"owner": "you"})
+    reopened = ctfile.open_table(t.uri)
+    assert reopened.properties == {"owner": "you", "ctfile.checkpointInterval": "3"}
+    assert reopened.to_arrow().num_rows == 1
+    assert reopened.snapshot(2).metadata.properties["owner"] == "me"
+    assert reopened.schema.equals(SCHEMA)
+    # The new checkpoint interval takes effect (version 3 is a multiple of 3).
+    assert (tmp_path / "t" / "_ct_log" / "00000000000000000003.checkpoint.json.zst").is_file()
+    for bad in ({"a": 1}, {1: "a"}, "a=b", None):
+        with pytest.raises(InvalidArgumentError):
+            t.set_properties(bad)
+    assert ctfile.open_table(t.uri).version == 3
+
+
+def test_table_caches_state_until_refresh(tmp_path):
+    t = _t(tmp_path)
+    assert t.version == 0
+    other = ctfile.open_table(t.uri)
+    other.insert(pa.table({"id": [1], "v": ["a"]}))
+    assert t.version == 0  # cached
+    assert t.refresh().version == 1
+    assert t.snapshot().num_records == 1  # snapshot() refreshes
+    # A write from a stale Table object rebases onto the newer version.
+    stale = ctfile.open_table(t.uri)
+    other.insert(pa.table({"id": [2], "v": ["b"]}))
+    r = stale.insert(pa.table({"id": [3], "v": ["c"]}))
+    assert r.version == 3
+    assert sorted(stale.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_table_to_arrow_shorthand(tmp_path):
+    t = _t(tmp_path)
+    t.insert(pa.table({"id": [2, 1], "v": ["b", "a"]}))
+    assert t.to_arrow(filter=pc.field("id") == 1).to_pylist() == [{"id": 1, "v": "a"}]
+
+
+def test_pathlike_and_file_uri(tmp_path):
+    t = ctfile.create_table(tmp_path / "t", SCHEMA)
+    t.insert(pa.table({"id": [1], "v": ["a"]}))
+    assert ctfile.open_table(f"file://{tmp_path / 't'}").to_arrow().num_rows == 1
+
+
+def test_memory_filesystem_table(make_rows):
+    import uuid
+
+    import fsspec
+
+    uri = f"memory://ctfile-unit-{uuid.uuid4().hex}"
+    try:
+        schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64()), ("s", pa.string())])
+        t = ctfile.create_table(uri, schema, partition_rows=4)
+        t.insert(make_rows(10))
+        t.delete(pc.field("id") == 3)
+        t.update(pc.field("id") == 4, {"x": -4})
+        t2 = ctfile.open_table(uri)
+        got = t2.to_arrow().sort_by("id")
+        assert got.column("id").to_pylist() == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+        assert got.column("x").to_pylist()[3] == -4
+        assert t2.snapshot(1).to_arrow().num_rows == 10
+        with pytest.raises(TableExistsError):
+            ctfile.create_table(uri, schema)
+    finally:
+        fs = fsspec.filesystem("memory")
+        root = uri[len("memory://"):]
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
