@@ -128,7 +128,9 @@ def resolve_interval(
                 f"start_version {start_version} is beyond the latest version {latest} of {log.storage.uri}"
             )
         a = start_version
-        if a > b:
+        # a == b + 1 is the empty interval (a stream that has caught up);
+        # anything further apart is a mistake.
+        if a > b + 1:
             raise InvalidArgumentError(
                 f"reversed interval: start_version {a} is after end_version {b}; "
                 f"an interval a..b includes both ends and needs a <= b"

@@ -1,1 +1,5 @@
-"""The ``ctfile`` PySpark Python DataSource (not yet implemented; see issue 4)."""
+"""The ``ctfile`` PySpark Python DataSource (needs ``ctfile[spark]``)."""
+
+from ctfile.spark_datasource.source import CtfileDataSource
+
+__all__ = ["CtfileDataSource"]

@@ -97,7 +97,12 @@ class WriteJob:
     # ------------------------------------------------------------ driver
 
     def commit(
-        self, files: Sequence[StagedFile], *, app_id: str | None = None, app_version: int | None = None
+        self,
+        files: Sequence[StagedFile],
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        against_latest: bool = False,
     ) -> CommitResult:
         """Commit every file of the job as one version.
 
@@ -117,7 +122,8 @@ class WriteJob:
             except TableExistsError:
                 pass  # created concurrently: commit against it (schemas are checked below)
         latest = log.latest_version()
-        base = log.load_state(self.read_version if self.read_version is not None else latest, latest=latest)
+        planned = self.read_version if self.read_version is not None and not against_latest else latest
+        base = log.load_state(planned, latest=latest)
         if base.metadata.schema != self.schema:
             self.abort(files)
             raise SchemaMismatchError(

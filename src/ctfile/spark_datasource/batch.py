@@ -1,0 +1,232 @@
+"""Batch reads and writes: ``spark.read.format("ctfile")`` and ``df.write.format("ctfile")``.
+
+Reads yield Arrow record batches whose schema is exactly the Spark schema's
+Arrow form. A snapshot scan is planned into one Spark partition per
+micro-partition (or per row-group range of a large one); a change scan is
+planned on the driver with its interval fixed, so every task sees the same
+versions even while writers commit.
+
+Filter pushdown and the PySpark plan-reuse bug
+----------------------------------------------
+With ``spark.sql.python.filterPushdown.enabled``, PySpark plans a Python
+data source read once per DataFrame: the partitions and the pickled read
+function of the *first* query are cached on the DataFrame's relation and
+reused by every later query on it, whether or not that query has the filter,
+and whether or not the source reported the filter as supported. In 4.3.0
+``df.filter("x > 5").count()`` followed by ``df.count()`` returned 4 rows of
+10 for a source that pruned with the pushed filter; for the second query no
+Python planning code runs at all, only ``read()`` on the executors, which
+cannot tell which query it serves.
+
+So a filter-dependent plan is never safe to build on an affected version.
+ctfile keeps pruning decisions out of the cached plan: ``pushFilters`` hands
+every filter back to Spark (Spark evaluates all of them) and, by default
+(``pushdownPruning=auto``), prunes only on PySpark versions in
+:data:`REUSE_SAFE_PYSPARK` (none verified yet). ``pushdownPruning=true`` opts
+in to statistics pruning for a DataFrame that will not be reused for another
+query; the option is part of the DataFrame, so the choice travels with it.
+``tests/spark/test_spark_read.py`` runs the exact reuse sequence with
+pushdown on and off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyspark
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+import ctfile
+from ctfile.spark_datasource.filters import to_expression
+from ctfile.spark_datasource.options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from ctfile.spark_datasource.types import conform_batch, spark_arrow_schema
+
+
+# PySpark versions verified not to reuse a planned read across queries of one
+# DataFrame (see the module docstring). 4.3.0 reuses it.
+REUSE_SAFE_PYSPARK: frozenset[str] = frozenset()
+
+
+def pruning_enabled(opts: ReadOptions) -> bool:
+    if opts.pushdown_pruning == "auto":
+        return pyspark.__version__ in REUSE_SAFE_PYSPARK
+    return opts.pushdown_pruning == "true"
+
+
+def open_for(opts: ReadOptions | WriteOptions) -> ctfile.Table:
+    return ctfile.open_table(opts.path, storage_options=opts.storage_options)
+
+
+@dataclass(frozen=True)
+class ChangeScanArgs:
+    """A change scan with its interval already resolved to versions."""
+
+    path: str
+    storage_options: dict | None
+    start_version: int
+    end_version: int
+    information: str
+    initial_rows: bool
+    changelog: str | None
+
+    def batches(self, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+        table = ctfile.open_table(self.path, storage_options=self.storage_options)
+        cs = table.changes(
+            start_version=self.start_version,
+            end_version=self.end_version,
+            information=self.information,
+            initial_rows=self.initial_rows,
+            changelog=self.changelog,
+            filter=filter,
+        )
+        yield from cs.to_batches()
+
+
+def resolve_change_args(table: ctfile.Table, opts: ReadOptions) -> ChangeScanArgs:
+    """Fix the interval of a batch change scan on the driver."""
+    cs = table.changes(
+        start_version=opts.starting_version,
+        end_version=opts.ending_version,
+        start_timestamp=opts.starting_timestamp,
+        end_timestamp=opts.ending_timestamp,
+        information=opts.changes,
+        initial_rows=opts.initial_rows,
+        changelog=opts.changelog,
+    )
+    return ChangeScanArgs(
+        opts.path, opts.storage_options, cs.start_version, cs.end_version,
+        opts.changes, opts.initial_rows, opts.changelog,
+    )
+
+
+class CtfileReader(DataSourceReader):
+    def __init__(self, options: ReadOptions, schema: StructType):
+        self.options = options
+        self.spark_schema = schema
+        self.arrow_schema = spark_arrow_schema(schema)
+        self.expressions: list[pc.Expression] = []
+
+    def pushFilters(self, filters):
+        # Every filter goes back to Spark; pruning only where it is safe
+        # (see the module docstring).
+        prune = pruning_enabled(self.options)
+        columns = set(self.spark_schema.fieldNames())
+        for f in filters:
+            expr = to_expression(f, columns) if prune else None
+            if expr is not None:
+                self.expressions.append(expr)
+            yield f
+
+    def _filter(self) -> pc.Expression | None:
+        if not self.expressions:
+            return None
+        out = self.expressions[0]
+        for e in self.expressions[1:]:
+            out = out & e
+        return out
+
+    def partitions(self):
+        table = open_for(self.options)
+        if self.options.is_change_scan:
+            return [InputPartition(resolve_change_args(table, self.options))]
+        if self.options.timestamp_as_of is not None:
+            snap = table.snapshot(timestamp=self.options.timestamp_as_of)
+        else:
+            snap = table.snapshot(self.options.version_as_of)
+        tasks = snap.scan_tasks(
+            columns=self.spark_schema.fieldNames(),
+            filter=self._filter(),
+            max_rows_per_task=self.options.max_rows_per_task,
+        )
+        return [InputPartition(t) for t in tasks] or [InputPartition(None)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        value = partition.value
+        if value is None:
+            return
+        if isinstance(value, ChangeScanArgs):
+            batches = value.batches(self._filter())
+        else:
+            batches = value.to_batches()
+        for b in batches:
+            yield conform_batch(b, self.arrow_schema)
+
+
+@dataclass
+class FilesMessage(WriterCommitMessage):
+    files: list
+
+
+class CtfileWriter(DataSourceArrowWriter):
+    """Executors write micro-partitions; the driver commits them as one version."""
+
+    def __init__(self, options, schema: StructType, overwrite: bool):
+        opts = parse_write_options(options)
+        arrow = to_arrow_schema(schema)
+        mode = "overwrite" if overwrite else "append"
+        try:
+            table = open_for(opts)
+        except ctfile.TableNotFoundError:
+            props = {"ctfile.partitionRows": str(opts.partition_rows)} if opts.partition_rows else None
+            self.job = ctfile.WriteJob.for_new_table(
+                opts.path, arrow, mode=mode, storage_options=opts.storage_options, properties=props,
+            )
+        else:
+            # Fails here, on the driver, before any task writes a file.
+            self.job = table.write_job(mode=mode, schema=arrow)
+
+    def write(self, iterator) -> FilesMessage:
+        first = next(iterator, None)
+        if first is None:
+            return FilesMessage([])
+        reader = pa.RecordBatchReader.from_batches(first.schema, _chain(first, iterator))
+        return FilesMessage(self.job.write(reader))
+
+    def commit(self, messages) -> None:
+        files = [f for m in messages if m is not None for f in m.files]
+        self.job.commit(files)
+
+    def abort(self, messages) -> None:
+        self.job.abort([f for m in messages if m is not None for f in m.files])
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def reader_schema(options) -> StructType:
+    """The Spark schema of a read with these options (snapshot or change scan)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    opts = parse_read_options(options)
+    table = open_for(opts)
+    if opts.is_change_scan:
+        cs = table.changes(
+            start_version=opts.starting_version,
+            end_version=opts.ending_version,
+            start_timestamp=opts.starting_timestamp,
+            end_timestamp=opts.ending_timestamp,
+            information=opts.changes,
+            initial_rows=opts.initial_rows,
+            changelog=opts.changelog,
+        )
+        arrow = cs.schema
+    elif opts.timestamp_as_of is not None:
+        arrow = table.snapshot(timestamp=opts.timestamp_as_of).schema
+    else:
+        arrow = table.snapshot(opts.version_as_of).schema
+    from ctfile.spark_datasource.types import arrow_for_spark
+
+    return from_arrow_schema(arrow_for_spark(arrow))

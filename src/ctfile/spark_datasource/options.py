@@ -1,0 +1,214 @@
+"""Parsing and validating the options of ``spark.read/readStream/write.format("ctfile")``.
+
+Spark hands options over as strings under lower-cased keys. Every option is
+checked here, on the driver, so a typo fails the query at once with a message
+naming the option, instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ctfile import InvalidArgumentError
+
+# Option name (as documented, camelCase) -> what it is for.
+READ_OPTIONS = {
+    "path": "table URI",
+    "versionAsOf": "snapshot version (time travel)",
+    "timestampAsOf": "snapshot timestamp (time travel)",
+    "changes": "change scan mode: default | append_only | audit",
+    "startingVersion": "first version of a change interval (inclusive)",
+    "endingVersion": "last version of a change interval (inclusive)",
+    "startingTimestamp": "start of a change interval by commit time",
+    "endingTimestamp": "end of a change interval by commit time",
+    "initialRows": "true: start from the empty table (initial rows as inserts)",
+    "changelog": "op: render changes as a two-event changelog",
+    "maxVersionsPerTrigger": "streaming: at most this many versions per micro-batch",
+    "maxRowsPerTask": "rows per Spark task when splitting large partitions",
+    "pushdownPruning": "auto | true | false: prune micro-partitions with pushed-down filters",
+    "storageOptions": "JSON object of fsspec storage options",
+}
+WRITE_OPTIONS = {
+    "path": "table URI",
+    "txnAppId": "streaming sink: application id for exactly-once commits",
+    "partitionRows": "target rows per micro-partition of a new table",
+    "storageOptions": "JSON object of fsspec storage options",
+    # Set by Spark or by users of writeStream; accepted and used as a default txnAppId.
+    "checkpointLocation": "streaming checkpoint location",
+    "queryName": "streaming query name",
+}
+STORAGE_PREFIX = "storage."
+CHANGE_MODES = ("default", "append_only", "audit")
+
+
+def _lower(names) -> dict[str, str]:
+    return {n.lower(): n for n in names}
+
+
+def _int(opts: Mapping[str, str], name: str, *, minimum: int = 0) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidArgumentError(f"option {name} must be an integer, found {raw!r}") from None
+    if value < minimum:
+        raise InvalidArgumentError(f"option {name} must be >= {minimum}, found {value}")
+    return value
+
+
+def _bool(opts: Mapping[str, str], name: str) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return False
+    v = str(raw).strip().lower()
+    if v not in ("true", "false"):
+        raise InvalidArgumentError(f"option {name} must be true or false, found {raw!r}")
+    return v == "true"
+
+
+def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    v = str(raw).strip().lower()
+    if v not in choices:
+        raise InvalidArgumentError(f"option {name} must be one of {', '.join(choices)}, found {raw!r}")
+    return v
+
+
+def _check_known(opts: Mapping[str, str], known: dict[str, str], what: str) -> None:
+    allowed = _lower(known)
+    for key in opts:
+        k = key.lower()
+        if k in allowed or k.startswith(STORAGE_PREFIX):
+            continue
+        raise InvalidArgumentError(
+            f"unknown {what} option {key!r} for format 'ctfile'; known options: "
+            f"{', '.join(sorted(known))}, and storage.<key> for storage options"
+        )
+
+
+def _storage_options(opts: Mapping[str, str]) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    raw = opts.get("storageoptions")
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"option storageOptions must be a JSON object: {e}") from e
+        if not isinstance(parsed, dict):
+            raise InvalidArgumentError(f"option storageOptions must be a JSON object, found {raw!r}")
+        out.update(parsed)
+    for key, value in opts.items():
+        if key.lower().startswith(STORAGE_PREFIX):
+            out[key[len(STORAGE_PREFIX):]] = value
+    return out or None
+
+
+def _path(opts: Mapping[str, str]) -> str:
+    path = opts.get("path")
+    if not path:
+        raise InvalidArgumentError("format 'ctfile' needs a table path: .load(path) or .option('path', ...)")
+    return path
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    storage_options: dict | None = None
+    version_as_of: int | None = None
+    timestamp_as_of: str | None = None
+    changes: str | None = None
+    starting_version: int | None = None
+    ending_version: int | None = None
+    starting_timestamp: str | None = None
+    ending_timestamp: str | None = None
+    initial_rows: bool = False
+    changelog: str | None = None
+    max_versions_per_trigger: int | None = None
+    max_rows_per_task: int | None = None
+    pushdown_pruning: str = "auto"
+    raw: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def is_change_scan(self) -> bool:
+        return self.changes is not None
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    opts = {k.lower(): v for k, v in dict(options).items()}
+    _check_known(opts, READ_OPTIONS, "read")
+    version_as_of = _int(opts, "versionAsOf")
+    timestamp_as_of = opts.get("timestampasof")
+    if version_as_of is not None and timestamp_as_of is not None:
+        raise InvalidArgumentError("give option versionAsOf or timestampAsOf, not both")
+    changes = opts.get("changes")
+    if changes is not None and changes not in CHANGE_MODES:
+        raise InvalidArgumentError(f"option changes must be one of {', '.join(CHANGE_MODES)}, found {changes!r}")
+    if streaming and changes is None:
+        raise InvalidArgumentError(
+            "spark.readStream.format('ctfile') streams changes: set option changes to "
+            "default, append_only or audit"
+        )
+    interval_opts = [n for n in ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp", "initialRows", "changelog") if n.lower() in opts]
+    if changes is None and interval_opts:
+        raise InvalidArgumentError(
+            f"options {', '.join(interval_opts)} apply to change scans; add .option('changes', 'default') "
+            f"(or append_only / audit)"
+        )
+    if changes is not None and (version_as_of is not None or timestamp_as_of is not None):
+        raise InvalidArgumentError("versionAsOf/timestampAsOf select a snapshot; they cannot be combined with changes")
+    changelog = opts.get("changelog")
+    if changelog is not None and changelog != "op":
+        raise InvalidArgumentError(f"option changelog must be 'op', found {changelog!r}")
+    starting_version = _int(opts, "startingVersion")
+    ending_version = _int(opts, "endingVersion")
+    if starting_version is not None and "startingtimestamp" in opts:
+        raise InvalidArgumentError("give option startingVersion or startingTimestamp, not both")
+    if ending_version is not None and "endingtimestamp" in opts:
+        raise InvalidArgumentError("give option endingVersion or endingTimestamp, not both")
+    if streaming and (ending_version is not None or "endingtimestamp" in opts):
+        raise InvalidArgumentError("a streaming read has no end: endingVersion/endingTimestamp are for batch reads")
+    max_versions = _int(opts, "maxVersionsPerTrigger", minimum=1)
+    if max_versions is not None and not streaming:
+        raise InvalidArgumentError("option maxVersionsPerTrigger applies to streaming reads (spark.readStream)")
+    return ReadOptions(
+        path=_path(opts),
+        storage_options=_storage_options(opts),
+        version_as_of=version_as_of,
+        timestamp_as_of=timestamp_as_of,
+        changes=changes,
+        starting_version=starting_version,
+        ending_version=ending_version,
+        starting_timestamp=opts.get("startingtimestamp"),
+        ending_timestamp=opts.get("endingtimestamp"),
+        initial_rows=_bool(opts, "initialRows"),
+        changelog=changelog,
+        max_versions_per_trigger=max_versions,
+        max_rows_per_task=_int(opts, "maxRowsPerTask", minimum=1),
+        pushdown_pruning=_choice(opts, "pushdownPruning", ("auto", "true", "false"), "auto"),
+        raw=opts,
+    )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str
+    storage_options: dict | None = None
+    txn_app_id: str | None = None
+    partition_rows: int | None = None
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = {k.lower(): v for k, v in dict(options).items()}
+    _check_known(opts, WRITE_OPTIONS, "write")
+    return WriteOptions(
+        path=_path(opts),
+        storage_options=_storage_options(opts),
+        txn_app_id=opts.get("txnappid") or opts.get("checkpointlocation"),
+        partition_rows=_int(opts, "partitionRows", minimum=1),
+    )

@@ -1,0 +1,37 @@
+"""Arrow <-> Spark type mapping for the data source.
+
+ctfile's Arrow types map one to one onto Spark's, except the uint8 ``op``
+column of a changelog rendering: Spark has no unsigned types, so it is served
+as ``tinyint`` (ByteType) with the same values 0-3.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+
+def arrow_for_spark(schema: pa.Schema) -> pa.Schema:
+    fields = []
+    for f in schema:
+        if pa.types.is_unsigned_integer(f.type):
+            f = f.with_type(pa.int8() if f.type.bit_width == 8 else pa.int64())
+        fields.append(f)
+    return pa.schema(fields)
+
+
+def spark_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects from ``read()`` for ``schema``."""
+    return to_arrow_schema(schema)
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with exactly ``target``'s field names, types and nullability."""
+    if batch.schema.equals(target):
+        return batch
+    cols = []
+    for i, f in enumerate(target):
+        col = batch.column(i)
+        cols.append(col if col.type.equals(f.type) else col.cast(f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=target)

@@ -1,0 +1,1 @@
+from ctfile.spark_datasource import CtfileDataSource as DefaultSource  # noqa: F401
