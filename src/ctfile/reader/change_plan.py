@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ctfile.format.actions import AddPartition, CommitInfo, Partition, RemovePartition
 from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
+from ctfile.format.schema import ROW_VERSION_FIELD_ID
 from ctfile.log.manifest import ManifestLog
 
 INFORMATION_MODES = ("default", "append_only", "audit")
@@ -191,6 +192,25 @@ def _oldest_available(log: ManifestLog, b: int) -> int:
     return max(v, log.oldest_version())
 
 
+def may_hold_rows_written_since(p: Partition, a: int) -> bool:
+    """Whether partition ``p`` may hold a row whose row version is >= ``a``,
+    judged from its ``_ct_row_version`` statistics alone (SPEC §Statistics:
+    hidden columns carry stored-value stats; a null inherits
+    ``defaultRowVersion``)."""
+    s = p.stats
+    if s is None:
+        return True
+    nulls = s.null_count.get(ROW_VERSION_FIELD_ID)
+    if nulls is None:
+        return True
+    if nulls > 0 and p.default_row_version >= a:
+        return True
+    hi = s.max_values.get(ROW_VERSION_FIELD_ID)
+    if nulls < p.num_records and (hi is None or hi >= a):
+        return True
+    return False
+
+
 def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangePlan:
     if information not in INFORMATION_MODES:
         raise InvalidArgumentError(f"information must be one of {INFORMATION_MODES}, found {information!r}")
@@ -246,7 +266,12 @@ def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangeP
             else PlanShape.REMOVED_ONLY
         )
     elif net_added and net_removed:
-        shape = PlanShape.MINIMIZE
+        # A net-added partition whose rows were all copied unchanged (e.g. the
+        # rewrite of a partial DELETE) yields no INSERT: if every added
+        # partition is such a copy, only deletes come out (REMOVED_ONLY); the
+        # copies' hidden row ids are still read to cancel surviving rows.
+        inserts = any(may_hold_rows_written_since(p, a) for p in net_added)
+        shape = PlanShape.MINIMIZE if inserts else PlanShape.REMOVED_ONLY
     elif net_added:
         shape = PlanShape.ADDED_ONLY
     elif net_removed:
