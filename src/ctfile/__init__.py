@@ -18,9 +18,10 @@ from ctfile.format.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
+from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.snapshot import Snapshot
+from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, Table, create_table, open_table
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.transaction import WriteTransaction
@@ -30,6 +31,9 @@ __version__ = "0.1.0"
 __all__ = [
     "create_table",
     "open_table",
+    "verify_table",
+    "VerifyReport",
+    "VerifyProblem",
     "Table",
     "Snapshot",
     "CommitResult",
@@ -38,6 +42,8 @@ __all__ = [
     "WriteJob",
     "ROW_ID_COLUMN",
     "ROW_VERSION_COLUMN",
+    "ROW_ID_FIELD_ID",
+    "ROW_VERSION_FIELD_ID",
     "CtfileError",
     "InvalidArgumentError",
     "TableNotFoundError",

@@ -464,6 +464,42 @@ class Table:
         self.refresh()
         return plan_write(self._current(), self._storage, schema, mode=mode)
 
+    def vacuum(
+        self,
+        *,
+        retain: dt.timedelta | float | None = None,
+        grace_period: dt.timedelta | float | None = None,
+        dry_run: bool = False,
+    ):
+        """Expire history older than ``retain`` and delete files no retained version needs.
+
+        Versions committed within ``retain`` (default 7 days) stay readable:
+        snapshots, time travel and change scans starting there keep working;
+        older ones raise ``VersionNotFoundError`` / ``StaleIntervalError``.
+        A checkpoint is written for the oldest retained version, older log
+        entries and checkpoints are deleted, then the data files that only
+        expired versions used, and unreferenced files (left by failed or
+        crashed writers) older than ``grace_period`` (default 24 hours; a
+        younger file may belong to a transaction that has not committed yet).
+        With ``dry_run`` nothing changes and the result lists what would be
+        deleted. Returns a :class:`ctfile.log.vacuum.VacuumResult` (SPEC §Vacuum).
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [1]}))
+        >>> _ = t.overwrite(pa.table({"id": [2]}))  # version 2 removes the file of version 1
+        >>> _ = t.insert(pa.table({"id": [3]}))
+        >>> r = t.vacuum(retain=0, grace_period=0)
+        >>> r.oldest_version, len(r.deleted_data_files), t.to_arrow().column("id").to_pylist()
+        (3, 1, [2, 3])
+        """
+        from ctfile.log.vacuum import vacuum
+
+        self.refresh()
+        return vacuum(self._log, retain=retain, grace_period=grace_period, dry_run=dry_run)
+
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (a metadata-only commit)."""
         if not isinstance(properties, Mapping) or not all(

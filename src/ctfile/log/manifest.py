@@ -25,7 +25,7 @@ from ctfile.format.paths import (
     parse_checkpoint_name,
     parse_commit_name,
 )
-from ctfile.log.replay import TableState, apply_entry, checkpoint_actions, state_from_checkpoint
+from ctfile.log.replay import TableState, apply_entries, checkpoint_actions, state_from_checkpoint
 from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
@@ -182,9 +182,10 @@ class ManifestLog:
                 f"version {target} of {self.storage.uri} can no longer be reconstructed: "
                 f"the log was cleaned up to version {oldest} and no checkpoint precedes {target}"
             )
-        state = start_state
-        for v, entry in zip(range(first, target + 1), self.read_entries(first, target)):
-            state = apply_entry(state, v, entry, where=f"{self.storage.uri}/{commit_path(v)}")
+        state = apply_entries(
+            start_state, first, self.read_entries(first, target),
+            where=lambda v: f"{self.storage.uri}/{commit_path(v)}",
+        )
         assert state is not None
         return state
 

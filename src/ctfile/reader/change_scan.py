@@ -16,7 +16,12 @@ copy-on-write copied unchanged cost only their two hidden int64 values:
    payloads are read in buckets of row-id ranges sized to a memory budget,
    aligned by id (a sort of int64 ids, no join of whole rows), compared
    (a pair whose values are all equal is dropped: a no-op update produces no
-   change), and emitted DELETE-then-INSERT, adjacent.
+   change), and emitted DELETE-then-INSERT, adjacent. When a removed
+   partition's copy-on-write successor holds the same row ids in the same
+   order, the columns whose column chunks are byte-identical in the two files
+   (the columns the statement did not set) are decoded once, from the new
+   file, and serve as both images; only the other columns of the old file are
+   read.
 
 ADDED_ONLY and REMOVED_ONLY skip the phases they do not need. The
 append-only mode is a filter over the appended partitions on the stored
@@ -53,6 +58,7 @@ from ctfile.reader.partition_reader import (
     read_hidden,
     read_partition,
     read_rows,
+    same_columns,
 )
 from ctfile.reader.pruning import prune
 from ctfile.reader.row_ids import row_id_strings, table_seed
@@ -66,7 +72,7 @@ OP_COLUMN = "op"
 # ODF RFC-015 / Flink RowKind codes.
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
 
-PAIR_MEMORY_BUDGET = 256 << 20
+PAIR_MEMORY_BUDGET = 128 << 20
 _DECODED_BYTES_PER_STORED_BYTE = 4  # rough Parquet expansion for bucket sizing
 _READ_WORKERS = 4
 
@@ -104,7 +110,8 @@ def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
     """Null-aware "is distinct from", per row."""
     try:
         ne = pc.not_equal(a, b)
-        ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
+        if a.null_count or b.null_count:
+            ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
         return np.asarray(ne.to_numpy(zero_copy_only=False), dtype=bool)
     except pa.ArrowNotImplementedError:  # nested types: compare as Python values
         return np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
@@ -282,34 +289,51 @@ class ChangeSet:
         """The minimum delta between the state before version ``a`` and after
         the given net added/removed partitions."""
         kw = {"version": version, "timestamp_ms": timestamp_ms}
-        # Phase 1: hidden columns only.
+        # Phase 1: hidden columns only. Row versions only decide which added
+        # rows were written in the interval; only row ids are kept after that
+        # (memory here grows with the interval's rows, so nothing is held
+        # longer than needed).
         a_hidden = self._hidden_all(added)
-        r_hidden = self._hidden_all(removed)
+        a_rid = [rid for rid, _ in a_hidden]
         a_sel = [rv >= a for _, rv in a_hidden]
+        del a_hidden
+        r_rid = [rid for rid, _ in self._hidden_all(removed)]
+        # Set membership is computed once over all partitions of a side (one
+        # hash or lookup table), not once per partition.
         if removed:
-            unchanged = np.concatenate([rid[~sel] for (rid, _), sel in zip(a_hidden, a_sel)] or [np.empty(0, np.int64)])
-            r_sel = [~_isin(rid, unchanged) for rid, _ in r_hidden]
+            unchanged = np.concatenate([rid[~sel] for rid, sel in zip(a_rid, a_sel)] or [np.empty(0, np.int64)])
+            r_sel = [~m for m in _isin_split(r_rid, unchanged)]
+            del unchanged
         else:
             r_sel = []
-        ins_ids = np.concatenate([rid[sel] for (rid, _), sel in zip(a_hidden, a_sel)] or [np.empty(0, np.int64)])
-        del_ids = np.concatenate([rid[sel] for (rid, _), sel in zip(r_hidden, r_sel)] or [np.empty(0, np.int64)])
-        pair_ids = np.intersect1d(ins_ids, del_ids, assume_unique=True) if len(ins_ids) and len(del_ids) else np.empty(0, np.int64)
+        ins_ids = np.concatenate([rid[sel] for rid, sel in zip(a_rid, a_sel)] or [np.empty(0, np.int64)])
+        del_ids = np.concatenate([rid[sel] for rid, sel in zip(r_rid, r_sel)] or [np.empty(0, np.int64)])
+        # Ids on both sides, sorted (ids are unique on each side).
+        pair_ids = np.sort(ins_ids[_isin(ins_ids, del_ids)]) if len(ins_ids) and len(del_ids) else np.empty(0, np.int64)
+        del ins_ids, del_ids
+        # Rows of each partition that belong to an update pair.
+        if len(pair_ids):
+            a_pair = [sel & m for sel, m in zip(a_sel, _isin_split(a_rid, pair_ids))]
+            r_pair = [sel & m for sel, m in zip(r_sel, _isin_split(r_rid, pair_ids))]
+        else:
+            a_pair = r_pair = None
         # Phase 2: unpaired rows, partition by partition.
-        for parts, hidden, sels, insert in (
-            (removed, r_hidden, r_sel, False),
-            (added, a_hidden, a_sel, True),
+        for parts, rids, sels, pairs, insert in (
+            (removed, r_rid, r_sel, r_pair, False),
+            (added, a_rid, a_sel, a_pair, True),
         ):
-            for p, (rid, _), sel in zip(parts, hidden, sels):
-                lone = sel & ~_isin(rid, pair_ids) if len(pair_ids) else sel
+            for i, (p, rid, sel) in enumerate(zip(parts, rids, sels)):
+                lone = sel & ~pairs[i] if pairs is not None else sel
                 pos = np.flatnonzero(lone)
                 c = self._rows_chunk(p, pos, rid[pos], insert=insert, **kw)
                 if c is not None:
                     yield c
+        del a_sel, r_sel
         # Phase 3: update pairs in row-id buckets.
         if len(pair_ids):
-            yield from self._pairs(added, a_hidden, a_sel, removed, r_hidden, r_sel, pair_ids, **kw)
+            yield from self._pairs(added, a_rid, a_pair, removed, r_rid, r_pair, pair_ids, **kw)
 
-    def _pairs(self, added, a_hidden, a_sel, removed, r_hidden, r_sel, pair_ids, *, version, timestamp_ms) -> Iterator[_Chunk]:
+    def _pairs(self, added, a_rid, a_pair, removed, r_rid, r_pair, pair_ids, *, version, timestamp_ms) -> Iterator[_Chunk]:
         parts = list(added) + list(removed)
         bytes_per_row = max(
             (p.size_bytes / p.num_records for p in parts if p.num_records), default=64
@@ -317,25 +341,71 @@ class ChangeSet:
         buckets = max(1, math.ceil(2 * len(pair_ids) * bytes_per_row / PAIR_MEMORY_BUDGET))
         edges = [pair_ids[min(len(pair_ids) - 1, (i * len(pair_ids)) // buckets)] for i in range(buckets)]
         edges.append(pair_ids[-1] + 1)
+        reuse = self._column_reuse(added, a_rid, removed, r_rid, r_pair)
         for lo, hi in zip(edges[:-1], edges[1:]):
-            new = self._gather(added, a_hidden, a_sel, pair_ids, lo, hi)
-            old = self._gather(removed, r_hidden, r_sel, pair_ids, lo, hi)
+            new_pieces = self._read_pieces(added, a_rid, a_pair, lo, hi)
+            old_pieces = self._read_pieces(removed, r_rid, r_pair, lo, hi, reuse=reuse, new_pieces=new_pieces)
+            new, old = self._assemble(new_pieces), self._assemble(old_pieces)
+            del new_pieces, old_pieces
             yield from self._emit_pairs(old, new, version, timestamp_ms)
+            del new, old
 
-    def _gather(self, parts, hidden, sels, pair_ids, lo, hi) -> tuple[pa.Table, np.ndarray]:
-        tables, ids = [], []
-        for p, (rid, _), sel in zip(parts, hidden, sels):
-            mask = sel & (rid >= lo) & (rid < hi)
-            if not mask.any():
+    def _column_reuse(self, added, a_rid, removed, r_rid, r_pair) -> dict[int, tuple[int, set[str]]]:
+        """Removed partitions whose copy-on-write successor among ``added``
+        holds the same row ids in the same order, with the table columns
+        whose values the two files share (:func:`same_columns`):
+        ``{removed index: (added index, columns)}``. The old images of those
+        columns are then taken from the new images, not decoded again."""
+        by_shape: dict[tuple[int, int, int], int] = {}
+        for j, rid in enumerate(a_rid):
+            if len(rid):
+                by_shape[(len(rid), int(rid[0]), int(rid[-1]))] = j
+        out: dict[int, tuple[int, set[str]]] = {}
+        for i, (rid, pair) in enumerate(zip(r_rid, r_pair)):
+            if not len(rid) or not pair.any():
                 continue
-            mask &= _isin(rid, pair_ids)
-            pos = np.flatnonzero(mask)
-            if len(pos):
-                tables.append(read_rows(self._storage, p, self._table_schema, pos))
-                ids.append(rid[pos])
-        if not tables:
+            j = by_shape.get((len(rid), int(rid[0]), int(rid[-1])))
+            if j is None or not np.array_equal(rid, a_rid[j]):
+                continue
+            same = same_columns(self._storage, removed[i], added[j], self._table_schema)
+            if same:
+                out[i] = (j, same)
+        return out
+
+    def _read_pieces(self, parts, rids, pairs, lo, hi, *, reuse=None, new_pieces=None) -> dict[int, tuple[pa.Table, np.ndarray, np.ndarray]]:
+        """Per partition index, the pair rows with ids in ``[lo, hi)``:
+        ``(table columns, positions, row ids)``, in file order."""
+        pieces: dict[int, tuple[pa.Table, np.ndarray, np.ndarray]] = {}
+        for i, (p, rid, pair) in enumerate(zip(parts, rids, pairs)):
+            pos = np.flatnonzero(pair & (rid >= lo) & (rid < hi))
+            if not len(pos):
+                continue
+            match = reuse.get(i) if reuse else None
+            if match is not None and match[0] in new_pieces and np.array_equal(new_pieces[match[0]][1], pos):
+                # Same rows at the same positions in both files: columns the
+                # files share come from the new image already read.
+                new_t, same = new_pieces[match[0]][0], match[1]
+                names = self._data_schema.names
+                diff = [c for c in names if c not in same]
+                old_t = read_rows(self._storage, p, self._table_schema, pos, columns=diff) if diff else None
+                t = pa.Table.from_arrays(
+                    [new_t.column(c) if c in same else old_t.column(c) for c in names], schema=self._data_schema
+                )
+            else:
+                t = read_rows(self._storage, p, self._table_schema, pos)
+            pieces[i] = (t, pos, rid[pos])
+        return pieces
+
+    def _assemble(self, pieces) -> tuple[pa.Table, np.ndarray]:
+        """Concatenate the pieces of one side, sorted by row id."""
+        if not pieces:
             return self._data_schema.empty_table(), np.empty(0, np.int64)
-        all_ids = np.concatenate(ids)
+        tables = [t for t, _, _ in pieces.values()]
+        all_ids = np.concatenate([ids for _, _, ids in pieces.values()])
+        if len(all_ids) < 2 or bool(np.all(all_ids[1:] > all_ids[:-1])):
+            # Already in id order (partitions and rows in id order, the
+            # usual case): no reordering copy.
+            return pa.concat_tables(tables), all_ids
         order = np.argsort(all_ids, kind="stable")
         return pa.concat_tables(tables).take(pa.array(order)), all_ids[order]
 
@@ -356,16 +426,22 @@ class ChangeSet:
         both = f_old & f_new
         lone_old = f_old & ~f_new
         lone_new = f_new & ~f_old
-        idx = np.flatnonzero(both)
-        if len(idx):
-            # DELETE (old image) then INSERT (new image), adjacent per row.
-            take = np.empty(2 * len(idx), dtype=np.int64)
-            take[0::2] = idx
-            take[1::2] = idx + n
-            data = pa.concat_tables([old, new]).take(pa.array(take))
-            ins = np.zeros(2 * len(idx), dtype=bool)
-            ins[1::2] = True
-            yield _Chunk(data, ins, _const(2 * len(idx), True), np.repeat(old_ids[idx], 2), version, timestamp_ms)
+        both_idx = np.flatnonzero(both)
+        if len(both_idx):
+            # DELETE (old image) then INSERT (new image), adjacent per row;
+            # interleaved a slice at a time so only one output batch's worth
+            # of rows is copied at once.
+            old_new = pa.concat_tables([old, new])
+            step = max(1, self._batch_rows // 2)
+            for s in range(0, len(both_idx), step):
+                idx = both_idx[s:s + step]
+                take = np.empty(2 * len(idx), dtype=np.int64)
+                take[0::2] = idx
+                take[1::2] = idx + n
+                data = old_new.take(pa.array(take))
+                ins = np.zeros(2 * len(idx), dtype=bool)
+                ins[1::2] = True
+                yield _Chunk(data, ins, _const(2 * len(idx), True), np.repeat(old_ids[idx], 2), version, timestamp_ms)
         for mask, table, insert in ((lone_old, old, False), (lone_new, new, True)):
             sel = np.flatnonzero(mask)
             if len(sel):
@@ -380,7 +456,7 @@ class ChangeSet:
             op = np.where(c.insert, np.where(c.update, OP_CORRECT_TO, OP_APPEND), np.where(c.update, OP_CORRECT_FROM, OP_RETRACT))
             cols.append(pa.array(op.astype(np.uint8), pa.uint8()))
         else:
-            cols.append(pc.if_else(pa.array(c.insert), "INSERT", "DELETE"))
+            cols.append(_action_column(c.insert))
             cols.append(pa.array(c.update, pa.bool_()))
         cols.append(row_id_strings(c.row_id, self._seed))
         if self.plan.information == "audit":
@@ -388,11 +464,46 @@ class ChangeSet:
             micros = pa.array(np.full(n, c.timestamp_ms * 1000, dtype=np.int64))
             cols.append(micros.cast(pa.timestamp("us", tz="UTC")))
         table = pa.Table.from_arrays(cols, schema=self.schema)
-        yield from table.combine_chunks().to_batches(max_chunksize=self._batch_rows)
+        # No combine_chunks(): to_batches() aligns the data columns' chunks
+        # with the single-chunk metadata columns by zero-copy slicing, so a
+        # partition read in several batches is not copied again.
+        yield from table.to_batches(max_chunksize=self._batch_rows)
+
+
+def _action_column(insert: np.ndarray) -> pa.Array:
+    """``METADATA$ACTION``: 'INSERT' where ``insert`` holds, else 'DELETE'.
+
+    A chunk is usually all one action (a partition's inserts or deletes):
+    then the string buffer is built directly, without a per-row kernel.
+    """
+    n = len(insert)
+    if n and (insert.all() or not insert.any()):
+        word = b"INSERT" if insert[0] else b"DELETE"
+        offsets = np.arange(0, len(word) * (n + 1), len(word), dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(word * n)])
+    return pc.if_else(pa.array(insert), "INSERT", "DELETE")
 
 
 def _isin(values: np.ndarray, value_set: np.ndarray) -> np.ndarray:
+    """``values[i] in value_set`` for int64 row ids.
+
+    Row ids are dense (they count rows from 0), so when the set spans a range
+    not much larger than the inputs a boolean lookup table over that range
+    (numpy's ``kind="table"``) answers in linear time without hashing;
+    otherwise Arrow's hash-based ``is_in``.
+    """
     if len(value_set) == 0 or len(values) == 0:
         return np.zeros(len(values), dtype=bool)
+    span = int(value_set.max()) - int(value_set.min()) + 1
+    if span <= 8 * (len(values) + len(value_set)):
+        return np.isin(values, value_set, kind="table")
     res = pc.is_in(pa.array(values), value_set=pa.array(value_set))
     return np.asarray(res.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _isin_split(rids: Sequence[np.ndarray], value_set: np.ndarray) -> list[np.ndarray]:
+    """Per partition, which of its row ids are in ``value_set`` (one lookup for all)."""
+    if not rids:
+        return []
+    mask = _isin(np.concatenate(rids), value_set)
+    return np.split(mask, np.cumsum([len(r) for r in rids[:-1]]))

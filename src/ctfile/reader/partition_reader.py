@@ -53,7 +53,9 @@ def _file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) ->
 def open_parquet(storage: Storage, p: Partition) -> pq.ParquetFile:
     try:
         f = storage.arrow_filesystem.open_input_file(storage.arrow_path(p.path))
-        return pq.ParquetFile(f)
+        # pre_buffer: fetch the column chunks of a read in a few coalesced
+        # reads (as pq.read_table does) instead of one read per page.
+        return pq.ParquetFile(f, pre_buffer=True)
     except FileNotFoundError as e:
         raise CorruptLogError(
             f"partition {p.path} referenced by the log of {storage.uri} is missing: {e}"
@@ -184,6 +186,9 @@ def read_hidden(storage: Storage, p: Partition) -> tuple[np.ndarray, np.ndarray]
     ).astype(np.int64, copy=False)
 
 
+_ROWS_BATCH = 65536
+
+
 def read_rows(
     storage: Storage, p: Partition, schema: Schema, positions: np.ndarray, *, columns: Sequence[str] | None = None
 ) -> pa.Table:
@@ -200,23 +205,103 @@ def read_rows(
     read_cols = [c for c in mapping.values() if c is not None]
     starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
     groups = np.unique(np.searchsorted(starts, positions, side="right") - 1)
-    if len(groups) == md.num_row_groups:
-        t = pf.read(columns=read_cols, use_threads=True)
-        local = positions
-    else:
-        t = pf.read_row_groups(groups.tolist(), columns=read_cols, use_threads=True)
-        # Position of each selected row inside the concatenated row groups.
-        base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
-        gi = np.searchsorted(groups, np.searchsorted(starts, positions, side="right") - 1)
-        local = base[gi] + (positions - starts[groups[gi]])
-    t = t.take(pa.array(local, pa.int64()))
+    # Position of each selected row inside the concatenated row groups.
+    base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
+    gi = np.searchsorted(groups, np.searchsorted(starts, positions, side="right") - 1)
+    local = base[gi] + (positions - starts[groups[gi]])
+    # Decode batch by batch and keep only the selected rows of each, so a few
+    # rows of a large row group never hold the whole row group in memory.
+    taken = []
+    offset = 0
+    if read_cols:
+        for batch in pf.iter_batches(
+            batch_size=_ROWS_BATCH, row_groups=groups.tolist(), columns=read_cols, use_threads=True
+        ):
+            lo, hi = np.searchsorted(local, [offset, offset + batch.num_rows])
+            if hi > lo:
+                taken.append(batch.take(pa.array(local[lo:hi] - offset, pa.int64())))
+            offset += batch.num_rows
+            if offset > local[-1]:
+                break  # past the last selected row: do not decode the rest
+    arrow_schema = pf.schema_arrow  # a property that converts the Parquet schema on every access
+    file_schema = pa.schema([arrow_schema.field(c) for c in read_cols])
+    t = pa.Table.from_batches(taken, schema=file_schema) if taken else file_schema.empty_table()
+    if read_cols and t.num_rows != len(positions):
+        raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
     arrays = []
     for name in wanted:
         src = mapping[name]
         want = target.field(name).type
         if src is None:
-            arrays.append(pa.nulls(t.num_rows, want))
+            arrays.append(pa.nulls(len(positions), want))
         else:
             col = t.column(src)
             arrays.append(col if col.type.equals(want) else col.cast(want))
     return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def _leaf_schema_key(col) -> tuple:
+    return (
+        col.physical_type, str(col.logical_type), str(col.converted_type), col.length,
+        col.precision, col.scale, col.max_definition_level, col.max_repetition_level,
+    )
+
+
+def same_columns(storage: Storage, a: Partition, b: Partition, schema: Schema) -> set[str]:
+    """Table columns whose stored values are identical, row by row, in the
+    files of ``a`` and ``b``.
+
+    A column qualifies when both files store it as one primitive leaf of the
+    same Parquet and Arrow type, the files have the same row groups, and every
+    column chunk is byte-identical (same codec, same compressed bytes): then
+    every row holds the same value in both files. Columns absent from both
+    files (all null) qualify too. Copy-on-write rewrites a partition with the
+    same writer, so the columns a statement did not set come out identical;
+    a change scan then decodes them from one file only. Anything else
+    (nested columns, a different layout) is simply not reported.
+    """
+    fa, fb = open_parquet(storage, a), open_parquet(storage, b)
+    ma, mb = fa.metadata, fb.metadata
+    if ma.num_row_groups != mb.num_row_groups or any(
+        ma.row_group(g).num_rows != mb.row_group(g).num_rows for g in range(ma.num_row_groups)
+    ):
+        return set()
+    names = list(schema.names)
+    map_a, map_b = _file_columns(fa, schema, names), _file_columns(fb, schema, names)
+    arrow_a, arrow_b = fa.schema_arrow, fb.schema_arrow
+    leaf_a = {ma.schema.column(i).path: i for i in range(ma.num_columns)}
+    leaf_b = {mb.schema.column(i).path: i for i in range(mb.num_columns)}
+    size_a = storage.arrow_filesystem.get_file_info(storage.arrow_path(a.path)).size
+    size_b = storage.arrow_filesystem.get_file_info(storage.arrow_path(b.path)).size
+    same: set[str] = set()
+    with storage.arrow_filesystem.open_input_file(storage.arrow_path(a.path)) as ra, \
+            storage.arrow_filesystem.open_input_file(storage.arrow_path(b.path)) as rb:
+        for name in names:
+            ca, cb = map_a[name], map_b[name]
+            if ca is None and cb is None:
+                same.add(name)
+                continue
+            if ca is None or cb is None or ca not in leaf_a or cb not in leaf_b:
+                continue
+            if not arrow_a.field(ca).type.equals(arrow_b.field(cb).type):
+                continue
+            ia, ib = leaf_a[ca], leaf_b[cb]
+            if _leaf_schema_key(ma.schema.column(ia)) != _leaf_schema_key(mb.schema.column(ib)):
+                continue
+            for g in range(ma.num_row_groups):
+                xa, xb = ma.row_group(g).column(ia), mb.row_group(g).column(ib)
+                n = xa.total_compressed_size
+                if (
+                    xa.compression != xb.compression or n != xb.total_compressed_size
+                    or xa.num_values != xb.num_values or xa.encodings != xb.encodings
+                ):
+                    break
+                oa = xa.dictionary_page_offset if xa.has_dictionary_page else xa.data_page_offset
+                ob = xb.dictionary_page_offset if xb.has_dictionary_page else xb.data_page_offset
+                if not (0 < oa and oa + n <= size_a and 0 < ob and ob + n <= size_b):
+                    break
+                if ra.read_at(n, oa) != rb.read_at(n, ob):
+                    break
+            else:
+                same.add(name)
+    return same

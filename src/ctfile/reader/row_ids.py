@@ -23,6 +23,13 @@ _SECRET_8 = np.uint64(0x1CAD21F72C81017C)
 _SECRET_16 = np.uint64(0xDB979083E96DD4DE)
 _PRIME_MX2 = np.uint64(0x9FB21C651E98DF25)
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+# _HEX4[i]: the 4 hex digits of the 16-bit value i as 4 ASCII bytes (little-endian uint32).
+_HEX4 = (
+    _HEX[(np.arange(65536) >> 12) & 15].astype("<u4")
+    | (_HEX[(np.arange(65536) >> 8) & 15].astype("<u4") << 8)
+    | (_HEX[(np.arange(65536) >> 4) & 15].astype("<u4") << 16)
+    | (_HEX[np.arange(65536) & 15].astype("<u4") << 24)
+).astype("<u4")
 _U64 = np.uint64
 
 
@@ -58,14 +65,11 @@ def xxh3_64_int64(values: np.ndarray, seed: int) -> np.ndarray:
 def hex_strings(h: np.ndarray) -> pa.Array:
     """Render uint64 values as 16-digit hex strings (a pyarrow ``string`` array)."""
     n = len(h)
-    b = h.astype(">u8").view(np.uint8).reshape(n, 8)
-    out = np.empty((n, 16), dtype=np.uint8)
-    out[:, 0::2] = _HEX[b >> 4]
-    out[:, 1::2] = _HEX[b & 15]
+    # Each big-endian 16-bit digit group maps to its 4 hex characters in one
+    # lookup (a 256 KiB table): 4 gathers per value instead of 16 per-nibble ops.
+    out = np.take(_HEX4, np.ascontiguousarray(h, dtype=np.uint64).astype(">u8").view(">u2"))
     offsets = np.arange(0, 16 * (n + 1), 16, dtype=np.int32)
-    return pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())]
-    )
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
 def row_id_strings(row_ids: pa.Array | np.ndarray, seed: int) -> pa.Array:

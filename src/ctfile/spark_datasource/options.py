@@ -139,7 +139,9 @@ class ReadOptions:
         return self.changes is not None
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
+    """Validate read options; ``streaming`` None skips the batch-only and
+    stream-only checks (schema inference, which serves both)."""
     opts = {k.lower(): v for k, v in dict(options).items()}
     _check_known(opts, READ_OPTIONS, "read")
     version_as_of = _int(opts, "versionAsOf")
@@ -174,7 +176,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     if streaming and (ending_version is not None or "endingtimestamp" in opts):
         raise InvalidArgumentError("a streaming read has no end: endingVersion/endingTimestamp are for batch reads")
     max_versions = _int(opts, "maxVersionsPerTrigger", minimum=1)
-    if max_versions is not None and not streaming:
+    if max_versions is not None and streaming is False:
         raise InvalidArgumentError("option maxVersionsPerTrigger applies to streaming reads (spark.readStream)")
     return ReadOptions(
         path=_path(opts),

@@ -5,7 +5,13 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from ctfile.spark_datasource.batch import CtfileReader, CtfileWriter, reader_schema
+from ctfile.spark_datasource.batch import (
+    CtfilePruningReader,
+    CtfileReader,
+    CtfileWriter,
+    pruning_enabled,
+    reader_schema,
+)
 from ctfile.spark_datasource.options import parse_read_options
 from ctfile.spark_datasource.stream import CtfileStreamReader, CtfileStreamWriter
 
@@ -27,7 +33,11 @@ class CtfileDataSource(DataSource):
         return reader_schema(self.options)
 
     def reader(self, schema: StructType) -> CtfileReader:
-        return CtfileReader(parse_read_options(self.options), schema)
+        opts = parse_read_options(self.options)
+        # Only a pruning reader implements pushFilters: PySpark rejects a reader
+        # that does while spark.sql.python.filterPushdown.enabled is false.
+        cls = CtfilePruningReader if pruning_enabled(opts) else CtfileReader
+        return cls(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> CtfileWriter:
         return CtfileWriter(self.options, schema, overwrite)

@@ -22,7 +22,6 @@ from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import ctfile
@@ -88,8 +87,15 @@ class CtfileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         first = start["version"] + 1
         initial = bool(start.get("initial"))
-        if end["version"] < first and not initial:
-            return []
+        if end["version"] < first:
+            if not initial:
+                return []
+            # Only the initial rows are due (no version after start yet), and a
+            # change scan has no empty interval: deliver version start itself on
+            # top of the snapshot before it. That ends in the same table state:
+            # for ``default`` it is exactly the rows of snapshot start as
+            # INSERTs; ``append_only``/``audit`` show version start's own changes.
+            first = start["version"]
         return [
             InputPartition(
                 ChangeScanArgs(
@@ -116,7 +122,7 @@ class CtfileStreamWriter(DataSourceStreamArrowWriter):
                 "replayed micro-batches are committed exactly once"
             )
         self.app_id = opts.txn_app_id
-        arrow = to_arrow_schema(schema)
+        arrow = spark_arrow_schema(schema)
         mode = "overwrite" if overwrite else "append"
         try:
             table = open_for(opts)

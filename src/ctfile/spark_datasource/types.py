@@ -22,8 +22,12 @@ def arrow_for_spark(schema: pa.Schema) -> pa.Schema:
 
 
 def spark_arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects from ``read()`` for ``schema``."""
-    return to_arrow_schema(schema)
+    """The Arrow schema Spark expects from ``read()`` for ``schema`` (and the
+    one of the batches it hands to a writer): timestamps in UTC."""
+    try:  # PySpark >= 4.2 asserts a timezone for TimestampType
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # PySpark 4.1: no timezone parameter, always UTC
+        return to_arrow_schema(schema)
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

@@ -1,1 +1,2 @@
-"""The ``ctfile`` command-line tool (not yet implemented; see issue 6)."""
+"""The ``ctfile`` command-line tool (:mod:`ctfile.tools.cli`): history, show,
+diff, changes, verify, vacuum and compact on local or object-store tables."""

@@ -1,8 +1,12 @@
 """The storage contract every backend honours (see ctfile.log.storage).
 
-To add a backend: write a factory ``def _make_x(tmp_path) -> (Storage, cleanup)``
+To add a backend: write a factory ``def _make_x(tmp_path, request) -> (Storage, cleanup)``
 and register it in :data:`BACKENDS`; add its name to :data:`ATOMIC_BACKENDS`
 if its ``put_if_absent`` is exclusive under real concurrency.
+
+The S3 backends run against real servers on 127.0.0.1 that the session
+fixtures of ``tests/conftest.py`` start (moto in-process, SeaweedFS as a child
+process): each test gets a fresh prefix of the servers' bucket.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ import pytest
 from ctfile.log.storage import TMP_PREFIX, FsspecStorage, LocalStorage, Storage, open_storage
 
 
-def _make_local(tmp_path):
+def _make_local(tmp_path, request):
     return LocalStorage(str(tmp_path / "root")), lambda: None
 
 
-def _make_memory(tmp_path):
+def _make_memory(tmp_path, request):
     import fsspec
 
     uri = f"memory://ctfile-contract-{uuid.uuid4().hex}"
@@ -36,17 +40,41 @@ def _make_memory(tmp_path):
     return storage, cleanup
 
 
+def _s3_factory(server_fixture: str) -> Callable:
+    def make(tmp_path, request):
+        endpoint = request.getfixturevalue(server_fixture)
+        uri = endpoint.new_uri("contract")
+        storage = open_storage(uri, endpoint.storage_options())
+        assert isinstance(storage, FsspecStorage)
+
+        def cleanup():
+            client = endpoint.boto3_client()
+            prefix = uri.split("/", 3)[3] + "/"
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=endpoint.bucket, Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    client.delete_object(Bucket=endpoint.bucket, Key=obj["Key"])
+
+        return storage, cleanup
+
+    return make
+
+
 BACKENDS: dict[str, Callable] = {
     "local": _make_local,
     "fsspec-memory": _make_memory,
+    "s3-moto": _s3_factory("moto_s3"),
+    "s3-seaweedfs": _s3_factory("seaweedfs_s3"),
 }
-# Backends whose put_if_absent is exclusive under concurrent writers.
-ATOMIC_BACKENDS = {"local"}
+# Backends whose put_if_absent is exclusive under concurrent writers. moto
+# answers If-None-Match: * correctly but checks it before storing, not
+# atomically (moto/s3/responses.py put_object), so it is only used where
+# writers do not race; SeaweedFS is the real store for concurrency.
+ATOMIC_BACKENDS = {"local", "s3-seaweedfs"}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def storages(request, tmp_path):
-    storage, cleanup = BACKENDS[request.param](tmp_path)
+    storage, cleanup = BACKENDS[request.param](tmp_path, request)
     storage.backend_name = request.param  # for tests that depend on a capability
     yield storage
     cleanup()

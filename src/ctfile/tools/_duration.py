@@ -1,0 +1,41 @@
+"""Durations on the command line: ``7d``, ``12h``, ``1w2d``, ``90m``, ``0s``.
+
+>>> parse_duration("1d12h")
+datetime.timedelta(days=1, seconds=43200)
+>>> parse_duration("168h") == parse_duration("1w")
+True
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+_UNITS = {
+    "w": dt.timedelta(weeks=1),
+    "d": dt.timedelta(days=1),
+    "h": dt.timedelta(hours=1),
+    "m": dt.timedelta(minutes=1),
+    "s": dt.timedelta(seconds=1),
+    "ms": dt.timedelta(milliseconds=1),
+}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|w|d|h|m|s)")
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """A sum of ``<number><unit>`` terms, units w, d, h, m, s, ms.
+
+    Raises ValueError for anything else (a bare number is ambiguous and refused).
+    """
+    s = text.strip().lower().replace(" ", "")
+    if not s:
+        raise ValueError("empty duration; expected e.g. 7d, 12h, 30m")
+    pos, total = 0, dt.timedelta(0)
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(f"bad duration {text!r}; expected e.g. 7d, 12h, 30m, 1w2d (units w, d, h, m, s, ms)")
+    return total

@@ -1,0 +1,118 @@
+"""Child process of the object-store concurrency tests (not a test module).
+
+Usage: python _writer.py <job json>
+
+The job is a JSON object with ``uri``, ``storage_options`` (or null),
+``go`` (a file whose appearance starts the work; children write
+``<out>.ready`` when they have opened the table, so the parent can start
+them together), ``out`` (where the result JSON goes) and an
+``op``:
+
+``append``   ``writer``, ``commits``, ``rows``: ``commits`` inserts of ``rows``
+             rows ``(w=writer, seq, i)``; the result lists, per commit, the
+             version and the number of attempts.
+``dml``      ``kind`` ("delete" or "update") and ``where`` (a list of ``w``
+             values): opens a transaction, runs the statement (writing its
+             files), writes ``<out>.ready`` and waits for ``go2`` before
+             leaving the block, i.e. committing; the result holds the version
+             or the CommitConflictError's read and winning versions.
+``crash_op`` ``kind`` ("insert": 8 rows, "update": every row) on the crash
+             tests' table; the test kills the process during the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _wait_for(path: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {path}")
+        time.sleep(0.005)
+
+
+def _write_json(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def append(job: dict) -> dict:
+    import pyarrow as pa
+
+    import ctfile
+
+    table = ctfile.open_table(job["uri"], storage_options=job["storage_options"])
+    schema = table.schema
+    w = job["writer"]
+    results = []
+    _write_json(job["out"] + ".ready", {"version": table.version})
+    _wait_for(job["go"])
+    t0 = time.perf_counter()
+    for seq in range(job["commits"]):
+        n = job["rows"]
+        batch = pa.table({"w": [w] * n, "seq": [seq] * n, "i": list(range(n))}, schema=schema)
+        r = table.insert(batch)
+        results.append({"seq": seq, "version": r.version, "attempts": r.attempts, "committed": r.committed})
+    return {"writer": w, "commits": results, "seconds": time.perf_counter() - t0, "end": time.time()}
+
+
+def dml(job: dict) -> dict:
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    table = ctfile.open_table(job["uri"], storage_options=job["storage_options"])
+    where = pc.field("w").isin(job["where"])
+    try:
+        with table.transaction(operation=job["kind"].upper()) as tx:
+            if job["kind"] == "delete":
+                tx.delete(where)
+            else:
+                tx.update(where, {"i": pc.multiply(pc.field("i"), 100)})
+            _write_json(job["out"] + ".ready", {"read_version": tx.base.version, "staged": tx.staged_paths()})
+            _wait_for(job["go2"])
+        return {"outcome": "committed", "version": tx.result.version, "attempts": tx.result.attempts,
+                "read_version": tx.base.version}
+    except ctfile.CommitConflictError as e:
+        return {"outcome": "conflict", "read_version": e.read_version, "winning_version": e.winning_version,
+                "message": str(e)}
+
+
+def crash_op(job: dict) -> dict:
+    """The statement of the crash tests: insert 8 rows, or update every row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    table = ctfile.open_table(job["uri"], storage_options=job["storage_options"])
+    if job["kind"] == "insert":
+        uids = list(range(100, 108))
+        r = table.insert(pa.table({"uid": uids, "k": [u % 3 for u in uids], "v": [f"new{u}" for u in uids]},
+                                  schema=table.schema))
+    else:
+        r = table.update(pc.field("uid") >= 0, {"v": "updated"})
+    return {"version": r.version}
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(argv[0])
+    try:
+        result = {"append": append, "dml": dml, "crash_op": crash_op}[job["op"]](job)
+    except BaseException:
+        _write_json(job["out"], {"error": traceback.format_exc()})
+        return 1
+    _write_json(job["out"], result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

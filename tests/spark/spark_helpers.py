@@ -1,0 +1,98 @@
+"""Helpers of the Spark suite (imported by its tests and by subprocess children)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import ctfile
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+PEOPLE_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+
+
+def spark_env() -> dict[str, str]:
+    """Environment for a process that runs PySpark with this interpreter."""
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def build_session(app_name: str = "ctfile-tests"):
+    """A local[2] session configured like the suite's (also used by subprocesses)."""
+    os.environ.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@contextlib.contextmanager
+def spark_conf(spark, key: str, value: str):
+    """Set a session conf for the duration of the block, then restore it."""
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
+
+
+def read(spark, path, **options):
+    """``spark.read.format("ctfile")`` with options, loaded from ``path``."""
+    r = spark.read.format("ctfile")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load(str(path))
+
+
+def sorted_rows(df_or_rows, columns=None) -> list[tuple]:
+    """Rows as sorted tuples (None sorts first), optionally only ``columns``."""
+    rows = df_or_rows.collect() if hasattr(df_or_rows, "collect") else df_or_rows
+    out = []
+    for r in rows:
+        d = r.asDict() if hasattr(r, "asDict") else dict(r)
+        out.append(tuple(d[c] for c in (columns or list(d))))
+    return sorted(out, key=lambda t: tuple((v is not None, v) for v in t))
+
+
+def make_people(root) -> ctfile.Table:
+    """The worked example of the core issue.
+
+    v0 create; v1 insert (1,Jeff),(2,Donny); v2 insert (3,Walter),(4,Maud),(5,Uli);
+    v3 update id 1 -> Jeffrey; v4 update id 4 -> Maude; v5 delete ids 2, 5.
+    """
+    t = ctfile.create_table(str(root), PEOPLE_SCHEMA)
+    t.insert(pa.table({"id": [1, 2], "name": ["Jeff", "Donny"]}, schema=PEOPLE_SCHEMA))
+    t.insert(pa.table({"id": [3, 4, 5], "name": ["Walter", "Maud", "Uli"]}, schema=PEOPLE_SCHEMA))
+    t.update(pc.field("id") == 1, {"name": "Jeffrey"})
+    t.update(pc.field("id") == 4, {"name": "Maude"})
+    t.delete(pc.field("id").isin([2, 5]))
+    assert t.version == 5
+    return t
+
+
+def id_x_table(root, n: int, *, partition_rows: int = 1, start: int = 0, **kwargs) -> ctfile.Table:
+    """A table (id long not null, x long) holding ids start..start+n-1 with x = id,
+    ``partition_rows`` rows per micro-partition."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64())])
+    t = ctfile.create_table(str(root), schema, partition_rows=partition_rows, **kwargs)
+    if n:
+        ids = list(range(start, start + n))
+        t.insert(pa.table({"id": ids, "x": ids}, schema=schema))
+    return t

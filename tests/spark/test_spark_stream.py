@@ -1,0 +1,291 @@
+"""Structured Streaming: the ctfile change source (offsets are versions) and
+the exactly-once ctfile sink (a txn action per micro-batch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql.types import LongType, StructField, StructType
+
+import ctfile
+from ctfile.spark_datasource.stream import CtfileStreamWriter
+from spark_helpers import id_x_table, read, sorted_rows, spark_env
+
+ACTION, ISUPDATE = "METADATA$ACTION", "METADATA$ISUPDATE"
+CHILD = Path(__file__).resolve().parent / "_stream_child.py"
+ID_X = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64())])
+
+
+def insert(t: ctfile.Table, ids, x=0) -> int:
+    return t.insert(pa.table({"id": list(ids), "x": [x] * len(ids)}, schema=ID_X)).version
+
+
+class Collector:
+    """A foreachBatch sink that records (batch id, rows) in the driver."""
+
+    def __init__(self, columns=("id", ACTION, ISUPDATE)):
+        self.columns = list(columns)
+        self.batches: list[tuple[int, list[tuple]]] = []
+        self.fail_batch: int | None = None
+
+    def __call__(self, df, batch_id):
+        rows = sorted_rows(df, self.columns)
+        if batch_id == self.fail_batch:
+            self.fail_batch = None
+            raise RuntimeError(f"injected failure in batch {batch_id}")
+        self.batches.append((batch_id, rows))
+
+    @property
+    def rows(self) -> list[tuple]:
+        return sorted(r for _, rs in self.batches for r in rs)
+
+
+def run_source(spark, path, collector, checkpoint, **options):
+    """One availableNow run of a ctfile change stream into ``collector``."""
+    r = spark.readStream.format("ctfile")
+    for k, v in {"changes": "default", **options}.items():
+        r = r.option(k, v)
+    q = (
+        r.load(str(path)).writeStream.foreachBatch(collector)
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    )
+    try:
+        q.awaitTermination(300)
+        assert not q.isActive, "the availableNow run did not finish"
+    finally:
+        q.stop()
+
+
+def txn_versions(root, app_id=None) -> list[int]:
+    """Batch ids recorded by txn actions in the log, in commit order."""
+    out = []
+    for f in sorted((Path(root) / "_ct_log").glob("*.json")):
+        for line in f.read_text().splitlines():
+            action = json.loads(line)
+            if "txn" in action and (app_id is None or action["txn"]["appId"] == app_id):
+                out.append(action["txn"]["version"])
+    return out
+
+
+# ---------------------------------------------------------------- source
+
+
+def test_source_delivers_new_commits_on_each_run(spark, tmp_path):
+    t = id_x_table(tmp_path / "t", 3)  # v1: ids 0-2 (before the stream starts)
+    c = Collector()
+    ck = tmp_path / "ck"
+    run_source(spark, t.uri, c, ck)  # no startingVersion: changes committed from now on
+    assert c.rows == []
+    t.update(pc.field("id") == 1, {"x": 100})  # v2
+    insert(t, [3])  # v3
+    t.delete(pc.field("id") == 0)  # v4
+    run_source(spark, t.uri, c, ck)
+    # One micro-batch: the minimum delta of versions 2-4.
+    assert c.batches[-1][1] == c.rows == [
+        (0, "DELETE", False), (1, "DELETE", True), (1, "INSERT", True), (3, "INSERT", False)
+    ]
+
+
+def test_source_never_skips_a_version(spark, tmp_path):
+    t = id_x_table(tmp_path / "t", 0)
+    for v in range(1, 6):
+        assert insert(t, [10 * v, 10 * v + 1]) == v
+    c = Collector(columns=("id",))
+    ck = tmp_path / "ck"
+    run_source(spark, t.uri, c, ck, startingVersion=1, maxVersionsPerTrigger=2)
+    # versions 1-2, 3-4, 5: three micro-batches, every row exactly once
+    assert [rows for _, rows in c.batches] == [
+        [(10,), (11,), (20,), (21,)],
+        [(30,), (31,), (40,), (41,)],
+        [(50,), (51,)],
+    ]
+    assert [b for b, _ in c.batches] == [0, 1, 2]
+    # Commits between runs: the next run continues at version 6.
+    insert(t, [60])
+    insert(t, [70])
+    run_source(spark, t.uri, c, ck, startingVersion=1, maxVersionsPerTrigger=2)
+    assert c.batches[3:] == [(3, [(60,), (70,)])]
+    assert c.rows == sorted((i,) for v in range(1, 6) for i in (10 * v, 10 * v + 1)) + [(60,), (70,)]
+
+
+def test_source_restart_after_a_failed_batch_has_no_loss_or_duplicates(spark, tmp_path):
+    t = id_x_table(tmp_path / "t", 0)
+    for v in range(1, 4):
+        insert(t, [v])
+    c = Collector(columns=("id",))
+    c.fail_batch = 1  # batch 1 is planned (its offsets logged) and then fails
+    ck = tmp_path / "ck"
+    with pytest.raises(Exception, match="injected failure in batch 1"):
+        run_source(spark, t.uri, c, ck, startingVersion=1, maxVersionsPerTrigger=1)
+    assert c.batches == [(0, [(1,)])]
+    insert(t, [4, 5])  # committed while the query is down
+    run_source(spark, t.uri, c, ck, startingVersion=1, maxVersionsPerTrigger=2)
+    # Batch 1 is re-run from its logged offsets (version 2 only), then the rest follows.
+    assert c.batches == [(0, [(1,)]), (1, [(2,)]), (2, [(3,), (4,), (5,)])]
+
+
+def test_source_initial_rows_then_changes(spark, tmp_path):
+    t = id_x_table(tmp_path / "t", 3)  # v1
+    t.update(pc.field("id") == 2, {"x": 20})  # v2
+    c = Collector(columns=("id", "x", ACTION, ISUPDATE))
+    ck = tmp_path / "ck"
+    run_source(spark, t.uri, c, ck, initialRows="true")
+    assert c.rows == [(0, 0, "INSERT", False), (1, 1, "INSERT", False), (2, 20, "INSERT", False)]
+    t.update(pc.field("id") == 0, {"x": 5})  # v3
+    run_source(spark, t.uri, c, ck, initialRows="true")
+    assert c.batches[-1][1] == [(0, 0, "DELETE", True), (0, 5, "INSERT", True)]
+    assert len(c.batches) == 2
+
+
+def test_source_starting_version_and_modes(spark, people, tmp_path):
+    c = Collector(columns=("id", "name", ACTION, ISUPDATE))
+    run_source(spark, people.uri, c, tmp_path / "ck1", startingVersion=3)
+    batch = read(spark, people.uri, changes="default", startingVersion=3)
+    assert c.rows == sorted_rows(batch, ["id", "name", ACTION, ISUPDATE])
+    assert c.rows == [
+        (1, "Jeff", "DELETE", True), (1, "Jeffrey", "INSERT", True), (2, "Donny", "DELETE", False),
+        (4, "Maud", "DELETE", True), (4, "Maude", "INSERT", True), (5, "Uli", "DELETE", False),
+    ]
+    audit = Collector(columns=("id", ACTION, "METADATA$COMMIT_VERSION"))
+    run_source(spark, people.uri, audit, tmp_path / "ck2", changes="audit", startingVersion=2, maxVersionsPerTrigger=3)
+    assert [b for b, _ in audit.batches] == [0, 1]  # versions 2-4, then 5
+    assert {v for _, rows in audit.batches[:1] for _, _, v in rows} == {2, 3, 4}
+    assert audit.batches[1][1] == [(2, "DELETE", 5), (5, "DELETE", 5)]
+    assert len(audit.rows) == 9
+
+
+# ---------------------------------------------------------------- sink
+
+
+def stream_into_ctfile(spark, source, target, checkpoint, **options):
+    opts = {"changes": "append_only", "startingVersion": "1", **options}
+    r = spark.readStream.format("ctfile")
+    for k, v in opts.items():
+        r = r.option(k, v)
+    q = (
+        r.load(str(source)).select("id", "x").writeStream.format("ctfile")
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start(str(target))
+    )
+    try:
+        q.awaitTermination(300)
+        assert not q.isActive
+    finally:
+        q.stop()
+
+
+def snapshot_rows(path) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in ctfile.open_table(str(path)).snapshot().to_arrow().to_pylist())
+
+
+def test_sink_target_equals_source(spark, tmp_path):
+    src = id_x_table(tmp_path / "src", 0, partition_rows=2)
+    for v in range(1, 5):
+        insert(src, range(10 * v, 10 * v + 3), x=v)
+    tgt, ck = tmp_path / "tgt", tmp_path / "ck"
+    stream_into_ctfile(spark, src.uri, tgt, ck, maxVersionsPerTrigger=2)
+    assert snapshot_rows(tgt) == snapshot_rows(src.uri)
+    t = ctfile.open_table(str(tgt))
+    assert t.version == 2  # v0 create, one version per micro-batch (2 batches)
+    assert t.schema == ID_X
+    assert txn_versions(tgt, str(ck)) == [0, 1]
+    # More source commits, another run: the target follows, still exactly once.
+    insert(src, [99], x=9)
+    stream_into_ctfile(spark, src.uri, tgt, ck, maxVersionsPerTrigger=2)
+    assert snapshot_rows(tgt) == snapshot_rows(src.uri)
+    assert txn_versions(tgt, str(ck)) == [0, 1, 2]
+    assert sorted_rows(read(spark, tgt)) == snapshot_rows(src.uri)
+
+
+def test_sink_commit_of_a_replayed_batch_is_a_no_op(tmp_path):
+    tgt = str(tmp_path / "tgt")
+    schema = StructType([StructField("id", LongType(), False), StructField("x", LongType(), True)])
+    batch = pa.record_batch({"id": [1, 2], "x": [10, 20]}, schema=ID_X)
+    w = CtfileStreamWriter({"path": tgt, "checkpointlocation": "/ck/query-a"}, schema, False)
+
+    w.commit([w.write(iter([batch]))], 0)
+    t = ctfile.open_table(tgt)
+    assert t.version == 1 and t.snapshot().to_arrow().num_rows == 2
+    files = set(os.listdir(Path(tgt) / "data"))
+
+    # Spark replays batch 0 after a crash: new files are written, the commit
+    # is skipped and those files are deleted.
+    w.commit([w.write(iter([batch]))], 0)
+    assert t.refresh().version == 1
+    assert t.snapshot().to_arrow().num_rows == 2
+    assert set(os.listdir(Path(tgt) / "data")) == files
+
+    w.commit([w.write(iter([batch]))], 1)  # the next batch commits
+    assert t.refresh().version == 2 and t.snapshot().to_arrow().num_rows == 4
+    assert txn_versions(tgt, "/ck/query-a") == [0, 1]
+
+    # Another query (another checkpoint) has its own batch ids.
+    other = CtfileStreamWriter({"path": tgt, "checkpointlocation": "/ck/query-b"}, schema, False)
+    other.commit([other.write(iter([batch]))], 0)
+    assert t.refresh().version == 3 and t.snapshot().to_arrow().num_rows == 6
+
+
+def test_sink_needs_a_checkpoint_or_app_id(tmp_path):
+    schema = StructType([StructField("id", LongType(), False)])
+    with pytest.raises(ctfile.InvalidArgumentError, match="txnAppId"):
+        CtfileStreamWriter({"path": str(tmp_path / "t")}, schema, False)
+
+
+@pytest.mark.slow
+def test_sink_exactly_once_across_a_kill(tmp_path):
+    """SIGKILL a streaming query (driver, JVM and workers) after a committed
+    batch, restart it from its checkpoint: the target equals the source."""
+    src = id_x_table(tmp_path / "src", 0)
+    versions = 8
+    for v in range(1, versions + 1):
+        insert(src, range(10 * v, 10 * v + 3), x=v)
+    tgt, ck = tmp_path / "tgt", tmp_path / "ck"
+    log1 = tmp_path / "run1.log"
+
+    def start(log):
+        return subprocess.Popen(
+            [sys.executable, str(CHILD), src.uri, str(tgt), str(ck)],
+            env=spark_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the JVM and workers die with it
+        )
+
+    proc = start(log1)
+    try:
+        deadline = time.monotonic() + 400
+        # Wait until the first micro-batch is committed in the target (v0 create, v1 batch 0).
+        while not (tgt / "_ct_log" / f"{1:020d}.json").exists():
+            assert proc.poll() is None, f"child exited early:\n{log1.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no batch committed in time:\n{log1.read_text()[-3000:]}"
+            time.sleep(0.002)
+        assert proc.poll() is None
+        # Usually this lands after the target commit of a batch and before Spark
+        # records the batch in its checkpoint (commits/<id>): the restarted query
+        # then replays that batch, and the sink must recognise it.
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = txn_versions(tgt, str(ck))
+    assert 1 <= len(done) < versions, "the kill must land mid-stream"
+    replayed = not (ck / "commits" / str(done[-1])).exists()
+    print(f"killed after {len(done)} committed batch(es); batch {done[-1]} replayed on restart: {replayed}")
+
+    log2 = tmp_path / "run2.log"
+    proc = start(log2)
+    try:
+        assert proc.wait(timeout=600) == 0, log2.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert snapshot_rows(tgt) == snapshot_rows(src.uri)  # no loss, no duplicates
+    assert txn_versions(tgt, str(ck)) == list(range(versions))  # each batch committed once

@@ -1,0 +1,165 @@
+"""df.write.format("ctfile"): table creation, one version per write, overwrite
+as copy-on-write replace, schema checks before any file, abort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+import ctfile
+from ctfile.spark_datasource.batch import CtfileWriter
+from spark_helpers import PEOPLE_SCHEMA, read, sorted_rows, spark_conf
+
+ACTION, ISUPDATE = "METADATA$ACTION", "METADATA$ISUPDATE"
+
+
+def data_files(root) -> set[str]:
+    d = Path(root) / "data"
+    return {p.name for p in d.iterdir()} if d.exists() else set()
+
+
+def live_files(table: ctfile.Table, version: int | None = None) -> set[str]:
+    return {Path(p.path).name for p in table.snapshot(version).partitions}
+
+
+def frame(spark, start: int, stop: int, parts: int):
+    """(id bigint not null, x int, s string) rows start..stop-1 in ``parts`` partitions."""
+    return spark.range(start, stop, numPartitions=parts).selectExpr(
+        "id", "cast(id * 2 as int) as x", "concat('s', cast(id as string)) as s"
+    )
+
+
+def test_append_creates_the_table_then_each_write_is_one_version(spark, tmp_path):
+    p = str(tmp_path / "t")
+    frame(spark, 0, 30, 2).write.format("ctfile").mode("append").save(p)
+    t = ctfile.open_table(p)
+    assert t.version == 1  # v0 creates the table, v1 holds the rows
+    # Types and nullability from the DataFrame (these expressions are never null).
+    assert t.schema == pa.schema(
+        [pa.field("id", pa.int64(), False), pa.field("x", pa.int32(), False), pa.field("s", pa.string(), False)]
+    )
+    assert data_files(p) == live_files(t)
+    assert len(live_files(t)) == 2  # one file per task
+
+    before = data_files(p)
+    frame(spark, 30, 60, 2).write.format("ctfile").mode("append").save(p)
+    t.refresh()
+    assert t.version == 2
+    new_files = data_files(p) - before
+    assert len(new_files) == 2
+    assert live_files(t, 2) - live_files(t, 1) == new_files  # every file of the write, in one version
+    h = t.history(limit=1)[0]
+    assert (h.version, h.operation, h.operation_metrics["numInsertedRows"]) == (2, "WRITE", 30)
+
+    back = read(spark, p)
+    assert back.schema.simpleString() == "struct<id:bigint,x:int,s:string>"
+    assert sorted_rows(back) == [(i, 2 * i, f"s{i}") for i in range(60)]
+    # A change scan of the second write: its 30 rows as inserts.
+    ch = read(spark, p, changes="default", startingVersion=2)
+    assert sorted_rows(ch, ["id", ACTION]) == [(i, "INSERT") for i in range(30, 60)]
+
+
+def test_overwrite_replaces_and_change_scans_see_delete_plus_insert(spark, tmp_path):
+    p = str(tmp_path / "t")
+    frame(spark, 0, 4, 2).write.format("ctfile").mode("overwrite").save(p)  # creates the table
+    t = ctfile.open_table(p)
+    assert t.version == 1
+    old_files = data_files(p)
+    # Rows 2 and 3 come back with the same values: still a delete plus an insert.
+    frame(spark, 2, 6, 2).write.format("ctfile").mode("overwrite").save(p)
+    t.refresh()
+    assert t.version == 2
+    assert t.history(limit=1)[0].operation_parameters["mode"] == "overwrite"
+    assert sorted_rows(read(spark, p)) == [(i, 2 * i, f"s{i}") for i in range(2, 6)]
+    assert not live_files(t) & old_files
+    ch = read(spark, p, changes="default", startingVersion=2, endingVersion=2)
+    assert sorted_rows(ch, ["id", ACTION, ISUPDATE]) == sorted(
+        [(i, "DELETE", False) for i in range(0, 4)] + [(i, "INSERT", False) for i in range(2, 6)]
+    )
+    # Time travel still sees the replaced rows.
+    assert sorted_rows(read(spark, p, versionAsOf=1), ["id"]) == [(i,) for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    "select, column",
+    [
+        ("id, name, cast(1 as int) as extra", "extra"),  # a column the table lacks
+        ("id, id > 0 as name", "name"),  # boolean into a string column
+    ],
+)
+def test_schema_mismatch_fails_before_any_file_is_written(spark, tmp_path, select, column):
+    t = ctfile.create_table(str(tmp_path / "people"), PEOPLE_SCHEMA)
+    t.insert(pa.table({"id": [1], "name": ["Jeff"]}, schema=PEOPLE_SCHEMA))
+    before = data_files(t.uri)
+    df = spark.range(5).selectExpr("id", "'x' as name").selectExpr(*[s.strip() for s in select.split(", ")])
+    with pytest.raises(Exception) as ei:
+        df.write.format("ctfile").mode("append").save(t.uri)
+    text = str(ei.value)
+    assert "SchemaMismatchError" in text
+    assert repr(column) in text
+    assert data_files(t.uri) == before
+    assert t.refresh().version == 1
+
+
+def test_a_failing_task_leaves_no_files_and_no_version(spark, tmp_path):
+    # Small Arrow batches, so the task writes files of 10 rows before the row that fails.
+    p = str(tmp_path / "t")
+    ctfile.create_table(p, pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64())]), partition_rows=10)
+    df = spark.range(0, 100, numPartitions=1).select(
+        "id", F.when(F.col("id") == 95, F.raise_error(F.lit("boom"))).otherwise(F.col("id")).alias("x")
+    )
+    with spark_conf(spark, "spark.sql.execution.arrow.maxRecordsPerBatch", "10"):
+        with pytest.raises(Exception, match="boom"):
+            df.write.format("ctfile").mode("append").save(p)
+    assert data_files(p) == set()  # the task had written files of 10 rows before failing
+    assert ctfile.open_table(p).version == 0
+
+
+def test_writer_abort_deletes_the_written_files(tmp_path):
+    # The writer is a plain object; drive it the way Spark does, in process.
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    t = ctfile.create_table(str(tmp_path / "people"), PEOPLE_SCHEMA)
+    schema = StructType([StructField("id", LongType(), False), StructField("name", StringType(), True)])
+    writer = CtfileWriter({"path": t.uri}, schema, False)
+    batch = pa.record_batch({"id": [1, 2], "name": ["a", "b"]}, schema=PEOPLE_SCHEMA)
+    msgs = [writer.write(iter([batch])), writer.write(iter([batch]))]
+    assert len(data_files(t.uri)) == 2
+    writer.abort(msgs)
+    assert data_files(t.uri) == set()
+    assert t.refresh().version == 0
+    # An empty task sends no files; commit of real messages makes one version.
+    msgs = [writer.write(iter([batch])), writer.write(iter([]))]
+    writer.commit(msgs)
+    assert t.refresh().version == 1
+    assert t.snapshot().to_arrow().num_rows == 2
+
+
+def test_write_then_read_back_every_type(spark, tmp_path):
+    p = str(tmp_path / "types")
+    df = spark.sql(
+        """
+        SELECT * FROM VALUES
+          (true, cast(-128 as tinyint), cast(32767 as smallint), 2147483647, -9223372036854775808L,
+           cast(1.5 as float), 2.25d, 'héllo ✓', X'00FF10', DATE'1969-07-20',
+           TIMESTAMP'2024-02-29 12:30:45.123456', TIMESTAMP_NTZ'1900-06-01 08:00:00.000001',
+           cast(-12345678.90 as decimal(10,2))),
+          (null, null, null, null, null, null, null, null, null, null, null, null, null)
+        AS v(bool, byte, short, int, long, float, double, string, binary, date, ts, ts_ntz, dec)
+        """
+    )
+    df.write.format("ctfile").mode("append").save(p)
+    t = ctfile.open_table(p)
+    assert [str(f.type) for f in t.schema] == [
+        "bool", "int8", "int16", "int32", "int64", "float", "double", "string", "binary",
+        "date32[day]", "timestamp[us, tz=UTC]", "timestamp[us]", "decimal128(10, 2)",
+    ]
+    back = read(spark, p)
+    assert back.schema == df.schema
+    key = lambda r: (r["long"] is None, r["long"])  # noqa: E731
+    assert sorted(back.toArrow().to_pylist(), key=key) == sorted(df.toArrow().to_pylist(), key=key)
+    # The Python API reads the same instants.
+    assert sorted(t.snapshot().to_arrow().to_pylist(), key=key) == sorted(df.toArrow().to_pylist(), key=key)
