@@ -312,7 +312,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
             out.append(_fig(f"stream_{name}", f"peak RSS of a change scan streamed with to_batches() ({name}: "
                             f"{r['rows']:,} rows, {r['change_set_bytes'] / 2**30:.2f} GiB change set)", "change set size",
                             "bounded, < 1 GB", f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB",
-                            f"{r['peak_rss_bytes'] / max(r['change_set_bytes'], 1):.2f}x the change set", r["pass"], "changes"))
+                            f"peak RSS for {r['change_set_bytes'] / 2**20:,.0f} MiB of change batches", r["pass"], "changes"))
     os_res = res.get("objectstore")
     if os_res:
         try:

@@ -40,10 +40,9 @@ def moto_s3(moto_server) -> "s3servers.S3Endpoint":
 @pytest.fixture(scope="session")
 def seaweedfs_server(tmp_path_factory):
     try:
-        binary = s3servers.weed_binary()
+        s3servers.weed_binary()
     except FileNotFoundError as e:  # pragma: no cover - the test extra installs it
         pytest.fail(str(e))
-    del binary
     server = s3servers.start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
     yield server
     server.stop()

@@ -50,7 +50,7 @@ def test_spark_reads_and_writes_s3(spark, seaweedfs_s3, no_aws_env):
                .option("changes", "default").option("startingVersion", "2").load(uri))
     assert _rows(changes.select("id", "name", "METADATA$ACTION")) == [(2, "B", "INSERT"), (2, "b", "DELETE")]
     # Append with storage.<key> options (string values) from 2 tasks: one version.
-    df = spark.createDataFrame([(10, "x"), (11, "y"), (12, "z")], "id long, name string").repartition(2)
+    df = spark.range(10, 13, numPartitions=2).selectExpr("id", "concat('n', cast(id as string)) as name")
     w = df.write.format("ctfile").mode("append")
     for k in ("key", "secret", "endpoint_url"):
         w = w.option(f"storage.{k}", opts[k])

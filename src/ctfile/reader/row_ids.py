@@ -37,10 +37,6 @@ def table_seed(table_id: str) -> int:
     return xxhash.xxh3_64_intdigest(table_id.encode("utf-8"))
 
 
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << _U64(r)) | (x >> _U64(64 - r))
-
-
 def xxh3_64_int64(values: np.ndarray, seed: int) -> np.ndarray:
     """XXH3-64 of each int64 (as 8 little-endian bytes), vectorized."""
     v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
@@ -50,15 +46,26 @@ def xxh3_64_int64(values: np.ndarray, seed: int) -> np.ndarray:
         swapped = int.from_bytes(s32.to_bytes(4, "little"), "big")
         s = s ^ _U64(swapped << 32)
         bitflip = (_SECRET_8 ^ _SECRET_16) - s
-        lo = v & _U64(0xFFFFFFFF)  # readLE32(input)
-        hi = v >> _U64(32)  # readLE32(input + len - 4)
-        h = (hi + (lo << _U64(32))) ^ bitflip
-        # rrmxmx
-        h = h ^ (_rotl(h, 49) ^ _rotl(h, 24))
-        h = h * _PRIME_MX2
-        h = h ^ ((h >> _U64(35)) + _U64(8))
-        h = h * _PRIME_MX2
-        h = h ^ (h >> _U64(28))
+        # readLE32(input + len - 4) + (readLE32(input) << 32) is v rotated by
+        # 32 bits. In-place operations on two buffers: no per-step temporaries.
+        h = v << _U64(32)
+        h |= v >> _U64(32)
+        h ^= bitflip
+        # rrmxmx: h ^= rotl(h, 49) ^ rotl(h, 24)
+        t = h << _U64(49)
+        t |= h >> _U64(15)
+        u = h << _U64(24)
+        u |= h >> _U64(40)
+        t ^= u
+        del u
+        h ^= t
+        h *= _PRIME_MX2
+        np.right_shift(h, _U64(35), out=t)
+        t += _U64(8)
+        h ^= t
+        h *= _PRIME_MX2
+        np.right_shift(h, _U64(28), out=t)
+        h ^= t
     return h
 
 

@@ -9,16 +9,12 @@ is needed (float columns add a NaN count, which Parquet lacks).
 Encoding runs on a small thread pool (pyarrow releases the GIL) while the
 caller's thread gathers the next partition, so a bulk insert uses the cores a
 plain ``pq.write_table`` leaves idle; at most ``workers + 1`` partitions are in
-memory at once, whatever the input size. Storing a file (a durable write:
-fsync locally, an upload on an object store) runs on separate I/O threads so
-that an encoder does not sit idle waiting for the disk; at most ``workers``
-encoded files wait for storage at once.
+memory at once, whatever the input size.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterable
 
@@ -108,14 +104,13 @@ class PartitionWriter:
         treat as all null (SPEC §Hidden columns): a plain insert pays nothing.
         """
         file_schema = self._file_schema_hidden if with_hidden else self._file_schema_plain
-        futures: list[Future] = []  # each -> (StagedFile, Future of its storage put)
+        futures: list[Future] = []
         written: list[StagedFile] = []
-        io_slots = threading.BoundedSemaphore(self.workers)  # bounds encoded files awaiting storage
-        with ThreadPoolExecutor(max_workers=self.workers) as pool, ThreadPoolExecutor(max_workers=self.workers) as io:
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
             try:
                 for chunk in _chunks(batches, self.target_rows):
                     path = self.next_path()
-                    futures.append(pool.submit(self._write_one, chunk, file_schema, path, io, io_slots))
+                    futures.append(pool.submit(self._write_one, chunk, file_schema, path))
                     del chunk
                     # Bound memory: once every worker is busy and one more file
                     # is queued, wait for the oldest before reading more input.
@@ -123,9 +118,7 @@ class PartitionWriter:
                     if len(pending) > self.workers:
                         pending[0].result()
                 for f in futures:
-                    staged, put = f.result()
-                    put.result()  # durable before the caller may commit it
-                    written.append(staged)
+                    written.append(f.result())
             except BaseException:
                 # Leave no file of a failed statement behind (best effort).
                 for f in futures:
@@ -134,15 +127,11 @@ class PartitionWriter:
                 # the delete below would be left behind.
                 wait(futures)
                 done = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
-                wait([put for _, put in done])  # likewise for the stores
-                self.storage.delete([s.path for s, _ in done])
+                self.storage.delete([s.path for s in done])
                 raise
         return written
 
-    def _write_one(
-        self, batches: list[pa.RecordBatch], file_schema: pa.Schema, path: str,
-        io: ThreadPoolExecutor, io_slots: threading.BoundedSemaphore,
-    ) -> tuple[StagedFile, Future]:
+    def _write_one(self, batches: list[pa.RecordBatch], file_schema: pa.Schema, path: str) -> StagedFile:
         if batches:
             # Same columns; attach the schema with field ids without a copy.
             table = pa.Table.from_arrays(pa.Table.from_batches(batches).columns, schema=file_schema)
@@ -157,16 +146,9 @@ class PartitionWriter:
         buf = sink.getvalue()
         data = memoryview(buf)
         checksum = xxhash.xxh3_128_hexdigest(data)
-        io_slots.acquire()
-        put = io.submit(self._put, path, data, io_slots)
+        self.storage.put(path, data)
         stats = self._stats(buf, table)
-        return StagedFile(path, buf.size, table.num_rows, checksum, stats, now_ms()), put
-
-    def _put(self, path: str, data: memoryview, io_slots: threading.BoundedSemaphore) -> None:
-        try:
-            self.storage.put(path, data)
-        finally:
-            io_slots.release()
+        return StagedFile(path, buf.size, table.num_rows, checksum, stats, now_ms())
 
     def _stats(self, buf: pa.Buffer, table: pa.Table) -> PartitionStats:
         md = pq.ParquetFile(pa.BufferReader(buf)).metadata
