@@ -61,6 +61,9 @@ def _parse_args(argv):
     p.add_argument("--versions", type=int, default=None, help="versions of the open benchmark (default 10000)")
     p.add_argument("--commits", type=int, default=None, help="commits per throughput run (default 300)")
     p.add_argument("--open-runs", type=int, default=None, help="timed opens (default 11; quick 5)")
+    p.add_argument("--s3-endpoint", default=None,
+                   help="JSON {endpoint_url, key, secret, bucket} of a running S3 server to use instead of "
+                        "starting SeaweedFS (the smoke test passes its session server)")
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     a = p.parse_args(argv)
@@ -227,13 +230,18 @@ def main(argv=None) -> int:
         result["commit_local"]["meets_goal"] = result["commit_local"]["commits_per_s"] >= LOCAL_GOAL_COMMITS_PER_S
         print(f"    {result['commit_local']['commits_per_s']} commits/s", flush=True)
 
-        print("starting SeaweedFS ...", flush=True)
-        t0 = time.perf_counter()
-        server = s3servers.start_seaweedfs(tmp / "seaweedfs")
-        result["meta"]["seaweedfs_start_s"] = round(time.perf_counter() - t0, 2)
-        proxy = s3servers.FaultProxy(server.endpoint)
-        try:
+        if a.s3_endpoint:
+            server = None
+            ep = s3servers.S3Endpoint("given", **json.loads(a.s3_endpoint))
+            result["meta"]["s3_server"] = f"given: {ep.endpoint_url}"
+        else:
+            print("starting SeaweedFS ...", flush=True)
+            t0 = time.perf_counter()
+            server = s3servers.start_seaweedfs(tmp / "seaweedfs")
+            result["meta"]["seaweedfs_start_s"] = round(time.perf_counter() - t0, 2)
             ep = server.endpoint
+        proxy = s3servers.FaultProxy(ep)
+        try:
             print("(C1) single-writer commits on S3 ...", flush=True)
             result["commit_s3"] = commit_throughput(ep.new_uri("commits"), ep.storage_options(), a.commits)
             # Requests per commit, through the counting proxy (timing not used).
@@ -260,7 +268,8 @@ def main(argv=None) -> int:
                 print(f"    open [{o[k]['label']}]: {o[k]['median_s']}s, {o[k]['requests_total']} requests", flush=True)
         finally:
             proxy.stop()
-            server.stop()
+            if server is not None:
+                server.stop()
     result["meta"]["loadavg_end"] = list(os.getloadavg())
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,6 +1,7 @@
 """Child process of the object-store concurrency tests (not a test module).
 
-Usage: python _writer.py <job json>
+Usage: python _writer.py <job json>, or ``procs.Child(job)`` (a fork of a
+pre-loaded forkserver, which starts in milliseconds instead of seconds).
 
 The job is a JSON object with ``uri``, ``storage_options`` (or null),
 ``go`` (a file whose appearance starts the work; children write
@@ -9,8 +10,9 @@ them together), ``out`` (where the result JSON goes) and an
 ``op``:
 
 ``append``   ``writer``, ``commits``, ``rows``: ``commits`` inserts of ``rows``
-             rows ``(w=writer, seq, i)``; the result lists, per commit, the
-             version and the number of attempts.
+             rows ``(w=writer, seq, i)``; with ``update_every`` k, after every
+             k-th insert an update adds 1000 to ``i`` of that batch. The
+             result lists, per commit, the version and the number of attempts.
 ``dml``      ``kind`` ("delete" or "update") and ``where`` (a list of ``w``
              values): opens a transaction, runs the statement (writing its
              files), writes ``<out>.ready`` and waits for ``go2`` before
@@ -56,11 +58,19 @@ def append(job: dict) -> dict:
     _write_json(job["out"] + ".ready", {"version": table.version})
     _wait_for(job["go"])
     t0 = time.perf_counter()
+    update_every = job.get("update_every", 0)
     for seq in range(job["commits"]):
         n = job["rows"]
         batch = pa.table({"w": [w] * n, "seq": [seq] * n, "i": list(range(n))}, schema=schema)
         r = table.insert(batch)
         results.append({"seq": seq, "version": r.version, "attempts": r.attempts, "committed": r.committed})
+        if update_every and seq % update_every == update_every - 1:
+            # Rewrite this writer's batch: a copy-on-write commit of its own partition.
+            import pyarrow.compute as pc
+
+            u = table.update((pc.field("w") == w) & (pc.field("seq") == seq), {"i": pc.add(pc.field("i"), 1000)})
+            results.append({"seq": seq, "op": "update", "version": u.version, "attempts": u.attempts,
+                            "committed": u.committed})
     return {"writer": w, "commits": results, "seconds": time.perf_counter() - t0, "end": time.time()}
 
 
@@ -112,6 +122,14 @@ def main(argv: list[str]) -> int:
         return 1
     _write_json(job["out"], result)
     return 0
+
+
+def run(job_json: str) -> None:
+    """Entry point in a forked child (``procs.Child``): exit with main's code."""
+    code = main([job_json])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Smoke test of ``benchmarks/bench_objectstore.py``: a reduced ``--quick`` run
-ends to end in a subprocess (starting its own SeaweedFS) and writes a
-well-formed result file. Timings are not asserted; request counts are, since
+ends to end in a subprocess (against the session's SeaweedFS; run alone, the
+script starts its own) and writes a well-formed result file. Timings are not asserted; request counts are, since
 they do not depend on the machine."""
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ def _pos(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-def test_bench_objectstore_quick(tmp_path):
+def test_bench_objectstore_quick(tmp_path, seaweedfs_s3):
     out = tmp_path / "objectstore.json"
+    endpoint = {"endpoint_url": seaweedfs_s3.endpoint_url, "key": seaweedfs_s3.key,
+                "secret": seaweedfs_s3.secret, "bucket": seaweedfs_s3.bucket}
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--versions", "200", "--commits", "10", "--open-runs", "2",
-         "--out", str(out), "--work-dir", str(tmp_path / "work")],
+         "--out", str(out), "--work-dir", str(tmp_path / "work"), "--s3-endpoint", json.dumps(endpoint)],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -30,9 +28,7 @@ import pytest
 
 import ctfile
 from ctfile.format.actions import AddPartition, CommitInfo
-
-HERE = Path(__file__).resolve().parent
-WRITER = HERE / "_writer.py"
+from procs import Child
 SCHEMA = pa.schema([pa.field("w", pa.int64(), nullable=False), ("seq", pa.int64()), ("i", pa.int64())])
 CHILD_TIMEOUT_S = 300
 
@@ -46,34 +42,29 @@ def _report(name: str, figures: dict) -> None:
         Path(path).write_text(json.dumps(existing, indent=2, sort_keys=True))
 
 
-def _child_env(endpoint) -> dict:
-    src = str(Path(ctfile.__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])))
-    if endpoint is not None:
-        env.update(endpoint.env())
-    return env
+def _child_env(endpoint) -> None:
+    """Children get everything from their job (storage options included)."""
+    return None
 
 
-def _start(job: dict, env: dict, err_path: Path) -> subprocess.Popen:
-    with open(err_path, "wb") as err:
-        return subprocess.Popen(
-            [sys.executable, str(WRITER), json.dumps(job)], stdout=subprocess.DEVNULL, stderr=err, env=env,
-        )
+def _start(job: dict, env, err_path: Path) -> Child:
+    """A writer process (forked from the pre-loaded forkserver, see procs.py);
+    its errors come back in the result file."""
+    return Child(job)
 
 
-def _wait_ready(procs: list[subprocess.Popen], outs: list[Path], tmp_path: Path) -> None:
+def _wait_ready(procs: list[Child], outs: list[Path], tmp_path: Path) -> None:
     deadline = time.monotonic() + CHILD_TIMEOUT_S
     while not all(Path(f"{o}.ready").exists() for o in outs):
         for n, (p, o) in enumerate(zip(procs, outs)):
             if p.poll() is not None and not Path(f"{o}.ready").exists():
-                err = (tmp_path / f"{o.stem}.err").read_text(errors="replace")
                 out = o.read_text() if o.exists() else ""
-                pytest.fail(f"child {n} exited early: {out}\n{err}")
+                pytest.fail(f"child {n} exited early with {p.returncode}: {out}")
         assert time.monotonic() < deadline, "children did not get ready"
         time.sleep(0.01)
 
 
-def _wait_all(procs: list[subprocess.Popen], outs: list[Path]) -> list[dict]:
+def _wait_all(procs: list[Child], outs: list[Path]) -> list[dict]:
     try:
         for p in procs:
             p.wait(timeout=CHILD_TIMEOUT_S)
@@ -81,7 +72,6 @@ def _wait_all(procs: list[subprocess.Popen], outs: list[Path]) -> list[dict]:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-                p.wait()
     results = []
     for p, out in zip(procs, outs):
         res = json.loads(out.read_text()) if out.exists() else {"error": f"no result (exit {p.returncode})"}
@@ -175,14 +165,6 @@ def test_concurrent_appends_land_exactly_once(target, tmp_path):
 
 
 # ---------------------------------------------------------------- conflicting DML
-# On the S3 server only: conflicts between processes on local disk take the
-# same code path after put_if_absent (tests/unit/log/test_transaction.py).
-
-
-@pytest.fixture
-def s3_target(request, tmp_path):
-    return _target(request, tmp_path, "seaweedfs")
-
 
 
 def _seed_partitions(uri, opts) -> ctfile.Table:
@@ -223,8 +205,8 @@ def _data_objects(table: ctfile.Table) -> set[str]:
     return {i.path for i in table.storage.list_dir("data")}
 
 
-def test_disjoint_dml_both_commit_after_rebase(s3_target, tmp_path):
-    uri, opts, ep = s3_target
+def test_disjoint_dml_both_commit_after_rebase(target, tmp_path):
+    uri, opts, ep = target
     t = _seed_partitions(uri, opts)
     read_version = t.version
     results = _run_pair(uri, opts, ep, tmp_path, [
@@ -247,9 +229,9 @@ def test_disjoint_dml_both_commit_after_rebase(s3_target, tmp_path):
     assert Counter(changes.column("METADATA$ACTION").to_pylist()) == {"DELETE": 6, "INSERT": 3}
 
 
-@pytest.mark.parametrize("kinds", [("delete", "update")])
-def test_overlapping_dml_one_wins_one_conflicts(s3_target, tmp_path, kinds):
-    uri, opts, ep = s3_target
+@pytest.mark.parametrize("kinds", [("delete", "update"), ("update", "update")])
+def test_overlapping_dml_one_wins_one_conflicts(target, tmp_path, kinds):
+    uri, opts, ep = target
     t = _seed_partitions(uri, opts)
     read_version = t.version
     before = _rows(t)
@@ -288,24 +270,26 @@ def test_overlapping_dml_one_wins_one_conflicts(s3_target, tmp_path, kinds):
 # ---------------------------------------------------------------- reader during commits
 
 
-def test_change_scans_while_writers_commit(s3_target, tmp_path):
-    """Writers append whole batches; a reader keeps scanning changes and snapshots."""
-    uri, opts, ep = s3_target
+def test_change_scans_while_writers_commit(target, tmp_path):
+    """Writers append batches and update some of them; a reader keeps running
+    change scans over the versions committed since its last scan. Applying
+    the changes to the previous snapshot always gives exactly the snapshot
+    of the version scanned to: whole commits, nothing twice, nothing missed."""
+    uri, opts, ep = target
     ctfile.create_table(uri, SCHEMA, storage_options=opts)
-    env = _child_env(ep)
     go = tmp_path / "go"
-    n_writers, n_commits, rows = 3, 12, 5
+    n_writers, n_commits, rows, update_every = 3, 12, 5, 3
     procs, outs = [], []
     for w in range(n_writers):
         out = tmp_path / f"w{w}.json"
         job = {"op": "append", "uri": uri, "storage_options": opts, "go": str(go), "out": str(out),
-               "writer": w, "commits": n_commits, "rows": rows}
-        procs.append(_start(job, env, tmp_path / f"w{w}.err"))
+               "writer": w, "commits": n_commits, "rows": rows, "update_every": update_every}
+        procs.append(_start(job, None, tmp_path / f"w{w}.err"))
         outs.append(out)
     reader = ctfile.open_table(uri, storage_options=opts)
     _wait_ready(procs, outs, tmp_path)
     go.write_text("go")
-    seen: Counter = Counter()  # (w, seq) -> rows seen inserted by change scans
+    model: Counter = Counter()  # (w, seq, i) rows, built from change scans only
     last = 0
     scans = 0
     versions_seen = []
@@ -317,15 +301,18 @@ def test_change_scans_while_writers_commit(s3_target, tmp_path):
             if v > last:
                 cs = reader.changes(start_version=last + 1, end_version=v).to_arrow()
                 scans += 1
-                assert set(cs.column("METADATA$ACTION").to_pylist()) <= {"INSERT"}
-                batch = Counter(zip(cs.column("w").to_pylist(), cs.column("seq").to_pylist()))
-                # Whole commits only: every batch appears with all its rows.
-                assert set(batch.values()) <= {rows}, batch
-                seen.update(batch)
-                # The snapshot at v is exactly what the change scans accumulated.
+                for w, s, i, action in zip(*(cs.column(c).to_pylist() for c in ("w", "seq", "i", "METADATA$ACTION"))):
+                    if action == "INSERT":
+                        model[(w, s, i)] += 1
+                    else:
+                        model[(w, s, i)] -= 1
+                        assert model[(w, s, i)] >= 0, "a DELETE of a row the reader never saw"
+                model = +model
                 snap = reader.snapshot(v).to_arrow()
-                snap_batches = Counter(zip(snap.column("w").to_pylist(), snap.column("seq").to_pylist()))
-                assert snap_batches == seen
+                assert Counter(zip(*(snap.column(c).to_pylist() for c in ("w", "seq", "i")))) == model
+                # Every batch is whole: all rows inserted, or all rows updated.
+                per_batch = Counter((w, s, i >= 1000) for w, s, i in model.elements())
+                assert set(per_batch.values()) <= {rows}, per_batch
                 versions_seen.append(v)
                 last = v
             if done and reader.refresh().version == last:
@@ -333,8 +320,11 @@ def test_change_scans_while_writers_commit(s3_target, tmp_path):
             time.sleep(0.02)
     finally:
         results = _wait_all(procs, outs)
-    assert sum(len(r["commits"]) for r in results) == n_writers * n_commits
-    assert last == n_writers * n_commits
-    assert set(seen.values()) == {rows} and len(seen) == n_writers * n_commits
+    n_updates = n_writers * (n_commits // update_every)
+    assert sum(len(r["commits"]) for r in results) == n_writers * n_commits + n_updates
+    assert last == n_writers * n_commits + n_updates
+    assert len({(w, s) for w, s, _ in model}) == n_writers * n_commits
+    assert sum(1 for _, _, i in model if i >= 1000) == n_updates * rows
     assert scans >= 2, "the reader ran while writers committed"
-    _report(f"reader-{'local' if ep is None else ep.name}", {"scans": scans, "versions": last})
+    _report(f"reader-{'local' if ep is None else ep.name}",
+            {"scans": scans, "versions": last, "versions_seen": versions_seen})
