@@ -48,6 +48,18 @@ ENGINE_INFO = "ctfile-python"
 # SPEC §Partition lineage: a staged partition has no row lineage until commit.
 PENDING = -1
 MAX_COMMIT_ATTEMPTS = 200
+# SPEC §Commit protocol: between attempts a writer sleeps a "full jitter"
+# delay, uniform in [0, min(cap, base * 2**attempts)). Exponential so that
+# many writers contending for one table spread out instead of retrying in
+# lock step; capped so that a writer that lost a few races is not parked
+# for seconds on a table that has gone quiet.
+RETRY_BASE_S = 0.002
+RETRY_CAP_S = 0.25
+
+
+def retry_delay(attempts: int) -> float:
+    """The random delay before commit attempt ``attempts + 1``."""
+    return random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** min(attempts, 30)))
 
 
 @dataclass(frozen=True)
@@ -327,7 +339,7 @@ class Transaction:
                         read_version=self.base.version,
                         winning_version=state.version,
                     )
-                time.sleep(random.uniform(0, min(0.05, 0.002 * attempts)))
+                time.sleep(retry_delay(attempts))
                 continue
             except OSError as e:
                 # Outcome unknown: the entry may have landed. From here on the

@@ -230,3 +230,15 @@ def test_rebase_over_many_winners(two_parts, make_rows):
     snap = ctfile.open_table(t.uri).snapshot()
     rid = snap.to_arrow(include_hidden=True).column("_ct_row_id").to_pylist()
     assert len(rid) == len(set(rid)) == 28
+
+
+def test_retry_delay_is_capped_full_jitter_exponential():
+    from ctfile.log.transaction import RETRY_BASE_S, RETRY_CAP_S, retry_delay
+
+    for n in (1, 3, 6, 10, 200, 10_000):
+        bound = min(RETRY_CAP_S, RETRY_BASE_S * 2 ** min(n, 30))
+        delays = [retry_delay(n) for _ in range(300)]
+        assert all(0 <= d < bound for d in delays)
+        # Full jitter: the draws spread over the whole window, not a fixed step.
+        assert max(delays) > bound * 0.8 and min(delays) < bound * 0.2
+    assert RETRY_BASE_S * 2**6 < RETRY_CAP_S <= RETRY_BASE_S * 2**8
