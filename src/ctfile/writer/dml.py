@@ -210,12 +210,16 @@ def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Exp
 
 
 def _differs(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Null-aware "is distinct from" (two nulls are equal)."""
+    """Null-aware "is distinct from": two nulls are equal, and so are two
+    NaNs (as in Spark SQL and Snowflake), so setting NaN to NaN is a no-op."""
     try:
         ne = pc.not_equal(old, new)
-    except pa.ArrowNotImplementedError:  # nested types: assume changed
-        return pa.array(np.ones(len(old), dtype=bool))
-    return pc.fill_null(ne, pc.xor(pc.is_null(old), pc.is_null(new)))
+    except pa.ArrowNotImplementedError:  # nested types: compare as Python values
+        return pa.array([a != b for a, b in zip(old.to_pylist(), new.to_pylist())], pa.bool_())
+    ne = pc.fill_null(ne, pc.xor(pc.is_null(old), pc.is_null(new)))
+    if pa.types.is_floating(old.type):
+        ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(old), pc.is_nan(new)), False)))
+    return ne
 
 
 def _apply_changes(

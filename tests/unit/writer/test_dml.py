@@ -81,6 +81,23 @@ def test_partial_no_op_update_keeps_unchanged_row_versions(t3):
     assert [rows[i]["_ct_row_version"] for i in (0, 1, 3)] == [2, 2, 2]
 
 
+def test_nan_to_nan_and_equal_nested_values_are_no_ops(tmp_path):
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("tags", pa.list_(pa.string()))])
+    t = ctfile.create_table(str(tmp_path / "t"), schema)
+    t.insert(pa.table({"id": [1, 2], "f": [float("nan"), 1.0], "tags": [["a"], ["b", "c"]]}, schema=schema))
+    # NaN to NaN and a list to an equal list change nothing: nothing commits.
+    assert t.update(pc.field("id") == 1, {"f": float("nan")}).committed is False
+    assert t.update(pc.field("id") == 2, {"tags": pa.scalar(["b", "c"], pa.list_(pa.string()))}).committed is False
+    # A real change still commits, and only the changed row gets a new version.
+    r = t.update(pc.field("id") >= 1, {"f": float("nan")})
+    assert (r.committed, r.num_updated_rows) == (True, 1)
+    r = t.update(pc.field("id") == 2, {"tags": pa.scalar(["b"], pa.list_(pa.string()))})
+    assert (r.committed, r.num_updated_rows) == (True, 1)
+    rows = {row["id"]: row for row in t.to_arrow(include_hidden=True).to_pylist()}
+    assert rows[1]["_ct_row_version"] == 1 and rows[2]["_ct_row_version"] == 3
+    assert rows[2]["tags"] == ["b"]
+
+
 @pytest.mark.parametrize(
     "where, set_, err, match",
     [
