@@ -20,8 +20,8 @@ from ctfile.format.errors import (
 )
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema, schema_from_arrow
-from ctfile.log.manifest import ManifestLog
-from ctfile.log.replay import TableState
+from ctfile.log.manifest import CheckpointInfo, ManifestLog
+from ctfile.log.replay import TableState, check_writer_protocol
 from ctfile.log.storage import Storage, open_storage
 from ctfile.log.transaction import CommitResult, create_table_log, now_ms
 from ctfile.reader.change_plan import build_plan, resolve_interval
@@ -177,7 +177,7 @@ class Table:
 
     def refresh(self) -> "Table":
         """Load the latest version (the table otherwise caches its last known state)."""
-        latest = self._log.latest_version()
+        latest = self._log.latest_version(known=None if self._state is None else self._state.version)
         if self._state is None or self._state.version != latest:
             if self._state is not None and latest > self._state.version:
                 # Roll forward from the cached state instead of a full replay.
@@ -499,6 +499,60 @@ class Table:
 
         self.refresh()
         return vacuum(self._log, retain=retain, grace_period=grace_period, dry_run=dry_run)
+
+    def checkpoint(self, *, version: int | None = None) -> CheckpointInfo:
+        """Write the checkpoint of the latest version now (SPEC §Checkpoints).
+
+        A checkpoint holds the whole state of one version (live partitions
+        with their statistics, schema, protocol), so that opening the table
+        reads it plus the log entries committed after it, instead of every
+        entry since version 0. Writers already write one after every version
+        that is a multiple of the table property ``ctfile.checkpointInterval``
+        (default 100); call this after a large batch of commits, or to replace
+        a checkpoint that is missing or unreadable. An existing checkpoint of
+        the same version is overwritten (with the same content), and the
+        checkpoint hint ``_ct_log/_last_checkpoint`` moves forward to it.
+
+        Parameters
+        ----------
+        version : int, optional
+            Checkpoint this committed version instead of the latest.
+
+        Returns
+        -------
+        ctfile.log.manifest.CheckpointInfo
+            The ``version`` checkpointed, the file's ``path`` relative to the
+            table root, ``num_partitions`` (live partitions) and ``size_bytes``.
+
+        Raises
+        ------
+        VersionNotFoundError
+            ``version`` is beyond the latest or can no longer be reconstructed.
+        UnsupportedFeatureError
+            The table needs writer features this ctfile does not implement.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [1, 2]}))
+        >>> _ = t.insert(pa.table({"id": [3]}))
+        >>> info = t.checkpoint()
+        >>> info.version, info.path, info.num_partitions
+        (2, '_ct_log/00000000000000000002.checkpoint.parquet', 2)
+        >>> t.log.read_hint(), ctfile.open_table(t.uri).to_arrow().num_rows
+        (2, 3)
+        """
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise InvalidArgumentError(f"version must be an int, found {version!r}")
+        self.refresh()
+        latest = self._current().version
+        if version is None or version == latest:
+            state = self._current()
+        else:
+            state = self._log.load_state(version, latest=latest)
+        check_writer_protocol(state.protocol, where=self.uri)
+        return self._log.write_checkpoint(state)
 
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (a metadata-only commit)."""

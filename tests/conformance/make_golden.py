@@ -84,20 +84,26 @@ def regenerate() -> None:
 
 
 def print_examples() -> None:
-    """Every log and checkpoint line of the golden table, pretty-printed."""
-    import zstandard
+    """Every log line of the golden table and the checkpoint's key-value
+    metadata lines, pretty-printed; then the checkpoint's rows."""
+    import pyarrow.parquet as pq
 
     log_dir = os.path.join(PEOPLE, "_ct_log")
     for name in sorted(os.listdir(log_dir)):
         path = os.path.join(log_dir, name)
-        with open(path, "rb") as f:
-            data = f.read()
-        if name.endswith(".zst"):
-            data = zstandard.ZstdDecompressor().decompress(data)
+        if name.endswith(".parquet"):
+            data = pq.ParquetFile(path).metadata.metadata[b"ctfile.checkpoint"]
+            rows = pq.read_table(path).to_pylist()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+            rows = []
         print(f"=== _ct_log/{name}")
         for line in data.decode("utf-8").split("\n"):
             if line.strip():
                 print(json.dumps(json.loads(line), indent=2, ensure_ascii=False))
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
 
 
 def main(argv: list[str]) -> None:

@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-import zstandard
 
 import ctfile
 from ctfile.format import actions as A
@@ -180,7 +179,7 @@ def test_reads_without_checkpoint_or_hint_agree(root):
 
 
 def test_a_corrupt_checkpoint_is_skipped(root):
-    (root / paths.checkpoint_path(5)).write_bytes(b"not zstd")
+    (root / paths.checkpoint_path(5)).write_bytes(b"not parquet")
     t = ctfile.open_table(str(root))
     assert lineage(t.snapshot().to_arrow(include_hidden=True)) == LINEAGE[5]
 
@@ -192,7 +191,7 @@ def test_log_directory_names(root):
     names = sorted(p.name for p in (root / paths.LOG_DIR).iterdir())
     assert names == sorted(
         [f"{v:020d}.json" for v in range(LATEST + 1)]
-        + [f"{5:020d}.checkpoint.json.zst", "_last_checkpoint"]
+        + [f"{5:020d}.checkpoint.parquet", "_last_checkpoint"]
     )
     for v in range(LATEST + 1):
         assert re.fullmatch(r"[0-9]{20}\.json", f"{v:020d}.json")
@@ -333,25 +332,47 @@ def test_stored_hidden_values_follow_the_row_kinds(root, table):
 
 
 def test_checkpoint_file(root):
-    """SPEC §Checkpoints: header, protocol, metadata, txn*, add* (dataChange false)."""
-    raw = zstandard.ZstdDecompressor().decompress((root / paths.checkpoint_path(5)).read_bytes())
+    """SPEC §Checkpoints: a Parquet file, one row per live partition in the
+    typed columns of the SPEC table, the header, protocol, metadata and txn
+    lines as NDJSON under the key-value metadata key ``ctfile.checkpoint``."""
+    path = root / paths.checkpoint_path(5)
+    pf = pq.ParquetFile(path)
+    kv = pf.metadata.metadata
+    raw = kv[b"ctfile.checkpoint"]
     assert raw.endswith(b"\n")
     actions = codec.decode_actions(raw, where="checkpoint 5")
     header = actions[0]
     assert isinstance(header, A.CheckpointHeader)
     assert isinstance(actions[1], A.Protocol) and isinstance(actions[2], A.Metadata)
-    adds = actions[3:]
-    assert all(isinstance(a, A.AddPartition) and a.data_change is False for a in adds)
-    assert header.version == 5 and header.num_partitions == len(adds) == 2
+    assert all(isinstance(a, A.SetTransaction) for a in actions[3:])
+    assert header.version == 5 and header.num_partitions == pf.metadata.num_rows == 2
     assert header.timestamp == commit_ts(root, 5)
     assert header.next_row_id == 13
+    # Typed columns, read with pyarrow.parquet only; statistics are the JSON text of an add's stats.
+    schema = pf.schema_arrow
+    assert schema.names == ["path", "sizeBytes", "numRecords", "firstRowId", "defaultRowVersion",
+                            "modificationTime", "checksum", "stats"]
+    for name in schema.names:
+        f = schema.field(name)
+        if name in ("path", "checksum", "stats"):
+            assert f.type == pa.string()
+        else:
+            assert f.type == pa.int64()
+        assert f.nullable == (name in ("checksum", "stats"))
+    assert all(rg.column(i).compression == "ZSTD" for rg in map(pf.metadata.row_group, range(pf.num_row_groups))
+               for i in range(rg.num_columns))
+    rows_ = pq.read_table(path).to_pylist()
     # Equal to the replayed state of version 5, descriptors as originally added.
     state = None
     for v in range(LATEST + 1):
         state = apply_entry(state, v, entry(root, v), where=f"v{v}")
+    assert [r["path"] for r in rows_] == list(state.partitions)
+    for r in rows_:
+        add = codec.action_to_json(A.AddPartition(state.partitions[r["path"]], data_change=False))["add"]
+        assert json.loads(r.pop("stats")) == add.pop("stats")
+        assert r == {k: v for k, v in add.items() if k != "dataChange"}
     cp = ManifestLog(LocalStorage(str(root))).read_checkpoint(5)
     assert cp == state
-    assert {a.path: a.partition for a in adds} == state.partitions
     assert json.loads((root / paths.LAST_CHECKPOINT).read_text()) == {"version": 5, "numPartitions": 2}
 
 

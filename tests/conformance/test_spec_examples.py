@@ -4,10 +4,13 @@
   (an action, a stats object, a schema, the checkpoint hint) and decodes with
   the reference codec, re-encoding to the same object.
 * The field tables of SPEC.md list exactly the fields the codec writes, and
-  their "required" column matches what the codec rejects when missing.
+  their "required" column matches what the codec rejects when missing; the
+  checkpoint column table lists exactly the columns ctfile writes, with their
+  types and nullability.
 * Every action example except ``txn`` is copied from the golden table
   (tests/conformance/golden/people), and the raw entries and the directory
-  listing shown as ```text blocks match it byte for byte.
+  listing shown as ```text blocks match it byte for byte; so do the
+  checkpoint rows shown.
 * Every ``SPEC §Name`` cited in src/ctfile names a heading of SPEC.md.
 """
 
@@ -19,10 +22,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-import zstandard
 
 from ctfile.format import actions as A
+from ctfile.format import checkpoint as CP
 from ctfile.format import codec, paths, schema as S, stats as ST
 from ctfile.format.errors import CorruptLogError
 from ctfile.format import properties as P
@@ -195,10 +200,18 @@ def kind_of(obj: object) -> str | None:
 
 
 def _golden_lines(name: str) -> list[dict]:
-    data = (GOLDEN / "_ct_log" / name).read_bytes()
-    if name.endswith(".zst"):
-        data = zstandard.ZstdDecompressor().decompress(data)
+    """The action lines of a golden log entry, or of a checkpoint's key-value metadata."""
+    path = GOLDEN / "_ct_log" / name
+    if paths.parse_checkpoint_name(name) is not None:
+        data = pq.ParquetFile(path).metadata.metadata[CP.METADATA_KEY.encode()]
+    else:
+        data = path.read_bytes()
     return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
+
+
+def _golden_checkpoint_rows() -> list[dict]:
+    (cp,) = [p for p in (GOLDEN / "_ct_log").iterdir() if paths.parse_checkpoint_name(p.name) is not None]
+    return pq.read_table(cp).to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -426,6 +439,66 @@ def test_field_table_matches_codec(spec, title):
             _decode(kind, copy.deepcopy(without))
 
 
+CHECKPOINT_COLUMNS_HEADER = "| column | Parquet type | nullable | description |"
+PARQUET_TYPES = {"INT64": pa.int64(), "BYTE_ARRAY (STRING)": pa.string()}
+
+
+def _checkpoint_column_table(sec: Section) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] | None = None
+    for line in sec.lines:
+        if line.strip() == CHECKPOINT_COLUMNS_HEADER:
+            assert rows is None, f"§{sec.title} has two checkpoint column tables"
+            rows = []
+            continue
+        if rows is None:
+            continue
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if set(cells[0]) <= {"-", " "}:
+            continue
+        m = re.fullmatch(r"`([A-Za-z]+)`", cells[0])
+        assert m, f"§{sec.title}: column table row {line!r} should name one column in backticks"
+        rows.append((m.group(1), cells[1], cells[2]))
+    assert rows, f"§{sec.title} has no checkpoint column table"
+    return rows
+
+
+def test_checkpoint_column_table_matches_the_writer(spec, tmp_path):
+    """§Checkpoints lists exactly the columns ctfile writes, with their Parquet
+    types and nullability, in the order ctfile writes them."""
+    rows = _checkpoint_column_table(section(spec, "Checkpoints"))
+    assert [(r[0], PARQUET_TYPES.get(r[1]), r[2] == "yes") for r in rows] == list(CP.COLUMNS)
+    assert {r[2] for r in rows} <= {"yes", "no"}
+    # And the file ctfile writes has those Parquet types: a full partition and a bare one.
+    from ctfile.log.manifest import ManifestLog
+    from ctfile.log.replay import TableState
+    from ctfile.log.storage import LocalStorage
+
+    bare = A.Partition("data/q.parquet", 1, 0, 3, 1, 5)
+    state = TableState(1, 9, A.Protocol(), FULL_ACTIONS["metadata"], {_PART.path: _PART, bare.path: bare}, 3)
+    info = ManifestLog(LocalStorage(str(tmp_path))).write_checkpoint(state)
+    pf = pq.ParquetFile(tmp_path / info.path)
+    physical = {"INT64": "INT64", "BYTE_ARRAY (STRING)": "BYTE_ARRAY"}
+    for i, (name, ptype, nullable) in enumerate(rows):
+        col = pf.schema.column(i)
+        assert col.name == name and col.physical_type == physical[ptype]
+        assert (str(col.logical_type) == "String") == (ptype == "BYTE_ARRAY (STRING)")
+        assert col.max_definition_level == (1 if nullable == "yes" else 0)
+    assert CP.METADATA_KEY.encode() in pf.metadata.metadata
+    assert pq.read_table(tmp_path / info.path).column("stats").to_pylist() == [codec.stats_to_text(_STATS), None]
+
+
+def test_checkpoint_rows_shown_are_the_golden_checkpoint(spec):
+    """The ```text block of checkpoint rows is the golden checkpoint, row for row."""
+    (block,) = [b for b in spec[1] if b.lang == "text" and b.text.startswith('{"path"')]
+    assert block.section == "Checkpoints"
+    shown = [json.loads(line) for line in block.text.split("\n")]
+    assert shown == _golden_checkpoint_rows()
+    for row in shown:  # each stats text is a stats object
+        codec.stats_from_text(row["stats"], "SPEC.md", num_records=row["numRecords"], path=row["path"])
+
+
 def test_schema_struct_table_lists_the_schema_keys(spec):
     rows = _field_table(section(spec, "Schema"), 0)
     assert {r[0] for r in rows} == set(S.schema_to_json(_SCHEMA))
@@ -543,6 +616,7 @@ def test_constants_quoted_in_spec_match_the_code(spec):
     assert f"at most {ST.STRING_PREFIX_LENGTH} code points" in text
     assert f"zero-padded to exactly {paths.VERSION_DIGITS} digits" in text
     assert paths.commit_path(0) in text and paths.checkpoint_path(5) in text
+    assert f"`{CP.METADATA_KEY}`" in text
     for key, default in (
         (P.PARTITION_ROWS, P.DEFAULT_PARTITION_ROWS),
         (P.ROW_GROUP_ROWS, P.DEFAULT_ROW_GROUP_ROWS),

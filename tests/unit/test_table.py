@@ -175,7 +175,7 @@ def test_set_properties(tmp_path):
     assert reopened.snapshot(2).metadata.properties["owner"] == "me"
     assert reopened.schema.equals(SCHEMA)
     # The new checkpoint interval takes effect (version 3 is a multiple of 3).
-    assert (tmp_path / "t" / "_ct_log" / "00000000000000000003.checkpoint.json.zst").is_file()
+    assert (tmp_path / "t" / "_ct_log" / "00000000000000000003.checkpoint.parquet").is_file()
     for bad in ({"a": 1}, {1: "a"}, "a=b", None):
         with pytest.raises(InvalidArgumentError):
             t.set_properties(bad)
@@ -234,3 +234,73 @@ def test_memory_filesystem_table(make_rows):
         root = uri[len("memory://"):]
         if fs.exists(root):
             fs.rm(root, recursive=True)
+
+
+# ---------------------------------------------------------------- checkpoint()
+
+
+def test_checkpoint_now(tmp_path):
+    """Table.checkpoint() writes the latest version's checkpoint and moves the
+    hint; a reader then needs only it and the entries after it."""
+    import pyarrow.parquet as pq
+
+    from ctfile.format.paths import checkpoint_path, commit_path
+
+    root = tmp_path / "t"
+    t = ctfile.create_table(root, SCHEMA)
+    for i in range(4):
+        t.insert(pa.table({"id": [i, 10 + i], "v": [f"v{i}", None]}, schema=SCHEMA))
+    t.update(pc.field("id") == 1, {"v": "one"})
+    assert t.log.list().checkpoints == []  # the default interval (100) is far away
+    expected = t.snapshot().to_arrow(include_hidden=True).sort_by("id")
+
+    info = t.checkpoint()
+    assert (info.version, info.path, info.num_partitions) == (5, checkpoint_path(5), 4)
+    assert info.size_bytes == (root / info.path).stat().st_size
+    assert pq.read_table(root / info.path).num_rows == 4
+    assert t.log.read_hint() == 5 and t.log.list().checkpoints == [5]
+    # Only the checkpoint can rebuild version 5 now (as after a vacuum).
+    for v in range(5):
+        (root / commit_path(v)).unlink()
+    t2 = ctfile.open_table(root)
+    assert t2.version == 5
+    assert t2.snapshot().to_arrow(include_hidden=True).sort_by("id").equals(expected)
+    t2.insert(pa.table({"id": [99], "v": ["x"]}, schema=SCHEMA))
+    assert t2.to_arrow().num_rows == 9 and t2.history()[-1].version == 5
+
+
+def test_checkpoint_of_an_older_version_and_again(tmp_path):
+    root = tmp_path / "t"
+    t = ctfile.create_table(root, SCHEMA)
+    for i in range(3):
+        t.insert(pa.table({"id": [i], "v": ["a"]}, schema=SCHEMA))
+    older = t.checkpoint(version=2)
+    assert (older.version, older.num_partitions) == (2, 2)
+    assert t.log.read_hint() == 2
+    assert t.checkpoint().version == 3 and t.log.read_hint() == 3
+    # Checkpointing an older version again neither fails nor moves the hint back.
+    before = (root / older.path).read_bytes()
+    assert t.checkpoint(version=2).size_bytes == len(before)
+    assert t.log.read_hint() == 3
+    assert t.log.read_checkpoint(2) == t.log.load_state(2)
+    assert t.checkpoint(version=0).num_partitions == 0
+
+
+def test_checkpoint_errors(tmp_path):
+    t = ctfile.create_table(tmp_path / "t", SCHEMA)
+    t.insert(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    for bad in ("1", 1.0, True):
+        with pytest.raises(InvalidArgumentError, match="version must be an int"):
+            t.checkpoint(version=bad)
+    with pytest.raises(ctfile.VersionNotFoundError, match="version 7"):
+        t.checkpoint(version=7)
+    with pytest.raises(TypeError):
+        t.checkpoint(1)  # keyword-only
+    assert t.log.list().checkpoints == []
+
+
+def test_checkpoint_sees_other_writers(tmp_path):
+    t = ctfile.create_table(tmp_path / "t", SCHEMA)
+    other = ctfile.open_table(tmp_path / "t")
+    other.insert(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
+    assert t.checkpoint().version == 1

@@ -61,9 +61,73 @@ class PartitionStats:
     nan_count: dict[int, int] = field(default_factory=dict, hash=False)
 
 
+class DeferredStats:
+    """Statistics kept as their JSON text until first read.
+
+    A checkpoint stores each partition's ``stats`` as JSON text (SPEC
+    §Checkpoints); opening a table with many partitions would spend most of
+    its time decoding statistics no one reads. Pass a ``DeferredStats`` as the
+    ``stats`` of a :class:`Partition`: ``partition.stats`` decodes it on first
+    access (raising :class:`~ctfile.format.errors.CorruptLogError` naming
+    ``where`` if the text is invalid) and keeps the result.
+
+    Examples
+    --------
+    >>> p = Partition("data/a.parquet", 10, 2, 0, 1, 0, None, DeferredStats('{"numRecords":2}', "cp"))
+    >>> pending_stats_text(p)
+    '{"numRecords":2}'
+    >>> p.stats.num_records, pending_stats_text(p)
+    (2, None)
+    """
+
+    __slots__ = ("text", "where")
+
+    def __init__(self, text: str, where: str):
+        self.text = text
+        self.where = where
+
+    def __repr__(self) -> str:
+        return f"DeferredStats({self.text!r:.60}, where={self.where!r})"
+
+
+class _StatsField:
+    """The ``stats`` field of :class:`Partition`, a data descriptor.
+
+    The instance dict holds ``_stats``: a PartitionStats, None, or (while
+    undecoded) the JSON text, with ``_stats_where`` naming its file for error
+    messages. Equality, hashing, ``repr`` and ``dataclasses.replace`` go
+    through attribute access, so they see decoded statistics.
+    """
+
+    def __get__(self, obj: Any, owner: Any = None) -> "PartitionStats | None":
+        if obj is None:
+            return None  # the dataclass default
+        d = obj.__dict__
+        value = d["_stats"]
+        if type(value) is str:
+            from ctfile.format.codec import stats_from_text  # codec imports this module
+
+            value = stats_from_text(value, d.get("_stats_where", "?"), num_records=d["num_records"], path=d["path"])
+            d["_stats"] = value  # two threads racing decode equal values
+        return value
+
+    def __set__(self, obj: Any, value: "PartitionStats | DeferredStats | None") -> None:
+        # Only reached from __init__: the dataclass is frozen.
+        if type(value) is DeferredStats:
+            obj.__dict__["_stats_where"] = value.where
+            value = value.text
+        elif value is not None and not isinstance(value, PartitionStats):
+            raise TypeError(f"stats must be PartitionStats, DeferredStats or None, found {type(value).__name__}")
+        obj.__dict__["_stats"] = value
+
+
 @dataclass(frozen=True)
 class Partition:
-    """A micro-partition: one immutable Parquet file and what the log knows of it."""
+    """A micro-partition: one immutable Parquet file and what the log knows of it.
+
+    ``stats`` may be given as a :class:`DeferredStats`, decoded on first
+    access of ``partition.stats``.
+    """
 
     path: str
     size_bytes: int
@@ -72,7 +136,7 @@ class Partition:
     default_row_version: int
     modification_time: int
     checksum: str | None = None
-    stats: PartitionStats | None = None
+    stats: PartitionStats | None = _StatsField()  # type: ignore[assignment]
 
     @property
     def fresh_rows(self) -> int | None:
@@ -80,6 +144,42 @@ class Partition:
         if self.stats is None:
             return None
         return self.stats.null_count.get(ROW_ID_FIELD_ID)
+
+
+def pending_stats_text(p: Partition) -> str | None:
+    """The JSON text of ``p``'s statistics while they are still undecoded, else None."""
+    value = p.__dict__["_stats"]
+    return value if type(value) is str else None
+
+
+def partitions_from_columns(
+    paths: list, size_bytes: list, num_records: list, first_row_ids: list, default_row_versions: list,
+    modification_times: list, checksums: list, stats_texts: list, *, where: str,
+) -> list[Partition]:
+    """One :class:`Partition` per row of these columns, statistics deferred
+    (``stats_texts`` holds JSON text or None), built without the frozen
+    dataclass's per-field ``object.__setattr__``: opening a table builds
+    10,000 of them from a checkpoint. The caller has validated the values."""
+    new = object.__new__
+    out: list[Partition] = []
+    append = out.append
+    for path, size, n, first, drv, mtime, checksum, stats in zip(
+        paths, size_bytes, num_records, first_row_ids, default_row_versions, modification_times, checksums, stats_texts
+    ):
+        p = new(Partition)
+        d = p.__dict__
+        d["path"] = path
+        d["size_bytes"] = size
+        d["num_records"] = n
+        d["first_row_id"] = first
+        d["default_row_version"] = drv
+        d["modification_time"] = mtime
+        d["checksum"] = checksum
+        d["_stats"] = stats
+        if stats is not None:
+            d["_stats_where"] = where
+        append(p)
+    return out
 
 
 @dataclass(frozen=True)

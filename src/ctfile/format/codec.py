@@ -349,19 +349,54 @@ def _fast_add(body: dict) -> AddPartition | None:
             return None
     stats = None
     if st is not None:
-        if type(st) is not dict:
+        stats = _fast_stats(st, n)
+        if stats is None:
             return None
-        sn = st.get("numRecords")
-        if type(sn) is not int or sn != n:
-            return None
-        mins = _fast_id_map(st.get("minValues"))
-        maxs = _fast_id_map(st.get("maxValues"))
-        nulls = _fast_counts(st.get("nullCount"))
-        nans = _fast_counts(st.get("nanCount"))
-        if mins is None or maxs is None or nulls is None or nans is None:
-            return None
-        stats = PartitionStats(sn, mins, maxs, nulls, nans)
     return AddPartition(Partition(path, size, n, first, drv, mtime, checksum, stats), dc)
+
+
+def _fast_stats(st: Any, n: int) -> PartitionStats | None:
+    """``stats_from_json`` of a well-formed stats object of a partition of ``n``
+    rows; None to take the checked path."""
+    if type(st) is not dict:
+        return None
+    sn = st.get("numRecords")
+    if type(sn) is not int or sn != n:
+        return None
+    mins = _fast_id_map(st.get("minValues"))
+    maxs = _fast_id_map(st.get("maxValues"))
+    nulls = _fast_counts(st.get("nullCount"))
+    nans = _fast_counts(st.get("nanCount"))
+    if mins is None or maxs is None or nulls is None or nans is None:
+        return None
+    return PartitionStats(sn, mins, maxs, nulls, nans)
+
+
+def stats_to_text(s: PartitionStats) -> str:
+    """The stats object as compact JSON text, exactly as inside an ``add`` line."""
+    return json.dumps(stats_to_json(s), separators=(",", ":"), ensure_ascii=False)
+
+
+def stats_from_text(text: str, where: str, *, num_records: int, path: str) -> PartitionStats:
+    """Decode the JSON text of a stats object (a checkpoint's ``stats`` column),
+    checking it against the partition's ``numRecords`` as ``add`` does.
+
+    Raises
+    ------
+    CorruptLogError
+        Invalid JSON, an invalid stats object, or a numRecords mismatch.
+    """
+    w = f"{where} stats of {path}"
+    try:
+        obj = _loads_line(text)
+    except (json.JSONDecodeError, TypeError) as e:
+        raise CorruptLogError(f"{w}: invalid JSON ({e})") from e
+    stats = _fast_stats(obj, num_records)
+    if stats is None:
+        stats = stats_from_json(obj, w)
+        if stats.num_records != num_records:
+            raise CorruptLogError(f"{w}: stats.numRecords {stats.num_records} != numRecords {num_records}")
+    return stats
 
 
 def encode_actions(actions: Iterable[Action]) -> bytes:

@@ -15,7 +15,7 @@ LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
 VERSION_DIGITS = 20
 
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json\.zst$")
+_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -24,7 +24,7 @@ def commit_path(version: int) -> str:
 
 
 def checkpoint_path(version: int) -> str:
-    return f"{LOG_DIR}/{version:0{VERSION_DIGITS}d}.checkpoint.json.zst"
+    return f"{LOG_DIR}/{version:0{VERSION_DIGITS}d}.checkpoint.parquet"
 
 
 def parse_commit_name(name: str) -> int | None:

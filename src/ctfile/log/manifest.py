@@ -12,10 +12,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import zstandard
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ctfile.format.actions import Action, CommitInfo
-from ctfile.format.codec import decode_actions, encode_actions, validate_commit_entry
+from ctfile.format.checkpoint import checkpoint_from_arrow, checkpoint_to_arrow
+from ctfile.format.codec import decode_actions, validate_commit_entry
 from ctfile.format.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 from ctfile.format.paths import (
     LAST_CHECKPOINT,
@@ -25,7 +27,7 @@ from ctfile.format.paths import (
     parse_checkpoint_name,
     parse_commit_name,
 )
-from ctfile.log.replay import TableState, apply_entries, checkpoint_actions, state_from_checkpoint
+from ctfile.log.replay import TableState, apply_entries, checkpoint_table_actions, state_from_checkpoint
 from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
@@ -35,6 +37,17 @@ _ENTRY_CACHE_SIZE = 4096
 class LogListing:
     commits: list[int]
     checkpoints: list[int]
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A checkpoint just written: its version, path (relative to the table
+    root), number of live partitions and size in bytes."""
+
+    version: int
+    path: str
+    num_partitions: int
+    size_bytes: int
 
 
 class ManifestLog:
@@ -71,16 +84,25 @@ class ManifestLog:
         except (FileNotFoundError, ValueError, KeyError, TypeError):
             return None  # advisory only: fall back to listing
 
-    def latest_version(self) -> int:
+    def latest_version(self, *, known: int | None = None) -> int:
         """The newest committed version.
 
-        With a hint: exponential then binary search over ``exists`` of version
-        files, which is valid because versions are dense (SPEC §Commit
-        protocol). Without one: list the log directory.
+        ``known``: a version known to be committed (the one a caller already
+        holds); the search starts there, so an unchanged table costs two
+        ``exists`` (that version and the next). Otherwise the search starts at the version the hint names,
+        if its checkpoint exists. From a start: exponential then binary search
+        over ``exists`` of version files, which is valid because versions are
+        dense (SPEC §Commit protocol). Without one: list the log directory.
         """
-        hint = self.read_hint()
-        if hint is not None and self.storage.exists(checkpoint_path(hint)):
-            lo, step = hint, 1  # invariant: version lo exists (or is checkpointed)
+        start = None
+        if known is not None and self.storage.exists(commit_path(known)):
+            start = known  # (a vacuum may have deleted it: then use the hint)
+        if start is None:
+            hint = self.read_hint()
+            if hint is not None and self.storage.exists(checkpoint_path(hint)):
+                start = hint
+        if start is not None:
+            lo, step = start, 1  # invariant: version lo exists (or is checkpointed)
             while self.storage.exists(commit_path(lo + step)):
                 lo, step = lo + step, step * 2
             hi = lo + step  # does not exist
@@ -136,31 +158,58 @@ class ManifestLog:
 
     # ------------------------------------------------------------ checkpoints
 
-    def read_checkpoint(self, version: int) -> TableState:
+    def read_checkpoint(self, version: int, *, decode_stats: bool = False) -> TableState:
+        """The state the checkpoint of ``version`` holds (SPEC §Checkpoints).
+
+        Partition statistics stay JSON text until first read, unless
+        ``decode_stats``: then every one is decoded now, so that a bad one
+        raises here (for a caller about to rely on the checkpoint alone).
+
+        Raises
+        ------
+        FileNotFoundError
+            No checkpoint of ``version``.
+        CorruptLogError
+            The file is not a valid checkpoint of ``version``.
+        UnsupportedFeatureError
+            Its protocol needs a newer reader.
+        """
         path = checkpoint_path(version)
         where = f"{self.storage.uri}/{path}"
         raw = self.storage.read_bytes(path)
         try:
-            data = zstandard.ZstdDecompressor().decompress(raw)
-        except zstandard.ZstdError as e:
-            raise CorruptLogError(f"{where}: not a valid zstd frame ({e})") from e
-        state = state_from_checkpoint(decode_actions(data, where=where), where=where)
+            table = pq.read_table(pa.BufferReader(raw), use_threads=False, page_checksum_verification=True)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptLogError(f"{where}: not a readable Parquet file ({e})") from e
+        actions, partitions = checkpoint_from_arrow(table, where=where)
+        state = state_from_checkpoint(actions, where=where, partitions=partitions)
         if state.version != version:
             raise CorruptLogError(f"{where}: checkpoint header says version {state.version}")
+        if decode_stats:
+            for p in partitions:
+                p.stats  # noqa: B018 -- decodes and keeps, or raises CorruptLogError
         return state
 
-    def write_checkpoint(self, state: TableState) -> None:
+    def write_checkpoint(self, state: TableState) -> CheckpointInfo:
         """Write the checkpoint of ``state`` and point the hint at it.
 
         The checkpoint is written with a plain put: two writers checkpointing
         the same version write the same state, so either copy is correct.
         """
-        data = zstandard.ZstdCompressor(level=3).compress(encode_actions(checkpoint_actions(state)))
-        self.storage.put(checkpoint_path(state.version), data)
+        table = checkpoint_to_arrow(checkpoint_table_actions(state), state.partitions.values())
+        sink = pa.BufferOutputStream()
+        pq.write_table(
+            table, sink, compression="zstd", use_dictionary=False, write_statistics=False,
+            write_page_checksum=True,
+        )
+        data = sink.getvalue().to_pybytes()
+        path = checkpoint_path(state.version)
+        self.storage.put(path, data)
         hint = self.read_hint()
         if hint is None or hint < state.version:
             body = json.dumps({"version": state.version, "numPartitions": len(state.partitions)})
             self.storage.put(LAST_CHECKPOINT, body.encode() + b"\n")
+        return CheckpointInfo(state.version, path, len(state.partitions), len(data))
 
     # ------------------------------------------------------------ state
 

@@ -145,34 +145,50 @@ def _apply(
     return TableState(version, timestamp, protocol, metadata, partitions, next_row_id, txns)
 
 
-def state_from_checkpoint(actions: list[Action], *, where: str) -> TableState:
-    """Rebuild the state a checkpoint file holds (SPEC §Checkpoints)."""
+def state_from_checkpoint(
+    actions: list[Action], *, where: str, partitions: Iterable[Partition] = ()
+) -> TableState:
+    """Rebuild the state a checkpoint holds (SPEC §Checkpoints): its table-level
+    ``actions`` and its live ``partitions`` (``add`` actions among ``actions``
+    count too)."""
     header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
     protocol = next((a for a in actions if isinstance(a, Protocol)), None)
     metadata = next((a for a in actions if isinstance(a, Metadata)), None)
     if header is None or protocol is None or metadata is None:
-        raise CorruptLogError(f"{where}: checkpoint lacks its checkpoint/protocol/metadata lines")
+        raise CorruptLogError(f"{where}: checkpoint lacks its checkpoint/protocol/metadata actions")
     check_reader_protocol(protocol, where=where)
-    partitions = {a.path: a.partition for a in actions if isinstance(a, AddPartition)}
-    if len(partitions) != header.num_partitions:
+    live = {a.path: a.partition for a in actions if isinstance(a, AddPartition)}
+    count = len(live)
+    for p in partitions:
+        live[p.path] = p
+        count += 1
+    if count != header.num_partitions:
         raise CorruptLogError(
-            f"{where}: checkpoint says {header.num_partitions} partitions, holds {len(partitions)}"
+            f"{where}: checkpoint says {header.num_partitions} partitions, holds {count}"
         )
+    if len(live) != count:
+        raise CorruptLogError(f"{where}: checkpoint lists {count - len(live)} partition paths more than once")
     txns = {a.app_id: a for a in actions if isinstance(a, SetTransaction)}
     return TableState(
-        header.version, header.timestamp, protocol, metadata, partitions, header.next_row_id, txns
+        header.version, header.timestamp, protocol, metadata, live, header.next_row_id, txns
     )
 
 
-def checkpoint_actions(state: TableState) -> list[Action]:
+def checkpoint_table_actions(state: TableState) -> list[Action]:
+    """The table-level actions of the checkpoint of ``state``: header, protocol,
+    metadata and one ``txn`` per application (SPEC §Checkpoints)."""
     out: list[Action] = [
         CheckpointHeader(state.version, state.timestamp, state.next_row_id, len(state.partitions)),
         state.protocol,
         state.metadata,
     ]
     out.extend(state.app_transactions.values())
-    out.extend(AddPartition(p, data_change=False) for p in state.partitions.values())
     return out
 
 
-
+def checkpoint_actions(state: TableState) -> list[Action]:
+    """The state as one action list: the table-level actions, then an ``add``
+    (``dataChange`` false) per live partition."""
+    out = checkpoint_table_actions(state)
+    out.extend(AddPartition(p, data_change=False) for p in state.partitions.values())
+    return out

@@ -124,7 +124,7 @@ def vacuum(
         checkpoint_written = base
         if not dry_run:
             manifest.write_checkpoint(base_state)
-            manifest.read_checkpoint(base)  # read back before anything is deleted
+            manifest.read_checkpoint(base, decode_stats=True)  # read back before anything is deleted
 
     # 3. Expired log files, oldest first: checkpoints, then entries.
     listing = manifest.list()
@@ -185,7 +185,7 @@ def vacuum(
 
 def _valid_checkpoint(manifest: ManifestLog, version: int) -> bool:
     try:
-        manifest.read_checkpoint(version)
+        manifest.read_checkpoint(version, decode_stats=True)
         return True
     except (FileNotFoundError, CorruptLogError):
         return False

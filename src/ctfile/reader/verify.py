@@ -318,7 +318,7 @@ class _Verifier:
             if first is not None and c < first - 1:
                 continue
             try:
-                return self.log.read_checkpoint(c)
+                return self.log.read_checkpoint(c, decode_stats=True)
             except (FileNotFoundError, CorruptLogError) as e:
                 self.problem("checkpoint", f"checkpoint {c} is needed to start replay but is unreadable: {e}", version=c)
         return None
@@ -428,7 +428,7 @@ class _Verifier:
         if c not in cps:
             return None
         try:
-            return self.log.read_checkpoint(c)
+            return self.log.read_checkpoint(c, decode_stats=True)
         except (FileNotFoundError, CorruptLogError) as e:
             self.problem("checkpoint", f"checkpoint {c} is needed to resume replay after a gap but is unreadable: {e}", version=c)
             return None
@@ -498,7 +498,7 @@ class _Verifier:
     def _compare_checkpoint(self, state: TableState) -> None:
         v = state.version
         try:
-            cp = self.log.read_checkpoint(v)
+            cp = self.log.read_checkpoint(v, decode_stats=True)
         except (FileNotFoundError, CorruptLogError) as e:
             self.warning("checkpoint", f"checkpoint is unreadable and will be skipped by readers: {e}", v)
             return

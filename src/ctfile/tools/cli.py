@@ -869,3 +869,42 @@ def compact(
     else:
         out.console().print(f"nothing to compact (fewer than two small partitions); the table stays at version {r.version}")
 
+
+
+@app.command()
+def checkpoint(
+    uri: UriArg,
+    version: Annotated[
+        Optional[int], typer.Option("--version", "-v", min=0, help="Checkpoint this version (default: latest).")
+    ] = None,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Write a checkpoint of the latest version now.
+
+    A checkpoint is one Parquet file listing every live partition, so that
+    opening the table reads it and the log entries after it instead of
+    replaying the whole log. Writers already write one every
+    ctfile.checkpointInterval versions (default 100).
+    """
+    with _errors(json_):
+        table = _open(uri, storage_option)
+        with out.progress_bar("checkpointing", enabled=out.stdout_is_terminal()) as prog:
+            if prog is not None:
+                prog("writing the checkpoint", 0, 0)
+            r = table.checkpoint(version=version)
+    info = {
+        "uri": uri,
+        "version": r.version,
+        "path": r.path,
+        "num_partitions": r.num_partitions,
+        "size_bytes": r.size_bytes,
+    }
+    if json_:
+        out.print_json(info)
+        return
+    out.console().print(
+        f"wrote the checkpoint of version {r.version}: {r.num_partitions} live partitions, "
+        f"{out.fmt_bytes(r.size_bytes)} ({r.path})",
+        soft_wrap=True,
+    )

@@ -7,11 +7,11 @@ import shutil
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
-import zstandard
 
 import ctfile
-from ctfile.format.actions import CommitInfo, Protocol
+from ctfile.format.actions import CommitInfo, Protocol, pending_stats_text
 from ctfile.format.codec import encode_actions
 from ctfile.format.errors import (
     CorruptLogError,
@@ -26,15 +26,25 @@ from ctfile.log.storage import LocalStorage
 
 
 class CountingStorage(LocalStorage):
-    """A real LocalStorage that counts directory listings."""
+    """A real LocalStorage that counts directory listings, existence checks and reads."""
 
     def __init__(self, root):
         super().__init__(root)
         self.listings = 0
+        self.exists_calls = 0
+        self.reads: list[str] = []
 
     def list_dir(self, path):
         self.listings += 1
         return super().list_dir(path)
+
+    def exists(self, path):
+        self.exists_calls += 1
+        return super().exists(path)
+
+    def read_bytes(self, path):
+        self.reads.append(path)
+        return super().read_bytes(path)
 
 
 def _full_replay(log: ManifestLog, version: int):
@@ -125,25 +135,127 @@ def test_load_state_starts_from_checkpoint(table12):
     assert fresh.version_at_timestamp(expected.timestamp, latest=12) == 12
 
 
-@pytest.mark.parametrize(
-    "garbage",
-    [
-        b"not zstd at all",
-        zstandard.ZstdCompressor().compress(b"{broken json\n"),
-        zstandard.ZstdCompressor().compress(b'{"checkpoint":{"version":10,"timestamp":1,"nextRowId":0,"numPartitions":99}}\n'),
-        b"",
-    ],
-    ids=["not-zstd", "bad-json", "bad-header", "empty"],
-)
-def test_corrupt_checkpoint_is_skipped(table12, garbage):
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _edit_checkpoint(raw: bytes, fn) -> bytes:
+    """The checkpoint ``raw`` with its Arrow table passed through ``fn``."""
+    return _parquet_bytes(fn(pq.read_table(pa.BufferReader(raw))))
+
+
+def _edit_header(raw: bytes, **fields) -> bytes:
+    def fn(t: pa.Table) -> pa.Table:
+        lines = [json.loads(x) for x in t.schema.metadata[b"ctfile.checkpoint"].decode().splitlines()]
+        lines[0]["checkpoint"].update(fields)
+        return t.replace_schema_metadata({"ctfile.checkpoint": "".join(json.dumps(x) + "\n" for x in lines)})
+
+    return _edit_checkpoint(raw, fn)
+
+
+def _flip_stats_page_byte(raw: bytes) -> bytes:
+    """One byte of the compressed data page of the `stats` column changed: the
+    page checksum (or zstd) catches it."""
+    col = pq.ParquetFile(pa.BufferReader(raw)).metadata.row_group(0).column(7)
+    assert col.path_in_schema == "stats"
+    at = col.data_page_offset + col.total_compressed_size - 2
+    return raw[:at] + bytes([raw[at] ^ 0x5A]) + raw[at + 1:]
+
+
+def _null_in(name: str):
+    def fn(t: pa.Table) -> pa.Table:
+        i = t.schema.get_field_index(name)
+        col = pa.array([None] + t.column(name).to_pylist()[1:], type=t.schema.field(name).type)
+        return t.set_column(i, pa.field(name, col.type), col)
+
+    return fn
+
+
+CORRUPTIONS = {
+    "not-parquet": lambda raw: b"not parquet at all",
+    "empty": lambda raw: b"",
+    "truncated-half": lambda raw: raw[: len(raw) // 2],
+    "truncated-footer": lambda raw: raw[:-9],
+    "flipped-page-byte": _flip_stats_page_byte,
+    "plain-parquet": lambda raw: _parquet_bytes(pa.table({"a": [1, 2]})),
+    "no-key": lambda raw: _edit_checkpoint(raw, lambda t: t.replace_schema_metadata(None)),
+    "bad-json-key": lambda raw: _edit_checkpoint(raw, lambda t: t.replace_schema_metadata({"ctfile.checkpoint": "{broken\n"})),
+    "header-count": lambda raw: _edit_header(raw, numPartitions=99),
+    "header-next-row-id": lambda raw: _edit_header(raw, nextRowId=1),
+    "missing-column": lambda raw: _edit_checkpoint(raw, lambda t: t.drop_columns(["numRecords"])),
+    "wrong-type": lambda raw: _edit_checkpoint(raw, lambda t: t.set_column(1, "sizeBytes", pc.cast(t.column("sizeBytes"), pa.int32()))),
+    "null-required": lambda raw: _edit_checkpoint(raw, _null_in("firstRowId")),
+    "negative": lambda raw: _edit_checkpoint(raw, lambda t: t.set_column(1, "sizeBytes", pc.negate(t.column("sizeBytes")))),
+    "unsafe-path": lambda raw: _edit_checkpoint(raw, lambda t: t.set_column(
+        0, "path", pa.array(["../escape.parquet"] + t.column("path").to_pylist()[1:]))),
+    "duplicate-path": lambda raw: _edit_checkpoint(raw, lambda t: t.set_column(
+        0, "path", pa.array([t.column("path")[0].as_py()] * t.num_rows))),
+}
+
+
+@pytest.mark.parametrize("corrupt", sorted(CORRUPTIONS))
+def test_corrupt_checkpoint_is_skipped(table12, corrupt):
+    """SPEC §Checkpoints: a rejected checkpoint makes the reader start from the
+    older checkpoint (5) instead; with that one bad too, from version 0."""
     log = _log(table12)
     expected = _full_replay(log, 12)
-    log.storage.put(checkpoint_path(10), garbage)
+    good = log.storage.read_bytes(checkpoint_path(10))
+    log.storage.put(checkpoint_path(10), CORRUPTIONS[corrupt](good))
     with pytest.raises(CorruptLogError):
         log.read_checkpoint(10)
-    _assert_same_state(ManifestLog(LocalStorage(table12.storage.root)).load_state(), expected)
+    fresh = ManifestLog(LocalStorage(table12.storage.root))
+    _assert_same_state(fresh.load_state(), expected)
+    assert fresh.load_state(10).version == 10
     # And the public API still opens it.
     assert ctfile.open_table(table12.uri).snapshot().num_records == table12.snapshot().num_records
+    # With checkpoint 5 unreadable too, replay starts at version 0.
+    log.storage.put(checkpoint_path(5), CORRUPTIONS[corrupt](log.storage.read_bytes(checkpoint_path(5))))
+    _assert_same_state(ManifestLog(LocalStorage(table12.storage.root)).load_state(), expected)
+
+
+def test_checkpoint_read_back_is_exact_and_lazy(table12):
+    """A checkpoint's partitions equal the replayed ones; their statistics stay
+    text until read, and a checkpoint written from them copies that text."""
+    log = _log(table12)
+    cp = log.read_checkpoint(10)
+    replayed = _full_replay(log, 10)
+    assert all(pending_stats_text(p) is not None for p in cp.partitions.values())
+    before = log.storage.read_bytes(checkpoint_path(10))
+    log.write_checkpoint(cp)  # from undecoded statistics
+    assert all(pending_stats_text(p) is not None for p in cp.partitions.values())
+    assert pq.read_table(pa.BufferReader(log.storage.read_bytes(checkpoint_path(10)))).equals(
+        pq.read_table(pa.BufferReader(before)))
+    assert cp.partitions == replayed.partitions  # decodes
+    assert all(pending_stats_text(p) is None for p in cp.partitions.values())
+    eager = log.read_checkpoint(10, decode_stats=True)
+    assert all(pending_stats_text(p) is None for p in eager.partitions.values())
+
+
+def _bad_stats(raw: bytes) -> bytes:
+    def fn(t: pa.Table) -> pa.Table:
+        texts = t.column("stats").to_pylist()
+        texts[0] = texts[0].replace('"numRecords":', '"numRecords":1000')
+        return t.set_column(t.schema.get_field_index("stats"), "stats", pa.array(texts))
+
+    return _edit_checkpoint(raw, fn)
+
+
+def test_invalid_stats_text_fails_on_first_use(table12):
+    """SPEC §Checkpoints: statistics are decoded when first needed; a bad one
+    fails the read that needs it, and read_checkpoint(decode_stats=True) (what
+    vacuum and verify use) rejects the checkpoint up front."""
+    log = _log(table12)
+    log.storage.put(checkpoint_path(10), _bad_stats(log.storage.read_bytes(checkpoint_path(10))))
+    cp = log.read_checkpoint(10)  # accepted: statistics not decoded yet
+    first = next(iter(cp.partitions.values()))
+    with pytest.raises(CorruptLogError, match=r"00000000000000000010\.checkpoint\.parquet stats of data/.*numRecords"):
+        first.stats
+    with pytest.raises(CorruptLogError, match="numRecords"):
+        log.read_checkpoint(10, decode_stats=True)
+    with pytest.raises(CorruptLogError, match="stats of"):
+        ctfile.open_table(table12.uri).to_arrow(filter=pc.field("id") > 5)
 
 
 def test_checkpoint_with_wrong_version_is_skipped(table12):
@@ -195,6 +307,33 @@ def test_latest_version_with_garbage_hint(table12, hint):
     assert log.latest_version() == 12
     assert s.listings >= 1  # fell back to listing
     _assert_same_state(log.load_state(), _full_replay(log, 12))
+
+
+def test_latest_version_from_a_known_version(table12):
+    s = CountingStorage(table12.storage.root)
+    log = ManifestLog(s)
+    assert log.latest_version(known=12) == 12
+    assert (s.exists_calls, s.reads, s.listings) == (2, [], 0)  # 12 exists, 13 does not
+    assert log.latest_version(known=3) == 12
+    assert s.reads == [] and s.listings == 0
+    # A known version a vacuum deleted: the search starts from the hint instead.
+    s.delete([commit_path(v) for v in range(0, 10)])
+    assert log.latest_version(known=3) == 12
+    assert s.reads == [LAST_CHECKPOINT] and s.listings == 0
+
+
+def test_snapshot_after_open_does_not_search_again(table12):
+    """open_table finds the latest version from the hint; the refresh of the
+    following snapshot() only checks that no newer version exists."""
+    from ctfile.table import Table
+
+    s = CountingStorage(table12.storage.root)
+    t = Table(s).refresh()
+    s.exists_calls, s.reads = 0, []
+    assert t.snapshot().version == 12
+    assert (s.exists_calls, s.reads, s.listings) == (2, [], 0)
+    table12.insert(pa.table({"id": [1000], "x": [1], "s": ["a"]}))  # another writer
+    assert t.snapshot().version == 13
 
 
 def test_latest_version_of_empty_dir(tmp_path):

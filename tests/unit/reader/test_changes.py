@@ -594,7 +594,7 @@ def test_stale_interval(new_table, make_rows, deleted):
     for i in range(5):
         t.insert(make_rows(2, start=10 * i))
     log_dir = _log_dir(t)
-    assert os.path.exists(os.path.join(log_dir, f"{3:020d}.checkpoint.json.zst"))
+    assert os.path.exists(os.path.join(log_dir, f"{3:020d}.checkpoint.parquet"))
     for v in deleted:
         os.remove(os.path.join(log_dir, f"{v:020d}.json"))
     t = ctfile.open_table(t.uri)

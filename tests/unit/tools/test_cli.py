@@ -122,7 +122,7 @@ def test_history_limit(people):
 def test_missing_table_is_a_one_line_error(tmp_path):
     missing = str(tmp_path / "nope")
     for args in (["history", missing], ["show", missing], ["diff", missing, "1", "2"], ["changes", missing],
-                 ["compact", missing], ["vacuum", missing]):
+                 ["compact", missing], ["vacuum", missing], ["checkpoint", missing]):
         assert_one_line_error(run(*args), 1, "no ctfile table")
     r = run("history", tmp_path / "nope", "--json")
     assert r.exit_code == 1
@@ -588,3 +588,36 @@ def test_vacuum(fresh_people):
     # What is left verifies clean, every remaining version included.
     assert run_json("verify", fresh_people.uri, "--all-versions")["healthy"] is True
     assert_one_line_error(run("show", fresh_people.uri, "--version", "2"), 1, "version 2")
+
+
+# ---------------------------------------------------------------- checkpoint
+
+
+def test_checkpoint(fresh_people):
+    root = Path(fresh_people.uri)
+    doc = run_json("checkpoint", fresh_people.uri)
+    assert doc == {
+        "uri": fresh_people.uri, "version": 5, "path": "_ct_log/00000000000000000005.checkpoint.parquet",
+        "num_partitions": 2, "size_bytes": (root / doc["path"]).stat().st_size,
+    }
+    assert json.loads((root / "_ct_log" / "_last_checkpoint").read_text()) == {"version": 5, "numPartitions": 2}
+    assert pq.read_table(root / doc["path"]).column("path").to_pylist() == [
+        p.path for p in ctfile.open_table(fresh_people.uri).snapshot().partitions]
+    out = ok("checkpoint", fresh_people.uri, "--version", "2").stdout
+    assert "wrote the checkpoint of version 2: 2 live partitions" in out
+    assert "_ct_log/00000000000000000002.checkpoint.parquet" in out
+    assert json.loads((root / "_ct_log" / "_last_checkpoint").read_text())["version"] == 5  # not moved back
+    # The table reads the same from the checkpoints alone (entries before 5 gone), and verifies clean.
+    for v in range(5):
+        (root / "_ct_log" / f"{v:020d}.json").unlink()
+    shown = run_json("show", fresh_people.uri)
+    assert (shown["version"], shown["num_records"], shown["hidden_columns"]["next_row_id"]) == (5, 3, 13)
+    assert run_json("verify", fresh_people.uri)["healthy"] is True
+
+
+def test_checkpoint_errors(fresh_people):
+    assert_one_line_error(run("checkpoint", fresh_people.uri, "--version", "9"), 1, "version 9")
+    assert_one_line_error(run("checkpoint", fresh_people.uri, "--version", "-1"), 2, "--version")
+    r = run("checkpoint", fresh_people.uri, "--version", "9", "--json")
+    assert r.exit_code == 1 and json.loads(r.stderr)["type"] == "VersionNotFoundError"
+    assert not list((Path(fresh_people.uri) / "_ct_log").glob("*.checkpoint.parquet"))

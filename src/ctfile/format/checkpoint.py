@@ -1,0 +1,180 @@
+"""Checkpoints as Arrow tables (SPEC §Checkpoints). Pure: no I/O.
+
+A checkpoint is a Parquet file with one row per live partition, in flat typed
+columns (:data:`COLUMNS`); a partition's statistics are one string column
+holding the JSON text of its stats object, decoded only when read (see
+:class:`~ctfile.format.actions.DeferredStats`). The table-level actions
+(``checkpoint`` header, ``protocol``, ``metadata``, ``txn``) are NDJSON,
+encoded like a log entry, in the file's key-value metadata under
+:data:`METADATA_KEY`. :mod:`ctfile.log.manifest` turns the table into bytes
+and back.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import (
+    Action,
+    AddPartition,
+    CheckpointHeader,
+    CommitInfo,
+    Metadata,
+    Partition,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+    partitions_from_columns,
+    pending_stats_text,
+)
+from ctfile.format.codec import decode_actions, encode_actions, stats_to_text
+from ctfile.format.errors import CorruptLogError
+from ctfile.format.paths import validate_relative_path
+
+METADATA_KEY = "ctfile.checkpoint"
+"""Key-value metadata key of the table-level actions (NDJSON)."""
+
+COLUMNS: tuple[tuple[str, pa.DataType, bool], ...] = (
+    # (column, Arrow type, nullable); the JSON field of an `add` of the same name
+    ("path", pa.string(), False),
+    ("sizeBytes", pa.int64(), False),
+    ("numRecords", pa.int64(), False),
+    ("firstRowId", pa.int64(), False),
+    ("defaultRowVersion", pa.int64(), False),
+    ("modificationTime", pa.int64(), False),
+    ("checksum", pa.string(), True),
+    ("stats", pa.string(), True),
+)
+CHECKPOINT_SCHEMA = pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable in COLUMNS])
+_NON_NEGATIVE = ("sizeBytes", "numRecords", "firstRowId", "defaultRowVersion")
+_TABLE_ACTIONS = (CheckpointHeader, Protocol, Metadata, SetTransaction)
+# What writers produce: one segment under data/ with no leading dot. Other
+# paths are checked one by one with validate_relative_path. (RE2: `$` is the
+# end of the text.)
+_PLAIN_DATA_PATH = r"^data/[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+
+
+def checkpoint_to_arrow(actions: Sequence[Action], partitions: Iterable[Partition]) -> pa.Table:
+    """The checkpoint table of a state.
+
+    ``actions`` are the table-level actions in file order: the header, the
+    protocol, the metadata, then one ``txn`` per application id; their
+    NDJSON goes into the key-value metadata. ``partitions`` become the rows.
+    Statistics still undecoded (read from an earlier checkpoint) are copied as
+    their text; the others are encoded as in an ``add`` line.
+
+    Examples
+    --------
+    >>> from ctfile.format.actions import *
+    >>> from ctfile.format.schema import Field, Schema
+    >>> md = Metadata("t1", Schema((Field(1, "id", "long", False),)), 0)
+    >>> p = Partition("data/a.parquet", 512, 2, 0, 1, 7, None, PartitionStats(2, {1: 1}, {1: 2}, {1: 0}))
+    >>> t = checkpoint_to_arrow([CheckpointHeader(1, 7, 2, 1), Protocol(), md], [p])
+    >>> t.column("stats").to_pylist()
+    ['{"numRecords":2,"minValues":{"1":1},"maxValues":{"1":2},"nullCount":{"1":0}}']
+    >>> checkpoint_from_arrow(t, where="cp")[1] == [p]
+    True
+    """
+    actions = list(actions)
+    bad = [type(a).__name__ for a in actions if not isinstance(a, _TABLE_ACTIONS)]
+    if bad or not actions or not isinstance(actions[0], CheckpointHeader):
+        raise ValueError(f"checkpoint actions must be a header, protocol, metadata and txns; found {bad or actions}")
+    parts = list(partitions)
+    if actions[0].num_partitions != len(parts):
+        raise ValueError(f"the header says {actions[0].num_partitions} partitions, {len(parts)} given")
+    stats = []
+    for p in parts:
+        text = pending_stats_text(p)
+        if text is None:
+            s = p.stats
+            text = None if s is None else stats_to_text(s)
+        stats.append(text)
+    columns = (
+        [p.path for p in parts],
+        [p.size_bytes for p in parts],
+        [p.num_records for p in parts],
+        [p.first_row_id for p in parts],
+        [p.default_row_version for p in parts],
+        [p.modification_time for p in parts],
+        [p.checksum for p in parts],
+        stats,
+    )
+    arrays = [pa.array(values, type=typ) for values, (_, typ, _) in zip(columns, COLUMNS)]
+    schema = CHECKPOINT_SCHEMA.with_metadata({METADATA_KEY: encode_actions(actions)})
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action], list[Partition]]:
+    """The table-level actions and the partitions of a checkpoint table.
+
+    Checks everything but the statistics, which stay JSON text until first
+    read (a bad one raises :class:`CorruptLogError` then). Unknown columns and
+    unknown actions in the metadata are ignored.
+
+    Raises
+    ------
+    CorruptLogError
+        A missing key or column, a column of the wrong type, a null in a
+        required column, a negative count, an unsafe path, a header whose
+        ``numPartitions`` differs from the number of rows, or partitions the
+        header's ``version`` / ``nextRowId`` cannot hold.
+    """
+    meta = table.schema.metadata or {}
+    raw = meta.get(METADATA_KEY.encode())
+    if raw is None:
+        raise CorruptLogError(f"{where}: no {METADATA_KEY!r} key-value metadata (not a ctfile checkpoint)")
+    actions = decode_actions(raw, where=f"{where} {METADATA_KEY}")
+    misplaced = [type(a).__name__ for a in actions if isinstance(a, (AddPartition, RemovePartition, CommitInfo))]
+    if misplaced:
+        raise CorruptLogError(f"{where}: {METADATA_KEY} may hold only checkpoint/protocol/metadata/txn, found {misplaced}")
+    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
+    if header is None:
+        raise CorruptLogError(f"{where}: {METADATA_KEY} lacks the checkpoint header")
+
+    names = table.schema.names
+    cols: dict[str, pa.ChunkedArray] = {}
+    for name, typ, nullable in COLUMNS:
+        if names.count(name) != 1:
+            raise CorruptLogError(f"{where}: expected one column {name!r}, found {names.count(name)}")
+        col = table.column(name)
+        if col.type != typ:
+            if typ == pa.string() and (pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type)):
+                col = col.cast(pa.string())
+            else:
+                raise CorruptLogError(f"{where}: column {name!r} should be {typ}, found {col.type}")
+        if not nullable and col.null_count:
+            raise CorruptLogError(f"{where}: column {name!r} holds {col.null_count} nulls")
+        cols[name] = col
+    n = table.num_rows
+    if n != header.num_partitions:
+        raise CorruptLogError(f"{where}: the header says {header.num_partitions} partitions, the file holds {n} rows")
+    if n:
+        for name in _NON_NEGATIVE:
+            low = pc.min(cols[name]).as_py()
+            if low < 0:
+                raise CorruptLogError(f"{where}: column {name!r} must be >= 0, found {low}")
+        newest = pc.max(cols["defaultRowVersion"]).as_py()
+        if newest > header.version:
+            raise CorruptLogError(f"{where}: a partition has defaultRowVersion {newest} > the checkpoint's version {header.version}")
+        try:
+            top = pc.max(pc.add_checked(cols["firstRowId"], cols["numRecords"])).as_py()
+        except pa.ArrowInvalid as e:
+            raise CorruptLogError(f"{where}: firstRowId + numRecords overflows ({e})") from e
+        if top > header.next_row_id:
+            raise CorruptLogError(f"{where}: a partition holds row ids up to {top - 1}, beyond nextRowId {header.next_row_id}")
+
+    paths = cols["path"].to_pylist()
+    plain = pc.match_substring_regex(cols["path"], _PLAIN_DATA_PATH)
+    if not pc.all(plain).as_py():
+        for path, ok in zip(paths, plain.to_pylist()):
+            if not ok:
+                validate_relative_path(path, where=where)
+    return actions, partitions_from_columns(
+        paths, cols["sizeBytes"].to_pylist(), cols["numRecords"].to_pylist(),
+        cols["firstRowId"].to_pylist(), cols["defaultRowVersion"].to_pylist(),
+        cols["modificationTime"].to_pylist(), cols["checksum"].to_pylist(), cols["stats"].to_pylist(),
+        where=where,
+    )
