@@ -2,7 +2,8 @@
 progress bars, one-line errors.
 
 Everything here works on plain Python values; the commands in
-:mod:`ctfile.tools.cli` turn ctfile's public objects into such values.
+:mod:`ctfile.tools.cli` (in its command modules ``cmd_*``) turn ctfile's public
+objects into such values.
 """
 
 from __future__ import annotations

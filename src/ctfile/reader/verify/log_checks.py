@@ -1,0 +1,365 @@
+"""Checks of the log: **log**, **path**, **dense**, **replay**, **checkpoint**
+(and the **row_lineage** rule of ``firstRowId``, which needs the replayed state).
+
+:class:`LogChecker` reads the checkpoint hint, checks that versions are dense
+and have a starting point, then replays every retained entry leniently from
+the oldest starting point: each entry is parsed line by line (a line that
+breaks SPEC §Log entries is reported and the rest kept; a path that escapes
+the table root is reported and never opened), each broken rule is reported
+and replay goes on, and every readable checkpoint is compared with the state
+replay yields for its version. What replay keeps (:class:`Replay`) drives the
+data checks.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ctfile.format.actions import (
+    AddPartition,
+    CommitInfo,
+    Metadata,
+    Partition,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.codec import action_from_json
+from ctfile.format.errors import CorruptLogError
+from ctfile.format.paths import LAST_CHECKPOINT, commit_path, validate_relative_path
+from ctfile.format.schema import Schema
+from ctfile.log.manifest import ManifestLog
+from ctfile.log.replay import TableState, check_reader_protocol
+from ctfile.log.storage import LocalStorage, Storage
+from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyReport
+
+
+@dataclass
+class Entry:
+    version: int
+    actions: list = field(default_factory=list)
+    ok: bool = True  # parsed without a problem
+
+
+@dataclass
+class Replay:
+    """What replay keeps: the last state, every partition some version held,
+    and per version the paths added and removed (``reset``: the live set when
+    replay (re)starts from a checkpoint)."""
+
+    final: TableState | None = None
+    oldest: int | None = None
+    partitions: dict[str, Partition] = field(default_factory=dict)
+    steps: list[tuple[int, set[str] | None, list[str], list[str]]] = field(default_factory=list)
+    schemas: list[Schema] = field(default_factory=list)
+
+    def start(self, state: TableState) -> None:
+        self.partitions.update(state.partitions)
+        self.steps.append((state.version, set(state.partitions), [], []))
+        self._seen(state)
+
+    def step(self, state: TableState, added: list[Partition], removed: list[str]) -> None:
+        for p in added:
+            self.partitions.setdefault(p.path, p)
+        self.steps.append((state.version, None, [p.path for p in added], removed))
+        self._seen(state)
+
+    def _seen(self, state: TableState) -> None:
+        if self.oldest is None:
+            self.oldest = state.version
+        if not self.schemas or self.schemas[-1] is not state.metadata.schema:
+            self.schemas.append(state.metadata.schema)
+        self.final = state
+
+
+class LogChecker(Recorder):
+    def __init__(
+        self, storage: Storage, log: ManifestLog, report: VerifyReport, progress: ProgressFn, workers: int
+    ):
+        super().__init__(report)
+        self.storage = storage
+        self.log = log
+        self.progress = progress
+        self.workers = workers
+
+    # ------------------------------------------------------------ log structure
+
+    def check_hint(self, checkpoints: set[int]) -> None:
+        try:
+            raw = self.storage.read_bytes(LAST_CHECKPOINT)
+        except FileNotFoundError:
+            return
+        try:
+            v = json.loads(raw)["version"]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(v)
+        except (ValueError, KeyError, TypeError):
+            self.warning("checkpoint", "the checkpoint hint is unreadable (readers fall back to listing)", path=LAST_CHECKPOINT)
+            return
+        if v not in checkpoints:
+            self.warning(
+                "checkpoint", f"the checkpoint hint names version {v}, which has no checkpoint "
+                "(readers fall back to listing)", version=v, path=LAST_CHECKPOINT,
+            )
+
+    def check_dense(self, commits: list[int], checkpoints: list[int], latest: int) -> None:
+        if not commits:
+            return
+        present = set(commits)
+        first = commits[0]
+        for v in range(first, latest + 1):
+            if v not in present and v not in checkpoints:
+                self.problem("dense", f"version {v} is missing from the log (versions must be dense)", version=v, path=commit_path(v))
+            elif v not in present and v > first:
+                # A checkpoint without its entry: replay can restart there,
+                # but the entry itself is gone.
+                self.problem("dense", f"version {v} has a checkpoint but no log entry", version=v, path=commit_path(v))
+        if first > 0 and not any(first - 1 <= c <= latest for c in checkpoints):
+            self.problem(
+                "dense",
+                f"the log starts at version {first} and no checkpoint at version {first - 1} or later "
+                f"lets replay start there",
+                version=first,
+            )
+
+    def starting_state(self, present: set[int], checkpoints: list[int]) -> TableState | None:
+        """None to replay from version 0; else the state of the oldest usable checkpoint."""
+        if 0 in present:
+            return None
+        first = min(present) if present else None
+        for c in checkpoints:
+            if first is not None and c < first - 1:
+                continue
+            try:
+                return self.log.read_checkpoint(c, decode_stats=True)
+            except (FileNotFoundError, CorruptLogError) as e:
+                self.problem("checkpoint", f"checkpoint {c} is needed to start replay but is unreadable: {e}", version=c)
+        return None
+
+    # ------------------------------------------------------------ entries
+
+    def _read_entry(self, v: int) -> Entry:
+        path = commit_path(v)
+        entry = Entry(v)
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            entry.ok = False
+            return entry
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.problem("log", f"not valid UTF-8 ({e})", v, path)
+            entry.ok = False
+            return entry
+        if text and not text.endswith("\n"):
+            self.problem("log", "truncated entry: the last line has no terminating newline", v, path)
+            entry.ok = False
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            where = f"line {lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                self.problem("log", f"{where}: invalid JSON ({e.msg})", v, path)
+                entry.ok = False
+                continue
+            if isinstance(obj, dict) and len(obj) == 1:
+                (key, body), = obj.items()
+                if key in ("add", "remove") and isinstance(body, dict) and isinstance(body.get("path"), str):
+                    try:
+                        validate_relative_path(body["path"], where=where)
+                    except CorruptLogError:
+                        self.problem(
+                            "path", f"{where}: {key} path {body['path']!r} escapes the table root "
+                            f"(not opened)", v, body["path"],
+                        )
+                        entry.ok = False
+                        continue
+            try:
+                act = action_from_json(obj, where)
+            except CorruptLogError as e:
+                self.problem("log", str(e), v, _raw_path(obj) or path)
+                entry.ok = False
+                act = _without_stats(obj, where)  # keep replaying with what is usable
+            if act is not None:
+                entry.actions.append(act)
+        return entry
+
+
+    def _read_entries(self, versions: list[int]) -> Iterable[Entry]:
+        """Entries in version order; fetched concurrently on object stores."""
+        total = len(versions)
+        if isinstance(self.storage, LocalStorage) or total < 2:
+            for i, v in enumerate(versions):
+                yield self._read_entry(v)
+                self.progress("log", i + 1, total)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.workers, total)) as pool:
+            for i, e in enumerate(pool.map(self._read_entry, versions)):
+                yield e
+                self.progress("log", i + 1, total)
+
+    def replay(
+        self, base: TableState | None, present: set[int], checkpoints: list[int], latest: int
+    ) -> Replay:
+        """Replay the log, checking every entry; keeps only the current state
+        and, per version, which paths were added and removed."""
+        rep = Replay()
+        state: TableState | None = None
+        if base is not None:
+            state = base
+            rep.start(base)
+            first = base.version + 1
+        elif 0 in present:
+            first = 0
+        else:
+            return rep
+        cps = set(checkpoints)
+        for entry in self._read_entries(list(range(first, latest + 1))):
+            v = entry.version
+            if v not in present:
+                state = None  # a gap: restart from a checkpoint at or after it
+                continue
+            self.report.entries_checked += 1
+            if state is None and v > 0:
+                state = self._restart(v - 1, cps)
+                if state is None:
+                    continue
+                rep.start(state)
+            applied = self._apply(state, entry)
+            if applied is None:
+                state = None
+                continue
+            state, added, removed = applied
+            rep.step(state, added, removed)
+            if v in cps:
+                self._compare_checkpoint(state)
+        return rep
+
+    def _restart(self, c: int, cps: set[int]) -> TableState | None:
+        if c not in cps:
+            return None
+        try:
+            return self.log.read_checkpoint(c, decode_stats=True)
+        except (FileNotFoundError, CorruptLogError) as e:
+            self.problem("checkpoint", f"checkpoint {c} is needed to resume replay after a gap but is unreadable: {e}", version=c)
+            return None
+
+    def _apply(self, state: TableState | None, entry: Entry) -> tuple[TableState, list[Partition], list[str]] | None:
+        """Fold one entry leniently, reporting each broken rule and going on.
+        Updates the maps of ``state`` in place (replay holds no older state)."""
+        v = entry.version
+        path = commit_path(v)
+        acts = entry.actions
+        infos = [a for a in acts if isinstance(a, CommitInfo)]
+        if len(infos) != 1:
+            self.problem("log", f"expected exactly one commitInfo, found {len(infos)}", v, path)
+        new_protocol = next((a for a in acts if isinstance(a, Protocol)), None)
+        new_metadata = next((a for a in acts if isinstance(a, Metadata)), None)
+        if v == 0 and (new_protocol is None or new_metadata is None):
+            self.problem("log", "version 0 must contain protocol and metadata actions", v, path)
+        protocol = new_protocol or (state.protocol if state else None)
+        metadata = new_metadata or (state.metadata if state else None)
+        if protocol is None or metadata is None:
+            return None
+        if new_protocol is not None:
+            check_reader_protocol(new_protocol, where=f"{self.storage.uri}/{path}")  # raises: cannot verify
+        timestamp = infos[0].timestamp if infos else (state.timestamp + 1 if state else 0)
+        if state is not None and timestamp <= state.timestamp:
+            self.problem(
+                "replay", f"commit timestamp {timestamp} is not after version {state.version}'s {state.timestamp}", v, path,
+            )
+        partitions = state.partitions if state else {}
+        txns = state.app_transactions if state else {}
+        next_row_id = state.next_row_id if state else 0
+        seen: set[str] = set()
+        adds = [a for a in acts if isinstance(a, AddPartition)]
+        rems = [a for a in acts if isinstance(a, RemovePartition)]
+        for a in rems + adds:
+            if a.path in seen:
+                self.problem("log", "the path appears in more than one add/remove of the entry", v, a.path)
+            seen.add(a.path)
+        removed = []
+        for r in rems:
+            if partitions.pop(r.path, None) is None:
+                self.problem("replay", "remove of a partition that is not live", v, r.path)
+            else:
+                removed.append(r.path)
+        counter = next_row_id  # ids below it are taken
+        added = []
+        for a in adds:
+            p = a.partition
+            if p.default_row_version != v:
+                self.problem("log", f"add has defaultRowVersion {p.default_row_version}, expected {v}", v, p.path)
+            if p.first_row_id < counter and p.num_records:
+                self.problem(
+                    "row_lineage", f"add has firstRowId {p.first_row_id}, but ids below {counter} are already "
+                    "assigned (SPEC §Row lineage: firstRowId comes from the table's row-id counter)", v, p.path,
+                )
+            counter = max(counter, p.first_row_id + p.num_records)
+            if p.path in partitions:
+                self.problem("replay", "add of a partition that is already live", v, p.path)
+            partitions[p.path] = p
+            added.append(p)
+            next_row_id = max(next_row_id, p.first_row_id + p.num_records)
+        for a in acts:
+            if isinstance(a, SetTransaction):
+                txns[a.app_id] = a
+        return TableState(v, timestamp, protocol, metadata, partitions, next_row_id, txns), added, removed
+
+    # ------------------------------------------------------------ checkpoints
+
+    def _compare_checkpoint(self, state: TableState) -> None:
+        v = state.version
+        try:
+            cp = self.log.read_checkpoint(v, decode_stats=True)
+        except (FileNotFoundError, CorruptLogError) as e:
+            self.warning("checkpoint", f"checkpoint is unreadable and will be skipped by readers: {e}", v)
+            return
+        diffs = []
+        if set(cp.partitions) != set(state.partitions):
+            extra = sorted(set(cp.partitions) - set(state.partitions))
+            missing = sorted(set(state.partitions) - set(cp.partitions))
+            diffs.append(f"live partitions differ (only in checkpoint: {extra[:3]}, only in log: {missing[:3]})")
+        else:
+            changed = [k for k in state.partitions if cp.partitions[k] != state.partitions[k]]
+            if changed:
+                diffs.append(f"descriptors of {len(changed)} partitions differ (e.g. {changed[0]})")
+        if cp.next_row_id != state.next_row_id:
+            diffs.append(f"nextRowId {cp.next_row_id} != {state.next_row_id}")
+        if cp.timestamp != state.timestamp:
+            diffs.append(f"timestamp {cp.timestamp} != {state.timestamp}")
+        if cp.metadata != state.metadata:
+            diffs.append("metadata differs")
+        if cp.protocol != state.protocol:
+            diffs.append("protocol differs")
+        if diffs:
+            self.problem("checkpoint", "checkpoint does not match the log: " + "; ".join(diffs), v)
+
+
+def _without_stats(obj: Any, where: str):
+    """An undecodable add/remove decoded again without its ``stats`` (so
+    replay and the file checks go on), or None."""
+    if not (isinstance(obj, dict) and len(obj) == 1):
+        return None
+    (key, body), = obj.items()
+    if key not in ("add", "remove") or not isinstance(body, dict) or "stats" not in body:
+        return None
+    try:
+        return action_from_json({key: {k: v for k, v in body.items() if k != "stats"}}, where)
+    except CorruptLogError:
+        return None
+
+
+def _raw_path(obj: Any) -> str | None:
+    """The ``path`` of an undecodable add/remove line, for the report."""
+    if isinstance(obj, dict) and len(obj) == 1:
+        body = next(iter(obj.values()))
+        if isinstance(body, dict) and isinstance(body.get("path"), str):
+            return body["path"]
+    return None

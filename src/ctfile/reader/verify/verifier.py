@@ -1,0 +1,198 @@
+"""The driver of ``ctfile verify``: :func:`verify_table` runs the log checks
+(:mod:`~ctfile.reader.verify.log_checks`), then checks the data files of the
+checked snapshots on a thread pool
+(:mod:`~ctfile.reader.verify.file_checks`) and row-id uniqueness per
+snapshot (**duplicate_row_id**), and lists unreferenced files.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
+
+import numpy as np
+
+from ctfile.format.errors import InvalidArgumentError, TableNotFoundError
+from ctfile.format.paths import DATA_DIR, LOG_DIR
+from ctfile.log.manifest import ManifestLog
+from ctfile.log.storage import TMP_PREFIX, LocalStorage, Storage, open_storage
+from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
+from ctfile.reader.verify.log_checks import LogChecker, Replay
+from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
+
+_MAX_DUPLICATE_EXAMPLES = 5
+
+
+def verify_table(
+    uri: str | os.PathLike,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    all_versions: bool = False,
+    progress: ProgressFn | None = None,
+    workers: int | None = None,
+) -> VerifyReport:
+    """Check the table at ``uri`` (see :mod:`ctfile.reader.verify` for the checks).
+
+    Parameters
+    ----------
+    all_versions : bool
+        Check the data and row-id uniqueness of every reconstructible version,
+        not only the latest.
+    progress : callable, optional
+        ``progress(phase, done, total)`` is called as entries (phase ``"log"``)
+        and data files (phase ``"files"``) are checked.
+
+    Returns
+    -------
+    VerifyReport
+        ``report.healthy`` is False when a problem was found.
+
+    Raises
+    ------
+    TableNotFoundError
+        If ``uri`` holds no ctfile table.
+    InvalidArgumentError
+        For a bad ``uri`` or ``storage_options``.
+    UnsupportedFeatureError
+        If the table needs a reader this ctfile is not.
+    """
+    if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
+        raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
+    if not isinstance(all_versions, bool):
+        raise InvalidArgumentError(f"all_versions must be a bool, found {all_versions!r}")
+    storage = open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
+    return _Verifier(storage, all_versions, progress, workers).run()
+
+
+class _Verifier(Recorder):
+    def __init__(self, storage: Storage, all_versions: bool, progress: ProgressFn | None, workers: int | None):
+        super().__init__(VerifyReport(uri=storage.uri, all_versions=all_versions))
+        self.storage = storage
+        self.log = ManifestLog(storage)
+        self.all_versions = all_versions
+        self.progress = progress or (lambda phase, done, total: None)
+        self.workers = workers or (4 if isinstance(storage, LocalStorage) else 16)
+        self.logs = LogChecker(storage, self.log, self.report, self.progress, self.workers)
+
+    # ------------------------------------------------------------ driver
+
+    def run(self) -> VerifyReport:
+        listing = self.log.list()
+        commits, checkpoints = listing.commits, listing.checkpoints
+        if not commits and not checkpoints:
+            raise TableNotFoundError(f"no ctfile table at {self.storage.uri}: {LOG_DIR}/ holds no version file")
+        present = set(commits)
+        latest = max(commits + checkpoints)
+        self.report.latest_version = latest
+        self.logs.check_hint(set(checkpoints))
+        self.logs.check_dense(commits, checkpoints, latest)
+
+        # Replay every entry from the oldest starting point, checking as we go.
+        base = self.logs.starting_state(present, checkpoints)
+        replay = self.logs.replay(base, present, checkpoints, latest)
+        if replay.final is None:
+            self.problem("dense", "no version of the table can be reconstructed from its log")
+            return self._sorted()
+        self.report.oldest_version = replay.oldest
+        end = replay.final.version
+        if end != latest:
+            self.problem(
+                "dense",
+                f"the latest version {latest} cannot be reconstructed (replay stops at version {end})",
+                version=latest,
+            )
+        self._check_data(replay)
+        self._list_unreferenced(set(replay.partitions))
+        return self._sorted()
+
+    def _sorted(self) -> VerifyReport:
+        def key(p: VerifyProblem):
+            return -1 if p.version is None else p.version
+
+        self.report.problems.sort(key=key)  # stable: keeps the order within a version
+        self.report.warnings.sort(key=key)
+        return self.report
+
+    # ------------------------------------------------------------ data
+
+    def _check_data(self, rep: Replay) -> None:
+        final = rep.final
+        assert final is not None
+        files = rep.partitions if self.all_versions else dict(final.partitions)
+        field_types = types_by_field_id(rep.schemas)
+        total = len(files)
+        results: dict[str, FileResult] = {}
+        self.progress("files", 0, total)
+
+        def check(item):
+            path, p = item
+            return path, check_file(self.storage, p, field_types, removed=path not in final.partitions)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, total or 1))) as pool:
+            for done, (path, res) in enumerate(pool.map(check, files.items()), start=1):
+                results[path] = res
+                self.progress("files", done, total)
+        for path in files:  # report in a stable order
+            res = results[path]
+            self.report.problems.extend(res.problems)
+            self.report.warnings.extend(res.warnings)
+            self.report.files_checked += 1
+            self.report.bytes_checked += res.size
+            self.report.rows_checked += res.rows
+        ids = {k: r.row_ids for k, r in results.items()}
+        if not self.all_versions:
+            self.report.snapshots_checked = [final.version]
+            self._check_unique_ids(final.version, set(final.partitions), ids, {})
+            return
+        # Walk the versions; duplicates can only appear where partitions are
+        # added (or replay restarts from a checkpoint), so only those versions
+        # need the sort.
+        live: set[str] = set()
+        reported: dict[frozenset, bool] = {}
+        for version, reset, added, removed in rep.steps:
+            self.report.snapshots_checked.append(version)
+            if reset is not None:
+                live = set(reset)
+            live.difference_update(removed)
+            live.update(added)
+            if reset is not None or added:
+                self._check_unique_ids(version, live, ids, reported)
+
+    def _check_unique_ids(
+        self, version: int, live: set[str], ids: dict[str, np.ndarray | None], reported: dict[frozenset, bool]
+    ) -> None:
+        parts = sorted(p for p in live if ids.get(p) is not None)
+        if len(parts) == 0:
+            return
+        arrays = [ids[p] for p in parts]
+        s = np.sort(np.concatenate(arrays))
+        dup_mask = s[1:] == s[:-1]
+        if not dup_mask.any():
+            return
+        dups = np.unique(s[1:][dup_mask])
+        holders = [p for p, a in zip(parts, arrays) if np.isin(a, dups).any()]
+        key = frozenset(holders)
+        if key in reported:  # the same clash, still live at a later version
+            return
+        reported[key] = True
+        examples = []
+        for x in dups[:_MAX_DUPLICATE_EXAMPLES]:
+            examples.append(f"{int(x)} in " + ", ".join(p for p, a in zip(parts, arrays) if (a == x).any()))
+        msg = (
+            f"{len(dups)} row ids appear more than once in the snapshot of version {version} "
+            f"(e.g. {'; '.join(examples)})"
+        )
+        self.report.problems.append(VerifyProblem("duplicate_row_id", msg, version, ", ".join(holders)))
+
+    def _list_unreferenced(self, referenced: set[str]) -> None:
+        try:
+            infos = self.storage.list_dir(DATA_DIR)
+        except OSError:
+            return
+        self.report.unreferenced_files = sorted(
+            i.path for i in infos
+            if i.path not in referenced and not i.path.rsplit("/", 1)[-1].startswith(TMP_PREFIX)
+        )

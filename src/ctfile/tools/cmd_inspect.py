@@ -1,0 +1,386 @@
+"""``ctfile history``, ``ctfile show`` and ``ctfile diff``: reading a table's
+log and describing its versions without reading data files."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table as RichTable
+from rich.text import Text
+
+import ctfile
+from ctfile.tools import _output as out
+from ctfile.tools._common import Information, JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
+
+DEFAULT_SHOWN_PARTITIONS = 50
+
+
+def _partition_dict(p: Any, schema: Any = None) -> dict:
+    d = {
+        "path": p.path,
+        "num_records": p.num_records,
+        "size_bytes": p.size_bytes,
+        "first_row_id": p.first_row_id,
+        "default_row_version": p.default_row_version,
+        "modification_time": out.fmt_ms(p.modification_time) or None,
+        "checksum": p.checksum,
+    }
+    if schema is not None:
+        d["stats"] = _stats_dict(p, schema)
+    return d
+
+
+# ---------------------------------------------------------------- history
+
+
+def _history_row(h: ctfile.HistoryEntry) -> dict:
+    m = h.operation_metrics
+    return {
+        "version": h.version,
+        "timestamp": h.timestamp,
+        "operation": h.operation,
+        "parameters": h.operation_parameters,
+        "partitions_added": m.get("numAddedPartitions"),
+        "partitions_removed": m.get("numRemovedPartitions"),
+        "rows_inserted": m.get("numInsertedRows"),
+        "rows_updated": m.get("numUpdatedRows"),
+        "rows_deleted": m.get("numDeletedRows"),
+        "rows_copied": m.get("numCopiedRows"),
+        "data_change": h.data_change,
+        "read_version": h.read_version,
+    }
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def history(
+    uri: UriArg,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="Only the newest N versions.")] = None,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """List the versions of a table, newest first.
+
+    One row per version: commit time (UTC), operation and its parameters,
+    partitions added/removed, rows inserted/updated/deleted, data change.
+    """
+    with handle_errors(json_):
+        entries = open_uri(uri, storage_option).history(limit=limit)
+    rows = [_history_row(h) for h in entries]
+    if json_:
+        out.print_json({"uri": uri, "versions": rows})
+        return
+    t = RichTable(title=f"history of {uri}", title_justify="left")
+    for name, just in (
+        ("version", "right"), ("time (UTC)", "left"), ("operation", "left"), ("parameters", "left"),
+        ("+parts", "right"), ("-parts", "right"), ("inserted", "right"), ("updated", "right"),
+        ("deleted", "right"), ("data change", "left"),
+    ):
+        t.add_column(name, justify=just, overflow="fold")
+    for r in rows:
+        params = out.json_line(r["parameters"]) if r["parameters"] else ""
+        t.add_row(
+            str(r["version"]), out.fmt_time(r["timestamp"]), r["operation"], params,
+            _num(r["partitions_added"]), _num(r["partitions_removed"]), _num(r["rows_inserted"]),
+            _num(r["rows_updated"]), _num(r["rows_deleted"]), "yes" if r["data_change"] else "no",
+        )
+    out.console().print(t)
+
+
+# ---------------------------------------------------------------- show
+
+
+def _type_str(t: Any) -> str:
+    """A ctfile type as text (duck-typed over the schema model)."""
+    if isinstance(t, str):
+        return t
+    if hasattr(t, "element_type"):
+        return f"array<{_type_str(t.element_type)}>"
+    if hasattr(t, "key_type"):
+        return f"map<{_type_str(t.key_type)}, {_type_str(t.value_type)}>"
+    if hasattr(t, "fields"):
+        return "struct<" + ", ".join(f"{f.name}: {_type_str(f.type)}" for f in t.fields) + ">"
+    return str(t)
+
+
+def _schema_rows(fields: Any, prefix: str = "") -> list[dict]:
+    """Every field with its id, nested ones (list element, map key/value,
+    struct fields) as dotted names."""
+    rows = []
+    for f in fields:
+        name = f"{prefix}{f.name}"
+        rows.append({"id": f.id, "name": name, "type": _type_str(f.type), "nullable": f.nullable})
+        rows.extend(_nested_rows(f.type, name))
+    return rows
+
+
+def _nested_rows(t: Any, name: str) -> list[dict]:
+    if hasattr(t, "element_type"):
+        return [{"id": t.element_id, "name": f"{name}.element", "type": _type_str(t.element_type), "nullable": t.contains_null}] + _nested_rows(t.element_type, f"{name}.element")
+    if hasattr(t, "key_type"):
+        return (
+            [{"id": t.key_id, "name": f"{name}.key", "type": _type_str(t.key_type), "nullable": False}]
+            + _nested_rows(t.key_type, f"{name}.key")
+            + [{"id": t.value_id, "name": f"{name}.value", "type": _type_str(t.value_type), "nullable": t.value_contains_null}]
+            + _nested_rows(t.value_type, f"{name}.value")
+        )
+    if hasattr(t, "fields"):
+        return _schema_rows(t.fields, f"{name}.")
+    return []
+
+
+def _column_names(schema: Any) -> dict[int, str]:
+    names = {f.id: f.name for f in schema.fields}
+    names[ctfile.ROW_ID_FIELD_ID] = ctfile.ROW_ID_COLUMN
+    names[ctfile.ROW_VERSION_FIELD_ID] = ctfile.ROW_VERSION_COLUMN
+    return names
+
+
+def _stats_dict(p: Any, schema: Any) -> dict | None:
+    s = p.stats
+    if s is None:
+        return None
+    names = _column_names(schema)
+    out_: dict[str, dict] = {}
+    for fid in sorted(set(s.min_values) | set(s.max_values) | set(s.null_count) | set(s.nan_count)):
+        col = names.get(fid, f"field {fid}")
+        d: dict[str, Any] = {"field_id": fid}
+        if fid in s.min_values:
+            d["min"] = s.min_values[fid]
+        if fid in s.max_values:
+            d["max"] = s.max_values[fid]
+        if fid in s.null_count:
+            d["null_count"] = s.null_count[fid]
+        if fid in s.nan_count:
+            d["nan_count"] = s.nan_count[fid]
+        out_[col] = d
+    return out_
+
+
+def _hidden_summary(partitions: list, next_row_id: int) -> dict:
+    rid, rv = ctfile.ROW_ID_FIELD_ID, ctfile.ROW_VERSION_FIELD_ID
+    known = [p for p in partitions if p.stats is not None and rid in p.stats.null_count and rv in p.stats.null_count]
+    fresh = sum(p.stats.null_count[rid] for p in known)
+    null_rv = sum(p.stats.null_count[rv] for p in known)
+    n_known = sum(p.num_records for p in known)
+    lo_versions, hi_versions = [], []
+    for p in known:
+        if p.stats.null_count[rv]:  # some rows take the partition's version
+            lo_versions.append(p.default_row_version)
+            hi_versions.append(p.default_row_version)
+        if p.stats.null_count[rv] < p.num_records and rv in p.stats.min_values:
+            lo_versions.append(p.stats.min_values[rv])
+            hi_versions.append(p.stats.max_values[rv])
+    return {
+        "next_row_id": next_row_id,
+        "rows": sum(p.num_records for p in partitions),
+        "partitions_without_stats": len(partitions) - len(known),
+        "partitions_all_inherited": sum(
+            1 for p in known if p.stats.null_count[rid] == p.num_records and p.stats.null_count[rv] == p.num_records
+        ),
+        "rows_fresh": fresh,  # stored (null, null): inserted by the partition's own commit
+        "rows_updated": null_rv - fresh,  # stored (id, null): changed by the partition's commit
+        "rows_copied": n_known - null_rv,  # stored (id, version): copied unchanged
+        "min_row_version": min(lo_versions) if lo_versions else None,
+        "max_row_version": max(hi_versions) if hi_versions else None,
+    }
+
+
+def _stats_text(stats: dict | None) -> str:
+    if stats is None:
+        return "(no stats)"
+    parts = []
+    for col, d in stats.items():
+        if col.startswith("_ct_"):
+            continue
+        s = col
+        if "min" in d:
+            s += f" [{out.json_line(d['min'])}..{out.json_line(d['max'])}]"
+        if d.get("null_count"):
+            s += f" nulls={d['null_count']}"
+        if d.get("nan_count"):
+            s += f" nans={d['nan_count']}"
+        parts.append(s)
+    return "; ".join(parts)
+
+
+def show(
+    uri: UriArg,
+    version: Annotated[Optional[int], typer.Option("--version", "-v", help="Show this version (default: latest).")] = None,
+    timestamp: Annotated[
+        Optional[str], typer.Option("--timestamp", "-t", help="Show the version current at this ISO-8601 time (UTC if no zone).")
+    ] = None,
+    all_partitions: Annotated[
+        bool, typer.Option("--all-partitions", help=f"List every partition (default: the first {DEFAULT_SHOWN_PARTITIONS}).")
+    ] = False,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Describe one version: schema, protocol, partitions, statistics.
+
+    Schema with field ids, protocol and features, properties, every partition
+    with its row count, size and per-column statistics, and a summary of the
+    hidden row-lineage columns.
+    """
+    with handle_errors(json_):
+        if version is not None and timestamp is not None:
+            raise ctfile.InvalidArgumentError("give --version or --timestamp, not both")
+        snap = open_uri(uri, storage_option).snapshot(version, timestamp=timestamp)
+        md, proto, schema = snap.metadata, snap.protocol, snap.table_schema
+        parts = snap.partitions
+        info = {
+            "uri": uri,
+            "version": snap.version,
+            "timestamp": snap.timestamp,
+            "table_id": md.table_id,
+            "name": md.name,
+            "description": md.description,
+            "created_time": out.fmt_ms(md.created_time),
+            "num_records": snap.num_records,
+            "num_partitions": len(parts),
+            "size_bytes": sum(p.size_bytes for p in parts),
+            "protocol": {
+                "min_reader_version": proto.min_reader_version,
+                "min_writer_version": proto.min_writer_version,
+                "reader_features": list(proto.reader_features),
+                "writer_features": list(proto.writer_features),
+            },
+            "properties": dict(md.properties),
+            "schema": _schema_rows(schema.fields),
+            "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
+            "partitions": [_partition_dict(p, schema) for p in parts],
+        }
+    if json_:
+        out.print_json(info)
+        return
+    con = out.console()
+    con.print(Text(f"{uri}  version {info['version']}  ({out.fmt_time(info['timestamp'])})", style="bold"))
+    con.print(
+        f"table id {info['table_id']}"
+        + (f", name {info['name']!r}" if info["name"] else "")
+        + f", created {info['created_time']}"
+    )
+    if info["description"]:
+        con.print(f"description: {info['description']}")
+    con.print(
+        f"{info['num_records']} rows in {info['num_partitions']} partitions, {out.fmt_bytes(info['size_bytes'])}"
+    )
+    pr = info["protocol"]
+    con.print(
+        f"protocol: reader v{pr['min_reader_version']} {pr['reader_features'] or '[]'}, "
+        f"writer v{pr['min_writer_version']} {pr['writer_features'] or '[]'}"
+    )
+    if info["properties"]:
+        con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(info["properties"].items())))
+    st = RichTable(title="schema", title_justify="left")
+    for c in ("field id", "column", "type", "nullable"):
+        st.add_column(c, overflow="fold")
+    for r in info["schema"]:
+        st.add_row(str(r["id"]), r["name"], r["type"], "yes" if r["nullable"] else "no")
+    con.print(st)
+    h = info["hidden_columns"]
+    ht = RichTable(
+        title=f"hidden columns ({ctfile.ROW_ID_COLUMN} field id {ctfile.ROW_ID_FIELD_ID}, "
+        f"{ctfile.ROW_VERSION_COLUMN} field id {ctfile.ROW_VERSION_FIELD_ID})",
+        title_justify="left",
+    )
+    ht.add_column("measure")
+    ht.add_column("value", justify="right")
+    for label, key in (
+        ("row-id counter (nextRowId)", "next_row_id"),
+        ("rows inserted by their partition's commit (ids inherited)", "rows_fresh"),
+        ("rows updated by their partition's commit (id stored)", "rows_updated"),
+        ("rows copied unchanged (id and version stored)", "rows_copied"),
+        ("partitions storing no hidden values", "partitions_all_inherited"),
+        ("partitions without statistics", "partitions_without_stats"),
+        ("oldest row version", "min_row_version"),
+        ("newest row version", "max_row_version"),
+    ):
+        ht.add_row(label, _num(h[key]))
+    con.print(ht)
+    shown = info["partitions"] if all_partitions else info["partitions"][:DEFAULT_SHOWN_PARTITIONS]
+    pt = RichTable(title="partitions", title_justify="left")
+    for c, just in (("path", "left"), ("rows", "right"), ("size", "right"), ("firstRowId", "right"),
+                    ("version", "right"), ("fresh", "right"), ("statistics", "left")):
+        pt.add_column(c, justify=just, overflow="fold")
+    for p in shown:
+        stats = p["stats"]
+        fresh = (stats or {}).get(ctfile.ROW_ID_COLUMN, {}).get("null_count")
+        pt.add_row(
+            p["path"], str(p["num_records"]), out.fmt_bytes(p["size_bytes"]), str(p["first_row_id"]),
+            str(p["default_row_version"]), _num(fresh), _stats_text(stats),
+        )
+    con.print(pt)
+    if len(shown) < len(info["partitions"]):
+        con.print(f"... {len(info['partitions']) - len(shown)} more partitions (--all-partitions or --json to list them)")
+
+
+# ---------------------------------------------------------------- diff
+
+
+def diff(
+    uri: UriArg,
+    start: Annotated[int, typer.Argument(metavar="START", help="First version of the interval (included).", show_default=False)],
+    end: Annotated[int, typer.Argument(metavar="END", help="Last version of the interval (included).", show_default=False)],
+    information: Annotated[Information, typer.Option("--information", "-i", help="Change-scan mode.")] = Information.default,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Plan a change scan of START..END without reading data files.
+
+    Shows the partitions added and removed in the interval (net), the plan
+    shape and the bytes a change scan would read.
+    """
+    information = information.value
+    with handle_errors(json_):
+        cs = open_uri(uri, storage_option).changes(start_version=start, end_version=end, information=information)
+        plan = cs.plan
+        to_read = plan.partitions_to_read()
+        info = {
+            "uri": uri,
+            "start_version": cs.start_version,
+            "end_version": cs.end_version,
+            "information": information,
+            "plan_shape": str(cs.plan_shape),
+            "partitions_added": [_partition_dict(p) for p in plan.added],
+            "partitions_removed": [_partition_dict(p) for p in plan.removed],
+            "rows_added": sum(p.num_records for p in plan.added),
+            "rows_removed": sum(p.num_records for p in plan.removed),
+            "partitions_to_read": [p.path for p in to_read],
+            "bytes_to_read": plan.bytes_to_read,
+            "commits": [
+                {"version": c.version, "timestamp": out.fmt_ms(c.timestamp),
+                 "partitions_added": len(c.added), "partitions_removed": len(c.removed)}
+                for c in plan.commits
+            ],
+        }
+    if json_:
+        out.print_json(info)
+        return
+    con = out.console()
+    con.print(Text(f"changes {info['start_version']}..{info['end_version']} of {uri} "
+                   f"(information={information})", style="bold"))
+    con.print(f"plan shape: {info['plan_shape']}")
+    con.print(
+        f"net added: {len(info['partitions_added'])} partitions, {info['rows_added']} rows; "
+        f"net removed: {len(info['partitions_removed'])} partitions, {info['rows_removed']} rows"
+    )
+    con.print(f"a change scan reads {len(to_read)} partitions, {info['bytes_to_read']} bytes "
+              f"({out.fmt_bytes(info['bytes_to_read'])})")
+    if info["partitions_added"] or info["partitions_removed"]:
+        t = RichTable(title_justify="left")
+        for c, just in (("", "left"), ("path", "left"), ("rows", "right"), ("size", "right"),
+                        ("firstRowId", "right"), ("added in", "right"), ("read", "left")):
+            t.add_column(c, justify=just, overflow="fold")
+        read = set(info["partitions_to_read"])
+        for side, items in (("+", info["partitions_added"]), ("-", info["partitions_removed"])):
+            for p in items:
+                t.add_row(side, p["path"], str(p["num_records"]), out.fmt_bytes(p["size_bytes"]),
+                          str(p["first_row_id"]), f"v{p['default_row_version']}", "yes" if p["path"] in read else "")
+        con.print(t)
+
+
+COMMANDS = (history, show, diff)

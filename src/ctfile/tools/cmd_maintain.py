@@ -1,0 +1,220 @@
+"""``ctfile verify``, ``ctfile vacuum``, ``ctfile compact`` and ``ctfile
+checkpoint``: checking and maintaining a table."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.text import Text
+
+import ctfile
+from ctfile.tools import _output as out
+from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri, parse_storage_options
+from ctfile.tools._duration import parse_duration
+
+
+# ---------------------------------------------------------------- verify
+
+
+def verify(
+    uri: UriArg,
+    all_versions: Annotated[
+        bool, typer.Option("--all-versions", help="Check the data files and row ids of every version, not only the latest.")
+    ] = False,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Check a table's integrity (fsck); exit 0 healthy, 1 problems, 2 could not run.
+
+    Checks that the log parses and is dense, every referenced file exists with
+    its recorded size and checksum, statistics match the data, row ids are
+    unique in each snapshot, and no path escapes the table root. Each problem
+    is printed with its version and path.
+    """
+    with handle_errors(json_, code=2):
+        so = parse_storage_options(storage_option)
+        with out.progress_bar("verifying") as prog:
+            report = ctfile.verify_table(uri, storage_options=so, all_versions=all_versions, progress=prog)
+    if json_:
+        out.print_json(report.to_dict())
+    else:
+        con = out.console()
+        versions = report.snapshots_checked
+        which = (
+            f"version {versions[0]}" if len(versions) == 1
+            else f"{len(versions)} versions ({versions[0]}..{versions[-1]})" if versions else "no version"
+        )
+        con.print(
+            f"checked {report.entries_checked} log entries (versions {report.oldest_version}..{report.latest_version}) "
+            f"and {report.files_checked} data files ({out.fmt_bytes(report.bytes_checked)}, {report.rows_checked} rows) "
+            f"of {which}"
+        )
+        for p in report.problems:  # one line each, whatever the width: easy to grep
+            con.print(Text("PROBLEM ", style="bold red") + Text(_problem_text(p)), soft_wrap=True)
+        for w in report.warnings:
+            con.print(Text("warning ", style="yellow") + Text(_problem_text(w)), soft_wrap=True)
+        if report.unreferenced_files:
+            con.print(f"{len(report.unreferenced_files)} files under data/ are referenced by no version (vacuum removes them)")
+        if report.healthy:
+            con.print(Text("healthy", style="bold green"))
+        else:
+            con.print(Text(f"{len(report.problems)} problems found", style="bold red"))
+    raise typer.Exit(0 if report.healthy else 1)
+
+
+def _problem_text(p: Any) -> str:
+    where = []
+    if p.version is not None:
+        where.append(f"version {p.version}")
+    if p.path is not None:
+        where.append(p.path)
+    return f"{p.check}: {', '.join(where)}: {p.message}" if where else f"{p.check}: {p.message}"
+
+
+# ---------------------------------------------------------------- maintenance
+
+
+def vacuum(
+    uri: UriArg,
+    retain: Annotated[
+        Optional[str],
+        typer.Option("--retain", "-r", metavar="DURATION",
+                     help="Keep every version committed within this age, e.g. 7d, 12h, 1w2d. [default: 7d]"),
+    ] = None,
+    grace_period: Annotated[
+        Optional[str],
+        typer.Option("--grace-period", metavar="DURATION",
+                     help="Delete unreferenced files only once this old (they may belong to a running writer). [default: 24h]"),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Expire old history and delete the files no retained version needs.
+
+    Versions committed within --retain stay readable (snapshots, time travel,
+    change scans starting there); older log entries, checkpoints and data
+    files only they used are deleted, as are unreferenced files older than
+    --grace-period.
+    """
+    durations = {}
+    for name, value in (("--retain", retain), ("--grace-period", grace_period)):
+        try:
+            durations[name] = None if value is None else parse_duration(value)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint=f"'{name}'") from None
+    with handle_errors(json_):
+        table = open_uri(uri, storage_option)
+        vac = getattr(table, "vacuum", None)
+        if vac is None:
+            raise ctfile.UnsupportedFeatureError("vacuum is not available in this build of ctfile (Table.vacuum is missing)")
+        with out.progress_bar("vacuuming", enabled=out.stdout_is_terminal() and not dry_run) as prog:
+            if prog is not None:
+                prog("deleting expired files", 0, 0)
+            r = vac(retain=durations["--retain"], grace_period=durations["--grace-period"], dry_run=dry_run)
+    info = {
+        "uri": uri,
+        "dry_run": r.dry_run,
+        "version": r.version,
+        "oldest_version": r.oldest_version,
+        "checkpoint_version": r.checkpoint_version,
+        "deleted_log_files": list(r.deleted_log_files),
+        "deleted_data_files": list(r.deleted_data_files),
+        "deleted_temp_files": list(r.deleted_temp_files),
+        "bytes_freed": r.bytes_freed,
+    }
+    if json_:
+        out.print_json(info)
+        return
+    con = out.console()
+    verb = "would delete" if dry_run else "deleted"
+    con.print(
+        f"{verb} {len(info['deleted_data_files'])} data files ({out.fmt_bytes(info['bytes_freed'])}), "
+        f"{len(info['deleted_log_files'])} log files and {len(info['deleted_temp_files'])} temporary files"
+    )
+    con.print(
+        f"versions {info['oldest_version']}..{info['version']} {'would remain' if dry_run else 'remain'} readable"
+        + (f" (checkpoint {'to write' if dry_run else 'written'} at version {info['checkpoint_version']})"
+           if info["checkpoint_version"] is not None else "")
+    )
+    for f in info["deleted_log_files"] + info["deleted_data_files"] + info["deleted_temp_files"]:
+        con.print(f"  {f}", soft_wrap=True)
+
+
+def compact(
+    uri: UriArg,
+    target_rows: Annotated[
+        Optional[int], typer.Option("--target-rows", min=1, help="Rows per output partition (default: the table's ctfile.partitionRows).")
+    ] = None,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Merge small partitions (a dataChange=false commit).
+
+    Row ids and row versions are kept, so change scans show nothing for it.
+    """
+    with handle_errors(json_):
+        table = open_uri(uri, storage_option)
+        with out.progress_bar("compacting", enabled=out.stdout_is_terminal()) as prog:
+            if prog is not None:
+                prog("rewriting small partitions", 0, 0)
+            r = table.compact(target_rows=target_rows)
+    info = {
+        "uri": uri,
+        "committed": r.committed,
+        "version": r.version,
+        "partitions_removed": r.num_removed_partitions,
+        "partitions_added": r.num_added_partitions,
+        "rows_copied": r.num_copied_rows,
+    }
+    if json_:
+        out.print_json(info)
+    elif r.committed:
+        out.console().print(
+            f"compacted {r.num_removed_partitions} partitions into {r.num_added_partitions} "
+            f"({r.num_copied_rows} rows) in version {r.version}"
+        )
+    else:
+        out.console().print(f"nothing to compact (fewer than two small partitions); the table stays at version {r.version}")
+
+
+def checkpoint(
+    uri: UriArg,
+    version: Annotated[
+        Optional[int], typer.Option("--version", "-v", min=0, help="Checkpoint this version (default: latest).")
+    ] = None,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Write a checkpoint of the latest version now.
+
+    A checkpoint is one Parquet file listing every live partition, so that
+    opening the table reads it and the log entries after it instead of
+    replaying the whole log. Writers already write one every
+    ctfile.checkpointInterval versions (default 100).
+    """
+    with handle_errors(json_):
+        table = open_uri(uri, storage_option)
+        with out.progress_bar("checkpointing", enabled=out.stdout_is_terminal()) as prog:
+            if prog is not None:
+                prog("writing the checkpoint", 0, 0)
+            r = table.checkpoint(version=version)
+    info = {
+        "uri": uri,
+        "version": r.version,
+        "path": r.path,
+        "num_partitions": r.num_partitions,
+        "size_bytes": r.size_bytes,
+    }
+    if json_:
+        out.print_json(info)
+        return
+    out.console().print(
+        f"wrote the checkpoint of version {r.version}: {r.num_partitions} live partitions, "
+        f"{out.fmt_bytes(r.size_bytes)} ({r.path})",
+        soft_wrap=True,
+    )
+
+
+COMMANDS = (verify, vacuum, compact, checkpoint)
