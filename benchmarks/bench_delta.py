@@ -35,6 +35,10 @@ warm-up run of each, the two sides alternating, ratio = ctfile / other):
     ``load_cdf`` of the same versions plus the consolidation a user needs to
     get net changes (:func:`consolidate_cdf`; goal <= 1.0x). Output row counts
     must agree (checked).
+(4b) The change scan of each statement alone (informational; its goal is
+    part of (2)): ctfile ``changes(v, v).to_arrow()`` vs delta-rs
+    ``load_cdf(v, v)`` on the cached history tables, for the versions of the
+    UPDATE, the DELETE (the last RF2) and the MERGE, wall and CPU medians.
 (5) Hidden-column bytes after the UPDATE: compressed size of the
     ``_ct_row_id`` and ``_ct_row_version`` column chunks over all live
     partitions (from the Parquet footers) / bytes of the live partitions
@@ -45,6 +49,12 @@ Usage::
     .venv/bin/python benchmarks/bench_delta.py            # SF 1 (6M rows)
     .venv/bin/python benchmarks/bench_delta.py --quick    # SF 0.01, well under 90 s
     .venv/bin/python benchmarks/bench_delta.py --profile UPDATE   # pyinstrument of ctfile's side
+    .venv/bin/python benchmarks/bench_delta.py --only scans         # the change scans alone
+    .venv/bin/python benchmarks/bench_delta.py --profile scan-MERGE --profile-tool py-spy
+
+pyinstrument samples the main thread only; a change scan decodes partitions
+on a thread pool, so ``--profile-tool py-spy`` (all threads, native frames)
+shows where its CPU goes. The profile goes to ``benchmarks/results/profiles/``.
 
 Writes ``benchmarks/results/delta.json`` (``--out``) and prints a markdown
 summary. The history tables are cached under ``benchmarks/work/delta/``
@@ -90,7 +100,8 @@ TARGETS = {
 }
 DML_OPS = ["UPDATE", "DELETE", "MERGE", "RF1", "COMPACT"]
 GOAL_OPS = {"UPDATE", "DELETE", "MERGE"}
-PROFILE_TARGETS = DML_OPS + ["append", "mindelta"]
+SCAN_OPS = ["UPDATE", "DELETE", "MERGE"]
+PROFILE_TARGETS = DML_OPS + ["append", "mindelta"] + [f"scan-{op}" for op in SCAN_OPS]
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -100,9 +111,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=5, help="timed runs per side and figure (default 5, minimum 5)")
     p.add_argument("--rounds", type=int, default=2, help="RF1+RF2 rounds in the history (default 2)")
     p.add_argument("--ops", default=",".join(DML_OPS), help=f"DML statements to time (default {','.join(DML_OPS)})")
-    p.add_argument("--only", default=None, help="comma-separated subset of: dml,append,mindelta,hidden")
+    p.add_argument("--only", default=None, help="comma-separated subset of: dml,append,mindelta,scans,hidden")
     p.add_argument("--profile", choices=PROFILE_TARGETS, default=None,
-                   help="instead of timing, profile ctfile's side of one figure with pyinstrument")
+                   help="instead of timing, profile ctfile's side of one figure (scan-OP: the change scan "
+                        "of that statement's version alone)")
+    p.add_argument("--profile-tool", choices=["pyinstrument", "py-spy", "none"], default="pyinstrument",
+                   help="pyinstrument (main thread; default) or py-spy (every thread, native frames); "
+                        "none: run the profiled workload unprofiled (what py-spy runs)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the cached history tables")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
@@ -118,7 +133,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.ops = [x.strip().upper() for x in a.ops.split(",") if x.strip()]
     if not set(a.ops) <= set(DML_OPS):
         p.error(f"--ops takes a subset of {DML_OPS}")
-    parts = {"dml", "append", "mindelta", "hidden"}
+    parts = {"dml", "append", "mindelta", "scans", "hidden"}
     a.only = parts if a.only is None else {x.strip() for x in a.only.split(",") if x.strip()}
     if not a.only <= parts:
         p.error(f"--only takes a subset of {sorted(parts)}")
@@ -722,6 +737,40 @@ def bench_mindelta(args, root: Path, info: dict) -> dict:
     }
 
 
+def bench_scans(args, root: Path, info: dict) -> dict:
+    """(4b) The minimum-delta scan of each statement's own version, alone."""
+    w_ct, w_dl = Ctfile({}), Delta({})
+    ct, dl = w_ct.open(root / "ct"), w_dl.open(root / "dl")
+    out = {}
+    for op in SCAN_OPS:
+        key = op if op != "DELETE" else f"RF2{args.rounds - 1}"
+        v, dv = info["versions"][key]["ct"], info["versions"][key]["dl"]
+        rows = {}
+
+        def run_ct(v=v):
+            rows["ctfile"] = w_ct.scan(ct, v, v).num_rows
+
+        def run_dl(dv=dv):
+            rows["delta"] = w_dl.scan(dl, dv, dv).num_rows
+
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        wall, cpu = _interleaved({"ctfile": run_ct, "delta": run_dl}, args.runs)
+        med = {k: _median(x) for k, x in wall.items()}
+        cmed = {k: _median(x) for k, x in cpu.items()}
+        out[op] = {
+            "description": f"minimum-delta change scan of the {op} alone (ctfile changes({v}, {v}); delta-rs load_cdf({dv}, {dv}))",
+            "plan_shape": str(ct.changes(start_version=v, end_version=v).plan_shape),
+            "rows": dict(rows),
+            "ctfile_ms": med["ctfile"] * 1e3, "delta_ms": med["delta"] * 1e3,
+            "ctfile_cpu_ms": cmed["ctfile"] * 1e3, "delta_cpu_ms": cmed["delta"] * 1e3,
+            "ratio": med["ctfile"] / med["delta"],
+            "loadavg": load,
+            "runs_ms": {k: [x * 1e3 for x in xs] for k, xs in wall.items()},
+            "cpu_runs_ms": {k: [x * 1e3 for x in xs] for k, xs in cpu.items()},
+        }
+    return out
+
+
 # ---------------------------------------------------------------- (5) hidden-column bytes
 
 
@@ -762,15 +811,78 @@ def bench_hidden(root: Path, info: dict) -> dict:
 # ---------------------------------------------------------------- profiling
 
 
-def profile(args, root: Path, info: dict, w: dict) -> Path:
-    """Run ctfile's side of one figure under pyinstrument; write a text report."""
-    from pyinstrument import Profiler
+class _NoProfiler:
+    def start(self):
+        pass
 
-    side = Ctfile(w)
+    def stop(self):
+        pass
+
+
+def _py_spy_summary(raw: Path, top: int = 60) -> str:
+    """Inclusive share of samples per frame, over all threads, from py-spy's
+    raw (collapsed stack) output."""
+    import collections
+    import re
+
+    total = 0
+    incl: collections.Counter = collections.Counter()
+    leaf: collections.Counter = collections.Counter()
+
+    def norm(frame: str) -> str:
+        m = re.match(r"^(.*) \(([^()]*)\)$", frame)
+        if not m:
+            return frame[:100]
+        name, loc = m.groups()
+        return f"{name[:90]} [{re.sub(r':[0-9]+$', '', loc).split('/')[-1]}]"
+
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        frames = [norm(f) for f in stack.split(";")]
+        # The main thread's start-up (imports, loading the workload) is not
+        # what is profiled; other threads (the scan's pool) are.
+        if "main [bench_delta.py]" in frames and "profile [bench_delta.py]" not in frames:
+            continue
+        total += int(n)
+        for f in set(frames):
+            incl[f] += int(n)
+        leaf[frames[-1]] += int(n)
+    lines = [f"py-spy --native, all threads (main thread from profile() on): {total} samples", "",
+             "inclusive (share of all samples):"]
+    lines += [f"{100 * n / total:5.1f}%  {f}" for f, n in incl.most_common(top)]
+    lines += ["", "self (leaf frames):"]
+    lines += [f"{100 * n / total:5.1f}%  {f}" for f, n in leaf.most_common(top // 2)]
+    return "\n".join(lines) + "\n"
+
+
+def profile(args, root: Path, info: dict, w: dict) -> Path:
+    """Run ctfile's side of one figure under a profiler; write a text report."""
     target = args.profile
-    prof = Profiler(interval=0.001)
     out = args.out.parent / "profiles" / f"delta-{target}-sf{args.sf:g}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.profile_tool == "py-spy":
+        import subprocess
+
+        raw = out.with_suffix(".raw")
+        spy = Path(sys.executable).with_name("py-spy")
+        argv = [a for a in sys.argv[1:] if not a.startswith("--profile-tool")]
+        if "--profile-tool" in sys.argv:  # the separate-value form
+            i = sys.argv.index("--profile-tool")
+            argv = sys.argv[1:i] + sys.argv[i + 2:]
+        cmd = [str(spy if spy.exists() else "py-spy"), "record", "--native", "--format", "raw", "-r", "200",
+               "-o", str(raw), "--", sys.executable, str(Path(__file__).resolve()), *argv, "--profile-tool", "none"]
+        subprocess.run(cmd, check=True)
+        out.write_text(_py_spy_summary(raw))
+        return out
+    if args.profile_tool == "pyinstrument":
+        from pyinstrument import Profiler
+
+        prof = Profiler(interval=0.001)
+    else:
+        prof = _NoProfiler()
+    side = Ctfile(w)
     if target in DML_OPS:
         _, rnd = _history_steps(args.rounds)[_timed_step_index(args.rounds)[target]]
         for n in range(2):  # warm-up, then the profiled run
@@ -789,7 +901,11 @@ def profile(args, root: Path, info: dict, w: dict) -> Path:
             shutil.rmtree(d, ignore_errors=True)
     else:
         t = side.open(root / "ct")
-        if target == "append":
+        if target.startswith("scan-"):
+            op = target[len("scan-"):]
+            v = info["versions"][op if op != "DELETE" else f"RF2{args.rounds - 1}"]["ct"]
+            fn = lambda: side.scan(t, v, v)  # noqa: E731
+        elif target == "append":
             v = info["versions"][f"RF1{args.rounds - 1}"]["ct"]
             fn = lambda: side.scan(t, v, v, "append_only")  # noqa: E731
         else:
@@ -799,6 +915,8 @@ def profile(args, root: Path, info: dict, w: dict) -> Path:
         for _ in range(20 if target == "append" else 3):
             fn()
         prof.stop()
+    if isinstance(prof, _NoProfiler):
+        return out
     out.write_text(prof.output_text(unicode=False, color=False, show_all=False))
     return out
 
@@ -880,6 +998,15 @@ def markdown(result: dict) -> str:
                   "|---:|---:|---:|---:|---:|---:|",
                   f"| {m['ctfile_ms']:.1f} ({m['ctfile_rows']:,}) | {m['delta_ms']:.1f} ({m['delta_cdf_rows']:,} -> {m['delta_net_rows']:,}) | "
                   f"{m['delta_load_cdf_only_ms']:.1f} | {m['ratio']:.2f} {_ok(m['pass'])} | {m['ratio_vs_load_cdf_only']:.2f} | {m['cpu_ratio']:.2f} |"]
+    sc = result.get("scans")
+    if sc:
+        lines += ["", "### (4b) the change scan of each statement alone (informational; the goal is (2))", "",
+                  "| scan | plan shape | rows (ctfile / delta-rs CDF) | ctfile ms | delta-rs load_cdf ms | ratio | ctfile CPU ms | delta-rs CPU ms | load avg |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for op, e in sc.items():
+            load = "" if e["loadavg"] is None else f"{e['loadavg']:.1f}"
+            lines.append(f"| {op} | {e['plan_shape']} | {e['rows']['ctfile']:,} / {e['rows']['delta']:,} | {e['ctfile_ms']:.1f} | "
+                         f"{e['delta_ms']:.1f} | {e['ratio']:.1f} | {e['ctfile_cpu_ms']:.1f} | {e['delta_cpu_ms']:.1f} | {load} |")
     hb = result.get("hidden")
     if hb:
         lines += ["", "### (5) hidden-column bytes (compressed _ct_row_id + _ct_row_version chunks / live partition bytes)", "",
@@ -904,7 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
     w = load_workload(root / "workload")
     if args.profile:
         path = profile(args, root, info, w)
-        print(f"wrote {path}")
+        if args.profile_tool != "none":
+            print(f"wrote {path}")
         return 0
     result: dict = {
         "meta": {
@@ -931,6 +1059,8 @@ def main(argv: list[str] | None = None) -> int:
         result["append"] = bench_append(args, root, info)
     if "mindelta" in args.only:
         result["mindelta"] = bench_mindelta(args, root, info)
+    if "scans" in args.only:
+        result["scans"] = bench_scans(args, root, info)
     if "hidden" in args.only:
         result["hidden"] = bench_hidden(root, info)
     result["meta"]["elapsed_s"] = time.perf_counter() - t_start

@@ -50,12 +50,14 @@ def _file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) ->
     return out
 
 
-def open_parquet(storage: Storage, p: Partition) -> pq.ParquetFile:
+def open_parquet(storage: Storage, p: Partition, **options) -> pq.ParquetFile:
+    """Open the partition's file; ``options`` go to ``pq.ParquetFile``
+    (e.g. ``metadata`` to skip parsing the footer again, ``read_dictionary``)."""
     try:
         f = storage.arrow_filesystem.open_input_file(storage.arrow_path(p.path))
         # pre_buffer: fetch the column chunks of a read in a few coalesced
         # reads (as pq.read_table does) instead of one read per page.
-        return pq.ParquetFile(f, pre_buffer=True)
+        return pq.ParquetFile(f, pre_buffer=True, **options)
     except FileNotFoundError as e:
         raise CorruptLogError(
             f"partition {p.path} referenced by the log of {storage.uri} is missing: {e}"
@@ -176,68 +178,170 @@ def read_hidden(storage: Storage, p: Partition) -> tuple[np.ndarray, np.ndarray]
     names = pf.schema_arrow.names
     cols = [h for h in HIDDEN_COLUMNS if h in names]
     t = pf.read(columns=cols, use_threads=True) if cols else None
-    rid = t.column(ROW_ID_COLUMN).combine_chunks() if t is not None and ROW_ID_COLUMN in cols else pa.nulls(n, pa.int64())
-    rv = t.column(ROW_VERSION_COLUMN).combine_chunks() if t is not None and ROW_VERSION_COLUMN in cols else pa.nulls(n, pa.int64())
-    if len(rid) != n:
-        raise CorruptLogError(f"partition {p.path}: the log records {n} rows, the file holds {len(rid)}")
-    rid, rv = materialize_hidden(p, rid, rv)
-    return rid.to_numpy(zero_copy_only=False).astype(np.int64, copy=False), rv.to_numpy(
-        zero_copy_only=False
-    ).astype(np.int64, copy=False)
+    if t is not None and t.num_rows != n:
+        raise CorruptLogError(f"partition {p.path}: the log records {n} rows, the file holds {t.num_rows}")
+    rid = _materialized(t, ROW_ID_COLUMN, n, p.first_row_id, positional=True)
+    rv = _materialized(t, ROW_VERSION_COLUMN, n, p.default_row_version, positional=False)
+    return rid, rv
+
+
+def _materialized(t: pa.Table | None, name: str, n: int, inherit: int, *, positional: bool) -> np.ndarray:
+    """One hidden column as int64 numpy, nulls replaced by the inherited value
+    (``inherit + position`` when ``positional``). Converted chunk by chunk
+    straight into one array: no concatenation of Arrow chunks, no kernel."""
+    col = t.column(name) if t is not None and name in t.column_names else None
+    if col is None or col.null_count == n:
+        return np.arange(inherit, inherit + n, dtype=np.int64) if positional else np.full(n, inherit, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    k = 0
+    for chunk in col.chunks:
+        m = len(chunk)
+        if chunk.null_count == 0:
+            out[k:k + m] = chunk.to_numpy()
+        elif chunk.null_count == m:
+            out[k:k + m] = np.arange(inherit + k, inherit + k + m) if positional else inherit
+        else:
+            out[k:k + m] = pc.fill_null(chunk, 0).to_numpy()
+            nulls = np.flatnonzero(pc.is_null(chunk).to_numpy(zero_copy_only=False))
+            out[k + nulls] = inherit + k + nulls if positional else inherit
+        k += m
+    return out
 
 
 _ROWS_BATCH = 65536
+# A string column whose dictionary page is at most this big (in every row
+# group) is decoded as a dictionary and only its selected rows are turned into
+# strings. A small dictionary page means the writer never fell back to plain
+# pages (it does so only past the dictionary size limit, 1 MiB by default),
+# so reading indices is cheap; a large one may mean a fallback, which makes
+# dictionary reads slower than plain ones.
+_SMALL_DICTIONARY_PAGE = 64 << 10
+
+
+def _dictionary_columns(pf: pq.ParquetFile, read_cols: Sequence[str], groups: Sequence[int]) -> list[str]:
+    """The ``read_cols`` worth reading as dictionaries: top-level string or
+    binary leaves whose dictionary page is small in every row group read."""
+    md = pf.metadata
+    arrow = pf.schema_arrow
+    leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    out = []
+    for name in read_cols:
+        i = leaf.get(name)
+        if i is None or md.schema.column(i).physical_type != "BYTE_ARRAY":
+            continue
+        t = arrow.field(name).type
+        if not (pa.types.is_string(t) or pa.types.is_binary(t)):
+            continue
+        for g in groups:
+            c = md.row_group(int(g)).column(i)
+            d = c.dictionary_page_offset
+            if not c.has_dictionary_page or d is None or not 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE:
+                break
+        else:
+            out.append(name)
+    return out
+
+
+def iter_rows(
+    storage: Storage,
+    p: Partition,
+    schema: Schema,
+    positions: np.ndarray,
+    *,
+    columns: Sequence[str] | None = None,
+    batch_rows: int = _ROWS_BATCH,
+    use_threads: bool = True,
+) -> Iterator[tuple[int, pa.Table]]:
+    """Stream the rows at sorted, distinct ``positions`` (table columns only).
+
+    Yields ``(k, table)``: ``table`` holds the rows at ``positions[k:k +
+    table.num_rows]``, in order; together the tables cover every position
+    once. Only the row groups holding a position are read, each file batch of
+    ``batch_rows`` rows is decoded once and only its selected rows are kept,
+    and decoding stops after the last position. String columns with a small
+    dictionary are decoded as dictionary indices and only the selected rows
+    are turned into strings.
+    """
+    wanted = list(schema.names if columns is None else columns)
+    target = schema.to_arrow(field_ids=False)
+    out_schema = pa.schema([target.field(c) for c in wanted])
+    positions = np.asarray(positions)
+    if positions.dtype.kind not in "iu":
+        positions = positions.astype(np.int64)
+    if len(positions) == 0:
+        return
+    pf = open_parquet(storage, p)
+    md = pf.metadata
+    if md.num_rows != p.num_records:
+        raise CorruptLogError(
+            f"partition {p.path}: the log records {p.num_records} rows, the file holds {md.num_rows}"
+        )
+    if positions[0] < 0 or positions[-1] >= md.num_rows:
+        raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
+    mapping = _file_columns(pf, schema, wanted)
+    read_cols = list(dict.fromkeys(c for c in mapping.values() if c is not None))
+
+    def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
+        arrays = []
+        for name in wanted:
+            src = mapping[name]
+            want = target.field(name).type
+            if src is None:
+                arrays.append(pa.nulls(n, want))
+                continue
+            col = batch.column(src)
+            if pa.types.is_dictionary(col.type):
+                col = col.dictionary_decode()
+            arrays.append(col if col.type.equals(want) else col.cast(want))
+        return pa.Table.from_arrays(arrays, schema=out_schema)
+
+    if not read_cols:  # every wanted column is absent from the file: all nulls
+        yield 0, assemble(len(positions), None)
+        return
+    if md.num_row_groups == 1:
+        groups, local = np.zeros(1, np.int64), positions
+    else:
+        starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+        group_of = np.searchsorted(starts, positions, side="right") - 1
+        groups = np.unique(group_of)
+        # Position of each selected row inside the concatenation of the groups read.
+        base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
+        local = base[np.searchsorted(groups, group_of)] + (positions - starts[group_of])
+        del group_of
+    dictionary = _dictionary_columns(pf, read_cols, groups)
+    if dictionary:  # the footer is parsed once: the reopened file reuses it
+        pf = open_parquet(storage, p, metadata=md, read_dictionary=dictionary)
+    k = 0
+    offset = 0
+    for batch in pf.iter_batches(
+        batch_size=batch_rows, row_groups=groups.tolist(), columns=read_cols, use_threads=use_threads
+    ):
+        n = batch.num_rows
+        hi = int(np.searchsorted(local, offset + n))
+        if hi > k:
+            if hi - k == n:  # every row of the batch is selected
+                sel = batch
+            else:
+                sel = batch.take(pa.array(local[k:hi] - offset))
+            yield k, assemble(hi - k, sel)
+            k = hi
+        offset += n
+        if k == len(positions):
+            break  # past the last selected row: do not decode the rest
+    if k != len(positions):
+        raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
 
 
 def read_rows(
     storage: Storage, p: Partition, schema: Schema, positions: np.ndarray, *, columns: Sequence[str] | None = None
 ) -> pa.Table:
     """The rows at sorted ``positions`` (table columns only), reading only the
-    row groups that hold them."""
+    row groups that hold them (see :func:`iter_rows`)."""
     wanted = list(schema.names if columns is None else columns)
     target = schema.to_arrow(field_ids=False)
     out_schema = pa.schema([target.field(c) for c in wanted])
-    if len(positions) == 0:
-        return out_schema.empty_table()
-    pf = open_parquet(storage, p)
-    md = pf.metadata
-    mapping = _file_columns(pf, schema, wanted)
-    read_cols = [c for c in mapping.values() if c is not None]
-    starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
-    groups = np.unique(np.searchsorted(starts, positions, side="right") - 1)
-    # Position of each selected row inside the concatenated row groups.
-    base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
-    gi = np.searchsorted(groups, np.searchsorted(starts, positions, side="right") - 1)
-    local = base[gi] + (positions - starts[groups[gi]])
-    # Decode batch by batch and keep only the selected rows of each, so a few
-    # rows of a large row group never hold the whole row group in memory.
-    taken = []
-    offset = 0
-    if read_cols:
-        for batch in pf.iter_batches(
-            batch_size=_ROWS_BATCH, row_groups=groups.tolist(), columns=read_cols, use_threads=True
-        ):
-            lo, hi = np.searchsorted(local, [offset, offset + batch.num_rows])
-            if hi > lo:
-                taken.append(batch.take(pa.array(local[lo:hi] - offset, pa.int64())))
-            offset += batch.num_rows
-            if offset > local[-1]:
-                break  # past the last selected row: do not decode the rest
-    arrow_schema = pf.schema_arrow  # a property that converts the Parquet schema on every access
-    file_schema = pa.schema([arrow_schema.field(c) for c in read_cols])
-    t = pa.Table.from_batches(taken, schema=file_schema) if taken else file_schema.empty_table()
-    if read_cols and t.num_rows != len(positions):
-        raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
-    arrays = []
-    for name in wanted:
-        src = mapping[name]
-        want = target.field(name).type
-        if src is None:
-            arrays.append(pa.nulls(len(positions), want))
-        else:
-            col = t.column(src)
-            arrays.append(col if col.type.equals(want) else col.cast(want))
-    return pa.Table.from_arrays(arrays, schema=out_schema)
+    tables = [t for _, t in iter_rows(storage, p, schema, positions, columns=wanted)]
+    return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
 
 def _leaf_schema_key(col) -> tuple:
@@ -245,6 +349,11 @@ def _leaf_schema_key(col) -> tuple:
         col.physical_type, str(col.logical_type), str(col.converted_type), col.length,
         col.precision, col.scale, col.max_definition_level, col.max_repetition_level,
     )
+
+
+def _read_buffer(f, offset: int, n: int) -> pa.Buffer:
+    f.seek(offset)
+    return f.read_buffer(n)
 
 
 def same_columns(storage: Storage, a: Partition, b: Partition, schema: Schema) -> set[str]:
@@ -300,7 +409,7 @@ def same_columns(storage: Storage, a: Partition, b: Partition, schema: Schema) -
                 ob = xb.dictionary_page_offset if xb.has_dictionary_page else xb.data_page_offset
                 if not (0 < oa and oa + n <= size_a and 0 < ob and ob + n <= size_b):
                     break
-                if ra.read_at(n, oa) != rb.read_at(n, ob):
+                if not _read_buffer(ra, oa, n).equals(_read_buffer(rb, ob, n)):
                     break
             else:
                 same.add(name)
