@@ -134,11 +134,14 @@ def _const(n: int, value: bool) -> np.ndarray:
 
 
 def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
-    """Null-aware "is distinct from", per row."""
+    """Null-aware "is distinct from", per row; two NaNs are equal, as in the
+    writer's no-op check (SPEC §Copy-on-write) and in Spark SQL."""
     try:
         ne = pc.not_equal(a, b)
         if a.null_count or b.null_count:
             ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
+        if pa.types.is_floating(a.type):
+            ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)))
         return np.asarray(ne.to_numpy(zero_copy_only=False), dtype=bool)
     except pa.ArrowNotImplementedError:  # nested types: compare as Python values
         return np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
