@@ -226,6 +226,62 @@ def test_max_rows_per_task_splits_a_partition_of_several_row_groups(spark, tmp_p
     assert df.rdd.getNumPartitions() == 5  # 2 row groups of 100 per task
     ids = [r.id for r in df.collect()]
     assert sorted(ids) == list(range(1000))  # every row exactly once
+    # ... and every task reads its own 200 rows.
+    from pyspark.sql.functions import spark_partition_id
+
+    per_task = df.groupBy(spark_partition_id().alias("p")).count().collect()
+    assert sorted(r["count"] for r in per_task) == [200] * 5
+
+
+@pytest.fixture(scope="module")
+def changing_table(tmp_path_factory) -> ctfile.Table:
+    """Micro-partitions of 2 rows and every kind of change: v1 insert (5
+    partitions); v2 update over several partitions; v3 delete; v4 insert;
+    v5 merge (an update and an insert); v6 delete of rows inserted in v4."""
+    import pyarrow.compute as pc
+
+    t = id_x_table(tmp_path_factory.mktemp("changes") / "t", 10, partition_rows=2)
+    t.update(pc.field("id").isin([1, 4, 7]), {"x": pc.field("x") + 100})
+    t.delete(pc.field("id").isin([2, 8]))
+    schema = t.schema
+    t.insert(pa.table({"id": [10, 11, 12], "x": [10, 11, 12]}, schema=schema))
+    t.merge(pa.table({"id": [3, 20], "x": [-3, -20]}, schema=schema), "id")
+    t.delete(pc.field("id") == 11)
+    assert t.version == 6
+    return t
+
+
+@pytest.mark.parametrize("mode", ["default", "append_only", "audit"])
+def test_change_scans_run_as_parallel_tasks(spark, changing_table, mode):
+    # Several Spark partitions, and together exactly the rows of the Python
+    # API's change scan (as a multiset): plain, with initial rows, and with a
+    # filter that prunes partitions (pushdownPruning=true on a fresh DataFrame).
+    import pyarrow.compute as pc
+
+    t = changing_table
+    cases = [
+        ({"startingVersion": "2"}, dict(start_version=2), None),
+        ({"startingVersion": "3", "initialRows": "true"}, dict(start_version=3, initial_rows=True), None),
+        ({"startingVersion": "1", "pushdownPruning": "true"}, dict(start_version=1, filter=pc.field("x") > 5), "x > 5"),
+    ]
+    for options, kwargs, where in cases:
+        expected = t.changes(information=mode, **kwargs).to_arrow()
+        with spark_conf(spark, PUSHDOWN_CONF, "true" if where else "false"):
+            df = read(spark, t.uri, changes=mode, maxRowsPerTask=1, **options)
+            if where:
+                df = df.filter(where)
+            assert df.rdd.getNumPartitions() > 1, (mode, options)
+            got = df.toArrow()
+        assert got.num_rows == expected.num_rows > 0, (mode, options)
+        assert sorted_rows(got.to_pylist()) == sorted_rows(expected.to_pylist()), (mode, options)
+
+
+def test_change_scan_tasks_are_packed_by_rows(spark, changing_table):
+    # By default small partitions share a task (about 1 Mi rows per task).
+    assert read(spark, changing_table.uri, changes="default", startingVersion=1).rdd.getNumPartitions() == 1
+    df = read(spark, changing_table.uri, changes="append_only", startingVersion=1, maxRowsPerTask=4)
+    planned = changing_table.changes(start_version=1, information="append_only").tasks(max_rows_per_task=4)
+    assert df.rdd.getNumPartitions() == len(planned) > 1
 
 
 # ---------------------------------------------------------------- types

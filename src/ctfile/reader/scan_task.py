@@ -16,11 +16,12 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage, open_storage
+from ctfile.reader.expressions import referenced_columns
 from ctfile.reader.pruning import prune
 
 _STORAGES: dict[tuple, Storage] = {}
@@ -48,27 +49,78 @@ class ScanTask:
     row_group_start: int = 0
     row_group_stop: int | None = None  # None: through the last row group
 
-    def to_batches(self, *, batch_rows: int = 131072) -> Iterator[pa.RecordBatch]:
-        """Read this task's rows (table columns, no hidden columns)."""
+    def to_batches(self, *, batch_rows: int = 131072, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
+        """Read this task's rows (table columns, no hidden columns).
+
+        ``use_threads=False`` decodes on the calling thread only: right for an
+        engine that already runs one task per core (a Spark executor's Python
+        worker), where pyarrow's thread pool only adds switching overhead.
+        String columns whose column chunks are small dictionaries (flags,
+        codes) are read as dictionary indices and turned into strings with a
+        ``take``, about half the decode cost of Parquet's own dictionary
+        decoding; the output types are the table's either way.
+        """
         storage = storage_for(self.uri, self.storage_options)
         arrow = self.schema.to_arrow(field_ids=False)
-        fmt = ds.ParquetFileFormat()
-        path = storage.arrow_path(self.partition.path)
+        out_schema = pa.schema([arrow.field(c) for c in self.columns])
+        read_cols = list(self.columns)
+        if self.filter is not None:
+            read_cols += [c for c in referenced_columns(self.filter, arrow) if c not in read_cols]
         fs = storage.arrow_filesystem
-        if self.row_group_start == 0 and self.row_group_stop is None:
-            frag = fmt.make_fragment(path, filesystem=fs)
-        else:
-            meta_frag = fmt.make_fragment(path, filesystem=fs)
-            total = meta_frag.metadata.num_row_groups
+        with fs.open_input_file(storage.arrow_path(self.partition.path)) as source:
+            pf = pq.ParquetFile(source, pre_buffer=True)
+            total = pf.metadata.num_row_groups
             stop = total if self.row_group_stop is None else min(self.row_group_stop, total)
             groups = list(range(min(self.row_group_start, total), stop))
             if not groups:
                 return
-            frag = fmt.make_fragment(path, filesystem=fs, row_groups=groups)
-        out_schema = pa.schema([arrow.field(c) for c in self.columns])
-        for b in frag.to_batches(schema=arrow, columns=list(self.columns), filter=self.filter, batch_size=batch_rows):
-            if b.num_rows:
-                yield pa.RecordBatch.from_arrays(b.columns, schema=out_schema)
+            dict_cols = _small_dictionary_columns(pf, groups, read_cols)
+            if dict_cols:
+                pf = pq.ParquetFile(source, pre_buffer=True, metadata=pf.metadata, read_dictionary=dict_cols)
+            types = {c: arrow.field(c).type for c in read_cols}
+            for b in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=read_cols, use_threads=use_threads):
+                arrays = []
+                for name, col in zip(b.schema.names, b.columns):
+                    if pa.types.is_dictionary(col.type):
+                        col = col.dictionary.take(col.indices)
+                    if not col.type.equals(types[name]):
+                        col = col.cast(types[name])
+                    arrays.append(col)
+                b = pa.RecordBatch.from_arrays(arrays, names=b.schema.names)
+                if self.filter is not None:
+                    b = b.filter(self.filter)
+                if b.num_rows:
+                    yield pa.RecordBatch.from_arrays([b.column(c) for c in self.columns], schema=out_schema)
+
+
+# A string column chunk whose values cost fewer stored bytes per row than
+# this is dictionary-encoded throughout (no fallback to PLAIN pages, which
+# hold at least a 4-byte length per value): its dictionary is small.
+_DICT_BYTES_PER_ROW = 4
+
+
+def _small_dictionary_columns(pf: pq.ParquetFile, groups: Sequence[int], columns: Sequence[str]) -> list[str]:
+    schema = pf.schema_arrow
+    md = pf.metadata
+    leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    out = []
+    for name in columns:
+        i = leaf.get(name)
+        if i is None or schema.get_field_index(name) < 0:
+            continue
+        t = schema.field(name).type
+        if not (pa.types.is_string(t) or pa.types.is_binary(t)):
+            continue
+        ok = True
+        for g in groups:
+            rg = md.row_group(g)
+            col = rg.column(i)
+            if not col.has_dictionary_page or col.total_uncompressed_size >= _DICT_BYTES_PER_ROW * max(1, rg.num_rows):
+                ok = False
+                break
+        if ok:
+            out.append(name)
+    return out
 
 
 def plan_scan_tasks(

@@ -2,9 +2,14 @@
 
 Reads yield Arrow record batches whose schema is exactly the Spark schema's
 Arrow form. A snapshot scan is planned into one Spark partition per
-micro-partition (or per row-group range of a large one); a change scan is
-planned on the driver with its interval fixed, so every task sees the same
-versions even while writers commit.
+micro-partition (or per row-group range of a large one, ``maxRowsPerTask``).
+A change scan is planned on the driver with its interval fixed, so every task
+sees the same versions even while writers commit, and split into independent
+tasks (:meth:`ctfile.reader.change_scan.ChangeSet.tasks`): one per appended
+partition for ``append_only``, one per group of partitions sharing row ids for
+``default`` and per commit and group for ``audit``, one per partition of the
+initial snapshot for ``initialRows``; small ones are packed together up to
+``maxRowsPerTask`` rows (default about 1 Mi).
 
 Filter pushdown and the PySpark plan-reuse bug
 ----------------------------------------------
@@ -35,6 +40,8 @@ pushdown on and off.
 
 from __future__ import annotations
 
+import gc
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -59,6 +66,10 @@ from ctfile.spark_datasource.types import conform_batch, spark_arrow_schema
 # PySpark versions verified not to reuse a planned read across queries of one
 # DataFrame (see the module docstring). Verified affected: 4.1.4 and 4.3.0.
 REUSE_SAFE_PYSPARK: frozenset[str] = frozenset()
+# Rows per Arrow batch handed to the JVM. Small batches pipeline better with
+# the JVM consuming them: at SF 1 on local[2] 32k rows took the least CPU on
+# both sides (16k: +0.3 s worker CPU, 64k: +0.5 s JVM CPU; 128k was 10-30%
+# slower at SF 0.1); benchmarks/bench_spark.py, alternating runs.
 SPARK_BATCH_ROWS = 32768
 
 
@@ -72,34 +83,9 @@ def open_for(opts: ReadOptions | WriteOptions) -> ctfile.Table:
     return ctfile.open_table(opts.path, storage_options=opts.storage_options)
 
 
-@dataclass(frozen=True)
-class ChangeScanArgs:
-    """A change scan with its interval already resolved to versions."""
-
-    path: str
-    storage_options: dict | None
-    start_version: int
-    end_version: int
-    information: str
-    initial_rows: bool
-    changelog: str | None
-
-    def batches(self, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
-        table = ctfile.open_table(self.path, storage_options=self.storage_options)
-        cs = table.changes(
-            start_version=self.start_version,
-            end_version=self.end_version,
-            information=self.information,
-            initial_rows=self.initial_rows,
-            changelog=self.changelog,
-            filter=filter,
-        )
-        yield from cs.to_batches()
-
-
-def resolve_change_args(table: ctfile.Table, opts: ReadOptions) -> ChangeScanArgs:
-    """Fix the interval of a batch change scan on the driver."""
-    cs = table.changes(
+def change_set(table: ctfile.Table, opts: ReadOptions, filter: pc.Expression | None = None):
+    """The batch change scan the options describe, its interval fixed now."""
+    return table.changes(
         start_version=opts.starting_version,
         end_version=opts.ending_version,
         start_timestamp=opts.starting_timestamp,
@@ -107,11 +93,36 @@ def resolve_change_args(table: ctfile.Table, opts: ReadOptions) -> ChangeScanArg
         information=opts.changes,
         initial_rows=opts.initial_rows,
         changelog=opts.changelog,
+        filter=filter,
     )
-    return ChangeScanArgs(
-        opts.path, opts.storage_options, cs.start_version, cs.end_version,
-        opts.changes, opts.initial_rows, opts.changelog,
-    )
+
+
+_GC_FROZEN = False
+
+
+def read_task(task, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Run a planned task (snapshot or change scan) in this Python worker.
+
+    Decoding runs on this thread only (``use_threads=False``): Spark already
+    runs one task per core, and pyarrow's thread pool inside every worker
+    oversubscribes them (SF 1 lineitem on local[2]: 3.5-3.7 s of worker CPU
+    against 3.9-6.0 s with threads, more the busier the machine).
+
+    A reused PySpark worker runs a full ``gc.collect()`` after every task,
+    which walks every object of the modules it has imported (pyspark,
+    pandas, pyarrow, ctfile): about 50 ms a task, 9% of the worker's CPU in a
+    lineitem scan. The first task in such a worker (``SPARK_REUSE_WORKER``
+    set, as PySpark's daemon does) therefore moves the objects that exist by
+    then (modules, classes: nothing the task allocates later) to the
+    collector's permanent generation (``gc.freeze()``, made for long-lived
+    forked workers), so later collections skip them.
+    """
+    global _GC_FROZEN
+    if not _GC_FROZEN and os.environ.get("SPARK_REUSE_WORKER"):
+        gc.freeze()
+        _GC_FROZEN = True
+    for b in task.to_batches(batch_rows=SPARK_BATCH_ROWS, use_threads=False):
+        yield conform_batch(b, arrow_schema)
 
 
 class CtfileReader(DataSourceReader):
@@ -132,7 +143,10 @@ class CtfileReader(DataSourceReader):
     def partitions(self):
         table = open_for(self.options)
         if self.options.is_change_scan:
-            return [InputPartition(resolve_change_args(table, self.options))]
+            tasks = change_set(table, self.options, self._filter()).tasks(
+                max_rows_per_task=self.options.max_rows_per_task
+            )
+            return [InputPartition(t) for t in tasks] or [InputPartition(None)]
         if self.options.timestamp_as_of is not None:
             snap = table.snapshot(timestamp=self.options.timestamp_as_of)
         else:
@@ -145,18 +159,9 @@ class CtfileReader(DataSourceReader):
         return [InputPartition(t) for t in tasks] or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        value = partition.value
-        if value is None:
-            return
-        if isinstance(value, ChangeScanArgs):
-            batches = value.batches(self._filter())
-        else:
-            # Small batches pipeline better with the JVM consuming them: at
-            # SF 0.1 on local[2], 32k rows gave 1.37-1.43x of spark.read.parquet,
-            # 128k rows 1.53-1.83x (benchmarks/bench_spark.py, alternating runs).
-            batches = value.to_batches(batch_rows=SPARK_BATCH_ROWS)
-        for b in batches:
-            yield conform_batch(b, self.arrow_schema)
+        if partition.value is None:
+            return iter(())
+        return read_task(partition.value, self.arrow_schema)
 
 
 class CtfilePruningReader(CtfileReader):
@@ -229,16 +234,7 @@ def reader_schema(options) -> StructType:
     opts = parse_read_options(options, streaming=None)  # serves read and readStream
     table = open_for(opts)
     if opts.is_change_scan:
-        cs = table.changes(
-            start_version=opts.starting_version,
-            end_version=opts.ending_version,
-            start_timestamp=opts.starting_timestamp,
-            end_timestamp=opts.ending_timestamp,
-            information=opts.changes,
-            initial_rows=opts.initial_rows,
-            changelog=opts.changelog,
-        )
-        arrow = cs.schema
+        arrow = change_set(table, opts).schema
     elif opts.timestamp_as_of is not None:
         arrow = table.snapshot(timestamp=opts.timestamp_as_of).schema
     else:

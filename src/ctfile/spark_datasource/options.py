@@ -26,7 +26,7 @@ READ_OPTIONS = {
     "initialRows": "true: start from the empty table (initial rows as inserts)",
     "changelog": "op: render changes as a two-event changelog",
     "maxVersionsPerTrigger": "streaming: at most this many versions per micro-batch",
-    "maxRowsPerTask": "rows per Spark task when splitting large partitions",
+    "maxRowsPerTask": "rows per Spark task: splits large partitions of a snapshot, packs parts of a change scan",
     "pushdownPruning": "auto | true | false: prune micro-partitions with pushed-down filters",
     "storageOptions": "JSON object of fsspec storage options",
 }

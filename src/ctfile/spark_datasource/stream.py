@@ -25,9 +25,9 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStream
 from pyspark.sql.types import StructType
 
 import ctfile
-from ctfile.spark_datasource.batch import ChangeScanArgs, FilesMessage, _chain, open_for
+from ctfile.spark_datasource.batch import FilesMessage, _chain, open_for, read_task
 from ctfile.spark_datasource.options import ReadOptions, parse_write_options
-from ctfile.spark_datasource.types import conform_batch, spark_arrow_schema
+from ctfile.spark_datasource.types import spark_arrow_schema
 
 try:  # PySpark >= 4.2
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, SupportsTriggerAvailableNow
@@ -96,18 +96,16 @@ class CtfileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # for ``default`` it is exactly the rows of snapshot start as
             # INSERTs; ``append_only``/``audit`` show version start's own changes.
             first = start["version"]
-        return [
-            InputPartition(
-                ChangeScanArgs(
-                    self.options.path, self.options.storage_options, first, end["version"],
-                    self.options.changes, initial, self.options.changelog,
-                )
-            )
-        ]
+        cs = self._table().changes(
+            start_version=first, end_version=end["version"], information=self.options.changes,
+            initial_rows=initial, changelog=self.options.changelog,
+        )
+        # Independent tasks, like a batch change scan: a micro-batch with
+        # many versions or partitions uses every executor.
+        return [InputPartition(t) for t in cs.tasks(max_rows_per_task=self.options.max_rows_per_task)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        for b in partition.value.batches(None):
-            yield conform_batch(b, self.arrow_schema)
+        return read_task(partition.value, self.arrow_schema)
 
     def commit(self, end: dict) -> None:
         pass  # nothing to release: offsets are versions in the table's own log

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctfile.format import properties
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
@@ -73,7 +74,7 @@ def writer_for(tx: Transaction, *, workers: int | None = None) -> PartitionWrite
         tx.schema,
         tx.next_file_path,
         target_rows=target,
-        row_group_rows=min(target, DEFAULT_ROW_GROUP_ROWS),
+        row_group_rows=min(target, properties.int_property(props, properties.ROW_GROUP_ROWS, DEFAULT_ROW_GROUP_ROWS)),
         compression=props.get(COMPRESSION_PROPERTY, DEFAULT_COMPRESSION),
         workers=workers,
     )
