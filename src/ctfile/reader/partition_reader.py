@@ -209,33 +209,43 @@ def _materialized(t: pa.Table | None, name: str, n: int, inherit: int, *, positi
 
 
 _ROWS_BATCH = 65536
-# A string column whose dictionary page is at most this big (in every row
-# group) is decoded as a dictionary and only its selected rows are turned into
-# strings. A small dictionary page means the writer never fell back to plain
-# pages (it does so only past the dictionary size limit, 1 MiB by default),
-# so reading indices is cheap; a large one may mean a fallback, which makes
-# dictionary reads slower than plain ones.
+# A string column chunk is decoded as a dictionary (and only the rows kept are
+# turned into strings) when its dictionary is small in two senses:
+# - its dictionary page is at most this big. The writer falls back to plain
+#   pages only past its dictionary size limit (1 MiB by default), so a small
+#   page means the chunk is dictionary-encoded throughout; after a fallback,
+#   dictionary reads are slower than plain ones;
+# - its values cost fewer stored bytes per row than a plain page's 4-byte
+#   length prefix alone, so the dictionary is small relative to the rows and
+#   the indices-then-take path does less work than decoding strings.
 _SMALL_DICTIONARY_PAGE = 64 << 10
+_DICT_BYTES_PER_ROW = 4
 
 
-def _dictionary_columns(pf: pq.ParquetFile, read_cols: Sequence[str], groups: Sequence[int]) -> list[str]:
-    """The ``read_cols`` worth reading as dictionaries: top-level string or
-    binary leaves whose dictionary page is small in every row group read."""
+def small_dictionary_columns(pf: pq.ParquetFile, groups: Sequence[int], columns: Sequence[str]) -> list[str]:
+    """The ``columns`` worth reading as dictionaries in row groups ``groups``:
+    top-level string or binary leaves with a small dictionary (see above) in
+    every one of those row groups."""
     md = pf.metadata
     arrow = pf.schema_arrow
     leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
     out = []
-    for name in read_cols:
+    for name in columns:
         i = leaf.get(name)
-        if i is None or md.schema.column(i).physical_type != "BYTE_ARRAY":
+        if i is None or md.schema.column(i).physical_type != "BYTE_ARRAY" or arrow.get_field_index(name) < 0:
             continue
         t = arrow.field(name).type
         if not (pa.types.is_string(t) or pa.types.is_binary(t)):
             continue
         for g in groups:
-            c = md.row_group(int(g)).column(i)
+            rg = md.row_group(int(g))
+            c = rg.column(i)
             d = c.dictionary_page_offset
-            if not c.has_dictionary_page or d is None or not 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE:
+            if (
+                not c.has_dictionary_page or d is None
+                or not 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE
+                or c.total_uncompressed_size >= _DICT_BYTES_PER_ROW * max(1, rg.num_rows)
+            ):
                 break
         else:
             out.append(name)
@@ -308,7 +318,7 @@ def iter_rows(
         base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
         local = base[np.searchsorted(groups, group_of)] + (positions - starts[group_of])
         del group_of
-    dictionary = _dictionary_columns(pf, read_cols, groups)
+    dictionary = small_dictionary_columns(pf, groups, read_cols)
     if dictionary:  # the footer is parsed once: the reopened file reuses it
         pf = open_parquet(storage, p, metadata=md, read_dictionary=dictionary)
     k = 0

@@ -22,6 +22,7 @@ from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage, open_storage
 from ctfile.reader.expressions import referenced_columns
+from ctfile.reader.partition_reader import small_dictionary_columns
 from ctfile.reader.pruning import prune
 
 _STORAGES: dict[tuple, Storage] = {}
@@ -74,7 +75,7 @@ class ScanTask:
             groups = list(range(min(self.row_group_start, total), stop))
             if not groups:
                 return
-            dict_cols = _small_dictionary_columns(pf, groups, read_cols)
+            dict_cols = small_dictionary_columns(pf, groups, read_cols)
             if dict_cols:
                 pf = pq.ParquetFile(source, pre_buffer=True, metadata=pf.metadata, read_dictionary=dict_cols)
             types = {c: arrow.field(c).type for c in read_cols}
@@ -91,36 +92,6 @@ class ScanTask:
                     b = b.filter(self.filter)
                 if b.num_rows:
                     yield pa.RecordBatch.from_arrays([b.column(c) for c in self.columns], schema=out_schema)
-
-
-# A string column chunk whose values cost fewer stored bytes per row than
-# this is dictionary-encoded throughout (no fallback to PLAIN pages, which
-# hold at least a 4-byte length per value): its dictionary is small.
-_DICT_BYTES_PER_ROW = 4
-
-
-def _small_dictionary_columns(pf: pq.ParquetFile, groups: Sequence[int], columns: Sequence[str]) -> list[str]:
-    schema = pf.schema_arrow
-    md = pf.metadata
-    leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
-    out = []
-    for name in columns:
-        i = leaf.get(name)
-        if i is None or schema.get_field_index(name) < 0:
-            continue
-        t = schema.field(name).type
-        if not (pa.types.is_string(t) or pa.types.is_binary(t)):
-            continue
-        ok = True
-        for g in groups:
-            rg = md.row_group(g)
-            col = rg.column(i)
-            if not col.has_dictionary_page or col.total_uncompressed_size >= _DICT_BYTES_PER_ROW * max(1, rg.num_rows):
-                ok = False
-                break
-        if ok:
-            out.append(name)
-    return out
 
 
 def plan_scan_tasks(

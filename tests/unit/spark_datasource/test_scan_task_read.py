@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ctfile
-from ctfile.reader.scan_task import _small_dictionary_columns
+from ctfile.reader.partition_reader import small_dictionary_columns
 
 SCHEMA = pa.schema(
     [
@@ -57,7 +57,7 @@ def test_the_dictionary_path_is_taken_for_small_dictionaries_only(table):
     p = table.snapshot().partitions[0]
     pf = pq.ParquetFile(str(table.snapshot().to_dataset().files[0]))
     assert pf.metadata.num_row_groups == 6
-    assert _small_dictionary_columns(pf, range(6), SCHEMA.names) == ["flag", "code"]
+    assert small_dictionary_columns(pf, range(6), SCHEMA.names) == ["flag", "code"]
     assert p.num_records == 3000
 
 
