@@ -51,10 +51,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
+
+from bench_core import load_lineitem  # the core benchmark owns the TPC-H data cache
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data"
@@ -124,51 +125,6 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------- data
-
-
-def tpchgen_binary() -> str:
-    cand = Path(sys.executable).parent / "tpchgen-cli"
-    if cand.exists():
-        return str(cand)
-    found = shutil.which("tpchgen-cli")
-    if not found:
-        raise SystemExit("tpchgen-cli not found (pip install tpchgen-cli into the venv)")
-    return found
-
-
-def lineitem_path(data_dir: Path, sf: float) -> Path:
-    """Generate (once) and return the lineitem Parquet file at scale ``sf``.
-
-    Same cache path and command as ``bench_core.py``; the final rename is
-    atomic, so concurrent runs of either script are safe.
-    """
-    target = data_dir / f"sf{sf:g}" / "lineitem.parquet"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".gen-", dir=target.parent))
-    try:
-        subprocess.run(
-            [tpchgen_binary(), "parquet", "-s", f"{sf:g}", "--tables=lineitem", f"--output-dir={tmp}", "--quiet"],
-            check=True,
-        )
-        os.replace(tmp / "lineitem.parquet", target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
-def load_lineitem(data_dir: Path, sf: float):
-    """lineitem in the Arrow types a ctfile table stores (``string``, not ``string_view``)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(lineitem_path(data_dir, sf))
-    fields = [
-        pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type, nullable=f.nullable)
-        for f in t.schema
-    ]
-    return t.cast(pa.schema(fields))
 
 
 # ---------------------------------------------------------------- helpers
