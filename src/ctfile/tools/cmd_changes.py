@@ -3,6 +3,7 @@ change rows of an interval."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
 from pathlib import Path
@@ -123,31 +124,31 @@ def _export(schema, batches: Iterator, fmt: str, output: Path | None, prog) -> i
         bad = [f.name for f in schema if pa.types.is_nested(f.type)]
         if bad:
             raise ctfile.InvalidArgumentError(f"CSV cannot hold the nested columns {bad}; use --format json or parquet")
-        sink = open(output, "wb") if output is not None else sys.stdout.buffer
-        try:
-            with pacsv.CSVWriter(sink, schema) as w:
-                for b in batches:
-                    w.write_batch(b)
-                    n += b.num_rows
-        finally:
-            if output is not None:
-                sink.close()
-            else:
-                sys.stdout.flush()
+        with _sink(output, binary=True) as sink, pacsv.CSVWriter(sink, schema) as w:
+            for b in batches:
+                w.write_batch(b)
+                n += b.num_rows
         return n
     # json: one object per line
-    sink = open(output, "w", encoding="utf-8") if output is not None else sys.stdout
-    try:
+    with _sink(output, binary=False) as sink:
         for b in batches:
             for row in b.to_pylist():
                 sink.write(out.json_line(row) + "\n")
             n += b.num_rows
-    finally:
-        if output is not None:
-            sink.close()
-        else:
-            sys.stdout.flush()
     return n
+
+
+@contextlib.contextmanager
+def _sink(output: Path | None, *, binary: bool) -> Iterator[Any]:
+    """The file ``output`` (closed afterwards), or stdout (flushed, left open)."""
+    if output is None:
+        try:
+            yield sys.stdout.buffer if binary else sys.stdout
+        finally:
+            sys.stdout.flush()
+        return
+    with open(output, "wb") if binary else open(output, "w", encoding="utf-8") as f:
+        yield f
 
 
 def _cell(v: Any) -> str:
