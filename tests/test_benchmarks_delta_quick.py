@@ -110,6 +110,7 @@ def test_bench_delta_quick_and_report(tmp_path):
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "### (1) DML" in r.stdout and "### (5) hidden-column bytes" in r.stdout
+    assert "Copy-on-write floor" in r.stdout and "Floor of a scan" in r.stdout
     res = json.loads(out.read_text())
     assert {"meta", "history", "dml", "append", "mindelta", "hidden", "all_pass"} <= set(res)
     assert res["meta"]["mode"] == "quick" and res["meta"]["sf"] == 0.01 and res["meta"]["runs"] >= 5
@@ -133,6 +134,9 @@ def test_bench_delta_quick_and_report(tmp_path):
         for key in ("inserted", "updated", "deleted", "scan_rows"):
             assert e["rows"]["ct"][key] == e["rows"]["dl"][key], (op, key, e["rows"])
         assert isinstance(e["pass"], bool) and isinstance(e["e2e_pass"], bool)
+        # The copy-on-write floor re-encoded the files the statement rewrote, in the same rounds.
+        assert e["floor_files"] == e["rows"]["ct"]["files_removed"] > 0
+        assert len(e["floor_runs_s"]) == res["meta"]["runs"] and _pos(e["floor_s"]) and _pos(e["floor_vs_delta_e2e"])
     assert d["UPDATE"]["rows"]["ct"]["scan_rows"] == 2 * d["UPDATE"]["rows"]["ct"]["updated"]  # update pairs
     assert d["DELETE"]["rows"]["ct"]["scan_rows"] == d["DELETE"]["rows"]["ct"]["deleted"] > 0
     assert d["COMPACT"]["pass"] is None and "e2e_ratio" not in d["COMPACT"]
@@ -143,6 +147,7 @@ def test_bench_delta_quick_and_report(tmp_path):
     assert all(_pos(a[k]) for k in ("ctfile_ms", "pyarrow_ms", "delta_ms", "ratio_vs_pyarrow", "ratio_vs_delta"))
     m = res["mindelta"]
     assert m["ctfile_rows"] == m["delta_net_rows"] > 0 and m["delta_cdf_rows"] >= m["delta_net_rows"]
+    assert m["removed_partitions"] > 0 and m["removed_rows"] > 0 and _pos(m["removed_decode_ms"])
     hb = res["hidden"]
     assert 0 < hb["UPDATE"]["hidden_bytes"] < hb["UPDATE"]["table_bytes"]
     assert hb["UPDATE"]["fraction"] == pytest.approx(hb["UPDATE"]["hidden_bytes"] / hb["UPDATE"]["table_bytes"])

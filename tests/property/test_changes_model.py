@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctfile
-from ctfile.reader import change_scan
+from ctfile.reader import min_delta
 from ctfile.reader.row_ids import row_id_strings, table_seed
 
 SCHEMA = pa.schema(
@@ -409,14 +409,14 @@ def check_history(h: History, flt) -> int:
 @given(history=HISTORIES, partition_rows=st.sampled_from([2, 3, 5]), flt=FILTERS, small_budget=st.booleans())
 def test_changes_match_snapshots(history, partition_rows, flt, small_budget):
     first, rest = history
-    budget = change_scan.PAIR_MEMORY_BUDGET
+    budget = min_delta.PAIR_MEMORY_BUDGET
     with tempfile.TemporaryDirectory(prefix="ctfile-changes-") as root:
         h = History(root, partition_rows)
         for stmt in [first, *rest]:
             h.run(stmt)
         if small_budget:  # update pairs aligned in many row-id buckets
-            change_scan.PAIR_MEMORY_BUDGET = 4096
+            min_delta.PAIR_MEMORY_BUDGET = 4096
         try:
             check_history(h, flt)
         finally:
-            change_scan.PAIR_MEMORY_BUDGET = budget
+            min_delta.PAIR_MEMORY_BUDGET = budget

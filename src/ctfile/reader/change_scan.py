@@ -1,62 +1,25 @@
 """Executing a change scan (SPEC §Change scans).
 
-The default (minimum-delta) mode works in two phases, so that rows
-copy-on-write copied unchanged cost only their two hidden int64 values, and
-every other needed row is decoded once:
+:class:`ChangeSet` is what :meth:`ctfile.Table.changes` returns: the plan of
+an interval (:mod:`ctfile.reader.change_plan`) and the ways to read it. Each
+mode produces :class:`~ctfile.reader.change_rows.Chunk` objects, formatted
+into the output schema at the end:
 
-1. **Hidden columns only.** For each net-added partition read
-   ``(row_id, row_version)``: rows with ``row_version >= a`` were written in
-   the interval (candidate INSERTs), the others are unchanged copies whose ids
-   form the set *U*. For each net-removed partition read ``row_id``: rows
-   whose id is not in *U* were deleted or updated (candidate DELETEs). Ids
-   that are candidates on both sides are updates (pairs); the others are lone
-   INSERTs or DELETEs. A plain insert partition needs no read at all: its
-   hidden values follow from the log. Set membership uses a boolean table
-   over the ids' range (row ids are dense), in linear time.
-2. **Needed rows, each partition decoded once.** Each partition holding a
-   needed row is read once for all of them, its lone rows and its halves of
-   update pairs together, only the row groups that hold them, each file
-   batch decoded once and only the needed rows kept (string columns with a
-   small dictionary are decoded as indices and only the kept rows turned into
-   strings). Lone rows are emitted as they come. Update pairs are aligned by
-   row id in buckets of row-id ranges sized to a memory budget: when each
-   partition's pair ids ascend in file order (copy-on-write keeps row order),
-   a bucket takes the next rows of each partition's stream, so no partition
-   is decoded twice however many buckets there are; otherwise (and only with
-   several buckets) pair rows are read again per bucket. Pairs are compared
-   (a pair whose values are all equal is dropped: a no-op update produces no
-   change) and emitted DELETE-then-INSERT, adjacent. When a removed
-   partition's copy-on-write successor holds the same row ids in the same
-   order, the columns whose column chunks are byte-identical in the two files
-   (the columns the statement did not set) are decoded once, from the new
-   file, and serve as both images; only the other columns of the old file are
-   read.
-
-Partitions decode in parallel on a thread pool sized to the CPU count
-(pyarrow releases the GIL), started in the order they are consumed, a few
-ahead, each running a bounded number of rows ahead of its consumer, so
-``to_batches()`` keeps memory bounded.
-
-ADDED_ONLY and REMOVED_ONLY simply have no pairs. The
-append-only mode is a filter over the appended partitions on the stored
-``_ct_row_id`` being null: no join, and no removed partition is read. The
-audit mode runs the minimum delta of each commit in turn.
+* ``default`` runs the minimum delta (:mod:`ctfile.reader.min_delta`) over the
+  interval's net added and net removed partitions; ADDED_ONLY and
+  REMOVED_ONLY simply have no pairs.
+* ``append_only`` is a filter over the appended partitions on the stored
+  ``_ct_row_id`` being null: no join, and no removed partition is read.
+* ``audit`` runs the minimum delta of each commit in turn.
+* *initial rows* put the rows of the snapshot before the interval first.
 
 A ``filter`` on data columns prunes partitions by their statistics and is
-applied to every output row; an update whose old or new image fails the
-filter becomes a lone DELETE or INSERT with ``ISUPDATE`` false (Snowflake's
-rule that ``$ISUPDATE`` is computed last, after everything that can split a
-pair).
+applied to every output row.
 """
 
 from __future__ import annotations
 
-import collections
-import math
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -64,87 +27,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
 from ctfile.reader.change_plan import ChangePlan, PlanShape
-from ctfile.reader.expressions import evaluate_mask
+from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
+from ctfile.reader.min_delta import MinimumDelta
 from ctfile.reader.partition_reader import (
     hidden_values_only_inherited,
-    iter_rows,
     open_parquet,
     read_hidden,
     read_partition,
     read_rows,
-    same_columns,
 )
 from ctfile.reader.pruning import prune
-from ctfile.reader.row_ids import row_id_strings, table_seed
+from ctfile.reader.row_ids import table_seed
 
-ACTION_COLUMN = "METADATA$ACTION"
-ISUPDATE_COLUMN = "METADATA$ISUPDATE"
-ROW_ID_OUT_COLUMN = "METADATA$ROW_ID"
-COMMIT_VERSION_COLUMN = "METADATA$COMMIT_VERSION"
-COMMIT_TIMESTAMP_COLUMN = "METADATA$COMMIT_TIMESTAMP"
-OP_COLUMN = "op"
-# ODF RFC-015 / Flink RowKind codes.
-OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
-
-PAIR_MEMORY_BUDGET = 128 << 20
-_DECODED_BYTES_PER_STORED_BYTE = 8  # rough Parquet expansion for bucket sizing (lineitem: ~6)
 # Partitions decode in parallel on a pool of this many threads (pyarrow
 # releases the GIL while decoding).
-_READ_WORKERS = max(2, min(8, os.cpu_count() or 1))
-_FILE_BATCH_ROWS = 65536  # rows decoded at a time from a file
-_AHEAD_ROWS = 65536  # needed rows a read may decode ahead of its consumer
-_LOOKAHEAD_READS = 2  # partitions started ahead of the one being consumed
-# Row-id sets use a boolean table over the ids' range when the range is at
-# most this many times the number of ids (plus the slack), else sorted arrays.
-_ID_TABLE_FACTOR = 4
-_ID_TABLE_SLACK = 1 << 20
-
-
-def change_schema(data_schema: pa.Schema, *, information: str, changelog: str | None) -> pa.Schema:
-    """The Arrow schema of a change scan's output."""
-    fields = list(data_schema)
-    if changelog == "op":
-        fields.append(pa.field(OP_COLUMN, pa.uint8(), nullable=False))
-    else:
-        fields.append(pa.field(ACTION_COLUMN, pa.string(), nullable=False))
-        fields.append(pa.field(ISUPDATE_COLUMN, pa.bool_(), nullable=False))
-    fields.append(pa.field(ROW_ID_OUT_COLUMN, pa.string(), nullable=False))
-    if information == "audit":
-        fields.append(pa.field(COMMIT_VERSION_COLUMN, pa.int64(), nullable=False))
-        fields.append(pa.field(COMMIT_TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC"), nullable=False))
-    return pa.schema(fields)
-
-
-@dataclass
-class _Chunk:
-    data: pa.Table  # table columns only
-    insert: np.ndarray  # bool per row
-    update: np.ndarray  # bool per row
-    row_id: np.ndarray  # int64 hidden row ids
-    version: int | None = None
-    timestamp_ms: int | None = None
-
-
-def _const(n: int, value: bool) -> np.ndarray:
-    return np.full(n, value, dtype=bool)
-
-
-def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
-    """Null-aware "is distinct from", per row; two NaNs are equal, as in the
-    writer's no-op check (SPEC §Copy-on-write) and in Spark SQL."""
-    try:
-        ne = pc.not_equal(a, b)
-        if a.null_count or b.null_count:
-            ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
-        if pa.types.is_floating(a.type):
-            ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)))
-        return np.asarray(ne.to_numpy(zero_copy_only=False), dtype=bool)
-    except pa.ArrowNotImplementedError:  # nested types: compare as Python values
-        return np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
+READ_WORKERS = max(2, min(8, os.cpu_count() or 1))
 
 
 class ChangeSet:
@@ -206,14 +108,34 @@ class ChangeSet:
 
     # ------------------------------------------------------------ public reads
 
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
+    def to_batches(self, *, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
         """Stream the change rows; memory is bounded by a few partitions plus
-        the int64 hidden values of the interval's partitions."""
-        for chunk in self._chunks():
-            yield from self._format(chunk)
+        the int64 hidden values of the interval's partitions.
 
-    def to_arrow(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
+        Parameters
+        ----------
+        use_threads : bool
+            True (default): partitions decode in parallel on a pool of up to
+            8 threads (as many as CPUs, at least 2), and pyarrow may use its
+            own threads within a file. False: one decoding thread, which
+            overlaps with the caller but does not multiply: right for an
+            engine that already runs one scan per core (the Spark data
+            source's workers).
+        """
+        if not isinstance(use_threads, bool):
+            raise InvalidArgumentError(f"use_threads must be a bool, found {use_threads!r}")
+        return self._batches(use_threads)
+
+    def _batches(self, use_threads: bool) -> Iterator[pa.RecordBatch]:
+        audit = self.plan.information == "audit"
+        for chunk in self._chunks(use_threads):
+            yield from format_chunk(
+                chunk, self.schema, changelog=self._changelog, audit=audit, seed=self._seed, batch_rows=self._batch_rows
+            )
+
+    def to_arrow(self, *, use_threads: bool = True) -> pa.Table:
+        """All change rows in one Table (see :meth:`to_batches`)."""
+        return pa.Table.from_batches(list(self.to_batches(use_threads=use_threads)), schema=self.schema)
 
     def tasks(self, *, max_rows_per_task: int | None = None) -> list:
         """Plan this scan as independent picklable
@@ -232,70 +154,65 @@ class ChangeSet:
 
     # ------------------------------------------------------------ planning of chunks
 
-    def _chunks(self) -> Iterator[_Chunk]:
+    def _chunks(self, use_threads: bool) -> Iterator[Chunk]:
         info = self.plan.information
         if self._initial is not None:
-            yield from self._initial_rows(self._initial)
+            yield from self._initial_rows(self._initial, use_threads)
             if info == "default":
                 return  # snapshot(end) as inserts is the whole minimum delta
         if self.plan.shape is PlanShape.EMPTY:
             return
         if info == "append_only":
-            yield from self._append_only(self._prune(self.plan.appended))
-        elif info == "audit":
-            for c in self.plan.commits:
-                yield from self._min_delta(
-                    self._prune(c.added), self._prune(c.removed), c.version,
-                    version=c.version, timestamp_ms=c.timestamp,
-                )
+            yield from self._append_only(self._prune(self.plan.appended), use_threads)
         else:
-            yield from self._min_delta(
-                self._prune(self.plan.added), self._prune(self.plan.removed), self.plan.start_version
+            md = MinimumDelta(
+                self._storage, self._table_schema, filter=self._filter, batch_rows=self._batch_rows,
+                workers=READ_WORKERS if use_threads else 1, use_threads=use_threads,
             )
+            if info == "audit":
+                for c in self.plan.commits:
+                    yield from md.run(
+                        self._prune(c.added), self._prune(c.removed), c.version,
+                        version=c.version, timestamp_ms=c.timestamp,
+                    )
+            else:
+                yield from md.run(self._prune(self.plan.added), self._prune(self.plan.removed), self.plan.start_version)
 
     def _prune(self, parts: Sequence[Partition]) -> list[Partition]:
         return prune(list(parts), self._table_schema, self._filter)
 
-    def _filter_mask(self, data: pa.Table) -> np.ndarray | None:
-        if self._filter is None:
-            return None
-        return np.asarray(evaluate_mask(data, self._filter).to_numpy(zero_copy_only=False), dtype=bool)
-
-    def _rows_chunk(self, p: Partition, positions: np.ndarray, ids: np.ndarray, *, insert: bool, version=None, timestamp_ms=None) -> _Chunk | None:
+    def _rows_chunk(
+        self, p: Partition, positions: np.ndarray, ids: np.ndarray, *, insert: bool, use_threads: bool,
+        version=None, timestamp_ms=None,
+    ) -> Chunk | None:
         if len(positions) == 0:
             return None
         if len(positions) == p.num_records:
             data = pa.Table.from_batches(
-                list(read_partition(self._storage, p, self._table_schema)), schema=self._data_schema
+                list(read_partition(self._storage, p, self._table_schema, use_threads=use_threads)), schema=self._data_schema
             )
         else:
-            data = read_rows(self._storage, p, self._table_schema, positions)
-        keep = self._filter_mask(data)
-        if keep is not None:
-            data, ids = data.filter(pa.array(keep)), ids[keep]
-            if data.num_rows == 0:
-                return None
-        n = data.num_rows
-        return _Chunk(data, _const(n, insert), _const(n, False), ids, version, timestamp_ms)
+            data = read_rows(self._storage, p, self._table_schema, positions, use_threads=use_threads)
+        return filter_chunk(data, ids, insert, self._filter, version=version, timestamp_ms=timestamp_ms)
 
     # ------------------------------------------------------------ modes
 
-    def _initial_rows(self, state: TableState) -> Iterator[_Chunk]:
+    def _initial_rows(self, state: TableState, use_threads: bool) -> Iterator[Chunk]:
         parts = self._prune(list(state.partitions.values()))
         for p in parts:
             rid, _ = read_hidden(self._storage, p)
             c = self._rows_chunk(
-                p, np.arange(p.num_records), rid, insert=True,
+                p, np.arange(p.num_records), rid, insert=True, use_threads=use_threads,
                 version=state.version if self.plan.information == "audit" else None,
                 timestamp_ms=state.timestamp,
             )
             if c is not None:
                 yield c
 
-    def _append_only(self, parts: Sequence[Partition]) -> Iterator[_Chunk]:
+    def _append_only(self, parts: Sequence[Partition], use_threads: bool) -> Iterator[Chunk]:
         for p in parts:
             fresh = self._fresh_positions(p)
-            c = self._rows_chunk(p, fresh, p.first_row_id + fresh, insert=True)
+            c = self._rows_chunk(p, fresh, p.first_row_id + fresh, insert=True, use_threads=use_threads)
             if c is not None:
                 yield c
 
@@ -313,637 +230,3 @@ class ChangeSet:
             return np.arange(n, dtype=np.int64)
         col = pf.read(columns=[ROW_ID_COLUMN]).column(0)
         return np.flatnonzero(np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool))
-
-    def _min_delta(
-        self,
-        added: Sequence[Partition],
-        removed: Sequence[Partition],
-        a: int,
-        *,
-        version: int | None = None,
-        timestamp_ms: int | None = None,
-    ) -> Iterator[_Chunk]:
-        """The minimum delta between the state before version ``a`` and after
-        the given net added/removed partitions."""
-        kw = {"version": version, "timestamp_ms": timestamp_ms}
-        with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:
-            # Phase 1: hidden columns only. Row versions only decide which
-            # added rows were written in the interval; only row ids are kept
-            # after that (memory here grows with the interval's rows).
-            def ids(p_insert):
-                p, insert = p_insert
-                rid, rv = read_hidden(self._storage, p)
-                return rid, (rv >= a) if insert else None
-
-            hidden = list(pool.map(ids, [(p, True) for p in added] + [(p, False) for p in removed]))
-            a_rid = [rid for rid, _ in hidden[:len(added)]]
-            a_sel = [sel for _, sel in hidden[:len(added)]]
-            r_rid = [rid for rid, _ in hidden[len(added):]]
-            del hidden
-            a_pair, r_sel, r_pair, pair_ids = _classify(added, a_rid, a_sel, removed, r_rid)
-            edges = self._bucket_edges(added, removed, pair_ids)
-            del pair_ids
-            reads = self._plan_reads(added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool)
-            del a_sel, r_sel
-            yield from self._run_reads(reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, **kw)
-
-    # ------------------------------------------------------------ reading the needed rows once
-
-    def _plan_reads(self, added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool) -> list[_Read]:
-        """One read per partition holding a needed row: its lone rows and its
-        halves of update pairs together, so each partition is decoded once.
-        A removed partition whose copy-on-write successor shares columns
-        (:meth:`_column_reuse`) reads only the other columns."""
-        reuse = self._column_reuse(added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool)
-        names = self._data_schema.names
-        reads: list[_Read] = []
-        for insert, parts, rids, sels, pairs in ((True, added, a_rid, a_sel, a_pair), (False, removed, r_rid, r_sel, r_pair)):
-            for i, p in enumerate(parts):
-                pos = _positions(sels[i])
-                if not len(pos):
-                    continue
-                r = _Read(insert, i, p, pos, rids[i], pairs[i][pos])
-                if not insert and i in reuse:
-                    r.reuse_from, r.same = reuse[i]
-                    r.columns = [c for c in names if c not in r.same]
-                reads.append(r)
-        return reads
-
-    def _column_reuse(self, added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool) -> dict[int, tuple[int, frozenset[str]]]:
-        """Removed partitions whose copy-on-write successor among ``added``
-        holds the same row ids in the same order, all of its needed rows being
-        update pairs with the same rows of the successor, with the table
-        columns whose values the two files share (:func:`same_columns`):
-        ``{removed index: (added index, columns)}``. The old images of those
-        columns are then taken from the new images, not decoded again."""
-        by_shape: dict[tuple[int, int, int], int] = {}
-        for j, rid in enumerate(a_rid):
-            if len(rid):
-                by_shape[(len(rid), int(rid[0]), int(rid[-1]))] = j
-        candidates = []
-        for i, (rid, pair) in enumerate(zip(r_rid, r_pair)):
-            if not len(rid) or not pair.any():
-                continue
-            j = by_shape.get((len(rid), int(rid[0]), int(rid[-1])))
-            if j is None or not np.array_equal(rid, a_rid[j]):
-                continue
-            # Same ids in the same order: every needed row of both files is a
-            # pair (a lone row would need every column), at the same position.
-            if not (np.array_equal(r_sel[i], pair) and np.array_equal(a_sel[j], a_pair[j]) and np.array_equal(pair, a_pair[j])):
-                continue
-            candidates.append((i, j))
-        sames = pool.map(lambda ij: same_columns(self._storage, removed[ij[0]], added[ij[1]], self._table_schema), candidates)
-        return {i: (j, frozenset(same)) for (i, j), same in zip(candidates, sames) if same}
-
-    def _run_reads(self, reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[_Chunk]:
-        kw = {"version": version, "timestamp_ms": timestamp_ms}
-        buckets = len(edges) - 1
-        pair_reads = [r for r in reads if r.pair.any()]
-        lone_reads = [r for r in reads if not r.pair.any()]
-        for r in pair_reads:
-            pk = np.flatnonzero(r.pair)
-            pid = r.ids(pk)
-            r.monotone = bool(np.all(pid[1:] > pid[:-1]))
-            n_before = np.searchsorted(pid, edges[1:]) if r.monotone else None
-            # Selected-row index just past the last pair of each bucket.
-            r.ends = None if n_before is None else np.where(n_before > 0, pk[np.maximum(n_before, 1) - 1] + 1, 0)
-        if buckets > 1 and not all(r.monotone for r in pair_reads):
-            # Pair rows out of id order in some partition and several buckets:
-            # read each partition's lone rows once, and its pair rows again
-            # per bucket (the general path).
-            for r in pair_reads:
-                lone = ~r.pair
-                if lone.any():
-                    lone_reads.append(_Read(r.insert, r.index, r.part, r.positions[lone], r.rid, r.pair[lone]))
-            pair_reads = []
-            tail = self._pairs_by_rereading(added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, **kw)
-        else:
-            tail = iter(())
-        # Consumption order: bucket by bucket, new images before old (reused
-        # columns of an old image come from its new image), then lone rows.
-        first: list[list[_Read]] = [[] for _ in range(buckets)]
-        for r in pair_reads:
-            first[int(np.argmax(r.ends > 0)) if buckets > 1 else 0].append(r)
-        order = [r for group in first for r in sorted(group, key=lambda r: (not r.insert, int(r.ids(np.argmax(r.pair)))))]
-        pair_reads = list(order)  # consumed in this order, bucket by bucket
-        order = [r for r in order if r.columns != []]  # reads with nothing to decode never start
-        order += lone_reads
-        streams = _Streams(pool, self._storage, self._table_schema, order, self._batch_rows)
-        try:
-            for b in range(buckets):
-                if not pair_reads:
-                    break
-                yield from self._bucket(streams, pair_reads, b, buckets, **kw)
-            for r in lone_reads:
-                cur = streams.cursor(r)
-                n = len(r.positions)
-                while cur.taken < n:
-                    k0 = cur.taken
-                    tables = cur.take(min(n, k0 + self._batch_rows))
-                    c = self._lone_chunk(_concat(tables, self._data_schema), r.ids(slice(k0, cur.taken)), r.insert, **kw)
-                    if c is not None:
-                        yield c
-                streams.close(r)
-            yield from tail
-        finally:
-            streams.close_all()
-
-    def _bucket(self, streams, pair_reads, b, buckets, *, version, timestamp_ms) -> Iterator[_Chunk]:
-        """Emit the pairs of bucket ``b`` and the lone rows read with them."""
-        kw = {"version": version, "timestamp_ms": timestamp_ms}
-        sides: dict[bool, list[tuple[_Read, pa.Table, np.ndarray]]] = {True: [], False: []}
-        new_piece: dict[int, tuple[pa.Table, np.ndarray]] = {}
-        for r in sorted(pair_reads, key=lambda r: not r.insert):  # new images first (stable: in consumption order)
-            if r.finished:
-                continue
-            last = buckets == 1 or b == buckets - 1 or r.ends[b] == r.ends[-1]
-            # The last bucket of a read takes the lone rows after its last pair too.
-            end = len(r.positions) if last else int(r.ends[b])
-            if end <= r.taken:
-                continue
-            k0 = r.taken
-            # Rows of the read in this bucket, split into lone rows (emitted
-            # now) and pair rows; split piece by piece, so no take runs over
-            # a many-chunk table (which would concatenate it first).
-            is_pair = r.pair[k0:end]
-            ids = r.ids(slice(k0, end))
-            if r.columns == []:  # every column shared with the new image: nothing to read
-                data = None
-            else:
-                lone_t, pair_t = _split(streams.cursor(r).take(end), is_pair)
-                if lone_t:
-                    c = self._lone_chunk(_concat(lone_t, self._data_schema), ids[~is_pair], r.insert, **kw)
-                    if c is not None:
-                        yield c
-                data = _concat(pair_t, self._read_schema(r))
-                ids = ids[is_pair]
-            r.taken = end
-            if last:
-                r.finished = True
-                streams.close(r)
-            if not len(ids):
-                continue
-            if r.insert:
-                new_piece[r.index] = (data, ids)
-            elif r.same is not None:
-                src, src_ids = new_piece[r.reuse_from]
-                if not np.array_equal(src_ids, ids):
-                    raise AssertionError("change scan: reused columns do not align")  # pragma: no cover
-                data = pa.Table.from_arrays(
-                    [src.column(c) if c in r.same else data.column(c) for c in self._data_schema.names],
-                    schema=self._data_schema,
-                )
-            sides[r.insert].append((r, data, ids))
-        if not sides[True] and not sides[False]:
-            return
-        new, new_ids = _assemble_side(sides[True], self._data_schema)
-        old, old_ids = _assemble_side(sides[False], self._data_schema)
-        # Columns every old image of the bucket took from its new image need
-        # no comparison.
-        olds = [r for r, _, _ in sides[False]]
-        skip = frozenset.intersection(*[r.same for r in olds]) if olds and all(r.same for r in olds) else frozenset()
-        yield from self._emit_pairs((old, old_ids), (new, new_ids), version, timestamp_ms, skip=skip)
-
-    def _read_schema(self, r: _Read) -> pa.Schema:
-        if r.columns is None:
-            return self._data_schema
-        return pa.schema([self._data_schema.field(c) for c in r.columns])
-
-    def _lone_chunk(self, data: pa.Table, ids: np.ndarray, insert: bool, *, version, timestamp_ms) -> _Chunk | None:
-        keep = self._filter_mask(data)
-        if keep is not None:
-            data, ids = data.filter(pa.array(keep)), ids[keep]
-        if data.num_rows == 0:
-            return None
-        n = data.num_rows
-        return _Chunk(data, _const(n, insert), _const(n, False), ids, version, timestamp_ms)
-
-    def _bucket_edges(self, added, removed, pair_ids) -> np.ndarray:
-        """Row-id bucket bounds ``[lo, hi)`` for the update pairs, so that the
-        pairs of one bucket fit the memory budget."""
-        if not len(pair_ids):
-            return np.empty(1, np.int64)
-        parts = list(added) + list(removed)
-        bytes_per_row = max(
-            (p.size_bytes / p.num_records for p in parts if p.num_records), default=64
-        ) * _DECODED_BYTES_PER_STORED_BYTE
-        buckets = max(1, math.ceil(2 * len(pair_ids) * bytes_per_row / PAIR_MEMORY_BUDGET))
-        buckets = min(buckets, len(pair_ids))
-        edges = [int(pair_ids[(i * len(pair_ids)) // buckets]) for i in range(buckets)]
-        edges.append(int(pair_ids[-1]) + 1)
-        return np.unique(np.array(edges, dtype=np.int64))
-
-    # ------------------------------------------------------------ general path: pairs out of id order
-
-    def _pairs_by_rereading(self, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[_Chunk]:
-        """Update pairs in row-id buckets, each bucket reading the pair rows
-        with ids in its range from every partition (a partition is decoded
-        once per bucket that needs it)."""
-        reuse = self._column_reuse(added, a_rid, a_pair, a_pair, removed, r_rid, r_pair, r_pair, pool)
-        for lo, hi in zip(edges[:-1], edges[1:]):
-            new_pieces = self._read_pieces(added, a_rid, a_pair, lo, hi)
-            old_pieces = self._read_pieces(removed, r_rid, r_pair, lo, hi, reuse=reuse, new_pieces=new_pieces)
-            new = _assemble_side([(None, t, ids) for t, _, ids in new_pieces.values()], self._data_schema)
-            old = _assemble_side([(None, t, ids) for t, _, ids in old_pieces.values()], self._data_schema)
-            del new_pieces, old_pieces
-            yield from self._emit_pairs(old, new, version, timestamp_ms)
-            del new, old
-
-    def _read_pieces(self, parts, rids, pairs, lo, hi, *, reuse=None, new_pieces=None) -> dict[int, tuple[pa.Table, np.ndarray, np.ndarray]]:
-        """Per partition index, the pair rows with ids in ``[lo, hi)``:
-        ``(table columns, positions, row ids)``, in file order."""
-        pieces: dict[int, tuple[pa.Table, np.ndarray, np.ndarray]] = {}
-        for i, (p, rid, pair) in enumerate(zip(parts, rids, pairs)):
-            pos = np.flatnonzero(pair & (rid >= lo) & (rid < hi))
-            if not len(pos):
-                continue
-            match = reuse.get(i) if reuse else None
-            if match is not None and match[0] in new_pieces and np.array_equal(new_pieces[match[0]][1], pos):
-                # Same rows at the same positions in both files: columns the
-                # files share come from the new image already read.
-                new_t, same = new_pieces[match[0]][0], match[1]
-                names = self._data_schema.names
-                diff = [c for c in names if c not in same]
-                old_t = read_rows(self._storage, p, self._table_schema, pos, columns=diff) if diff else None
-                t = pa.Table.from_arrays(
-                    [new_t.column(c) if c in same else old_t.column(c) for c in names], schema=self._data_schema
-                )
-            else:
-                t = read_rows(self._storage, p, self._table_schema, pos)
-            pieces[i] = (t, pos, rid[pos])
-        return pieces
-
-    # ------------------------------------------------------------ pairs
-
-    def _emit_pairs(self, old_t, new_t, version, timestamp_ms, *, skip: frozenset = frozenset()) -> Iterator[_Chunk]:
-        (old, old_ids), (new, new_ids) = old_t, new_t
-        if len(old_ids) != len(new_ids) or not np.array_equal(old_ids, new_ids):
-            raise AssertionError("change scan: update pairs do not align by row id")  # pragma: no cover
-        n = len(old_ids)
-        if n == 0:
-            return
-        changed = np.zeros(n, dtype=bool)
-        for name in self._data_schema.names:
-            if name not in skip:
-                changed |= _differs(old.column(name), new.column(name))
-        f_old = self._filter_mask(old)
-        f_new = self._filter_mask(new)
-        f_old = changed if f_old is None else changed & f_old
-        f_new = changed if f_new is None else changed & f_new
-        both = f_old & f_new
-        lone_old = f_old & ~f_new
-        lone_new = f_new & ~f_old
-        both_idx = np.flatnonzero(both)
-        if len(both_idx):
-            # DELETE (old image) then INSERT (new image), adjacent per row;
-            # interleaved a slice at a time so only one output batch's worth
-            # of rows is copied at once. Each slice first cuts both sides to
-            # the rows it spans (zero-copy), so a take never scans the whole
-            # bucket.
-            step = max(1, self._batch_rows // 2)
-            for s in range(0, len(both_idx), step):
-                idx = both_idx[s:s + step]
-                lo, hi = int(idx[0]), int(idx[-1]) + 1
-                k = len(idx)
-                take = np.empty(2 * k, dtype=np.int64)
-                take[0::2] = idx - lo
-                take[1::2] = idx - lo + (hi - lo)
-                data = pa.concat_tables([old.slice(lo, hi - lo), new.slice(lo, hi - lo)]).take(pa.array(take))
-                ins = np.zeros(2 * k, dtype=bool)
-                ins[1::2] = True
-                yield _Chunk(data, ins, _const(2 * k, True), np.repeat(old_ids[idx], 2), version, timestamp_ms)
-        for mask, table, insert in ((lone_old, old, False), (lone_new, new, True)):
-            sel = np.flatnonzero(mask)
-            if len(sel):
-                yield _Chunk(table.take(pa.array(sel)), _const(len(sel), insert), _const(len(sel), False), old_ids[sel], version, timestamp_ms)
-
-    # ------------------------------------------------------------ output
-
-    def _format(self, c: _Chunk) -> Iterator[pa.RecordBatch]:
-        n = c.data.num_rows
-        cols = list(c.data.columns)
-        if self._changelog == "op":
-            op = np.where(c.insert, np.where(c.update, OP_CORRECT_TO, OP_APPEND), np.where(c.update, OP_CORRECT_FROM, OP_RETRACT))
-            cols.append(pa.array(op.astype(np.uint8), pa.uint8()))
-        else:
-            cols.append(_action_column(c.insert))
-            cols.append(pa.array(c.update, pa.bool_()))
-        cols.append(row_id_strings(c.row_id, self._seed))
-        if self.plan.information == "audit":
-            cols.append(pa.array(np.full(n, c.version, dtype=np.int64)))
-            micros = pa.array(np.full(n, c.timestamp_ms * 1000, dtype=np.int64))
-            cols.append(micros.cast(pa.timestamp("us", tz="UTC")))
-        table = pa.Table.from_arrays(cols, schema=self.schema)
-        # No combine_chunks(): to_batches() aligns the data columns' chunks
-        # with the single-chunk metadata columns by zero-copy slicing, so a
-        # partition read in several batches is not copied again.
-        yield from table.to_batches(max_chunksize=self._batch_rows)
-
-
-def _action_column(insert: np.ndarray) -> pa.Array:
-    """``METADATA$ACTION``: 'INSERT' where ``insert`` holds, else 'DELETE'.
-
-    A chunk is usually all one action (a partition's inserts or deletes):
-    then the string buffer is built directly, without a per-row kernel.
-    """
-    n = len(insert)
-    if n and (insert.all() or not insert.any()):
-        word = b"INSERT" if insert[0] else b"DELETE"
-        offsets = np.arange(0, len(word) * (n + 1), len(word), dtype=np.int32)
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(word * n)])
-    return pc.if_else(pa.array(insert), "INSERT", "DELETE")
-
-
-def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    if not tables:
-        return schema.empty_table()
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-
-
-def _positions(mask: np.ndarray) -> np.ndarray:
-    """Indices of ``mask``, as int32 when they fit (half the memory of the
-    index arrays a scan of a large change keeps)."""
-    pos = np.flatnonzero(mask)
-    return pos.astype(np.int32) if len(mask) < 2**31 else pos
-
-
-def _split(tables: list[pa.Table], is_pair: np.ndarray) -> tuple[list[pa.Table], list[pa.Table]]:
-    """Split consecutive ``tables`` (rows matching ``is_pair``) into lone rows and pair rows."""
-    lone: list[pa.Table] = []
-    pair: list[pa.Table] = []
-    k = 0
-    for t in tables:
-        m = is_pair[k:k + t.num_rows]
-        k += t.num_rows
-        if m.all():
-            pair.append(t)
-        elif not m.any():
-            lone.append(t)
-        else:
-            pair.append(t.take(pa.array(np.flatnonzero(m))))
-            lone.append(t.take(pa.array(np.flatnonzero(~m))))
-    return lone, pair
-
-
-def _assemble_side(pieces, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
-    """Concatenate one side's ``(read, table, ids)`` pieces, sorted by row id."""
-    pieces = sorted((x for x in pieces if len(x[2])), key=lambda x: int(x[2][0]))
-    if not pieces:
-        return schema.empty_table(), np.empty(0, np.int64)
-    tables = [t for _, t, _ in pieces]
-    all_ids = np.concatenate([ids for _, _, ids in pieces])
-    if len(all_ids) < 2 or bool(np.all(all_ids[1:] > all_ids[:-1])):
-        # Already in id order (partitions and rows in id order, the usual
-        # case): no reordering copy.
-        return _concat(tables, schema), all_ids
-    order = np.argsort(all_ids, kind="stable")
-    return _concat(tables, schema).take(pa.array(order)), all_ids[order]
-
-
-# ---------------------------------------------------------------- row-id sets
-
-
-class _IdSet:
-    """Membership of int64 row ids in one set at a time.
-
-    Row ids are dense (they count rows from 0), so when the ids of a scan's
-    partitions span a range not much larger than their number a boolean
-    table over that range answers in linear time, without sorting or
-    hashing; it is allocated once and refilled for each set. Otherwise the
-    set is kept sorted and probed with a binary search.
-    """
-
-    def __init__(self, universe: Sequence[np.ndarray]):
-        nonempty = [u for u in universe if len(u)]
-        total = sum(len(u) for u in nonempty)
-        self._lo = min((int(u.min()) for u in nonempty), default=0)
-        hi = max((int(u.max()) for u in nonempty), default=-1)
-        span = hi - self._lo + 1
-        dense = 0 < span <= _ID_TABLE_FACTOR * total + _ID_TABLE_SLACK
-        self._table = np.zeros(span, dtype=bool) if dense else None
-        self._sorted = np.empty(0, np.int64)
-
-    def fill(self, rids: Sequence[np.ndarray], masks: Sequence[np.ndarray | None]) -> None:
-        """The set becomes ``rids[i][masks[i]]`` over all ``i`` (a None mask:
-        all of ``rids[i]``). The ids of all ``rids`` must be distinct."""
-        if self._table is not None:
-            t = self._table
-            t[:] = False
-            for rid, mask in zip(rids, masks):
-                if mask is None:
-                    t[rid - self._lo] = True
-                elif 4 * np.count_nonzero(mask) < len(mask):
-                    t[rid[mask] - self._lo] = True
-                elif len(rid):
-                    # Mostly members, distinct ids: scattering the mask itself
-                    # sets exactly the members, without compressing the ids.
-                    t[rid - self._lo] = mask
-        else:
-            parts = [rid if mask is None else rid[mask] for rid, mask in zip(rids, masks)]
-            self._sorted = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
-
-    def contains(self, values: np.ndarray, dense: bool = False) -> np.ndarray:
-        """``values[i] in set``; ``values`` must lie within the universe.
-        ``dense``: ``values`` is known to be an ascending run of consecutive
-        ids (a plain insert's), answered by a slice of the table."""
-        if self._table is not None:
-            if dense and len(values):
-                start = int(values[0]) - self._lo
-                return self._table[start:start + len(values)].copy()
-            return self._table[values - self._lo]
-        s = self._sorted
-        if not len(s) or not len(values):
-            return np.zeros(len(values), dtype=bool)
-        i = np.searchsorted(s, values)
-        np.minimum(i, len(s) - 1, out=i)
-        return s[i] == values
-
-    def members(self) -> np.ndarray:
-        """The set, sorted."""
-        if self._table is not None:
-            return np.flatnonzero(self._table).astype(np.int64) + self._lo
-        return self._sorted
-
-
-def _classify(added, a_rid, a_sel, removed, r_rid):
-    """From the hidden values: which rows of each partition are halves of
-    update pairs, which removed rows are candidate DELETEs, and the sorted
-    pair ids. ``a_sel`` marks the added rows written in the interval."""
-    a_pair = [np.zeros(len(rid), dtype=bool) for rid in a_rid]
-    if not removed:
-        return a_pair, [], [], np.empty(0, np.int64)
-    ids = _IdSet(list(a_rid) + list(r_rid))
-    dense = [hidden_values_only_inherited(p) for p in removed]
-    # U: ids of the unchanged copies; a removed row not in U was deleted or updated.
-    ids.fill(a_rid, [~sel for sel in a_sel])
-    r_sel = [~ids.contains(rid, d) for rid, d in zip(r_rid, dense)]
-    if not any(sel.any() for sel in a_sel) or not any(sel.any() for sel in r_sel):
-        return a_pair, r_sel, [np.zeros(len(rid), dtype=bool) for rid in r_rid], np.empty(0, np.int64)
-    # Ids on both sides are the updates.
-    ids.fill(r_rid, r_sel)
-    a_pair = [sel & ids.contains(rid) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel in zip(a_rid, a_sel)]
-    ids.fill(a_rid, a_pair)
-    r_pair = [sel & ids.contains(rid, d) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel, d in zip(r_rid, r_sel, dense)]
-    return a_pair, r_sel, r_pair, ids.members()
-
-
-# ---------------------------------------------------------------- reads
-
-
-@dataclass(eq=False)
-class _Read:
-    """The rows of one partition a minimum delta needs, decoded once."""
-
-    insert: bool  # an added partition (new images, INSERTs) or a removed one
-    index: int  # the partition's index among the added or removed ones
-    part: Partition
-    positions: np.ndarray  # needed rows, ascending
-    rid: np.ndarray  # row ids of every row of the partition
-    pair: np.ndarray  # per needed row: half of an update pair (else a lone row)
-    columns: list[str] | None = None  # None: every table column
-    reuse_from: int | None = None  # the added partition the other columns come from
-    same: frozenset | None = None
-    monotone: bool = True  # pair ids ascend in file order
-    ends: np.ndarray | None = None  # per bucket: needed-row index past its last pair
-    taken: int = 0  # needed rows consumed so far
-    finished: bool = False
-
-    def ids(self, k) -> np.ndarray:
-        """Row ids of needed rows ``k`` (an index, array or slice)."""
-        return self.rid[self.positions[k]]
-
-
-class _Ahead:
-    """Runs an iterator of ``(k, table)`` ahead of its consumer in a thread
-    pool, in order, holding at most ``max_rows`` rows (at least one item)
-    not yet taken. A worker never blocks: it stops when the buffer is full
-    and the consumer restarts it."""
-
-    def __init__(self, pool: ThreadPoolExecutor, it, max_rows: int):
-        self._pool = pool
-        self._it = it
-        self._max_rows = max_rows
-        self._cv = threading.Condition()
-        self._items: collections.deque = collections.deque()
-        self._rows = 0
-        self._running = False
-        self._done = False
-        self._closed = False
-        self._error: BaseException | None = None
-        with self._cv:
-            self._kick()
-
-    def _kick(self) -> None:  # with the lock held
-        if self._running or self._done or self._closed:
-            return
-        if self._items and self._rows >= self._max_rows:
-            return
-        self._running = True
-        self._pool.submit(self._fill)
-
-    def _fill(self) -> None:
-        while True:
-            try:
-                item = next(self._it)
-            except StopIteration:
-                item = None
-            except BaseException as e:  # handed to the consumer
-                with self._cv:
-                    self._error, self._done, self._running = e, True, False
-                    self._cv.notify_all()
-                return
-            with self._cv:
-                if item is None:
-                    self._done = True
-                else:
-                    self._items.append(item)
-                    self._rows += item[1].num_rows
-                self._cv.notify_all()
-                if self._done or self._closed or self._rows >= self._max_rows:
-                    self._running = False
-                    return
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        with self._cv:
-            while not self._items:
-                if self._done or self._closed:
-                    if self._error is not None:
-                        raise self._error
-                    raise StopIteration
-                self._kick()
-                self._cv.wait()
-            item = self._items.popleft()
-            self._rows -= item[1].num_rows
-            self._kick()
-            return item
-
-    def close(self) -> None:
-        with self._cv:
-            self._closed = True
-            self._items.clear()
-
-
-class _Cursor:
-    """Hands out a read's needed rows by index, in order."""
-
-    def __init__(self, items):
-        self._items = items
-        self._head: tuple[int, pa.Table] | None = None
-        self.taken = 0
-
-    def take(self, end: int) -> list[pa.Table]:
-        """The needed rows ``taken..end``."""
-        out = []
-        while self.taken < end:
-            if self._head is None:
-                self._head = next(self._items)
-            k, t = self._head
-            stop = min(k + t.num_rows, end)
-            out.append(t.slice(self.taken - k, stop - self.taken))
-            self.taken = stop
-            if stop == k + t.num_rows:
-                self._head = None
-        return out
-
-    def close(self) -> None:
-        if isinstance(self._items, _Ahead):
-            self._items.close()
-
-
-class _Streams:
-    """The reads of a scan, started in the order they are consumed, up to
-    ``_LOOKAHEAD_READS`` ahead of the last one asked for, each decoding at
-    most ``_AHEAD_ROWS`` needed rows ahead of its consumer: partitions decode
-    in parallel, with a bounded number in flight."""
-
-    def __init__(self, pool, storage, schema, order: list[_Read], batch_rows: int):
-        self._pool, self._storage, self._schema = pool, storage, schema
-        self._order = order
-        self._rank = {id(r): i for i, r in enumerate(order)}
-        self._cursors: dict[int, _Cursor] = {}
-        self._started = 0
-        self._batch_rows = batch_rows
-
-    def _start(self, r: _Read) -> None:
-        it = iter_rows(self._storage, r.part, self._schema, r.positions, columns=r.columns, batch_rows=_FILE_BATCH_ROWS)
-        self._cursors[id(r)] = _Cursor(_Ahead(self._pool, it, max(_AHEAD_ROWS, self._batch_rows)))
-
-    def cursor(self, r: _Read) -> _Cursor:
-        rank = self._rank[id(r)]
-        while self._started < len(self._order) and self._started <= rank + _LOOKAHEAD_READS:
-            self._start(self._order[self._started])
-            self._started += 1
-        return self._cursors[id(r)]
-
-    def close(self, r: _Read) -> None:
-        c = self._cursors.pop(id(r), None)
-        if c is not None:
-            c.close()
-
-    def close_all(self) -> None:
-        for c in self._cursors.values():
-            c.close()
-        self._cursors.clear()

@@ -82,10 +82,11 @@ class ChangeTask:
 
     def to_batches(self, *, batch_rows: int = 65536, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
         """This task's change rows, in the schema of the whole scan, in
-        batches of at most ``batch_rows``. ``use_threads`` is accepted for
-        symmetry with :meth:`ScanTask.to_batches`; the change scan sizes its
-        own decode pool."""
-        yield from self.change_set(batch_rows=batch_rows).to_batches()
+        batches of at most ``batch_rows``. ``use_threads=False`` decodes with
+        one thread (see :meth:`ChangeSet.to_batches
+        <ctfile.reader.change_scan.ChangeSet.to_batches>`), as
+        :meth:`ScanTask.to_batches` does."""
+        yield from self.change_set(batch_rows=batch_rows).to_batches(use_threads=use_threads)
 
 
 @dataclass

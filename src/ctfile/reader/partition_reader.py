@@ -91,11 +91,13 @@ def read_partition(
     columns: Sequence[str] | None = None,
     hidden: bool = False,
     batch_rows: int | None = None,
+    use_threads: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the partition's rows as batches with the table's column names.
 
     ``columns`` defaults to all table columns; ``hidden`` appends the
-    materialized hidden columns. Row order is file order.
+    materialized hidden columns. Row order is file order. ``use_threads``
+    lets pyarrow decode columns on its own threads.
     """
     wanted = list(schema.names if columns is None else columns)
     target = schema.to_arrow(field_ids=False)
@@ -117,7 +119,7 @@ def read_partition(
     offset = 0
     if p.num_records == 0:
         return
-    iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=True)
+    iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
     for batch in iterator:
         n = batch.num_rows
         arrays = []
@@ -343,14 +345,20 @@ def iter_rows(
 
 
 def read_rows(
-    storage: Storage, p: Partition, schema: Schema, positions: np.ndarray, *, columns: Sequence[str] | None = None
+    storage: Storage,
+    p: Partition,
+    schema: Schema,
+    positions: np.ndarray,
+    *,
+    columns: Sequence[str] | None = None,
+    use_threads: bool = True,
 ) -> pa.Table:
     """The rows at sorted ``positions`` (table columns only), reading only the
     row groups that hold them (see :func:`iter_rows`)."""
     wanted = list(schema.names if columns is None else columns)
     target = schema.to_arrow(field_ids=False)
     out_schema = pa.schema([target.field(c) for c in wanted])
-    tables = [t for _, t in iter_rows(storage, p, schema, positions, columns=wanted)]
+    tables = [t for _, t in iter_rows(storage, p, schema, positions, columns=wanted, use_threads=use_threads)]
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import AddPartition, RemovePartition
-from ctfile.reader import change_scan, partition_reader
+from ctfile.reader import min_delta, partition_reader
 from ctfile.reader.partition_reader import same_columns
 
 
@@ -55,18 +55,18 @@ def test_change_scan_identical_with_and_without_column_reuse(new_table, monkeypa
     v2 = t.update(pc.field("x") == 4, {"x": 40, "s": None}).version
     v3 = t.update(pc.field("x") == 5, {"x": 5}).version  # no-op: nothing to commit
     calls = []
-    real = change_scan.same_columns
+    real = min_delta.same_columns
 
     def counting(*a, **k):
         out = real(*a, **k)
         calls.append(out)
         return out
 
-    monkeypatch.setattr(change_scan, "same_columns", counting)
+    monkeypatch.setattr(min_delta, "same_columns", counting)
     results = {}
     for reuse in (True, False):
         if not reuse:
-            monkeypatch.setattr(change_scan, "same_columns", lambda *a, **k: set())
+            monkeypatch.setattr(min_delta, "same_columns", lambda *a, **k: set())
         for a, b in ((v1, v1), (v2, v2), (v1, v2), (1, v3)):
             for info in ("default", "audit"):
                 results[(reuse, a, b, info)] = t.changes(start_version=a, end_version=b, information=info).to_arrow()

@@ -23,7 +23,7 @@ from ctfile.format.errors import (
     StaleIntervalError,
     VersionNotFoundError,
 )
-from ctfile.reader import change_scan, partition_reader
+from ctfile.reader import change_scan, min_delta, partition_reader, read_ahead
 from ctfile.reader.change_plan import PlanShape
 
 ACTION = "METADATA$ACTION"
@@ -84,9 +84,9 @@ class ReadCounter:
         self.payload: list[tuple[str, int]] = []  # (path, rows requested)
         self.hidden: list[str] = []
         self.opened: list[str] = []
-        real_rows, real_part = change_scan.read_rows, change_scan.read_partition
-        real_iter = change_scan.iter_rows
-        real_hidden, real_open = change_scan.read_hidden, partition_reader.open_parquet
+        real_rows, real_part = partition_reader.read_rows, partition_reader.read_partition
+        real_iter = partition_reader.iter_rows
+        real_hidden, real_open = partition_reader.read_hidden, partition_reader.open_parquet
 
         def read_rows(storage, p, schema, positions, **kw):
             self.payload.append((p.path, len(positions)))
@@ -108,11 +108,13 @@ class ReadCounter:
             self.opened.append(p.path)
             return real_open(storage, p, **kw)
 
-        monkeypatch.setattr(change_scan, "read_rows", read_rows)
-        monkeypatch.setattr(change_scan, "iter_rows", iter_rows)
-        monkeypatch.setattr(change_scan, "read_partition", read_partition)
-        monkeypatch.setattr(change_scan, "read_hidden", read_hidden)
-        monkeypatch.setattr(change_scan, "open_parquet", open_parquet)
+        # Each reader is patched where the scan's modules look it up (inside
+        # partition_reader only open_parquet, so no read is counted twice).
+        for module in (change_scan, min_delta, read_ahead):
+            for name, fn in (("read_rows", read_rows), ("iter_rows", iter_rows), ("read_partition", read_partition),
+                             ("read_hidden", read_hidden), ("open_parquet", open_parquet)):
+                if hasattr(module, name):
+                    monkeypatch.setattr(module, name, fn)
         monkeypatch.setattr(partition_reader, "open_parquet", open_parquet)
 
     @property
@@ -691,15 +693,15 @@ def test_update_pairs_across_many_buckets(new_table, make_rows, monkeypatch):
     t.delete(pc.field("id").isin([i for i in range(300) if i % 11 == 0]))
     one = t.changes(start_version=2).to_arrow()
     counter = ReadCounter(monkeypatch)
-    monkeypatch.setattr(change_scan, "PAIR_MEMORY_BUDGET", 2000)
+    monkeypatch.setattr(min_delta, "PAIR_MEMORY_BUDGET", 2000)
     buckets = []
-    real_emit = change_scan.ChangeSet._emit_pairs
+    real_emit = min_delta.MinimumDelta._emit_pairs
 
     def emit(self, old, new, *a, **k):
         buckets.append(len(old[1]))
         return real_emit(self, old, new, *a, **k)
 
-    monkeypatch.setattr(change_scan.ChangeSet, "_emit_pairs", emit)
+    monkeypatch.setattr(min_delta.MinimumDelta, "_emit_pairs", emit)
     many = t.changes(start_version=2).to_arrow()
     assert len(buckets) > 2 * len(t.snapshot().partitions)  # really bucketed
     # Pair ids ascend in file order, so buckets stream through each partition:

@@ -1,0 +1,474 @@
+"""The minimum delta of a change scan (SPEC §Change scans, `default`).
+
+It works in two phases, so that rows copy-on-write copied unchanged cost only
+their two hidden int64 values, and every other needed row is decoded once:
+
+1. **Hidden columns only.** For each net-added partition read
+   ``(row_id, row_version)``: rows with ``row_version >= a`` were written in
+   the interval (candidate INSERTs), the others are unchanged copies whose ids
+   form the set *U*. For each net-removed partition read ``row_id``: rows
+   whose id is not in *U* were deleted or updated (candidate DELETEs). Ids
+   that are candidates on both sides are updates (pairs); the others are lone
+   INSERTs or DELETEs (:mod:`ctfile.reader.row_id_sets`). A plain insert
+   partition needs no read at all: its hidden values follow from the log.
+2. **Needed rows, each partition decoded once.** Each partition holding a
+   needed row is read once for all of them, its lone rows and its halves of
+   update pairs together, only the row groups that hold them, each file
+   batch decoded once and only the needed rows kept (string columns with a
+   small dictionary are decoded as indices and only the kept rows turned into
+   strings). Lone rows are emitted as they come. Update pairs are aligned by
+   row id in buckets of row-id ranges sized to a memory budget: when each
+   partition's pair ids ascend in file order (copy-on-write keeps row order),
+   a bucket takes the next rows of each partition's stream, so no partition
+   is decoded twice however many buckets there are; otherwise (and only with
+   several buckets) pair rows are read again per bucket. Pairs are compared
+   (a pair whose values are all equal is dropped: a no-op update produces no
+   change) and emitted DELETE-then-INSERT, adjacent. When a removed
+   partition's copy-on-write successor holds the same row ids in the same
+   order, the columns whose column chunks are byte-identical in the two files
+   (the columns the statement did not set) are decoded once, from the new
+   file, and serve as both images; only the other columns of the old file are
+   read.
+
+Partitions decode in parallel on a thread pool (:mod:`ctfile.reader.read_ahead`),
+started in the order they are consumed, a few ahead, each running a bounded
+number of rows ahead of its consumer, so memory stays bounded.
+
+A ``filter`` on data columns is applied to every output row; an update whose
+old or new image fails the filter becomes a lone DELETE or INSERT with
+``ISUPDATE`` false (Snowflake's rule that ``$ISUPDATE`` is computed last,
+after everything that can split a pair).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import Partition
+from ctfile.format.schema import Schema
+from ctfile.log.storage import Storage
+from ctfile.reader.change_rows import Chunk, const, filter_chunk, filter_mask
+from ctfile.reader.partition_reader import read_hidden, read_rows, same_columns
+from ctfile.reader.read_ahead import Streams
+from ctfile.reader.row_id_sets import classify
+
+PAIR_MEMORY_BUDGET = 128 << 20
+_DECODED_BYTES_PER_STORED_BYTE = 8  # rough Parquet expansion for bucket sizing (lineitem: ~6)
+
+
+def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
+    """Null-aware "is distinct from", per row; two NaNs are equal, as in the
+    writer's no-op check (SPEC §Copy-on-write) and in Spark SQL."""
+    try:
+        ne = pc.not_equal(a, b)
+        if a.null_count or b.null_count:
+            ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
+        if pa.types.is_floating(a.type):
+            ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)))
+        return np.asarray(ne.to_numpy(zero_copy_only=False), dtype=bool)
+    except pa.ArrowNotImplementedError:  # nested types: compare as Python values
+        return np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
+
+
+class MinimumDelta:
+    """The minimum-delta computation over one set of net added and net
+    removed partitions (a whole interval, or one commit of an audit scan).
+
+    ``workers`` threads decode partitions; with ``use_threads=False`` pyarrow
+    decodes each file on its pool thread alone, without its own threads.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        table_schema: Schema,
+        *,
+        filter: pc.Expression | None,
+        batch_rows: int,
+        workers: int,
+        use_threads: bool = True,
+    ):
+        self._storage = storage
+        self._table_schema = table_schema
+        self._data_schema = table_schema.to_arrow(field_ids=False)
+        self._filter = filter
+        self._batch_rows = batch_rows
+        self._workers = workers
+        self._use_threads = use_threads
+
+    def run(
+        self,
+        added: Sequence[Partition],
+        removed: Sequence[Partition],
+        a: int,
+        *,
+        version: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Iterator[Chunk]:
+        """The minimum delta between the state before version ``a`` and after
+        the net ``added`` / ``removed`` partitions; ``version`` and
+        ``timestamp_ms`` tag the rows of an audit scan."""
+        kw = {"version": version, "timestamp_ms": timestamp_ms}
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            # Phase 1: hidden columns only. Row versions only decide which
+            # added rows were written in the interval; only row ids are kept
+            # after that (memory here grows with the interval's rows).
+            def ids(p_insert):
+                p, insert = p_insert
+                rid, rv = read_hidden(self._storage, p)
+                return rid, (rv >= a) if insert else None
+
+            hidden = list(pool.map(ids, [(p, True) for p in added] + [(p, False) for p in removed]))
+            a_rid = [rid for rid, _ in hidden[:len(added)]]
+            a_sel = [sel for _, sel in hidden[:len(added)]]
+            r_rid = [rid for rid, _ in hidden[len(added):]]
+            del hidden
+            a_pair, r_sel, r_pair, pair_ids = classify(added, a_rid, a_sel, removed, r_rid)
+            edges = self._bucket_edges(added, removed, pair_ids)
+            del pair_ids
+            reads = self._plan_reads(added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool)
+            del a_sel, r_sel
+            yield from self._run_reads(reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, **kw)
+
+    # ------------------------------------------------------------ reading the needed rows once
+
+    def _plan_reads(self, added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool) -> list[_Read]:
+        """One read per partition holding a needed row: its lone rows and its
+        halves of update pairs together, so each partition is decoded once.
+        A removed partition whose copy-on-write successor shares columns
+        (:meth:`_column_reuse`) reads only the other columns."""
+        reuse = self._column_reuse(added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool)
+        names = self._data_schema.names
+        reads: list[_Read] = []
+        for insert, parts, rids, sels, pairs in ((True, added, a_rid, a_sel, a_pair), (False, removed, r_rid, r_sel, r_pair)):
+            for i, p in enumerate(parts):
+                pos = _positions(sels[i])
+                if not len(pos):
+                    continue
+                r = _Read(insert, i, p, pos, rids[i], pairs[i][pos])
+                if not insert and i in reuse:
+                    r.reuse_from, r.same = reuse[i]
+                    r.columns = [c for c in names if c not in r.same]
+                reads.append(r)
+        return reads
+
+    def _column_reuse(self, added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool) -> dict[int, tuple[int, frozenset[str]]]:
+        """Removed partitions whose copy-on-write successor among ``added``
+        holds the same row ids in the same order, all of its needed rows being
+        update pairs with the same rows of the successor, with the table
+        columns whose values the two files share (:func:`same_columns`):
+        ``{removed index: (added index, columns)}``. The old images of those
+        columns are then taken from the new images, not decoded again."""
+        by_shape: dict[tuple[int, int, int], int] = {}
+        for j, rid in enumerate(a_rid):
+            if len(rid):
+                by_shape[(len(rid), int(rid[0]), int(rid[-1]))] = j
+        candidates = []
+        for i, (rid, pair) in enumerate(zip(r_rid, r_pair)):
+            if not len(rid) or not pair.any():
+                continue
+            j = by_shape.get((len(rid), int(rid[0]), int(rid[-1])))
+            if j is None or not np.array_equal(rid, a_rid[j]):
+                continue
+            # Same ids in the same order: every needed row of both files is a
+            # pair (a lone row would need every column), at the same position.
+            if not (np.array_equal(r_sel[i], pair) and np.array_equal(a_sel[j], a_pair[j]) and np.array_equal(pair, a_pair[j])):
+                continue
+            candidates.append((i, j))
+        sames = pool.map(lambda ij: same_columns(self._storage, removed[ij[0]], added[ij[1]], self._table_schema), candidates)
+        return {i: (j, frozenset(same)) for (i, j), same in zip(candidates, sames) if same}
+
+    def _run_reads(self, reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
+        kw = {"version": version, "timestamp_ms": timestamp_ms}
+        buckets = len(edges) - 1
+        pair_reads = [r for r in reads if r.pair.any()]
+        lone_reads = [r for r in reads if not r.pair.any()]
+        for r in pair_reads:
+            pk = np.flatnonzero(r.pair)
+            pid = r.ids(pk)
+            r.monotone = bool(np.all(pid[1:] > pid[:-1]))
+            n_before = np.searchsorted(pid, edges[1:]) if r.monotone else None
+            # Selected-row index just past the last pair of each bucket.
+            r.ends = None if n_before is None else np.where(n_before > 0, pk[np.maximum(n_before, 1) - 1] + 1, 0)
+        if buckets > 1 and not all(r.monotone for r in pair_reads):
+            # Pair rows out of id order in some partition and several buckets:
+            # read each partition's lone rows once, and its pair rows again
+            # per bucket (the general path).
+            for r in pair_reads:
+                lone = ~r.pair
+                if lone.any():
+                    lone_reads.append(_Read(r.insert, r.index, r.part, r.positions[lone], r.rid, r.pair[lone]))
+            pair_reads = []
+            tail = self._pairs_by_rereading(added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, **kw)
+        else:
+            tail = iter(())
+        # Consumption order: bucket by bucket, new images before old (reused
+        # columns of an old image come from its new image), then lone rows.
+        first: list[list[_Read]] = [[] for _ in range(buckets)]
+        for r in pair_reads:
+            first[int(np.argmax(r.ends > 0)) if buckets > 1 else 0].append(r)
+        order = [r for group in first for r in sorted(group, key=lambda r: (not r.insert, int(r.ids(np.argmax(r.pair)))))]
+        pair_reads = list(order)  # consumed in this order, bucket by bucket
+        order = [r for r in order if r.columns != []]  # reads with nothing to decode never start
+        order += lone_reads
+        streams = Streams(pool, self._storage, self._table_schema, order, self._batch_rows, use_threads=self._use_threads)
+        try:
+            for b in range(buckets):
+                if not pair_reads:
+                    break
+                yield from self._bucket(streams, pair_reads, b, buckets, **kw)
+            for r in lone_reads:
+                cur = streams.cursor(r)
+                n = len(r.positions)
+                while cur.taken < n:
+                    k0 = cur.taken
+                    tables = cur.take(min(n, k0 + self._batch_rows))
+                    c = self._lone_chunk(_concat(tables, self._data_schema), r.ids(slice(k0, cur.taken)), r.insert, **kw)
+                    if c is not None:
+                        yield c
+                streams.close(r)
+            yield from tail
+        finally:
+            streams.close_all()
+
+    def _bucket(self, streams, pair_reads, b, buckets, *, version, timestamp_ms) -> Iterator[Chunk]:
+        """Emit the pairs of bucket ``b`` and the lone rows read with them."""
+        kw = {"version": version, "timestamp_ms": timestamp_ms}
+        sides: dict[bool, list[tuple[_Read, pa.Table, np.ndarray]]] = {True: [], False: []}
+        new_piece: dict[int, tuple[pa.Table, np.ndarray]] = {}
+        for r in sorted(pair_reads, key=lambda r: not r.insert):  # new images first (stable: in consumption order)
+            if r.finished:
+                continue
+            last = buckets == 1 or b == buckets - 1 or r.ends[b] == r.ends[-1]
+            # The last bucket of a read takes the lone rows after its last pair too.
+            end = len(r.positions) if last else int(r.ends[b])
+            if end <= r.taken:
+                continue
+            k0 = r.taken
+            # Rows of the read in this bucket, split into lone rows (emitted
+            # now) and pair rows; split piece by piece, so no take runs over
+            # a many-chunk table (which would concatenate it first).
+            is_pair = r.pair[k0:end]
+            ids = r.ids(slice(k0, end))
+            if r.columns == []:  # every column shared with the new image: nothing to read
+                data = None
+            else:
+                lone_t, pair_t = _split(streams.cursor(r).take(end), is_pair)
+                if lone_t:
+                    c = self._lone_chunk(_concat(lone_t, self._data_schema), ids[~is_pair], r.insert, **kw)
+                    if c is not None:
+                        yield c
+                data = _concat(pair_t, self._read_schema(r))
+                ids = ids[is_pair]
+            r.taken = end
+            if last:
+                r.finished = True
+                streams.close(r)
+            if not len(ids):
+                continue
+            if r.insert:
+                new_piece[r.index] = (data, ids)
+            elif r.same is not None:
+                src, src_ids = new_piece[r.reuse_from]
+                if not np.array_equal(src_ids, ids):
+                    raise AssertionError("change scan: reused columns do not align")  # pragma: no cover
+                data = pa.Table.from_arrays(
+                    [src.column(c) if c in r.same else data.column(c) for c in self._data_schema.names],
+                    schema=self._data_schema,
+                )
+            sides[r.insert].append((r, data, ids))
+        if not sides[True] and not sides[False]:
+            return
+        new, new_ids = _assemble_side(sides[True], self._data_schema)
+        old, old_ids = _assemble_side(sides[False], self._data_schema)
+        # Columns every old image of the bucket took from its new image need
+        # no comparison.
+        olds = [r for r, _, _ in sides[False]]
+        skip = frozenset.intersection(*[r.same for r in olds]) if olds and all(r.same for r in olds) else frozenset()
+        yield from self._emit_pairs((old, old_ids), (new, new_ids), version, timestamp_ms, skip=skip)
+
+    def _read_schema(self, r: _Read) -> pa.Schema:
+        if r.columns is None:
+            return self._data_schema
+        return pa.schema([self._data_schema.field(c) for c in r.columns])
+
+    def _lone_chunk(self, data: pa.Table, ids: np.ndarray, insert: bool, *, version, timestamp_ms) -> Chunk | None:
+        return filter_chunk(data, ids, insert, self._filter, version=version, timestamp_ms=timestamp_ms)
+
+    def _bucket_edges(self, added, removed, pair_ids) -> np.ndarray:
+        """Row-id bucket bounds ``[lo, hi)`` for the update pairs, so that the
+        pairs of one bucket fit the memory budget."""
+        if not len(pair_ids):
+            return np.empty(1, np.int64)
+        parts = list(added) + list(removed)
+        bytes_per_row = max(
+            (p.size_bytes / p.num_records for p in parts if p.num_records), default=64
+        ) * _DECODED_BYTES_PER_STORED_BYTE
+        buckets = max(1, math.ceil(2 * len(pair_ids) * bytes_per_row / PAIR_MEMORY_BUDGET))
+        buckets = min(buckets, len(pair_ids))
+        edges = [int(pair_ids[(i * len(pair_ids)) // buckets]) for i in range(buckets)]
+        edges.append(int(pair_ids[-1]) + 1)
+        return np.unique(np.array(edges, dtype=np.int64))
+
+    # ------------------------------------------------------------ general path: pairs out of id order
+
+    def _pairs_by_rereading(self, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
+        """Update pairs in row-id buckets, each bucket reading the pair rows
+        with ids in its range from every partition (a partition is decoded
+        once per bucket that needs it)."""
+        reuse = self._column_reuse(added, a_rid, a_pair, a_pair, removed, r_rid, r_pair, r_pair, pool)
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            new_pieces = self._read_pieces(added, a_rid, a_pair, lo, hi)
+            old_pieces = self._read_pieces(removed, r_rid, r_pair, lo, hi, reuse=reuse, new_pieces=new_pieces)
+            new = _assemble_side([(None, t, ids) for t, _, ids in new_pieces.values()], self._data_schema)
+            old = _assemble_side([(None, t, ids) for t, _, ids in old_pieces.values()], self._data_schema)
+            del new_pieces, old_pieces
+            yield from self._emit_pairs(old, new, version, timestamp_ms)
+            del new, old
+
+    def _read_pieces(self, parts, rids, pairs, lo, hi, *, reuse=None, new_pieces=None) -> dict[int, tuple[pa.Table, np.ndarray, np.ndarray]]:
+        """Per partition index, the pair rows with ids in ``[lo, hi)``:
+        ``(table columns, positions, row ids)``, in file order."""
+        pieces: dict[int, tuple[pa.Table, np.ndarray, np.ndarray]] = {}
+        for i, (p, rid, pair) in enumerate(zip(parts, rids, pairs)):
+            pos = np.flatnonzero(pair & (rid >= lo) & (rid < hi))
+            if not len(pos):
+                continue
+            match = reuse.get(i) if reuse else None
+            if match is not None and match[0] in new_pieces and np.array_equal(new_pieces[match[0]][1], pos):
+                # Same rows at the same positions in both files: columns the
+                # files share come from the new image already read.
+                new_t, same = new_pieces[match[0]][0], match[1]
+                names = self._data_schema.names
+                diff = [c for c in names if c not in same]
+                old_t = read_rows(self._storage, p, self._table_schema, pos, columns=diff) if diff else None
+                t = pa.Table.from_arrays(
+                    [new_t.column(c) if c in same else old_t.column(c) for c in names], schema=self._data_schema
+                )
+            else:
+                t = read_rows(self._storage, p, self._table_schema, pos)
+            pieces[i] = (t, pos, rid[pos])
+        return pieces
+
+    # ------------------------------------------------------------ pairs
+
+    def _emit_pairs(self, old_t, new_t, version, timestamp_ms, *, skip: frozenset = frozenset()) -> Iterator[Chunk]:
+        (old, old_ids), (new, new_ids) = old_t, new_t
+        if len(old_ids) != len(new_ids) or not np.array_equal(old_ids, new_ids):
+            raise AssertionError("change scan: update pairs do not align by row id")  # pragma: no cover
+        n = len(old_ids)
+        if n == 0:
+            return
+        changed = np.zeros(n, dtype=bool)
+        for name in self._data_schema.names:
+            if name not in skip:
+                changed |= _differs(old.column(name), new.column(name))
+        f_old = filter_mask(old, self._filter)
+        f_new = filter_mask(new, self._filter)
+        f_old = changed if f_old is None else changed & f_old
+        f_new = changed if f_new is None else changed & f_new
+        both = f_old & f_new
+        lone_old = f_old & ~f_new
+        lone_new = f_new & ~f_old
+        both_idx = np.flatnonzero(both)
+        if len(both_idx):
+            # DELETE (old image) then INSERT (new image), adjacent per row;
+            # interleaved a slice at a time so only one output batch's worth
+            # of rows is copied at once. Each slice first cuts both sides to
+            # the rows it spans (zero-copy), so a take never scans the whole
+            # bucket.
+            step = max(1, self._batch_rows // 2)
+            for s in range(0, len(both_idx), step):
+                idx = both_idx[s:s + step]
+                lo, hi = int(idx[0]), int(idx[-1]) + 1
+                k = len(idx)
+                take = np.empty(2 * k, dtype=np.int64)
+                take[0::2] = idx - lo
+                take[1::2] = idx - lo + (hi - lo)
+                data = pa.concat_tables([old.slice(lo, hi - lo), new.slice(lo, hi - lo)]).take(pa.array(take))
+                ins = np.zeros(2 * k, dtype=bool)
+                ins[1::2] = True
+                yield Chunk(data, ins, const(2 * k, True), np.repeat(old_ids[idx], 2), version, timestamp_ms)
+        for mask, table, insert in ((lone_old, old, False), (lone_new, new, True)):
+            sel = np.flatnonzero(mask)
+            if len(sel):
+                yield Chunk(table.take(pa.array(sel)), const(len(sel), insert), const(len(sel), False), old_ids[sel], version, timestamp_ms)
+
+
+@dataclass(eq=False)
+class _Read:
+    """The rows of one partition a minimum delta needs, decoded once."""
+
+    insert: bool  # an added partition (new images, INSERTs) or a removed one
+    index: int  # the partition's index among the added or removed ones
+    part: Partition
+    positions: np.ndarray  # needed rows, ascending
+    rid: np.ndarray  # row ids of every row of the partition
+    pair: np.ndarray  # per needed row: half of an update pair (else a lone row)
+    columns: list[str] | None = None  # None: every table column
+    reuse_from: int | None = None  # the added partition the other columns come from
+    same: frozenset | None = None
+    monotone: bool = True  # pair ids ascend in file order
+    ends: np.ndarray | None = None  # per bucket: needed-row index past its last pair
+    taken: int = 0  # needed rows consumed so far
+    finished: bool = False
+
+    def ids(self, k) -> np.ndarray:
+        """Row ids of needed rows ``k`` (an index, array or slice)."""
+        return self.rid[self.positions[k]]
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    if not tables:
+        return schema.empty_table()
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _positions(mask: np.ndarray) -> np.ndarray:
+    """Indices of ``mask``, as int32 when they fit (half the memory of the
+    index arrays a scan of a large change keeps)."""
+    pos = np.flatnonzero(mask)
+    return pos.astype(np.int32) if len(mask) < 2**31 else pos
+
+
+def _split(tables: list[pa.Table], is_pair: np.ndarray) -> tuple[list[pa.Table], list[pa.Table]]:
+    """Split consecutive ``tables`` (rows matching ``is_pair``) into lone rows and pair rows."""
+    lone: list[pa.Table] = []
+    pair: list[pa.Table] = []
+    k = 0
+    for t in tables:
+        m = is_pair[k:k + t.num_rows]
+        k += t.num_rows
+        if m.all():
+            pair.append(t)
+        elif not m.any():
+            lone.append(t)
+        else:
+            pair.append(t.take(pa.array(np.flatnonzero(m))))
+            lone.append(t.take(pa.array(np.flatnonzero(~m))))
+    return lone, pair
+
+
+def _assemble_side(pieces, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+    """Concatenate one side's ``(read, table, ids)`` pieces, sorted by row id."""
+    pieces = sorted((x for x in pieces if len(x[2])), key=lambda x: int(x[2][0]))
+    if not pieces:
+        return schema.empty_table(), np.empty(0, np.int64)
+    tables = [t for _, t, _ in pieces]
+    all_ids = np.concatenate([ids for _, _, ids in pieces])
+    if len(all_ids) < 2 or bool(np.all(all_ids[1:] > all_ids[:-1])):
+        # Already in id order (partitions and rows in id order, the usual
+        # case): no reordering copy.
+        return _concat(tables, schema), all_ids
+    order = np.argsort(all_ids, kind="stable")
+    return _concat(tables, schema).take(pa.array(order)), all_ids[order]
+
+
+# ---------------------------------------------------------------- row-id sets

@@ -1,0 +1,106 @@
+"""Row-id set arithmetic of the minimum delta (SPEC §Change scans, `default`).
+
+From the hidden values alone, :func:`classify` tells which rows of the
+interval's net added and net removed partitions are candidate INSERTs,
+candidate DELETEs and halves of update pairs. Row ids are dense (they count
+rows from 0), so :class:`IdSet` answers membership with a boolean table over
+the ids' range, in linear time, and falls back to a sorted array when the ids
+are sparse.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ctfile.reader.partition_reader import hidden_values_only_inherited
+
+# Row-id sets use a boolean table over the ids' range when the range is at
+# most this many times the number of ids (plus the slack), else sorted arrays.
+ID_TABLE_FACTOR = 4
+ID_TABLE_SLACK = 1 << 20
+
+
+class IdSet:
+    """Membership of int64 row ids in one set at a time.
+
+    Row ids are dense (they count rows from 0), so when the ids of a scan's
+    partitions span a range not much larger than their number a boolean
+    table over that range answers in linear time, without sorting or
+    hashing; it is allocated once and refilled for each set. Otherwise the
+    set is kept sorted and probed with a binary search.
+    """
+
+    def __init__(self, universe: Sequence[np.ndarray]):
+        nonempty = [u for u in universe if len(u)]
+        total = sum(len(u) for u in nonempty)
+        self._lo = min((int(u.min()) for u in nonempty), default=0)
+        hi = max((int(u.max()) for u in nonempty), default=-1)
+        span = hi - self._lo + 1
+        dense = 0 < span <= ID_TABLE_FACTOR * total + ID_TABLE_SLACK
+        self._table = np.zeros(span, dtype=bool) if dense else None
+        self._sorted = np.empty(0, np.int64)
+
+    def fill(self, rids: Sequence[np.ndarray], masks: Sequence[np.ndarray | None]) -> None:
+        """The set becomes ``rids[i][masks[i]]`` over all ``i`` (a None mask:
+        all of ``rids[i]``). The ids of all ``rids`` must be distinct."""
+        if self._table is not None:
+            t = self._table
+            t[:] = False
+            for rid, mask in zip(rids, masks):
+                if mask is None:
+                    t[rid - self._lo] = True
+                elif 4 * np.count_nonzero(mask) < len(mask):
+                    t[rid[mask] - self._lo] = True
+                elif len(rid):
+                    # Mostly members, distinct ids: scattering the mask itself
+                    # sets exactly the members, without compressing the ids.
+                    t[rid - self._lo] = mask
+        else:
+            parts = [rid if mask is None else rid[mask] for rid, mask in zip(rids, masks)]
+            self._sorted = np.sort(np.concatenate(parts or [np.empty(0, np.int64)]))
+
+    def contains(self, values: np.ndarray, dense: bool = False) -> np.ndarray:
+        """``values[i] in set``; ``values`` must lie within the universe.
+        ``dense``: ``values`` is known to be an ascending run of consecutive
+        ids (a plain insert's), answered by a slice of the table."""
+        if self._table is not None:
+            if dense and len(values):
+                start = int(values[0]) - self._lo
+                return self._table[start:start + len(values)].copy()
+            return self._table[values - self._lo]
+        s = self._sorted
+        if not len(s) or not len(values):
+            return np.zeros(len(values), dtype=bool)
+        i = np.searchsorted(s, values)
+        np.minimum(i, len(s) - 1, out=i)
+        return s[i] == values
+
+    def members(self) -> np.ndarray:
+        """The set, sorted."""
+        if self._table is not None:
+            return np.flatnonzero(self._table).astype(np.int64) + self._lo
+        return self._sorted
+
+
+def classify(added, a_rid, a_sel, removed, r_rid):
+    """From the hidden values: which rows of each partition are halves of
+    update pairs, which removed rows are candidate DELETEs, and the sorted
+    pair ids. ``a_sel`` marks the added rows written in the interval."""
+    a_pair = [np.zeros(len(rid), dtype=bool) for rid in a_rid]
+    if not removed:
+        return a_pair, [], [], np.empty(0, np.int64)
+    ids = IdSet(list(a_rid) + list(r_rid))
+    dense = [hidden_values_only_inherited(p) for p in removed]
+    # U: ids of the unchanged copies; a removed row not in U was deleted or updated.
+    ids.fill(a_rid, [~sel for sel in a_sel])
+    r_sel = [~ids.contains(rid, d) for rid, d in zip(r_rid, dense)]
+    if not any(sel.any() for sel in a_sel) or not any(sel.any() for sel in r_sel):
+        return a_pair, r_sel, [np.zeros(len(rid), dtype=bool) for rid in r_rid], np.empty(0, np.int64)
+    # Ids on both sides are the updates.
+    ids.fill(r_rid, r_sel)
+    a_pair = [sel & ids.contains(rid) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel in zip(a_rid, a_sel)]
+    ids.fill(a_rid, a_pair)
+    r_pair = [sel & ids.contains(rid, d) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel, d in zip(r_rid, r_sel, dense)]
+    return a_pair, r_sel, r_pair, ids.members()
