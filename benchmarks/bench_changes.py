@@ -42,19 +42,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
 import json
 import os
 import platform
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 from decimal import Decimal
 from pathlib import Path
+from statistics import median
 
+from _timing import interleaved
 from bench_core import load_lineitem  # the core benchmark owns the TPC-H data cache
 
 HERE = Path(__file__).resolve().parent
@@ -128,36 +128,6 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def _interleaved(fns: dict, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Time each zero-argument callable ``runs`` times, in alternation.
-
-    One untimed warm-up call of each first; then in run i the order is the
-    list rotated by i, so no callable always runs first (or right after the
-    same neighbour). Returns (wall seconds, CPU seconds) per callable; CPU time
-    is ``time.process_time`` (all threads of this process), a cross-check that
-    is less sensitive than wall time to other load on the machine.
-    """
-    names = list(fns)
-    for n in names:
-        fns[n]()
-    wall: dict[str, list[float]] = {n: [] for n in names}
-    cpu: dict[str, list[float]] = {n: [] for n in names}
-    for i in range(runs):
-        order = names[i % len(names):] + names[: i % len(names)]
-        for n in order:
-            gc.collect()
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            fns[n]()
-            wall[n].append(time.perf_counter() - t0)
-            cpu[n].append(time.process_time() - c0)
-    return wall, cpu
 
 
 def _cached_table(root: Path, params: dict, build, rebuild: bool) -> tuple[dict, float | None]:
@@ -269,9 +239,9 @@ def bench_append(args, lineitem) -> dict:
     cs = L["t"].changes(start_version=L["info"]["version"], end_version=L["info"]["version"], information="append_only")
     shape = str(cs.plan_shape)
     runs = 3 * args.runs  # tens of milliseconds each: more runs for a steadier median
-    times, cpu = _interleaved({"ctfile_large": scan(L), "ctfile_small": scan(S), "pyarrow": read_pq}, runs)
-    med = {k: _median(v) for k, v in times.items()}
-    cmed = {k: _median(v) for k, v in cpu.items()}
+    times, cpu = interleaved({"ctfile_large": scan(L), "ctfile_small": scan(S), "pyarrow": read_pq}, runs)
+    med = {k: median(v) for k, v in times.items()}
+    cmed = {k: median(v) for k, v in cpu.items()}
     return {
         "description": (
             f"append_only scan of the 1 partition added by the last commit; narrow lineitem "
@@ -389,9 +359,9 @@ def bench_minimize(args, lineitem) -> dict:
         def read_pq():
             counts["pyarrow"] = pq.read_table(files).num_rows
 
-        times, cpu = _interleaved({"minimize": scan(uv, "minimize"), "added_only": scan(av, "added_only"), "pyarrow": read_pq}, args.runs)
-        med = {n: _median(v) for n, v in times.items()}
-        cmed = {n: _median(v) for n, v in cpu.items()}
+        times, cpu = interleaved({"minimize": scan(uv, "minimize"), "added_only": scan(av, "added_only"), "pyarrow": read_pq}, args.runs)
+        med = {n: median(v) for n, v in times.items()}
+        cmed = {n: median(v) for n, v in cpu.items()}
         ratio = med["minimize"] / med["added_only"]
         out["by_k"][str(k)] = {
             "k": k,

@@ -29,12 +29,14 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
+
+from _timing import quiesce
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data"
@@ -136,10 +138,6 @@ def load_lineitem(data_dir: Path, sf: float):
 # ---------------------------------------------------------------- helpers
 
 
-def _median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
 def _dir_bytes(path: Path) -> tuple[int, int]:
     files = [p for p in path.iterdir() if p.is_file()] if path.exists() else []
     return sum(p.stat().st_size for p in files), len(files)
@@ -157,13 +155,6 @@ def calibration_ms() -> float:
     return best * 1000
 
 
-def _quiesce() -> None:
-    """Flush dirty pages of the previous run so it does not bill the next one."""
-    if hasattr(os, "sync"):
-        os.sync()
-    gc.collect()
-
-
 # ---------------------------------------------------------------- (A) insert
 
 
@@ -178,7 +169,7 @@ def bench_insert(table, codec: str, runs: int, scratch: Path) -> dict:
         d = Path(tempfile.mkdtemp(prefix="ct-", dir=scratch))
         try:
             t = ctfile.create_table(d / "t", table.schema, compression=codec)
-            _quiesce()
+            quiesce()
             c0, t0 = time.process_time(), time.perf_counter()
             res = t.insert(table)
             elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -193,7 +184,7 @@ def bench_insert(table, codec: str, runs: int, scratch: Path) -> dict:
         d = Path(tempfile.mkdtemp(prefix="pq-", dir=scratch))
         try:
             path = d / "lineitem.parquet"
-            _quiesce()
+            quiesce()
             c0, t0 = time.process_time(), time.perf_counter()
             pq.write_table(table, path, compression=codec)
             elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -217,7 +208,7 @@ def bench_insert(table, codec: str, runs: int, scratch: Path) -> dict:
                 t, c, pq_bytes = fn()
                 pq_times.append(t)
                 pq_cpu.append(c)
-    ct_med, pq_med = _median(ct_times), _median(pq_times)
+    ct_med, pq_med = median(ct_times), median(pq_times)
     return {
         "codec": codec,
         "rows": table.num_rows,
@@ -228,9 +219,9 @@ def bench_insert(table, codec: str, runs: int, scratch: Path) -> dict:
         "ctfile_runs_s": ct_times,
         "pyarrow_runs_s": pq_times,
         # Process CPU time (all threads): less sensitive to other load than wall time.
-        "ctfile_cpu_s": _median(ct_cpu),
-        "pyarrow_cpu_s": _median(pq_cpu),
-        "cpu_ratio": _median(ct_cpu) / _median(pq_cpu),
+        "ctfile_cpu_s": median(ct_cpu),
+        "pyarrow_cpu_s": median(pq_cpu),
+        "cpu_ratio": median(ct_cpu) / median(pq_cpu),
         "ctfile_bytes": ct_bytes,
         "pyarrow_bytes": pq_bytes,
         "bytes_ratio": ct_bytes / pq_bytes,
@@ -403,7 +394,7 @@ def bench_open(args: argparse.Namespace) -> dict:
             pair = [(small, st), (large, lt)] if i % 2 == 0 else [(large, lt), (small, st)]
             for uri, acc in pair:
                 acc.append(_time_open(uri))
-        s_ms, l_ms = _median(st) * 1000, _median(lt) * 1000
+        s_ms, l_ms = median(st) * 1000, median(lt) * 1000
         out[shape] = {
             "description": desc,
             "versions_small": args.base_versions,

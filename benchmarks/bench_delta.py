@@ -75,14 +75,15 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import time
 from decimal import Decimal
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _timing import interleaved, quiesce  # noqa: E402 (after the path insert)
 DEFAULT_DATA = HERE / "data"
 DEFAULT_WORK = HERE / "work"
 DEFAULT_OUT = HERE / "results" / "delta.json"
@@ -144,17 +145,6 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def _quiesce() -> None:
-    """Flush dirty pages of earlier work so they are not billed to the next timed run."""
-    if hasattr(os, "sync"):
-        os.sync()
-    gc.collect()
 
 
 def clone_table(src: Path, dst: Path, log_dirs=("_ct_log", "_delta_log")) -> None:
@@ -483,7 +473,7 @@ def build_history(args, root: Path) -> dict:
                   "merge_updates": w["merge_updates"], "merge_inserts": w["merge_inserts"], "steps": []}
     tables, create_s = {}, {}
     for key, side in sides.items():
-        _quiesce()
+        quiesce()
         t0 = time.perf_counter()
         tables[key], res = side.create(root / key, lineitem)
         create_s[key] = time.perf_counter() - t0
@@ -499,7 +489,7 @@ def build_history(args, root: Path) -> dict:
                 clone_table(root / key, root / "pre" / timed_at[n] / key)
         entry = {"op": op, "round": i}
         for key, side in sides.items():
-            _quiesce()
+            quiesce()
             t0 = time.perf_counter()
             entry[key] = side.step(tables[key], op, i)
             entry[f"{key}_s"] = time.perf_counter() - t0
@@ -569,7 +559,7 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
             clone_table(root / "pre" / op / key, d)
             try:
                 t = side.open(d)
-                _quiesce()
+                quiesce()
                 c0, t0 = time.process_time(), time.perf_counter()
                 res = side.step(t, op, rnd)
                 t1, c1 = time.perf_counter(), time.process_time()
@@ -602,7 +592,7 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
                 keep = ~pc.field("l_orderkey").isin(pa.array(sides["ct"].w["rf2"][rnd], pa.int64()))
             d = scratch / f"{op}-floor"
             shutil.rmtree(d, ignore_errors=True)
-            _quiesce()
+            quiesce()
             t0 = time.perf_counter()
             rewrite_floor(floor_files, d, keep)
             if timed:
@@ -620,7 +610,7 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
                 floor(True)
         if with_scan and counts["ct"]["scan_rows"] != counts["dl"]["scan_rows"]:
             raise SystemExit(f"{op}: change scan rows differ: {counts}")
-        med = {k: {m: (_median(v) if v else None) for m, v in r.items()} for k, r in rec.items()}
+        med = {k: {m: (median(v) if v else None) for m, v in r.items()} for k, r in rec.items()}
         entry = {
             "op": op,
             "description": {
@@ -645,8 +635,8 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
         if floor_runs:
             entry.update({
                 "floor_files": len(floor_files),
-                "floor_s": _median(floor_runs),
-                "floor_vs_delta": _median(floor_runs) / med["dl"]["dml"],
+                "floor_s": median(floor_runs),
+                "floor_vs_delta": median(floor_runs) / med["dl"]["dml"],
                 "floor_runs_s": floor_runs,
             })
         if with_scan:
@@ -672,23 +662,6 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
 
 
 # ---------------------------------------------------------------- (3) (4) change scans
-
-
-def _interleaved(fns: dict, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """One warm-up call of each, then ``runs`` rounds, the order rotated each round."""
-    names = list(fns)
-    for n in names:
-        fns[n]()
-    wall: dict[str, list[float]] = {n: [] for n in names}
-    cpu: dict[str, list[float]] = {n: [] for n in names}
-    for i in range(runs):
-        for n in names[i % len(names):] + names[: i % len(names)]:
-            gc.collect()
-            c0, t0 = time.process_time(), time.perf_counter()
-            fns[n]()
-            wall[n].append(time.perf_counter() - t0)
-            cpu[n].append(time.process_time() - c0)
-    return wall, cpu
 
 
 def _removed_files(t, version: int) -> list[str]:
@@ -746,11 +719,11 @@ def bench_append(args, root: Path, info: dict) -> dict:
     def run_dl():
         rows["delta"] = w_dl.scan(dl, dv, dv).num_rows
 
-    wall, cpu = _interleaved({"ctfile": run_ct, "pyarrow": run_pq, "delta": run_dl}, args.runs)
+    wall, cpu = interleaved({"ctfile": run_ct, "pyarrow": run_pq, "delta": run_dl}, args.runs)
     if len(set(rows.values())) != 1:
         raise SystemExit(f"append-only scan rows differ: {rows}")
-    med = {k: _median(x) for k, x in wall.items()}
-    cmed = {k: _median(x) for k, x in cpu.items()}
+    med = {k: median(x) for k, x in wall.items()}
+    cmed = {k: median(x) for k, x in cpu.items()}
     shape = str(ct.changes(start_version=v, end_version=v, information="append_only").plan_shape)
     return {
         "description": f"append_only change scan of the last RF1 commit (ctfile v{v}, delta v{dv})",
@@ -797,12 +770,12 @@ def bench_mindelta(args, root: Path, info: dict) -> dict:
     def run_removed_decode():
         rows["removed_decoded"] = sum(pq.read_table(f, columns=data_cols).num_rows for f in removed)
 
-    wall, cpu = _interleaved({"ctfile": run_ct, "delta": run_dl, "delta_load_cdf_only": run_dl_raw,
+    wall, cpu = interleaved({"ctfile": run_ct, "delta": run_dl, "delta_load_cdf_only": run_dl_raw,
                               "removed_decode": run_removed_decode}, args.runs)
     if rows["ctfile"] != rows["delta"]:
         raise SystemExit(f"minimum-delta rows differ: ctfile {rows['ctfile']}, consolidated delta CDF {rows['delta']}")
-    med = {k: _median(x) for k, x in wall.items()}
-    cmed = {k: _median(x) for k, x in cpu.items()}
+    med = {k: median(x) for k, x in wall.items()}
+    cmed = {k: median(x) for k, x in cpu.items()}
     shape = str(ct.changes(start_version=v0, end_version=v1).plan_shape)
     return {
         "description": (f"default (minimum-delta) change scan over RF1..MERGE (ctfile v{v0}..v{v1}, delta v{dv0}..v{dv1}) "
@@ -839,9 +812,9 @@ def bench_scans(args, root: Path, info: dict) -> dict:
             rows["delta"] = w_dl.scan(dl, dv, dv).num_rows
 
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-        wall, cpu = _interleaved({"ctfile": run_ct, "delta": run_dl}, args.runs)
-        med = {k: _median(x) for k, x in wall.items()}
-        cmed = {k: _median(x) for k, x in cpu.items()}
+        wall, cpu = interleaved({"ctfile": run_ct, "delta": run_dl}, args.runs)
+        med = {k: median(x) for k, x in wall.items()}
+        cmed = {k: median(x) for k, x in cpu.items()}
         out[op] = {
             "description": f"minimum-delta change scan of the {op} alone (ctfile changes({v}, {v}); delta-rs load_cdf({dv}, {dv}))",
             "plan_shape": str(ct.changes(start_version=v, end_version=v).plan_shape),
@@ -975,7 +948,7 @@ def profile(args, root: Path, info: dict, w: dict) -> Path:
             shutil.rmtree(d, ignore_errors=True)
             clone_table(root / "pre" / target / "ct", d)
             t = side.open(d)
-            _quiesce()
+            quiesce()
             if n:
                 prof.start()
             res = side.step(t, target, rnd)

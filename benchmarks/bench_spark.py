@@ -16,7 +16,9 @@ than wall time. Usage::
 
     .venv/bin/python benchmarks/bench_spark.py [--quick] [--runs N] [--no-floor]
 
-Writes ``benchmarks/results/spark.json``.
+Writes ``benchmarks/results/spark.json`` (``--out``). The table is cached under
+``benchmarks/work/spark/`` (``--work-dir``), lineitem under
+``benchmarks/data/`` (``--data-dir``, bench_core's cache).
 """
 
 from __future__ import annotations
@@ -38,18 +40,18 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 import ctfile  # noqa: E402
 
 
-def lineitem(scale: str):
+def lineitem(scale: str, data_dir: Path):
     from bench_core import load_lineitem  # the core benchmark owns the data cache
 
-    return load_lineitem(HERE / "data", float(scale))
+    return load_lineitem(data_dir, float(scale))
 
 
-def build_table(scale: str, partition_rows: int) -> str:
-    path = HERE / "work" / "spark" / f"lineitem-sf{scale}-p{partition_rows}"
+def build_table(scale: str, partition_rows: int, work_dir: Path, data_dir: Path) -> str:
+    path = work_dir / "spark" / f"lineitem-sf{scale}-p{partition_rows}"
     if (path / "_ct_log").exists():
         return str(path)
     shutil.rmtree(path, ignore_errors=True)
-    data = lineitem(scale)
+    data = lineitem(scale, data_dir)
     t = ctfile.create_table(path, data.schema, partition_rows=partition_rows)
     t.insert(data)
     return str(path)
@@ -150,10 +152,13 @@ def main() -> None:
     ap.add_argument("--partition-rows", type=int, default=1 << 20)
     ap.add_argument("--scale", default=None, help="TPC-H scale factor (default 1; 0.01 with --quick)")
     ap.add_argument("--no-floor", action="store_true", help="skip the informational floor side")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "spark.json", help="result JSON")
+    ap.add_argument("--work-dir", type=Path, default=HERE / "work", help="cached ctfile table (under spark/)")
+    ap.add_argument("--data-dir", type=Path, default=HERE / "data", help="cached TPC-H lineitem")
     args = ap.parse_args()
     scale = args.scale or ("0.01" if args.quick else "1")
     runs = 2 if args.quick else args.runs
-    uri = build_table(scale, args.partition_rows if not args.quick else 20000)
+    uri = build_table(scale, args.partition_rows if not args.quick else 20000, args.work_dir, args.data_dir)
     snap = ctfile.open_table(uri).snapshot()
     files = [os.path.join(uri, p.path) for p in snap.partitions]
     load_start = os.getloadavg()
@@ -222,8 +227,8 @@ def main() -> None:
         result["floor_ratio"] = result["floor_s"] / result["spark_read_parquet_s"]
         result["floor_cpu_ratio"] = result["floor_cpu_s"] / max(1e-9, result["spark_read_parquet_cpu_s"])
     spark.stop()
-    out = HERE / "results" / "spark.json"
-    out.parent.mkdir(exist_ok=True)
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"load average {load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f} at start, "
           f"{load_end[0]:.2f} / {load_end[1]:.2f} / {load_end[2]:.2f} at end, {os.cpu_count()} CPUs")

@@ -1,0 +1,44 @@
+"""Timing helpers shared by the benchmark scripts.
+
+The machines these run on are shared and noisy, so the scripts compare
+ctfile with its anchor by alternating them within one process
+(:func:`interleaved`) and report ratios of medians; :func:`quiesce` keeps
+one run's dirty pages from being billed to the next.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+
+def interleaved(fns: dict, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Time each zero-argument callable ``runs`` times, in alternation.
+
+    One untimed warm-up call of each first; then in run i the order is the
+    list rotated by i, so no callable always runs first (or right after the
+    same neighbour). Returns (wall seconds, CPU seconds) per callable; CPU time
+    is ``time.process_time`` (all threads of this process), a cross-check that
+    is less sensitive than wall time to other load on the machine.
+    """
+    names = list(fns)
+    for n in names:
+        fns[n]()
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for i in range(runs):
+        for n in names[i % len(names):] + names[: i % len(names)]:
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fns[n]()
+            wall[n].append(time.perf_counter() - t0)
+            cpu[n].append(time.process_time() - c0)
+    return wall, cpu
+
+
+def quiesce() -> None:
+    """Flush dirty pages of earlier work so they are not billed to the next timed run."""
+    if hasattr(os, "sync"):
+        os.sync()
+    gc.collect()
