@@ -130,12 +130,13 @@ FINDINGS: dict[str, str] = {
         "workers (PySpark's per-task gc.collect() was 9% of worker CPU): ~7% less total CPU."
     ),
     "commit_local": (
-        "Profile (pyinstrument, 300 one-batch inserts at load 2-3): ~3.7 ms of CPU per commit; the rest of the "
-        "~12 ms is two fdatasync calls of ~4-5 ms each on this disk, one for the data file and one for the log "
-        "entry before it is linked into place (SPEC §Commit protocol: the data a commit references must be "
-        "durable before the entry that makes it visible). A one-file insert now writes on the calling thread "
-        "(a thread-pool start per statement cost ~1.5 ms). 100 commits/s on this disk needs dropping those "
-        "fsyncs (delta-rs does not fsync local files), which ctfile declines."
+        "A one-batch commit costs ~1.5 ms of CPU (getrusage over 300 commits: 1.1-1.2 ms user, 0.3-0.4 ms "
+        "system) plus two fdatasync calls, one for the data file and one for the log entry before it is linked "
+        "into place (SPEC §Commit protocol: the data a commit references must be durable before the entry that "
+        "makes it visible). With the disk to itself that is 2.2 ms per commit (448 commits/s); while other "
+        "sessions loaded this shared machine (load 2-3), each fdatasync took 4-5 ms and the figure fell to "
+        "75 commits/s. 100 commits/s on a busy disk needs dropping those fsyncs (delta-rs does not fsync "
+        "local files), which ctfile declines."
     ),
     "append_rf1_*": (
         "A few milliseconds for ~6,000 rows: fixed per-scan costs (a log probe for the latest version, planning "
