@@ -348,12 +348,12 @@ class MinimumDelta:
                 new_t, same = new_pieces[match[0]][0], match[1]
                 names = self._data_schema.names
                 diff = [c for c in names if c not in same]
-                old_t = read_rows(self._storage, p, self._table_schema, pos, columns=diff) if diff else None
+                old_t = read_rows(self._storage, p, self._table_schema, pos, columns=diff, use_threads=self._use_threads) if diff else None
                 t = pa.Table.from_arrays(
                     [new_t.column(c) if c in same else old_t.column(c) for c in names], schema=self._data_schema
                 )
             else:
-                t = read_rows(self._storage, p, self._table_schema, pos)
+                t = read_rows(self._storage, p, self._table_schema, pos, use_threads=self._use_threads)
             pieces[i] = (t, pos, rid[pos])
         return pieces
 
