@@ -20,7 +20,7 @@ from ctfile.format.errors import (
 )
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.log.transaction import CommitResult
-from ctfile.reader.snapshot import Snapshot
+from ctfile.reader import ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, Table, create_table, open_table
 from ctfile.writer.distributed import WriteJob
@@ -36,6 +36,10 @@ __all__ = [
     "VerifyProblem",
     "Table",
     "Snapshot",
+    "ChangeSet",
+    "PlanShape",
+    "ScanTask",
+    "ChangeTask",
     "CommitResult",
     "HistoryEntry",
     "WriteTransaction",

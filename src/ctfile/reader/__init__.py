@@ -1,5 +1,9 @@
-"""Reading tables: snapshots, partition reads, pruning by statistics."""
+"""Reading tables: snapshots, change scans, partition reads, pruning by statistics."""
 
+from ctfile.reader.change_plan import PlanShape
+from ctfile.reader.change_scan import ChangeSet
+from ctfile.reader.change_tasks import ChangeTask
+from ctfile.reader.scan_task import ScanTask
 from ctfile.reader.snapshot import Snapshot
 
-__all__ = ["Snapshot"]
+__all__ = ["Snapshot", "ChangeSet", "PlanShape", "ScanTask", "ChangeTask"]
