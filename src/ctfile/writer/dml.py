@@ -224,32 +224,51 @@ def _differs(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array) -
 
 
 def _apply_changes(
-    tx: Transaction, p: Partition, t: pa.Table, mask: pa.Array, new_values: dict[str, pa.Array]
+    tx: Transaction, p: Partition, t: pa.Table, positions: np.ndarray, new_values: dict[str, pa.Array]
 ) -> _Rewrite | None:
-    """Rows where ``mask`` holds take ``new_values``; rows that really change
-    get a null row version. Returns None when nothing changes."""
-    changed = pa.array(np.zeros(t.num_rows, dtype=bool))
-    columns = {}
+    """The rows at ``positions`` (ascending, distinct) take ``new_values``
+    (one value per position); rows that really change get a null row
+    version. Returns None when nothing changes.
+
+    Values are compared at the matched positions only, and a column none of
+    whose matched values differs is left as it was (an upsert that sends
+    every column usually changes one or two): no full-length work for it,
+    and its column chunks come out byte-identical, which the change scan
+    exploits (``same_columns``).
+    """
     arrow = tx.schema.to_arrow(field_ids=False)
+    at = pa.array(positions)
+    changed = np.zeros(len(positions), dtype=bool)
+    touched: dict[str, pa.Array] = {}
     for name, values in new_values.items():
-        ftype = arrow.field(name).type
-        if not values.type.equals(ftype):
+        field = arrow.field(name)
+        if not values.type.equals(field.type):
             try:
-                values = values.cast(ftype)
+                values = values.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaMismatchError(f"new value of column {name!r} cannot be cast to {ftype}: {e}") from e
-        old = t.column(name)
-        merged = pc.if_else(mask, values, old)
-        if not arrow.field(name).nullable and merged.null_count:
+                raise SchemaMismatchError(f"new value of column {name!r} cannot be cast to {field.type}: {e}") from e
+        if not field.nullable and values.null_count:
             raise SchemaMismatchError(f"update would write null into non-nullable column {name!r} ({p.path})")
-        changed = pc.or_(changed, pc.and_(mask, _differs(old, merged)))
-        columns[name] = merged
-    n_changed = pc.sum(changed).as_py() or 0
+        differs = np.asarray(_differs(t.column(name).take(at), values).to_numpy(zero_copy_only=False), dtype=bool)
+        if differs.any():
+            touched[name] = values
+            changed |= differs
+    n_changed = int(np.count_nonzero(changed))
     if n_changed == 0:
         return None
-    for name, merged in columns.items():
+    # Every matched row takes the new values (equal to the old ones where
+    # nothing differs), scattered onto the full column.
+    matched = np.zeros(t.num_rows, dtype=bool)
+    matched[positions] = True
+    scatter = np.zeros(t.num_rows, dtype=np.int64)
+    scatter[positions] = np.arange(len(positions))
+    mask, scatter_idx = pa.array(matched), pa.array(scatter)
+    for name, values in touched.items():
+        merged = pc.if_else(mask, values.take(scatter_idx), t.column(name))
         t = t.set_column(t.schema.get_field_index(name), name, merged)
-    rv = pc.if_else(changed, pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
+    is_changed = np.zeros(t.num_rows, dtype=bool)
+    is_changed[positions[changed]] = True
+    rv = pc.if_else(pa.array(is_changed), pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
     t = t.set_column(t.schema.get_field_index(ROW_VERSION_COLUMN), ROW_VERSION_COLUMN, rv)
     return _Rewrite(p, _write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
 
@@ -265,11 +284,14 @@ def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]
     before = tx.metrics.updated
 
     def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
-        mask = evaluate_mask(t, where)
-        if not (pc.sum(mask).as_py() or 0):
+        positions = np.flatnonzero(np.asarray(evaluate_mask(t, where).to_numpy(zero_copy_only=False), dtype=bool))
+        if not len(positions):
             return None
-        values = evaluate_values(t, exprs)
-        return _apply_changes(tx, p, t, mask, {n: values.column(n) for n in exprs})
+        # SET expressions are evaluated for the matched rows only, as in SQL
+        # (an expression that fails on a row the predicate excludes, say a
+        # division by zero, does not fail the statement).
+        values = evaluate_values(t.take(pa.array(positions)), exprs)
+        return _apply_changes(tx, p, t, positions, {n: values.column(n) for n in exprs})
 
     _rewrite_all(tx, candidates, fn)
     return tx.metrics.updated - before
@@ -340,19 +362,17 @@ def merge(
         pos, sidx = pos[order], sidx[order]
         if when_matched is None:
             return _matched_only(p, sidx)
-        mask_np = np.zeros(t.num_rows, dtype=bool)
-        mask_np[pos] = True
-        mask = pa.array(mask_np)
         if when_matched == "delete":
-            kept = t.filter(pc.invert(mask))
+            keep = np.ones(t.num_rows, dtype=bool)
+            keep[pos] = False
+            kept = t.filter(pa.array(keep))
             r = _Rewrite(p, _write_rows(tx, kept), deleted=len(pos), copied=kept.num_rows)
             r.matched_source = sidx
             return r
-        # update: scatter the source values onto the matched positions.
-        scatter = np.zeros(t.num_rows, dtype=np.int64)
-        scatter[pos] = sidx
-        new_values = {c: src.column(c).take(pa.array(scatter)) for c in update_cols}
-        r = _apply_changes(tx, p, t, mask, new_values) if update_cols else None
+        # update: the source rows' values for the matched positions.
+        at = pa.array(sidx)
+        new_values = {c: src.column(c).take(at) for c in update_cols}
+        r = _apply_changes(tx, p, t, pos, new_values) if update_cols else None
         r = r or _matched_only(p, sidx)
         r.matched_source = sidx
         return r

@@ -58,6 +58,33 @@ def test_update_with_scalars_and_null(t3):
     assert rows[4]["x"] == 40
 
 
+def test_update_evaluates_set_only_for_matched_rows(t3):
+    """As in SQL, a SET expression is computed for the rows the predicate
+    matches: one that fails on an excluded row (integer division by zero for
+    id 0, whose x is 0) does not fail the statement."""
+    r = t3.update(pc.field("x") != 0, {"x": pc.divide(pc.scalar(1000), pc.field("x"))})
+    assert r.num_updated_rows == 29
+    rows = _by_id(t3)
+    assert rows[0]["x"] == 0 and rows[1]["x"] == 100 and rows[29]["x"] == 3
+
+
+def test_merge_leaves_columns_it_does_not_change_byte_identical(t3):
+    """An upsert that sends every column but changes one rewrites only that
+    column: the other column chunks of the rewritten file are identical to
+    the old file's, which the change scan uses to decode them once."""
+    from ctfile.reader.partition_reader import same_columns
+
+    old = {p.first_row_id: p for p in t3.snapshot().partitions}
+    src = t3.to_arrow().filter(pc.field("id") < 4)
+    src = src.set_column(src.schema.get_field_index("s"), "s", pa.array(["new"] * src.num_rows))
+    r = t3.merge(src, "id", when_matched="update", when_not_matched="insert")
+    assert (r.num_updated_rows, r.num_inserted_rows) == (4, 0)
+    (removed,) = [p for p in old.values() if p.path not in {q.path for q in t3.snapshot().partitions}]
+    (added,) = [p for p in t3.snapshot().partitions if p.path not in {q.path for q in old.values()}]
+    shared = same_columns(t3.storage, removed, added, t3.snapshot().table_schema)
+    assert shared == set(t3.snapshot().schema.names) - {"s"}
+
+
 def test_update_all_rows(t3):
     r = t3.update(None, {"x": 0})
     assert r.num_updated_rows == 29  # id 0 already had x == 0
