@@ -171,6 +171,10 @@ FIXES = [
     "1% UPDATE at SF 0.01. `writer/partition_writer.py` now writes `_ct_row_id` with DELTA_BINARY_PACKED (every "
     "other column keeps dictionary encoding): 0.11% at SF 0.01, 0.09% at SF 1, and the rewritten files are ~10% "
     "smaller.",
+    "UPDATE / MERGE (`writer/dml.py`): new values are computed and compared at the matched rows only, and only "
+    "the columns whose values change are rebuilt (the MERGE upsert sends every column and changes two; the "
+    "others were scattered, compared and rebuilt over every row of every partition). SF 1 MERGE 5.96 -> 4.79 s, "
+    "CPU 11.1 -> 8.7 s; UPDATE 4.60 -> 4.41 s (old and new code alternately, 4 runs each, load 1.2-1.8).",
 ]
 
 

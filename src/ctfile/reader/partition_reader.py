@@ -119,17 +119,17 @@ def read_partition(
     offset = 0
     if p.num_records == 0:
         return
+    # Per wanted column, once: (file column or None, table type).
+    plan = [(mapping[name], f.type) for name, f in zip(wanted, out_fields)]
     iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
     for batch in iterator:
         n = batch.num_rows
         arrays = []
-        for name in wanted:
-            src = mapping[name]
+        for src, want in plan:
             if src is None:
-                arrays.append(pa.nulls(n, target.field(name).type))
+                arrays.append(pa.nulls(n, want))
             else:
                 col = batch.column(src)
-                want = target.field(name).type
                 arrays.append(col if col.type.equals(want) else col.cast(want))
         if hidden:
             rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
