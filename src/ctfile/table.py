@@ -409,7 +409,12 @@ class Table:
         return self._run("DELETE", {"predicate": str(where)}, lambda tx: tx.delete(where))
 
     def update(self, where: pc.Expression | None, set: Mapping[str, Any]) -> CommitResult:
-        """Set columns (``set``: column -> scalar or Expression) where ``where`` is true."""
+        """Set columns (``set``: column -> scalar or Expression) where ``where`` is true.
+
+        As in SQL, the ``set`` expressions are computed only for the rows
+        where ``where`` holds, so one that would fail on an excluded row (a
+        division by zero, say) does not fail the statement.
+        """
         params = {"predicate": str(where), "set": {k: str(v) for k, v in dict(set).items()} if isinstance(set, Mapping) else str(set)}
         return self._run("UPDATE", params, lambda tx: tx.update(where, set))
 

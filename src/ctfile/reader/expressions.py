@@ -10,6 +10,7 @@ expression against an empty table costs tens of microseconds.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -66,3 +67,20 @@ def evaluate_mask(table: pa.Table, expr: pc.Expression) -> pa.Array:
 def evaluate_values(table: pa.Table, exprs: dict[str, pc.Expression]) -> pa.Table:
     """Project ``exprs`` over ``table`` (row order preserved)."""
     return ds.dataset(table).to_table(columns=exprs, use_threads=False)
+
+
+def is_distinct(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """SQL ``a IS DISTINCT FROM b`` per row, as a bool numpy array: two nulls
+    are equal, and so are two floating-point NaNs (as in Spark SQL and
+    Snowflake); nested values compare element by element. SPEC §Copy-on-write:
+    the rule by which an UPDATE changes a row, which change scans apply
+    to update pairs too."""
+    try:
+        ne = pc.not_equal(a, b)
+    except pa.ArrowNotImplementedError:  # nested types: compare as Python values
+        return np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
+    if a.null_count or b.null_count:
+        ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
+    if pa.types.is_floating(a.type):
+        ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)))
+    return np.asarray(ne.to_numpy(zero_copy_only=False), dtype=bool)

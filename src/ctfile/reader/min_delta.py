@@ -55,26 +55,13 @@ from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.change_rows import Chunk, const, filter_chunk, filter_mask
+from ctfile.reader.expressions import is_distinct
 from ctfile.reader.partition_reader import read_hidden, read_rows, same_columns
 from ctfile.reader.read_ahead import Streams
 from ctfile.reader.row_id_sets import classify
 
 PAIR_MEMORY_BUDGET = 128 << 20
 _DECODED_BYTES_PER_STORED_BYTE = 8  # rough Parquet expansion for bucket sizing (lineitem: ~6)
-
-
-def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
-    """Null-aware "is distinct from", per row; two NaNs are equal, as in the
-    writer's no-op check (SPEC §Copy-on-write) and in Spark SQL."""
-    try:
-        ne = pc.not_equal(a, b)
-        if a.null_count or b.null_count:
-            ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
-        if pa.types.is_floating(a.type):
-            ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)))
-        return np.asarray(ne.to_numpy(zero_copy_only=False), dtype=bool)
-    except pa.ArrowNotImplementedError:  # nested types: compare as Python values
-        return np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
 
 
 class MinimumDelta:
@@ -369,7 +356,7 @@ class MinimumDelta:
         changed = np.zeros(n, dtype=bool)
         for name in self._data_schema.names:
             if name not in skip:
-                changed |= _differs(old.column(name), new.column(name))
+                changed |= is_distinct(old.column(name), new.column(name))
         f_old = filter_mask(old, self._filter)
         f_new = filter_mask(new, self._filter)
         f_old = changed if f_old is None else changed & f_old

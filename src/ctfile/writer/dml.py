@@ -37,6 +37,7 @@ from ctfile.reader.expressions import (
     check_value_expression,
     evaluate_mask,
     evaluate_values,
+    is_distinct,
 )
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
@@ -210,19 +211,6 @@ def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Exp
     return out
 
 
-def _differs(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Null-aware "is distinct from": two nulls are equal, and so are two
-    NaNs (as in Spark SQL and Snowflake), so setting NaN to NaN is a no-op."""
-    try:
-        ne = pc.not_equal(old, new)
-    except pa.ArrowNotImplementedError:  # nested types: compare as Python values
-        return pa.array([a != b for a, b in zip(old.to_pylist(), new.to_pylist())], pa.bool_())
-    ne = pc.fill_null(ne, pc.xor(pc.is_null(old), pc.is_null(new)))
-    if pa.types.is_floating(old.type):
-        ne = pc.and_(ne, pc.invert(pc.fill_null(pc.and_(pc.is_nan(old), pc.is_nan(new)), False)))
-    return ne
-
-
 def _apply_changes(
     tx: Transaction, p: Partition, t: pa.Table, positions: np.ndarray, new_values: dict[str, pa.Array]
 ) -> _Rewrite | None:
@@ -249,7 +237,7 @@ def _apply_changes(
                 raise SchemaMismatchError(f"new value of column {name!r} cannot be cast to {field.type}: {e}") from e
         if not field.nullable and values.null_count:
             raise SchemaMismatchError(f"update would write null into non-nullable column {name!r} ({p.path})")
-        differs = np.asarray(_differs(t.column(name).take(at), values).to_numpy(zero_copy_only=False), dtype=bool)
+        differs = is_distinct(t.column(name).take(at), values)
         if differs.any():
             touched[name] = values
             changed |= differs

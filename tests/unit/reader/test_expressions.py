@@ -59,3 +59,17 @@ def test_evaluate_values_keeps_order():
     t = pa.table({"a": list(range(1000)), "b": ["x"] * 1000, "c": [0.5] * 1000})
     got = evaluate_values(t, {"d": pc.field("a") * 2})
     assert got.column("d").to_pylist() == [i * 2 for i in range(1000)]
+
+
+def test_is_distinct_nulls_nans_and_nested():
+    import numpy as np
+
+    from ctfile.reader.expressions import is_distinct
+
+    nan = float("nan")
+    a = pa.chunked_array([[1.0, None, nan, None], [2.0]])
+    b = pa.array([1.0, None, nan, 3.0, 2.5])
+    assert is_distinct(a, b).tolist() == [False, False, False, True, True]
+    assert is_distinct(pa.array([1, 2]), pa.array([1, 3])).dtype == np.bool_
+    lists = pa.array([[1], None, [2, 3]])
+    assert is_distinct(lists, pa.array([[1], None, [2, 4]])).tolist() == [False, False, True]
