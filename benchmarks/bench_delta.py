@@ -565,8 +565,7 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
                 t1, c1 = time.perf_counter(), time.process_time()
                 if key == "ct" and not timed and op in GOAL_OPS:
                     # The files this statement rewrote, as they are in the pre-statement table.
-                    pre = str(root / "pre" / op / key)
-                    floor_files[:] = [os.path.join(pre, os.path.relpath(f, t.uri)) for f in _removed_files(t, res["version"])]
+                    floor_files[:] = _entry_files(t, res["version"], root / "pre" / op / key, removed=True)
                 rows = None
                 if with_scan:
                     rows = side.scan(t, res["version"], res["version"]).num_rows
@@ -664,10 +663,13 @@ def bench_dml(args, root: Path, info: dict, w: dict) -> dict:
 # ---------------------------------------------------------------- (3) (4) change scans
 
 
-def _removed_files(t, version: int) -> list[str]:
-    from ctfile.format.actions import RemovePartition
+def _entry_files(t, version: int, root=None, *, removed: bool = False) -> list[str]:
+    """The data files the log entry of ``version`` added (or ``removed``),
+    under ``root`` (default: the table's own directory)."""
+    from ctfile.format.actions import AddPartition, RemovePartition
 
-    return [os.path.join(t.uri, a.path) for a in t.log.read_entry(version) if isinstance(a, RemovePartition)]
+    kind = RemovePartition if removed else AddPartition
+    return [os.path.join(str(root or t.uri), a.path) for a in t.log.read_entry(version) if isinstance(a, kind)]
 
 
 def rewrite_floor(files: list[str], out_dir: Path, keep=None) -> None:
@@ -694,11 +696,6 @@ def rewrite_floor(files: list[str], out_dir: Path, keep=None) -> None:
         list(pool.map(one, files))
 
 
-def _added_files(t, version: int) -> list[str]:
-    from ctfile.format.actions import AddPartition
-
-    return [os.path.join(t.uri, a.path) for a in t.log.read_entry(version) if isinstance(a, AddPartition)]
-
 
 def bench_append(args, root: Path, info: dict) -> dict:
     import pyarrow.parquet as pq
@@ -707,7 +704,7 @@ def bench_append(args, root: Path, info: dict) -> dict:
     ct, dl = w_ct.open(root / "ct"), w_dl.open(root / "dl")
     last = f"RF1{args.rounds - 1}"
     v, dv = info["versions"][last]["ct"], info["versions"][last]["dl"]
-    files = _added_files(ct, v)
+    files = _entry_files(ct, v)
     rows = {}
 
     def run_ct():
