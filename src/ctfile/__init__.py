@@ -8,11 +8,15 @@ See ``format_spec/SPEC.md`` for the normative format.
 
 from ctfile.format.errors import (
     CommitConflictError,
+    CorruptDataFileError,
     CorruptLogError,
     CtfileError,
+    DataFileError,
     InvalidArgumentError,
+    MissingDataFileError,
     SchemaMismatchError,
     StaleIntervalError,
+    StorageError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -58,4 +62,8 @@ __all__ = [
     "CorruptLogError",
     "UnsupportedFeatureError",
     "CommitConflictError",
+    "StorageError",
+    "DataFileError",
+    "MissingDataFileError",
+    "CorruptDataFileError",
 ]

@@ -111,18 +111,16 @@ def create_table(
     storage = _storage_for(uri, storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
-    if properties is not None and not isinstance(properties, Mapping):
-        raise InvalidArgumentError(f"properties must map strings to strings, found {properties!r}")
-    props = dict(properties or {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
-        raise InvalidArgumentError(f"properties must map strings to strings, found {props!r}")
+    props = table_properties.validate_properties({} if properties is None else properties)
     if partition_rows is not None:
         if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
             raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
         props[table_properties.PARTITION_ROWS] = str(partition_rows)
     if compression is not None:
-        if compression not in ("zstd", "snappy", "gzip", "lz4", "brotli", "none"):
-            raise InvalidArgumentError(f"compression must be a Parquet codec name, found {compression!r}")
+        if compression not in table_properties.COMPRESSIONS:
+            raise InvalidArgumentError(
+                f"compression must be one of {', '.join(table_properties.COMPRESSIONS)}, found {compression!r}"
+            )
         props[table_properties.COMPRESSION] = compression
     table_schema: Schema = schema_from_arrow(schema)
     metadata = Metadata(
@@ -560,11 +558,29 @@ class Table:
         return self._log.write_checkpoint(state)
 
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
-        """Set table properties (a metadata-only commit)."""
-        if not isinstance(properties, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
-        ):
-            raise InvalidArgumentError(f"properties must map strings to strings, found {properties!r}")
+        """Set table properties (a metadata-only commit).
+
+        ``ctfile.`` keys are checked against the table of known properties
+        (SPEC §Table properties) before anything is written; other keys are
+        the user's and are kept as given.
+
+        Raises
+        ------
+        InvalidArgumentError
+            An unknown ``ctfile.`` key, or a value its property does not accept.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> t.set_properties({"ctfile.partitionRows": "500", "owner": "data-eng"}).version
+        1
+        >>> t.set_properties({"ctfile.partitionRows": "big"})
+        Traceback (most recent call last):
+        ...
+        ctfile.format.errors.InvalidArgumentError: table property ctfile.partitionRows must be a positive integer, found 'big'
+        """
+        properties = table_properties.validate_properties(properties)
 
         def fn(tx: WriteTransaction) -> None:
             tx.data_change = False  # no row changes: change scans skip this commit

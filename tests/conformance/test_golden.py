@@ -231,7 +231,9 @@ def test_entry_rules(root):
         if v == 0:  # rule 2, §Creating a table
             kinds = [type(a) for a in actions]
             assert kinds == [A.CommitInfo, A.Protocol, A.Metadata]
-            assert actions[1] == A.Protocol()
+            # The golden table was written by revision 1 (before the
+            # serializableWrites and entryChecksums writer features).
+            assert actions[1] == A.Protocol(1, 1, ("rowLineage", "checkpoints"), ("rowLineage", "checkpoints", "appTransactions"))
             assert info.data_change is False
             assert actions[2].created_time == info.timestamp
             assert [f.id for f in actions[2].schema.fields] == [1, 2]

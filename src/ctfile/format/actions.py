@@ -18,16 +18,25 @@ WRITER_VERSION = 1
 FEATURE_ROW_LINEAGE = "rowLineage"
 FEATURE_CHECKPOINTS = "checkpoints"
 FEATURE_TXN = "appTransactions"
+# Revision 2 (writer features only: readers of revision 1 read these tables).
+FEATURE_SERIALIZABLE_WRITES = "serializableWrites"  # SPEC §Conflict detection
+FEATURE_ENTRY_CHECKSUMS = "entryChecksums"  # SPEC §Log entries: self-checking entries
 SUPPORTED_READER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS})
-SUPPORTED_WRITER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN})
+SUPPORTED_WRITER_FEATURES = frozenset(
+    {FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS}
+)
 
 
 @dataclass(frozen=True)
 class Protocol:
+    """The protocol action; the defaults are what a new table gets."""
+
     min_reader_version: int = READER_VERSION
     min_writer_version: int = WRITER_VERSION
     reader_features: tuple[str, ...] = (FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS)
-    writer_features: tuple[str, ...] = (FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN)
+    writer_features: tuple[str, ...] = (
+        FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS,
+    )
 
 
 @dataclass(frozen=True)
@@ -227,6 +236,10 @@ class CommitInfo:
     engine_info: str | None = None
     txn_id: str | None = None
     isolation_level: str = "SnapshotIsolation"
+    #: True: the commit only added rows and read nothing (a blind append,
+    #: SPEC §Conflict detection). None (absent, as in revision 1 entries)
+    #: counts as False.
+    is_blind_append: bool | None = None
 
 
 @dataclass(frozen=True)

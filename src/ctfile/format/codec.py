@@ -157,6 +157,8 @@ def action_to_json(a: Action) -> dict:
             body["engineInfo"] = a.engine_info
         if a.txn_id is not None:
             body["txnId"] = a.txn_id
+        if a.is_blind_append is not None:
+            body["isBlindAppend"] = a.is_blind_append
         return {"commitInfo": body}
     if isinstance(a, Protocol):
         return {
@@ -223,6 +225,7 @@ def action_from_json(obj: Any, where: str) -> Action | None:
             engine_info=_get(body, "engineInfo", str, w, default=None),
             txn_id=_get(body, "txnId", str, w, default=None),
             isolation_level=_get(body, "isolationLevel", str, w, default="SnapshotIsolation"),
+            is_blind_append=_get(body, "isBlindAppend", bool, w, default=None),
         )
     if key == "protocol":
         rf = _get(body, "readerFeatures", list, w, default=[])

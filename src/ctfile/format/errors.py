@@ -62,6 +62,60 @@ class UnsupportedFeatureError(CtfileError):
     """The table requires a protocol version or feature this build lacks."""
 
 
+class StorageError(CtfileError):
+    """The storage under a table refused or failed a request in a way that
+    retrying will not fix: bad credentials, an unreachable endpoint, a denied
+    permission, a path that would leave the table root (a symlink pointing
+    outside it). The message names the table URI, the operation and the file.
+
+    Attributes
+    ----------
+    uri : str
+        The table root.
+    path : str or None
+        The file (relative to the root) the request was for, if any.
+    """
+
+    def __init__(self, message: str, *, uri: str, path: str | None = None):
+        super().__init__(message)
+        self.uri = uri
+        self.path = path
+
+
+class DataFileError(CtfileError):
+    """A data file the log names cannot be read as the log describes it.
+
+    Raised by reads (snapshots, change scans, DML), never silently turned
+    into data. The message names the table, the version and the file.
+
+    Attributes
+    ----------
+    uri : str
+        The table root.
+    path : str
+        The data file, relative to the root.
+    version : int
+        The version whose log entry added the partition (its
+        ``defaultRowVersion``).
+    """
+
+    def __init__(self, message: str, *, uri: str, path: str, version: int):
+        super().__init__(message)
+        self.uri = uri
+        self.path = path
+        self.version = version
+
+
+class MissingDataFileError(DataFileError):
+    """A data file the log names does not exist (deleted by hand, or by a
+    vacuum with a shorter retention than the read needed)."""
+
+
+class CorruptDataFileError(DataFileError):
+    """A data file is damaged: its size or XXH3-128 checksum differs from its
+    ``add`` action, it is not valid Parquet, or it holds another row count."""
+
+
 class CommitConflictError(CtfileError):
     """A concurrent commit changed something this transaction depended on.
 
@@ -90,4 +144,8 @@ __all__ = [
     "CorruptLogError",
     "UnsupportedFeatureError",
     "CommitConflictError",
+    "StorageError",
+    "DataFileError",
+    "MissingDataFileError",
+    "CorruptDataFileError",
 ]

@@ -1,23 +1,206 @@
 """Table properties that ctfile itself interprets (SPEC §Table properties).
 
-Every other ``metadata.properties`` key is the user's and is kept as given.
+One table of keys, :data:`TABLE_PROPERTIES`, gives each property its type,
+default and validation, in the manner of PyIceberg's ``TableProperties`` and
+delta-rs's ``WriterProperties``. Everything that reads a property goes
+through it:
+
+* :func:`validate_properties` checks keys and values when they are *set*
+  (``create_table(properties=...)``, ``Table.set_properties``, a Spark write
+  that creates a table), so a bad value is refused with
+  :class:`~ctfile.format.errors.InvalidArgumentError` before it reaches the
+  log;
+* :meth:`TableProperties.from_mapping` resolves the properties of a table's
+  ``metadata`` for the writers, the DML, compaction, checkpoints and the
+  Spark writers. It is lenient, as SPEC §Table properties requires of
+  readers: a value some other writer stored malformed means the default.
+
+Every other ``metadata.properties`` key belongs to the user and is kept as
+given.
+
+Examples
+--------
+>>> TableProperties.from_mapping({"ctfile.partitionRows": "1000"}).partition_rows
+1000
+>>> validate_properties({"ctfile.partitionRows": "big"})
+Traceback (most recent call last):
+...
+ctfile.format.errors.InvalidArgumentError: table property ctfile.partitionRows must be a positive integer, found 'big'
 """
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ctfile.format.errors import InvalidArgumentError
+
+RESERVED_PREFIX = "ctfile."
+
+
+class IsolationLevel(str, enum.Enum):
+    """How a transaction is checked against concurrent commits (SPEC
+    §Conflict detection); the value is what ``commitInfo.isolationLevel``
+    records."""
+
+    #: DML is serializable with respect to what it read, except that blind
+    #: appends (INSERTs, append writes) committed concurrently are ordered
+    #: after it: Delta Lake's default level of the same name.
+    WRITE_SERIALIZABLE = "WriteSerializable"
+    #: Every concurrent data-changing commit counts, blind appends included.
+    SERIALIZABLE = "Serializable"
+    #: What revision 1 writers recorded; read only, never written.
+    SNAPSHOT = "SnapshotIsolation"
+
+
+COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 1:
+        raise ValueError
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _compression(raw: str) -> str:
+    if raw not in COMPRESSIONS:
+        raise ValueError
+    return raw
+
+
+def _isolation_level(raw: str) -> IsolationLevel:
+    level = IsolationLevel(raw)
+    if level is IsolationLevel.SNAPSHOT:
+        raise ValueError
+    return level
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    """One property: its key, what values mean, its default and its parser
+    (which raises ``ValueError`` for a value it does not accept)."""
+
+    key: str
+    expected: str
+    default: Any
+    parse: Callable[[str], Any]
+    doc: str
+
+    def parse_or_raise(self, raw: Any) -> Any:
+        """The parsed value; :class:`InvalidArgumentError` naming the key, what
+        is expected and what was found."""
+        if not isinstance(raw, str):
+            raise InvalidArgumentError(f"table property {self.key} must be a string, found {raw!r}")
+        try:
+            return self.parse(raw)
+        except (ValueError, TypeError):
+            raise InvalidArgumentError(f"table property {self.key} must be {self.expected}, found {raw!r}") from None
+
 
 PARTITION_ROWS = "ctfile.partitionRows"
 ROW_GROUP_ROWS = "ctfile.rowGroupRows"
 COMPRESSION = "ctfile.compression"
 CHECKPOINT_INTERVAL = "ctfile.checkpointInterval"
+ISOLATION_LEVEL = "ctfile.isolationLevel"
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 DEFAULT_ROW_GROUP_ROWS = 1 << 20
 DEFAULT_COMPRESSION = "zstd"
 DEFAULT_CHECKPOINT_INTERVAL = 100
+DEFAULT_ISOLATION_LEVEL = IsolationLevel.WRITE_SERIALIZABLE
+
+#: Every property ctfile interprets, by key (SPEC §Table properties).
+TABLE_PROPERTIES: dict[str, PropertySpec] = {
+    s.key: s
+    for s in (
+        PropertySpec(PARTITION_ROWS, "a positive integer", DEFAULT_PARTITION_ROWS, _positive_int,
+                     "target rows per micro-partition written by a statement"),
+        PropertySpec(ROW_GROUP_ROWS, "a positive integer", DEFAULT_ROW_GROUP_ROWS, _positive_int,
+                     "Parquet row group size, capped by ctfile.partitionRows"),
+        PropertySpec(COMPRESSION, f"one of {', '.join(COMPRESSIONS)}", DEFAULT_COMPRESSION, _compression,
+                     "Parquet codec of new data files"),
+        PropertySpec(CHECKPOINT_INTERVAL, "a non-negative integer (0 disables checkpoints)",
+                     DEFAULT_CHECKPOINT_INTERVAL, _non_negative_int,
+                     "a checkpoint is written after every version that is a multiple of it"),
+        PropertySpec(ISOLATION_LEVEL, "WriteSerializable or Serializable", DEFAULT_ISOLATION_LEVEL,
+                     _isolation_level, "how DML is checked against concurrent commits"),
+    )
+}
 
 
-def int_property(properties: dict, key: str, default: int) -> int:
-    """A positive int property; a missing or malformed value gives ``default``."""
-    try:
-        value = int(properties.get(key, default))
-    except (TypeError, ValueError):
-        return default
-    return value if value > 0 else default
+def validate_properties(properties: Any) -> dict[str, str]:
+    """Check properties about to be set; returns them as a new dict.
+
+    Keys and values must be strings. A ``ctfile.`` key must be one of
+    :data:`TABLE_PROPERTIES` with a valid value (SPEC §Table properties:
+    writers define no other ``ctfile.`` keys). Other keys are the user's.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the first bad key, what it expects and what was found.
+    """
+    if not isinstance(properties, Mapping):
+        raise InvalidArgumentError(f"properties must map strings to strings, found {properties!r}")
+    out: dict[str, str] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError(f"properties must map strings to strings, found {key!r}: {value!r}")
+        if key.startswith(RESERVED_PREFIX):
+            spec = TABLE_PROPERTIES.get(key)
+            if spec is None:
+                raise InvalidArgumentError(
+                    f"unknown table property {key}; the {RESERVED_PREFIX} prefix is reserved for "
+                    f"{', '.join(sorted(TABLE_PROPERTIES))}"
+                )
+            spec.parse_or_raise(value)
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class TableProperties:
+    """The resolved values of a table's properties (defaults filled in).
+
+    ``row_group_rows`` is already capped by ``partition_rows``;
+    ``checkpoint_interval`` 0 means no automatic checkpoints.
+    """
+
+    partition_rows: int = DEFAULT_PARTITION_ROWS
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    compression: str = DEFAULT_COMPRESSION
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+    isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL
+
+    @classmethod
+    def from_mapping(cls, properties: Mapping[str, str]) -> "TableProperties":
+        """Resolve ``metadata.properties``; a missing or malformed value means
+        the default (SPEC §Table properties)."""
+
+        def get(key: str) -> Any:
+            spec = TABLE_PROPERTIES[key]
+            raw = properties.get(key)
+            if raw is None:
+                return spec.default
+            try:
+                return spec.parse(raw)
+            except (ValueError, TypeError, AttributeError):
+                return spec.default
+
+        partition_rows = get(PARTITION_ROWS)
+        return cls(
+            partition_rows=partition_rows,
+            row_group_rows=min(partition_rows, get(ROW_GROUP_ROWS)),
+            compression=get(COMPRESSION),
+            checkpoint_interval=get(CHECKPOINT_INTERVAL),
+            isolation_level=get(ISOLATION_LEVEL),
+        )

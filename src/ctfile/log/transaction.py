@@ -37,8 +37,7 @@ from ctfile.format.actions import (
 from ctfile.format.codec import encode_actions
 from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError, TableExistsError
 from ctfile.format.paths import commit_path
-from ctfile.format import properties
-from ctfile.format.properties import int_property
+from ctfile.format.properties import TableProperties
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
 
@@ -361,7 +360,7 @@ class Transaction:
         self._done = True
         if self.on_commit is not None:
             self.on_commit(new_state)
-        interval = _checkpoint_interval(new_state.metadata)
+        interval = TableProperties.from_mapping(new_state.metadata.properties).checkpoint_interval
         if interval and new_state.version % interval == 0:
             try:
                 self.log.write_checkpoint(new_state)
@@ -409,13 +408,6 @@ class Transaction:
             return
         if not self._done:
             self.commit()
-
-
-def _checkpoint_interval(metadata: Metadata) -> int:
-    """SPEC §Table properties: 0 disables checkpoints."""
-    if metadata.properties.get(properties.CHECKPOINT_INTERVAL, "").strip() == "0":
-        return 0
-    return int_property(metadata.properties, properties.CHECKPOINT_INTERVAL, properties.DEFAULT_CHECKPOINT_INTERVAL)
 
 
 def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:

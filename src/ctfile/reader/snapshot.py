@@ -10,9 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ctfile.format import properties
 from ctfile.format.actions import Metadata, Partition, Protocol
-from ctfile.format.properties import int_property
+from ctfile.format.properties import TableProperties
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
@@ -194,11 +193,7 @@ class Snapshot:
         cols = self._columns(columns)
         if filter is not None:
             check_predicate(filter, self.schema, what="filter")
-        props = self.metadata.properties
-        rg_rows = min(
-            int_property(props, properties.ROW_GROUP_ROWS, properties.DEFAULT_ROW_GROUP_ROWS),
-            int_property(props, properties.PARTITION_ROWS, properties.DEFAULT_PARTITION_ROWS),
-        )
+        rg_rows = TableProperties.from_mapping(self.metadata.properties).row_group_rows
         return plan_scan_tasks(
             self._storage, self.table_schema, self.partitions, columns=cols, filter=filter,
             row_group_rows=rg_rows, max_rows_per_task=max_rows_per_task,

@@ -24,8 +24,7 @@ import pyarrow as pa
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
 from ctfile.format.paths import data_file_path
-from ctfile.format.properties import DEFAULT_COMPRESSION, int_property
-from ctfile.format import properties as props_
+from ctfile.format.properties import TableProperties
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.transaction import CommitResult, StagedFile, create_table_log, now_ms
@@ -85,12 +84,8 @@ class WriteJob:
             seq[0] += 1
             return data_file_path(task_id, seq[0])
 
-        target = int_property(self.properties, props_.PARTITION_ROWS, props_.DEFAULT_PARTITION_ROWS)
-        writer = PartitionWriter(
-            storage, self.schema, next_path,
-            target_rows=target,
-            row_group_rows=min(target, int_property(self.properties, props_.ROW_GROUP_ROWS, props_.DEFAULT_ROW_GROUP_ROWS)),
-            compression=self.properties.get(props_.COMPRESSION, DEFAULT_COMPRESSION),
+        writer = PartitionWriter.for_properties(
+            storage, self.schema, next_path, TableProperties.from_mapping(self.properties)
         )
         return writer.write(conformer.conform_stream(reader), with_hidden=False)
 

@@ -27,7 +27,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format import properties
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
@@ -42,15 +41,9 @@ from ctfile.reader.expressions import (
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
 from ctfile.writer.input import Conformer, to_reader, to_table
-from ctfile.writer.partition_writer import (
-    DEFAULT_COMPRESSION,
-    DEFAULT_ROW_GROUP_ROWS,
-    DEFAULT_TARGET_ROWS,
-    PartitionWriter,
-)
+from ctfile.format.properties import TableProperties
+from ctfile.writer.partition_writer import PartitionWriter
 
-PARTITION_ROWS_PROPERTY = "ctfile.partitionRows"
-COMPRESSION_PROPERTY = "ctfile.compression"
 _DML_WORKERS = 2
 
 
@@ -67,17 +60,10 @@ class _Rewrite:
     unchanged: bool = False  # read (and maybe matched) but not rewritten
 
 
-def writer_for(tx: Transaction, *, workers: int | None = None) -> PartitionWriter:
-    props = tx.metadata.properties
-    target = int(props.get(PARTITION_ROWS_PROPERTY, DEFAULT_TARGET_ROWS))
-    return PartitionWriter(
-        tx.storage,
-        tx.schema,
-        tx.next_file_path,
-        target_rows=target,
-        row_group_rows=min(target, properties.int_property(props, properties.ROW_GROUP_ROWS, DEFAULT_ROW_GROUP_ROWS)),
-        compression=props.get(COMPRESSION_PROPERTY, DEFAULT_COMPRESSION),
-        workers=workers,
+def writer_for(tx: Transaction, *, workers: int | None = None, target_rows: int | None = None) -> PartitionWriter:
+    props = TableProperties.from_mapping(tx.metadata.properties)
+    return PartitionWriter.for_properties(
+        tx.storage, tx.schema, tx.next_file_path, props, workers=workers, target_rows=target_rows
     )
 
 
@@ -410,10 +396,9 @@ def compact(tx: Transaction, *, target_rows: int | None = None) -> int:
     version (both materialized), as a ``dataChange: false`` commit that change
     scans skip. Returns the number of partitions rewritten (0: nothing to do).
     """
-    props = tx.metadata.properties
-    target = target_rows or int(props.get(PARTITION_ROWS_PROPERTY, DEFAULT_TARGET_ROWS))
-    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+    if target_rows is not None and (isinstance(target_rows, bool) or not isinstance(target_rows, int) or target_rows < 1):
         raise InvalidArgumentError(f"target_rows must be a positive int, found {target_rows!r}")
+    target = target_rows or TableProperties.from_mapping(tx.metadata.properties).partition_rows
     small = [p for p in tx.live_partitions() if p.num_records < max(1, target // 2)]
     if len(small) < 2:
         return 0
@@ -425,9 +410,7 @@ def compact(tx: Transaction, *, target_rows: int | None = None) -> int:
             t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
             yield from t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN]).to_batches()
 
-    w = writer_for(tx)
-    w.target_rows = target
-    files = w.write(batches(), with_hidden=True)
+    files = writer_for(tx, target_rows=target).write(batches(), with_hidden=True)
     for p in small:
         tx.remove(p)
     tx.stage(files)

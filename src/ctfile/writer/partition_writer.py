@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ctfile.format.actions import PartitionStats
+from ctfile.format.properties import TableProperties
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
     ROW_ID_COLUMN,
@@ -37,9 +38,7 @@ from ctfile.format.stats import encode_bound
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import StagedFile, now_ms
 
-DEFAULT_TARGET_ROWS = 1 << 20
-DEFAULT_ROW_GROUP_ROWS = 1 << 20
-DEFAULT_COMPRESSION = "zstd"
+_DEFAULTS = TableProperties()
 
 
 class PartitionWriter:
@@ -51,9 +50,9 @@ class PartitionWriter:
         schema: Schema,
         next_path: Callable[[], str],
         *,
-        target_rows: int = DEFAULT_TARGET_ROWS,
-        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
-        compression: str = DEFAULT_COMPRESSION,
+        target_rows: int = _DEFAULTS.partition_rows,
+        row_group_rows: int = _DEFAULTS.row_group_rows,
+        compression: str = _DEFAULTS.compression,
         workers: int | None = None,
     ):
         self.storage = storage
@@ -73,6 +72,28 @@ class PartitionWriter:
             {af.name: (int(af.metadata[PARQUET_FIELD_ID_KEY]), "long") for af in hidden_arrow_fields()}
         )
         self._hidden_options: dict | None = None
+
+    @classmethod
+    def for_properties(
+        cls,
+        storage: Storage,
+        schema: Schema,
+        next_path: Callable[[], str],
+        props: TableProperties,
+        *,
+        workers: int | None = None,
+        target_rows: int | None = None,
+    ) -> "PartitionWriter":
+        """A writer that follows the table's properties (file and row group
+        size, codec); ``target_rows`` overrides the file size (compaction)."""
+        target = target_rows or props.partition_rows
+        return cls(
+            storage, schema, next_path,
+            target_rows=target,
+            row_group_rows=min(target, props.row_group_rows),
+            compression=props.compression,
+            workers=workers,
+        )
 
     def _encoding_options(self, file_schema: pa.Schema) -> dict:
         """Parquet writer options of a file with hidden columns.
