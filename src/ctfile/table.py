@@ -30,6 +30,8 @@ from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.format import properties as table_properties
 from ctfile.writer.distributed import WriteJob, plan_write
+from ctfile.writer.input import is_reusable, to_table
+from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
 
 
@@ -358,8 +360,24 @@ class Table:
 
     # ------------------------------------------------------------ writes
 
-    def transaction(self, *, operation: str = "TRANSACTION", parameters: Mapping[str, Any] | None = None) -> WriteTransaction:
+    def transaction(
+        self,
+        *,
+        operation: str = "TRANSACTION",
+        parameters: Mapping[str, Any] | None = None,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> WriteTransaction:
         """A transaction whose statements commit together as one version.
+
+        With ``app_id`` and ``app_version`` (a job name and its batch number,
+        a streaming query id and batch id ...) the commit records them, and a
+        batch the table already holds (``app_version`` at or below
+        :meth:`app_version` of ``app_id``) is a replay: its statements do
+        nothing and nothing is committed (``result.app_transaction_replayed``),
+        so a batch re-run after a crash is applied exactly once (SPEC §txn).
+        A conflict with a concurrent commit raises
+        :class:`~ctfile.CommitConflictError` (SPEC §Conflict detection).
 
         Examples
         --------
@@ -371,26 +389,49 @@ class Table:
         >>> t.version, t.snapshot().to_arrow().column("id").to_pylist()
         (1, [1, 3])
         """
+        if (app_id is None) != (app_version is None):
+            raise InvalidArgumentError(f"give both app_id and app_version, or neither; found {app_id!r}, {app_version!r}")
         self.refresh()
         tx = WriteTransaction(self._log, self._current(), operation=operation, parameters=dict(parameters or {}))
         tx.on_commit = self._on_commit
+        if app_id is not None:
+            tx.set_app_transaction(app_id, app_version)
         return tx
+
+    def app_version(self, app_id: str) -> int | None:
+        """The last batch of application ``app_id`` committed to the table, or
+        None (SPEC §txn). A job that finds its next batch at or below it can
+        skip the batch before doing any work.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [1]}), app_id="nightly", app_version=20261123)
+        >>> t.app_version("nightly"), t.app_version("hourly")
+        (20261123, None)
+        """
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"app_id must be a non-empty string, found {app_id!r}")
+        done = self.refresh()._current().app_transactions.get(app_id)
+        return None if done is None else done.version
 
     def _on_commit(self, state: TableState) -> None:
         if self._state is None or state.version > self._state.version:
             self._state = state
 
-    def _run(self, operation: str, parameters: dict, fn) -> CommitResult:
-        with self.transaction(operation=operation, parameters=parameters) as tx:
-            fn(tx)
-        assert tx.result is not None
-        return tx.result
+    def _run(self, operation: str, parameters: dict, fn, app: dict, *, rerun: bool = True) -> CommitResult:
+        """One statement, re-run at the latest version after a conflict
+        (:func:`~ctfile.writer.statement.run_statement`) unless its input can
+        be read only once (``rerun`` False)."""
+        begin = lambda: self.transaction(operation=operation, parameters=parameters, **app)  # noqa: E731
+        return run_statement(begin, fn, max_runs=None if rerun else 1)
 
-    def insert(self, data: Any) -> CommitResult:
+    def insert(self, data: Any, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
         """Append rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame).
 
         A RecordBatchReader is consumed in a stream; memory stays bounded by a
-        few micro-partitions.
+        few micro-partitions. ``app_id``/``app_version``: see :meth:`transaction`.
 
         Examples
         --------
@@ -400,21 +441,35 @@ class Table:
         >>> r.version, r.num_inserted_rows
         (1, 2)
         """
-        return self._run("INSERT", {}, lambda tx: tx.insert(data))
+        app = {"app_id": app_id, "app_version": app_version}
+        return self._run("INSERT", {}, lambda tx: tx.insert(data), app, rerun=is_reusable(data))
 
-    def delete(self, where: pc.Expression) -> CommitResult:
-        """Delete the rows where ``where`` is true."""
-        return self._run("DELETE", {"predicate": str(where)}, lambda tx: tx.delete(where))
+    def delete(self, where: pc.Expression, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
+        """Delete the rows where ``where`` is true.
 
-    def update(self, where: pc.Expression | None, set: Mapping[str, Any]) -> CommitResult:
+        Re-run at the latest version if a concurrent commit changed or added
+        rows it selects (SPEC §Conflict detection); so are :meth:`update`,
+        :meth:`merge`, :meth:`truncate`, :meth:`overwrite` and :meth:`compact`.
+        """
+        app = {"app_id": app_id, "app_version": app_version}
+        return self._run("DELETE", {"predicate": str(where)}, lambda tx: tx.delete(where), app)
+
+    def update(
+        self, where: pc.Expression | None, set: Mapping[str, Any], *,
+        app_id: str | None = None, app_version: int | None = None,
+    ) -> CommitResult:
         """Set columns (``set``: column -> scalar or Expression) where ``where`` is true.
 
         As in SQL, the ``set`` expressions are computed only for the rows
         where ``where`` holds, so one that would fail on an excluded row (a
-        division by zero, say) does not fail the statement.
+        division by zero, say) does not fail the statement. Arrow's plain
+        arithmetic wraps around on integer overflow; use the ``*_checked``
+        functions (``pc.add_checked`` ...) to have an overflow raise
+        :class:`~ctfile.InvalidArgumentError` instead.
         """
         params = {"predicate": str(where), "set": {k: str(v) for k, v in dict(set).items()} if isinstance(set, Mapping) else str(set)}
-        return self._run("UPDATE", params, lambda tx: tx.update(where, set))
+        app = {"app_id": app_id, "app_version": app_version}
+        return self._run("UPDATE", params, lambda tx: tx.update(where, set), app)
 
     def merge(
         self,
@@ -423,31 +478,41 @@ class Table:
         *,
         when_matched: str | None = "update",
         when_not_matched: str | None = "insert",
+        app_id: str | None = None,
+        app_version: int | None = None,
     ) -> CommitResult:
         """Upsert ``source`` on the key columns ``on``.
 
         ``when_matched``: "update" (set the source's columns), "delete" or
         None; ``when_not_matched``: "insert" or None. The source must hold at
-        most one row per key.
+        most one row per key, and only the columns the MERGE uses: the keys,
+        the columns to set, and when inserting every non-nullable column.
+        Concurrent MERGEs of the same keys are serialized (SPEC §Conflict
+        detection): the loser re-runs against the winner's rows, so a key is
+        never inserted twice. ``app_id``/``app_version`` make a
+        ``foreachBatch`` upsert exactly-once (see :meth:`transaction`).
         """
         params = {"on": on if isinstance(on, str) else list(on), "whenMatched": when_matched, "whenNotMatched": when_not_matched}
+        source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
+        app = {"app_id": app_id, "app_version": app_version}
         return self._run(
             "MERGE", params,
-            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched),
+            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched), app,
         )
 
-    def truncate(self) -> CommitResult:
+    def truncate(self, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
         """Remove every row (a metadata-only commit)."""
-        return self._run("TRUNCATE", {}, lambda tx: tx.truncate())
+        return self._run("TRUNCATE", {}, lambda tx: tx.truncate(), {"app_id": app_id, "app_version": app_version})
 
-    def overwrite(self, data: Any) -> CommitResult:
+    def overwrite(self, data: Any, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
         """Replace the table's rows with ``data`` in one version."""
 
         def fn(tx: WriteTransaction) -> None:
             tx.truncate()
             tx.insert(data)
 
-        return self._run("OVERWRITE", {}, fn)
+        app = {"app_id": app_id, "app_version": app_version}
+        return self._run("OVERWRITE", {}, fn, app, rerun=is_reusable(data))
 
     def compact(self, *, target_rows: int | None = None) -> CommitResult:
         """Merge small partitions (a ``dataChange: false`` commit).
@@ -455,7 +520,7 @@ class Table:
         Rows keep their row ids and row versions, so change scans over an
         interval holding only compactions are EMPTY and read nothing.
         """
-        return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows))
+        return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows), {})
 
     def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None) -> WriteJob:
         """Plan a write whose files other processes produce (see :class:`ctfile.WriteJob`).
@@ -587,5 +652,5 @@ class Table:
             md = tx.metadata
             tx.set_metadata(Metadata(md.table_id, md.schema, md.created_time, {**md.properties, **properties}, md.name, md.description))
 
-        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn)
+        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})
 

@@ -20,6 +20,11 @@ them together), ``out`` (where the result JSON goes) and an
              or the CommitConflictError's read and winning versions.
 ``crash_op`` ``kind`` ("insert": 8 rows, "update": every row) on the crash
              tests' table; the test kills the process during the commit.
+``upsert``   ``writer`` and ``plan``, a list of steps ``[merge_keys,
+             increment_keys]``: per step, ``Table.merge`` of ``merge_keys``
+             with ``owner = writer``, ``seq = step`` (upsert on ``id``), then
+             ``Table.update`` adding 1 to ``hits`` of ``increment_keys``. The
+             result lists every statement's version, attempts and outcome.
 """
 
 from __future__ import annotations
@@ -113,10 +118,36 @@ def crash_op(job: dict) -> dict:
     return {"version": r.version}
 
 
+def upsert(job: dict) -> dict:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    table = ctfile.open_table(job["uri"], storage_options=job["storage_options"])
+    w = job["writer"]
+    src_schema = pa.schema([f for f in table.schema if f.name in ("id", "owner", "seq")])
+    _write_json(job["out"] + ".ready", {"version": table.version})
+    _wait_for(job["go"])
+    t0 = time.perf_counter()
+    results = []
+    for step, (merge_keys, inc_keys) in enumerate(job["plan"]):
+        n = len(merge_keys)
+        src = pa.table({"id": merge_keys, "owner": [w] * n, "seq": [step] * n}, schema=src_schema)
+        r = table.merge(src, "id")
+        results.append({"op": "merge", "step": step, "keys": merge_keys, "version": r.version,
+                        "committed": r.committed, "attempts": r.attempts,
+                        "inserted": r.num_inserted_rows, "updated": r.num_updated_rows})
+        r = table.update(pc.field("id").isin(inc_keys), {"hits": pc.add(pc.field("hits"), 1)})
+        results.append({"op": "inc", "step": step, "keys": inc_keys, "version": r.version,
+                        "committed": r.committed, "attempts": r.attempts, "updated": r.num_updated_rows})
+    return {"writer": w, "statements": results, "seconds": time.perf_counter() - t0, "end": time.time()}
+
+
 def main(argv: list[str]) -> int:
     job = json.loads(argv[0])
     try:
-        result = {"append": append, "dml": dml, "crash_op": crash_op}[job["op"]](job)
+        result = {"append": append, "dml": dml, "crash_op": crash_op, "upsert": upsert}[job["op"]](job)
     except BaseException:
         _write_json(job["out"], {"error": traceback.format_exc()})
         return 1

@@ -15,6 +15,8 @@ layer may import it, and it imports nothing of ctfile.
 
 from __future__ import annotations
 
+import enum
+
 
 class CtfileError(Exception):
     """Root of every error ctfile raises on purpose."""
@@ -116,6 +118,23 @@ class CorruptDataFileError(DataFileError):
     ``add`` action, it is not valid Parquet, or it holds another row count."""
 
 
+class ConflictKind(str, enum.Enum):
+    """Why a commit conflicted (SPEC §Conflict detection, rules 1-4), or
+    that it gave up under contention."""
+
+    #: Rule 1: the winner changed the schema, properties or protocol.
+    METADATA = "metadata"
+    #: Rule 2: the winner removed a partition the transaction read or removes.
+    REMOVED_READ = "removed_read"
+    #: Rule 3: the winner added rows to a table the transaction replaces.
+    WHOLE_TABLE = "whole_table"
+    #: Rule 4: the winner added rows that one of the transaction's read
+    #: predicates matches.
+    READ_PREDICATE = "read_predicate"
+    #: No rule: the commit lost the race for a version too many times.
+    CONTENTION = "contention"
+
+
 class CommitConflictError(CtfileError):
     """A concurrent commit changed something this transaction depended on.
 
@@ -125,12 +144,18 @@ class CommitConflictError(CtfileError):
         The snapshot version the losing transaction read.
     winning_version : int
         The version of the concurrent commit that conflicts with it.
+    kind : ConflictKind
+        Which rule of SPEC §Conflict detection was broken.
     """
 
-    def __init__(self, message: str, *, read_version: int, winning_version: int):
+    def __init__(
+        self, message: str, *, read_version: int, winning_version: int,
+        kind: ConflictKind = ConflictKind.REMOVED_READ,
+    ):
         super().__init__(message)
         self.read_version = read_version
         self.winning_version = winning_version
+        self.kind = kind
 
 
 __all__ = [
@@ -144,6 +169,7 @@ __all__ = [
     "CorruptLogError",
     "UnsupportedFeatureError",
     "CommitConflictError",
+    "ConflictKind",
     "StorageError",
     "DataFileError",
     "MissingDataFileError",

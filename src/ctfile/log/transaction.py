@@ -1,15 +1,18 @@
 """Transactions and the commit protocol (SPEC §Commit protocol).
 
 A :class:`Transaction` reads one table state, collects the partitions its
-statements write and remove, and commits them as one new version with
-optimistic concurrency under snapshot isolation:
+statements write and remove and what they read, and commits them as one new
+version with optimistic concurrency:
 
 1. the data files are written first, under unique names;
 2. the entry for ``read version + 1`` is put-if-absent;
 3. on a lost race the winning entries are read and checked against this
-   transaction's read set; a real conflict raises :class:`CommitConflictError`
-   naming both versions, an apparent one is rebased (new version, new
-   ``firstRowId`` values, later timestamp) and retried.
+   transaction's :class:`~ctfile.log.conflicts.ReadSet` at the table's
+   isolation level (SPEC §Conflict detection); a real conflict raises
+   :class:`CommitConflictError` naming both versions and the rule, a winner
+   that already committed this transaction's application batch makes it a
+   replay that commits nothing, and otherwise the transaction is rebased
+   (new version, new ``firstRowId`` values, later timestamp) and retried.
 
 Because fresh rows store null row ids and null row versions (SPEC §Hidden
 columns), a rebase never rewrites a data file: only the log entry changes.
@@ -21,7 +24,7 @@ import logging
 import random
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ctfile.format.actions import (
@@ -35,9 +38,16 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.codec import encode_actions
-from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError, TableExistsError
+from ctfile.format.errors import (
+    CommitConflictError,
+    ConflictKind,
+    CtfileError,
+    InvalidArgumentError,
+    TableExistsError,
+)
 from ctfile.format.paths import commit_path
 from ctfile.format.properties import TableProperties
+from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
 
@@ -85,6 +95,10 @@ class CommitResult:
 
     ``version`` is the version committed, or the version the statement read if
     it changed nothing (``committed`` is then False and no version was written).
+    ``app_transaction_replayed`` is True when nothing was committed because
+    the table already holds the transaction's application batch (its
+    ``app_id`` at ``app_version`` or later, SPEC §txn): a replayed batch, whose
+    statements were skipped or whose files were discarded.
     """
 
     version: int
@@ -97,6 +111,7 @@ class CommitResult:
     num_added_partitions: int = 0
     num_removed_partitions: int = 0
     attempts: int = 1
+    app_transaction_replayed: bool = False
 
 
 @dataclass
@@ -142,10 +157,12 @@ class Transaction:
         self.metrics = _Metrics()
         self._staged: dict[str, StagedFile] = {}
         self._removed: dict[str, Partition] = {}
-        self._read: set[str] = set()
-        self._reads_whole_table = False
+        self._reads = ReadSet()
         self._metadata: Metadata | None = None
         self._app_txn: SetTransaction | None = None
+        self._replay = False
+        #: SPEC §Conflict detection: the level is the read version's.
+        self.isolation_level = TableProperties.from_mapping(base.metadata.properties).isolation_level
         self._file_seq = 0
         self._done = False
         self._maybe_committed = False
@@ -189,12 +206,25 @@ class Transaction:
             self._staged[f.path] = f
 
     def mark_read(self, partition: Partition) -> None:
+        """A statement opened ``partition`` to look for rows (SPEC §Conflict
+        detection: its read set). Partitions this transaction wrote itself
+        are not part of the table a concurrent commit could change."""
         if partition.first_row_id != PENDING:
-            self._read.add(partition.path)
+            self._reads.partitions.add(partition.path)
 
     def mark_reads_whole_table(self) -> None:
         """For truncate/overwrite: a concurrent data-changing commit conflicts."""
-        self._reads_whole_table = True
+        self._reads.whole_table = True
+
+    def record_read_predicate(self, predicate: ReadPredicate) -> None:
+        """A statement selected rows with ``predicate``: a concurrent commit
+        that adds a row it selects conflicts (SPEC §Conflict detection, rule 4)."""
+        self._reads.predicates.append(predicate)
+
+    @property
+    def is_blind_append(self) -> bool:
+        """True if the transaction only adds rows and reads nothing."""
+        return self._reads.is_empty() and not self._removed and self._metadata is None
 
     def remove(self, partition: Partition) -> None:
         self._check_open()
@@ -210,11 +240,27 @@ class Transaction:
         self._metadata = metadata
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
-        """Record ``(app_id, version)`` so a replay of the same batch is detected (SPEC §txn)."""
+        """Commit batch ``version`` of application ``app_id`` exactly once (SPEC §txn).
+
+        If the table state this transaction read already holds ``app_id`` at
+        ``version`` or later, the transaction is a replay (:attr:`is_replay`):
+        it commits nothing. A concurrent commit of the same batch is
+        recognised at commit time the same way.
+        """
         self._check_open()
-        if not app_id or version < 0:
-            raise InvalidArgumentError(f"app transaction needs a non-empty id and version >= 0, got {app_id!r}, {version}")
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"app_id must be a non-empty string, found {app_id!r}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(f"app_version must be an int >= 0, found {version!r}")
         self._app_txn = SetTransaction(app_id, version, 0)
+        done = self.base.app_transactions.get(app_id)
+        self._replay = done is not None and done.version >= version
+
+    @property
+    def is_replay(self) -> bool:
+        """True if the application batch set by :meth:`set_app_transaction` is
+        already committed: statements are skipped and nothing is committed."""
+        return self._replay
 
     def add_metrics(self, *, inserted=0, updated=0, deleted=0, copied=0) -> None:
         self.metrics.inserted += inserted
@@ -239,6 +285,8 @@ class Transaction:
                 operation_metrics=self._metrics_dict(),
                 engine_info=ENGINE_INFO,
                 txn_id=self.txn_id,
+                isolation_level=self.isolation_level.value,
+                is_blind_append=self.is_blind_append,
             )
         ]
         if self._metadata is not None:
@@ -268,37 +316,27 @@ class Transaction:
             "numRemovedPartitions": len(self._removed),
         }
 
-    def _check_conflict(self, winner_version: int, winner: list[Action]) -> None:
-        """SPEC §Conflict detection: does a concurrent commit invalidate this one?"""
-
-        def conflict(why: str) -> CommitConflictError:
-            return CommitConflictError(
+    def _check_winner(self, winner_version: int, winner: list[Action]) -> None:
+        """SPEC §Conflict detection: raise if a concurrent commit invalidates this one."""
+        found = find_conflict(
+            self._reads, self._removed, winner, level=self.isolation_level,
+            storage=self.storage, schema=self.base.metadata.schema,
+        )
+        if found is not None:
+            raise CommitConflictError(
                 f"commit conflict on {self.storage.uri}: this {self.operation} read version "
-                f"{self.base.version}, but concurrent version {winner_version} {why}; "
+                f"{self.base.version}, but concurrent version {winner_version} {found.reason}; "
                 f"re-run the statement against the new version",
                 read_version=self.base.version,
                 winning_version=winner_version,
+                kind=found.kind,
             )
-
-        touched = self._read | set(self._removed)
-        for a in winner:
-            if isinstance(a, (Metadata, Protocol)):
-                raise conflict("changed the table's schema, metadata or protocol")
-            if isinstance(a, RemovePartition) and a.path in touched:
-                raise conflict(f"removed partition {a.path}, which this transaction read")
-            if isinstance(a, AddPartition) and a.data_change and self._reads_whole_table:
-                raise conflict(f"added data ({a.path}) that this {self.operation} would replace")
-            if (
-                isinstance(a, SetTransaction)
-                and self._app_txn is not None
-                and a.app_id == self._app_txn.app_id
-                and a.version >= self._app_txn.version
-            ):
-                raise conflict(f"already committed batch {a.version} of application {a.app_id!r}")
 
     def commit(self) -> CommitResult:
         """Commit as one new version; see the module docstring for the protocol."""
         self._check_open()
+        if self._replay:
+            return self._replayed(self.base.version, attempts=0)
         if self.is_empty:
             self._done = True
             self.result = self._result(self.base.version, committed=False, attempts=0)
@@ -329,7 +367,9 @@ class Transaction:
                     if info.txn_id == self.txn_id:
                         # Our own earlier put landed although it reported failure.
                         return self._finish(apply_entry(state, v, entry, where=commit_path(v)), attempts)
-                    self._check_conflict(v, entry)
+                    if replays_app_transaction(self._app_txn, entry):
+                        return self._replayed(v, attempts=attempts)
+                    self._check_winner(v, entry)
                     state = apply_entry(state, v, entry, where=commit_path(v))
                 if attempts >= MAX_COMMIT_ATTEMPTS:
                     raise CommitConflictError(
@@ -337,6 +377,7 @@ class Transaction:
                         f"{attempts} attempts under contention (last seen version {state.version})",
                         read_version=self.base.version,
                         winning_version=state.version,
+                        kind=ConflictKind.CONTENTION,
                     )
                 time.sleep(retry_delay(attempts))
                 continue
@@ -367,6 +408,15 @@ class Transaction:
             except (OSError, CtfileError) as e:  # advisory: the commit already stands
                 log.warning("checkpoint of version %d failed: %s", new_state.version, e)
         self.result = self._result(new_state.version, committed=True, attempts=attempts)
+        return self.result
+
+    def _replayed(self, version: int, *, attempts: int) -> CommitResult:
+        """Commit nothing: version ``version`` holds this application batch already."""
+        self.abort()
+        self.result = CommitResult(
+            version=version, committed=False, operation=self.operation, attempts=attempts,
+            app_transaction_replayed=True,
+        )
         return self.result
 
     def _result(self, version: int, *, committed: bool, attempts: int) -> CommitResult:

@@ -56,17 +56,51 @@ def referenced_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
     return refs
 
 
-def evaluate_mask(table: pa.Table, expr: pc.Expression) -> pa.Array:
-    """Boolean mask of rows where ``expr`` is true (null counts as false, as in SQL)."""
+# Errors pyarrow raises when an expression that binds fails on the data
+# (checked arithmetic overflow, a division by zero, an invalid cast).
+_EVALUATION_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
+def evaluate_mask(table: pa.Table, expr: pc.Expression, *, what: str = "predicate") -> pa.Array:
+    """Boolean mask of rows where ``expr`` is true (null counts as false, as in SQL).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``expr`` fails on these rows (e.g. ``multiply_checked`` overflows);
+        the message names ``what`` and the expression.
+    """
     if table.num_rows == 0:
         return pa.array([], pa.bool_())
-    res = ds.dataset(table).to_table(columns={"m": expr}, use_threads=False).column("m")
+    try:
+        res = ds.dataset(table).to_table(columns={"m": expr}, use_threads=False).column("m")
+    except _EVALUATION_ERRORS as e:
+        raise InvalidArgumentError(f"{what} {expr} cannot be evaluated on the table's rows: {e}") from e
     return pc.fill_null(res.combine_chunks(), False)
 
 
-def evaluate_values(table: pa.Table, exprs: dict[str, pc.Expression]) -> pa.Table:
-    """Project ``exprs`` over ``table`` (row order preserved)."""
-    return ds.dataset(table).to_table(columns=exprs, use_threads=False)
+def evaluate_values(table: pa.Table, exprs: dict[str, pc.Expression], *, what: str = "expressions") -> pa.Table:
+    """Project ``exprs`` over ``table`` (row order preserved).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An expression fails on these rows (a ``*_checked`` overflow, say; the
+        unchecked arithmetic functions wrap around silently instead, as Arrow
+        defines them).
+
+    Examples
+    --------
+    >>> t = pa.table({"n": pa.array([100], pa.int8())})
+    >>> evaluate_values(t, {"n": pc.multiply_checked(pc.field("n"), pc.scalar(pa.scalar(2, pa.int8())))})
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.InvalidArgumentError: expressions {'n': <pyarrow.compute.Expression multiply_checked(n, 2)>} cannot be computed for 1 rows: overflow
+    """
+    try:
+        return ds.dataset(table).to_table(columns=exprs, use_threads=False)
+    except _EVALUATION_ERRORS as e:
+        raise InvalidArgumentError(f"{what} {exprs} cannot be computed for {table.num_rows} rows: {e}") from e
 
 
 def is_distinct(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -102,9 +102,10 @@ class WriteJob:
         """Commit every file of the job as one version.
 
         With ``app_id``/``app_version`` (e.g. a streaming query id and batch id)
-        the commit records them, and is skipped (``committed=False``) if the
-        table already holds a commit of that application at that version or
-        later: a replayed batch is not written twice.
+        the commit records them, and commits nothing
+        (``committed=False``, ``app_transaction_replayed=True``, the files
+        deleted) if the table already holds a commit of that application at
+        that version or later: a replayed batch is not written twice.
         """
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError("give both app_id and app_version, or neither")
@@ -125,19 +126,17 @@ class WriteJob:
                 f"the schema of {self.uri} changed since this write was planned; "
                 f"expected {self.schema.names}, found {base.metadata.schema.names}"
             )
-        if app_id is not None:
-            current = log.load_state(latest=latest) if latest != base.version else base
-            done = current.app_transactions.get(app_id)
-            if done is not None and done.version >= app_version:
-                self.abort(files)
-                return CommitResult(version=latest, committed=False, operation="WRITE")
         tx = WriteTransaction(log, base, operation="WRITE", parameters={"mode": self.mode, "jobId": self.job_id})
+        if app_id is not None:
+            # Before staging: a batch already committed is a replay (SPEC §txn),
+            # whose files are discarded; a concurrent commit of the same batch
+            # is recognised when the commit rebases.
+            tx.set_app_transaction(app_id, app_version)
         if self.mode == "overwrite":
             tx.truncate()
         tx.stage(list(files))
-        tx.add_metrics(inserted=sum(f.num_records for f in files))
-        if app_id is not None:
-            tx.set_app_transaction(app_id, app_version)
+        if not tx.is_replay:
+            tx.add_metrics(inserted=sum(f.num_records for f in files))
         return tx.commit()
 
     def abort(self, files: Iterable[StagedFile]) -> None:

@@ -1,5 +1,6 @@
 """Copy-on-write DML over a :class:`~ctfile.log.transaction.Transaction`
-(SPEC §Copy-on-write, writer requirements).
+(SPEC §Copy-on-write, writer requirements). MERGE is in
+:mod:`ctfile.writer.merge`, on the same rewrite machinery.
 
 Each statement:
 
@@ -11,7 +12,10 @@ Each statement:
 3. rewrites each touched partition in row order: unchanged rows keep their
    row id and row version, updated rows keep their row id and get a null
    row version (= the commit's version), inserted rows get nulls for both;
-4. records the removes, the new files and the row counts in the transaction.
+4. records the removes, the new files and the row counts in the transaction,
+   and what it read: the partitions it opened and its row predicate (SPEC
+   §Conflict detection), so that a concurrent commit that changed or added
+   rows it selects conflicts instead of being overlooked.
 
 An UPDATE or MERGE that sets a row to the values it already had leaves that
 row unchanged (its row version is kept), so it shows up in no change scan.
@@ -40,7 +44,8 @@ from ctfile.reader.expressions import (
 )
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
-from ctfile.writer.input import Conformer, to_reader, to_table
+from ctfile.writer.conflicts import RowPredicate
+from ctfile.writer.input import Conformer, to_reader
 from ctfile.format.properties import TableProperties
 from ctfile.writer.partition_writer import PartitionWriter
 
@@ -48,7 +53,7 @@ _DML_WORKERS = 2
 
 
 @dataclass
-class _Rewrite:
+class Rewrite:
     """The outcome of rewriting one partition."""
 
     partition: Partition
@@ -91,21 +96,21 @@ def insert(tx: Transaction, data: Any) -> int:
 # ---------------------------------------------------------------- shared rewrite machinery
 
 
-def _rewrite_all(
+def rewrite_all(
     tx: Transaction,
     candidates: Sequence[Partition],
-    fn: Callable[[Partition, pa.Table], _Rewrite | None],
-) -> list[_Rewrite]:
+    fn: Callable[[Partition, pa.Table], Rewrite | None],
+) -> list[Rewrite]:
     """Read each candidate (hidden columns materialized), apply ``fn``, and
     record the results in ``tx``. Partitions are processed concurrently."""
 
-    def work(p: Partition) -> _Rewrite | None:
+    def work(p: Partition) -> Rewrite | None:
         t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
         return fn(p, t)
 
     for p in candidates:
         tx.mark_read(p)
-    results: list[_Rewrite | None] = []
+    results: list[Rewrite | None] = []
     errors: list[BaseException] = []
     with ThreadPoolExecutor(max_workers=_DML_WORKERS) as pool:
         futures = [pool.submit(work, p) for p in candidates]
@@ -128,7 +133,7 @@ def _rewrite_all(
     return done
 
 
-def _write_rows(tx: Transaction, t: pa.Table) -> list[StagedFile]:
+def write_rows(tx: Transaction, t: pa.Table) -> list[StagedFile]:
     """Write copy-on-write output: table columns then the two hidden columns."""
     if t.num_rows == 0:
         return []
@@ -142,6 +147,7 @@ def _write_rows(tx: Transaction, t: pa.Table) -> list[StagedFile]:
 def delete(tx: Transaction, where: pc.Expression) -> int:
     """Delete the rows matching ``where``. Returns the number deleted."""
     check_predicate(where, tx.schema.to_arrow(field_ids=False))
+    tx.record_read_predicate(RowPredicate(where))
     live = tx.live_partitions()
     candidates = prune(live, tx.schema, where)
     # Partitions where no row can survive are removed without reading them
@@ -155,15 +161,15 @@ def delete(tx: Transaction, where: pc.Expression) -> int:
             tx.remove(p)
             tx.add_metrics(deleted=p.num_records)
 
-    def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
+    def fn(p: Partition, t: pa.Table) -> Rewrite | None:
         mask = evaluate_mask(t, where)
         n = pc.sum(mask).as_py() or 0
         if n == 0:
             return None
         kept = t.filter(pc.invert(mask))
-        return _Rewrite(p, _write_rows(tx, kept), deleted=n, copied=kept.num_rows)
+        return Rewrite(p, write_rows(tx, kept), deleted=n, copied=kept.num_rows)
 
-    _rewrite_all(tx, [p for p in candidates if p.path in survivors], fn)
+    rewrite_all(tx, [p for p in candidates if p.path in survivors], fn)
     return tx.metrics.deleted - before
 
 
@@ -197,9 +203,9 @@ def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Exp
     return out
 
 
-def _apply_changes(
+def apply_changes(
     tx: Transaction, p: Partition, t: pa.Table, positions: np.ndarray, new_values: dict[str, pa.Array]
-) -> _Rewrite | None:
+) -> Rewrite | None:
     """The rows at ``positions`` (ascending, distinct) take ``new_values``
     (one value per position); rows that really change get a null row
     version. Returns None when nothing changes.
@@ -244,7 +250,7 @@ def _apply_changes(
     is_changed[positions[changed]] = True
     rv = pc.if_else(pa.array(is_changed), pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
     t = t.set_column(t.schema.get_field_index(ROW_VERSION_COLUMN), ROW_VERSION_COLUMN, rv)
-    return _Rewrite(p, _write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
+    return Rewrite(p, write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
 
 
 def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]) -> int:
@@ -254,123 +260,22 @@ def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]
         where = pc.scalar(True)
     check_predicate(where, arrow)
     exprs = _normalize_set(tx, set_)
+    tx.record_read_predicate(RowPredicate(where))
     candidates = prune(tx.live_partitions(), tx.schema, where)
     before = tx.metrics.updated
 
-    def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
+    def fn(p: Partition, t: pa.Table) -> Rewrite | None:
         positions = np.flatnonzero(np.asarray(evaluate_mask(t, where).to_numpy(zero_copy_only=False), dtype=bool))
         if not len(positions):
             return None
         # SET expressions are evaluated for the matched rows only, as in SQL
         # (an expression that fails on a row the predicate excludes, say a
         # division by zero, does not fail the statement).
-        values = evaluate_values(t.take(pa.array(positions)), exprs)
-        return _apply_changes(tx, p, t, positions, {n: values.column(n) for n in exprs})
+        values = evaluate_values(t.take(pa.array(positions)), exprs, what=f"set {sorted(exprs)} on partition {p.path}")
+        return apply_changes(tx, p, t, positions, {n: values.column(n) for n in exprs})
 
-    _rewrite_all(tx, candidates, fn)
+    rewrite_all(tx, candidates, fn)
     return tx.metrics.updated - before
-
-
-# ---------------------------------------------------------------- MERGE
-
-
-def merge(
-    tx: Transaction,
-    source: Any,
-    on: str | Sequence[str],
-    *,
-    when_matched: str | None,
-    when_not_matched: str | None,
-) -> dict[str, int]:
-    """Upsert ``source`` by the key columns ``on`` (SQL MERGE with one source row per key)."""
-    if when_matched not in ("update", "delete", None):
-        raise InvalidArgumentError(f"when_matched must be 'update', 'delete' or None, found {when_matched!r}")
-    if when_not_matched not in ("insert", None):
-        raise InvalidArgumentError(f"when_not_matched must be 'insert' or None, found {when_not_matched!r}")
-    if when_matched is None and when_not_matched is None:
-        raise InvalidArgumentError("merge needs when_matched or when_not_matched; both are None")
-    keys = [on] if isinstance(on, str) else list(on)
-    arrow = tx.schema.to_arrow(field_ids=False)
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise InvalidArgumentError(f"on must name one or more key columns, found {on!r}")
-    src = to_table(source, what="merge source")
-    conformer = Conformer(tx.schema, what="merge source")
-    conformer.check_schema(src.schema)
-    for k in keys:
-        if k not in src.schema.names:
-            raise SchemaMismatchError(f"merge key {k!r} is missing from the source (source columns: {src.schema.names})")
-        if k not in arrow.names:
-            raise SchemaMismatchError(f"merge key {k!r} is not a table column ({arrow.names})")
-    src_cols = [n for n in arrow.names if n in src.schema.names]
-    src = pa.Table.from_batches([conformer.conform(b) for b in src.to_batches()], schema=arrow) if src.num_rows else arrow.empty_table()
-    if src.num_rows:
-        dup = src.group_by(keys).aggregate([([], "count_all")])
-        worst = pc.max(dup.column("count_all")).as_py()
-        if worst and worst > 1:
-            raise InvalidArgumentError(
-                f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
-                f"source row per key (deduplicate the source first)"
-            )
-    src = src.append_column("__ct_src", pa.array(np.arange(src.num_rows, dtype=np.int64)))
-    # Prune by the key range of the source (conjunction over the keys).
-    where = pc.scalar(True)
-    for k in keys:
-        col = src.column(k)
-        if col.null_count == len(col):
-            where = pc.scalar(False)
-            break
-        mm = pc.min_max(col)
-        bound = (pc.field(k) >= mm["min"]) & (pc.field(k) <= mm["max"])
-        where = bound if where.equals(pc.scalar(True)) else where & bound
-    candidates = prune(tx.live_partitions(), tx.schema, where) if src.num_rows else []
-    update_cols = [c for c in src_cols if c not in keys]
-
-    def fn(p: Partition, t: pa.Table) -> _Rewrite | None:
-        tk = t.select(keys).append_column("__ct_pos", pa.array(np.arange(t.num_rows, dtype=np.int64)))
-        j = tk.join(src.select(keys + ["__ct_src"]), keys, join_type="inner", use_threads=False)
-        if j.num_rows == 0:
-            return None
-        pos = j.column("__ct_pos").to_numpy()
-        sidx = j.column("__ct_src").to_numpy()
-        order = np.argsort(pos)
-        pos, sidx = pos[order], sidx[order]
-        if when_matched is None:
-            return _matched_only(p, sidx)
-        if when_matched == "delete":
-            keep = np.ones(t.num_rows, dtype=bool)
-            keep[pos] = False
-            kept = t.filter(pa.array(keep))
-            r = _Rewrite(p, _write_rows(tx, kept), deleted=len(pos), copied=kept.num_rows)
-            r.matched_source = sidx
-            return r
-        # update: the source rows' values for the matched positions.
-        at = pa.array(sidx)
-        new_values = {c: src.column(c).take(at) for c in update_cols}
-        r = _apply_changes(tx, p, t, pos, new_values) if update_cols else None
-        r = r or _matched_only(p, sidx)
-        r.matched_source = sidx
-        return r
-
-    results = _rewrite_all(tx, candidates, fn)
-    matched = np.zeros(src.num_rows, dtype=bool)
-    for r in results:
-        if r.matched_source is not None:
-            matched[r.matched_source] = True
-    inserted = 0
-    if when_not_matched == "insert":
-        new_rows = src.filter(pa.array(~matched)).drop_columns(["__ct_src"])
-        if new_rows.num_rows:
-            inserted = insert(tx, new_rows)
-    return {
-        "inserted": inserted,
-        "updated": sum(r.updated for r in results),
-        "deleted": sum(r.deleted for r in results),
-    }
-
-
-def _matched_only(p: Partition, sidx: np.ndarray) -> _Rewrite:
-    """A partition with matches but no change: keep it, remember the matches."""
-    return _Rewrite(p, [], matched_source=sidx, unchanged=True)
 
 
 # ---------------------------------------------------------------- TRUNCATE / OVERWRITE

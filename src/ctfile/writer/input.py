@@ -36,6 +36,16 @@ def to_reader(data: Any, *, what: str = "data") -> pa.RecordBatchReader:
     )
 
 
+def is_reusable(data: Any) -> bool:
+    """True if ``data`` can be read more than once (a Table, a RecordBatch, a
+    pandas DataFrame); a RecordBatchReader or Arrow stream is read once.
+
+    >>> is_reusable(pa.table({"x": [1]})), is_reusable(pa.RecordBatchReader.from_batches(pa.schema([]), []))
+    (True, False)
+    """
+    return isinstance(data, (pa.Table, pa.RecordBatch)) or _is_pandas(data)
+
+
 def to_table(data: Any, *, what: str = "data") -> pa.Table:
     reader = to_reader(data, what=what)
     return reader.read_all()
@@ -50,12 +60,19 @@ class Conformer:
     """Casts and checks batches against the table schema.
 
     Call :meth:`check_schema` once (it fails before anything is written), then
-    :meth:`conform` per batch.
+    :meth:`conform` per batch. ``columns`` (default: every table column)
+    are the columns the output holds: a MERGE that only deletes or updates
+    needs the source's keys and the columns it sets, not every non-nullable
+    column of the table.
     """
 
-    def __init__(self, schema: Schema, *, allow_missing: bool = True, what: str = "data"):
+    def __init__(
+        self, schema: Schema, *, allow_missing: bool = True, what: str = "data",
+        columns: Iterable[str] | None = None,
+    ):
         self.schema = schema
-        self.target = schema.to_arrow(field_ids=False)
+        self.table = schema.to_arrow(field_ids=False)
+        self.target = self.table if columns is None else pa.schema([self.table.field(c) for c in columns])
         self.allow_missing = allow_missing
         self.what = what
 
@@ -70,10 +87,10 @@ class Conformer:
                 f"{self.what} contains hidden columns {hidden}; they are maintained by ctfile "
                 f"and cannot be written directly"
             )
-        extra = [n for n in names if n not in self.target.names]
+        extra = [n for n in names if n not in self.table.names]
         problems = []
         if extra:
-            problems.append(f"columns {extra} are not in the table (table columns: {self.target.names})")
+            problems.append(f"columns {extra} are not in the table (table columns: {self.table.names})")
         for f in self.target:
             if f.name not in names:
                 if not f.nullable or not self.allow_missing:

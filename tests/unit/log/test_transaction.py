@@ -146,17 +146,23 @@ def test_metadata_change_conflicts_with_everything(two_parts, make_rows):
     assert not any(t.storage.exists(p) for p in staged)
 
 
-def test_same_app_transaction_conflicts(two_parts, make_rows):
+def test_concurrent_duplicate_app_transaction_commits_nothing(two_parts, make_rows):
+    """SPEC §txn: of two transactions racing to commit the same batch, one
+    commits it and the other is a replay that commits nothing (no error)."""
     t = two_parts
     tx1, tx2 = t.transaction(), t.transaction()
     for tx in (tx1, tx2):
         tx.set_app_transaction("stream-a", 7)
         tx.insert(make_rows(1, start=500))
+    loser_files = tx2.staged_paths()
     tx1.commit()
-    with pytest.raises(CommitConflictError, match="already committed batch 7"):
-        tx2.commit()
-    state = ctfile.open_table(t.uri).snapshot().state
-    assert state.app_transactions["stream-a"].version == 7
+    r2 = tx2.commit()
+    assert (r2.committed, r2.app_transaction_replayed, r2.version) == (False, True, 3)
+    assert r2.num_inserted_rows == 0
+    assert not any(t.storage.exists(p) for p in loser_files)
+    table = ctfile.open_table(t.uri)
+    assert table.version == 3 and table.app_version("stream-a") == 7
+    assert table.to_arrow().column("id").to_pylist().count(500) == 1
 
 
 def test_different_app_ids_do_not_conflict(two_parts, make_rows):

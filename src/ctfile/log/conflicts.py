@@ -1,0 +1,139 @@
+"""What a transaction read, and whether a concurrent commit invalidates it
+(SPEC §Conflict detection).
+
+A :class:`ReadSet` is everything the statements of one transaction looked at:
+the partitions they opened, the row predicates they selected rows with, and
+whether they replace the whole table. :func:`find_conflict` checks one
+*winner* (an entry committed after the transaction's read version) against
+it and the partitions the transaction removes, rule by rule, and returns the
+first :class:`Conflict`, or None when the transaction may be rebased on top
+of the winner. :func:`replays_app_transaction` recognises a winner that
+already committed the transaction's application batch (SPEC §txn).
+
+Predicates are opaque here: this layer knows only the :class:`ReadPredicate`
+protocol (describe yourself; may this partition hold a row you select?).
+The writer layer implements it for a DML ``where`` and for a MERGE's keys,
+with statistics pruning first and a read of the predicate's columns second
+(``ctfile.writer.conflicts``).
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+from typing import Collection, Sequence
+
+from ctfile.format.actions import (
+    Action,
+    AddPartition,
+    CommitInfo,
+    Metadata,
+    Partition,
+    Protocol,
+    RemovePartition,
+    SetTransaction,
+)
+from ctfile.format.errors import ConflictKind
+from ctfile.format.properties import IsolationLevel
+from ctfile.format.schema import Schema
+from ctfile.log.storage import Storage
+
+
+class ReadPredicate(typing.Protocol):
+    """A statement's row selection, as conflict detection needs it."""
+
+    def describe(self) -> str:
+        """A short text for conflict messages (``"rows where (id == 1)"``)."""
+
+    def matches(self, storage: Storage, schema: Schema, partition: Partition) -> bool:
+        """Whether ``partition`` may hold a row this predicate selects.
+
+        False only if it certainly holds none (SPEC §Conflict detection, rule
+        4: a conflict may be reported that cannot be ruled out, none may be
+        missed)."""
+
+
+@dataclass
+class ReadSet:
+    """What the statements of a transaction read (SPEC §Conflict detection).
+
+    ``partitions``: paths of the partitions opened to look for matching rows,
+    removed by a metadata-only delete, or rewritten by a compaction.
+    ``predicates``: the row predicates of the statements that select rows.
+    ``whole_table``: a statement replaces every row (TRUNCATE, OVERWRITE).
+    """
+
+    partitions: set[str] = field(default_factory=set)
+    predicates: list[ReadPredicate] = field(default_factory=list)
+    whole_table: bool = False
+
+    def is_empty(self) -> bool:
+        return not (self.partitions or self.predicates or self.whole_table)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The rule a winner broke, and why, in words for the error message."""
+
+    kind: ConflictKind
+    reason: str
+
+
+def _commit_info(entry: Sequence[Action]) -> CommitInfo | None:
+    return next((a for a in entry if isinstance(a, CommitInfo)), None)
+
+
+def replays_app_transaction(app_txn: SetTransaction | None, entry: Sequence[Action]) -> bool:
+    """True if ``entry`` committed ``app_txn``'s application at the same or a
+    later batch: the transaction is then a replay and commits nothing."""
+    if app_txn is None:
+        return False
+    return any(
+        isinstance(a, SetTransaction) and a.app_id == app_txn.app_id and a.version >= app_txn.version
+        for a in entry
+    )
+
+
+def find_conflict(
+    reads: ReadSet,
+    removed: Collection[str],
+    entry: Sequence[Action],
+    *,
+    level: IsolationLevel,
+    storage: Storage,
+    schema: Schema,
+) -> Conflict | None:
+    """The first rule of SPEC §Conflict detection that the winner ``entry``
+    breaks for a transaction with these ``reads`` and ``removed`` paths, or
+    None if the transaction can be rebased on top of it.
+
+    The cheap rules (1-3, the log alone) are checked before rule 4, which may
+    read the winner's added partitions.
+    """
+    for a in entry:
+        if isinstance(a, (Metadata, Protocol)):
+            return Conflict(ConflictKind.METADATA, "changed the table's schema, properties or protocol")
+    added: list[Partition] = []
+    for a in entry:
+        if isinstance(a, RemovePartition):
+            if a.path in removed:
+                return Conflict(ConflictKind.REMOVED_READ, f"removed partition {a.path}, which this transaction removes")
+            if a.data_change and a.path in reads.partitions:
+                return Conflict(ConflictKind.REMOVED_READ, f"changed the rows of partition {a.path}, which this transaction read")
+        elif isinstance(a, AddPartition) and a.data_change:
+            if reads.whole_table:
+                return Conflict(ConflictKind.WHOLE_TABLE, f"added rows ({a.path}) to the table this transaction replaces")
+            added.append(a.partition)
+    if not (added and reads.predicates):
+        return None
+    info = _commit_info(entry)
+    if level is IsolationLevel.WRITE_SERIALIZABLE and info is not None and info.is_blind_append is True:
+        return None  # ordered after this transaction (SPEC §Conflict detection)
+    for p in added:
+        for pred in reads.predicates:
+            if pred.matches(storage, schema, p):
+                return Conflict(
+                    ConflictKind.READ_PREDICATE,
+                    f"added partition {p.path} with rows this transaction selects ({pred.describe()})",
+                )
+    return None

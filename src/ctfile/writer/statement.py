@@ -1,0 +1,73 @@
+"""Running one DML statement as its own transaction, re-run after a conflict.
+
+SPEC §Conflict detection makes a transaction abort when a concurrent commit
+changed or added rows it read. A single statement (``Table.merge``,
+``update``, ``delete`` ...) has an obvious serial meaning -- apply it to the
+table as it is now -- so instead of handing the conflict to the caller it
+is re-run on a fresh transaction at the latest version, which re-reads and
+re-applies it, as a Snowflake statement waits for the lock it conflicts on.
+Its application transaction, if any, goes with it: if the winner already
+committed that batch, the re-run is a replay and commits nothing.
+
+A statement of an explicit transaction (``with table.transaction() as tx``)
+cannot be re-run here: the caller's block would have to run again, so the
+:class:`~ctfile.format.errors.CommitConflictError` reaches the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any, Callable
+
+from ctfile.format.errors import CommitConflictError, ConflictKind
+from ctfile.log.transaction import CommitResult, retry_delay
+from ctfile.writer.transaction import WriteTransaction
+
+log = logging.getLogger("ctfile")
+
+#: Runs of one statement before its last conflict is raised (SPEC §Conflict
+#: detection). Each lost run means another writer committed, so 20 covers a
+#: busy table; a conflict that persists past it is worth surfacing.
+MAX_STATEMENT_RUNS = 20
+
+
+def run_statement(
+    begin: Callable[[], WriteTransaction],
+    body: Callable[[WriteTransaction], Any],
+    *,
+    max_runs: int | None = None,
+) -> CommitResult:
+    """Run ``body`` in a transaction from ``begin()`` and commit it; on a
+    conflict, re-run both (a fresh transaction reads the latest version), at
+    most ``max_runs`` times (default :data:`MAX_STATEMENT_RUNS`; 1 for a
+    statement whose input is a stream that cannot be read again).
+
+    ``CommitResult.attempts`` counts the commit attempts of the last run
+    plus one per earlier run. Giving up under contention
+    (:attr:`ConflictKind.CONTENTION`: the commit already retried 200 times)
+    is not re-run.
+
+    Raises
+    ------
+    CommitConflictError
+        The statement conflicted on its last allowed run.
+    """
+    limit = MAX_STATEMENT_RUNS if max_runs is None else max_runs
+    attempts = 0
+    for run in range(1, limit + 1):
+        tx = begin()
+        try:
+            with tx:
+                body(tx)
+        except CommitConflictError as e:
+            attempts += 1
+            if run == limit or e.kind is ConflictKind.CONTENTION:
+                raise
+            log.info("%s on %s conflicted (%s); re-running it at the latest version", tx.operation, tx.storage.uri, e)
+            time.sleep(retry_delay(run))
+            continue
+        assert tx.result is not None
+        return dataclasses.replace(tx.result, attempts=attempts + tx.result.attempts)
+    raise AssertionError("unreachable")  # pragma: no cover
