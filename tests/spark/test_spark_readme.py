@@ -20,7 +20,7 @@ def spark_blocks() -> list[str]:
 
 def test_readme_pyspark_examples_run(spark, tmp_path):
     blocks = spark_blocks()
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     ns: dict = {}
     for code in blocks:
         if "s3://" in code:
@@ -35,3 +35,10 @@ def test_readme_pyspark_examples_run(spark, tmp_path):
     assert rows(people) == [(1, "Jeff"), (2, "Donny"), (3, "Walter")]
     assert [tuple(r) for r in ns["changes"].select("id", "METADATA$ACTION").collect()] == [(3, "INSERT")]
     assert rows(ctfile.open_table(str(tmp_path / "people_copy"))) == rows(people)
+    silver = ctfile.open_table(str(tmp_path / "people_silver"))
+    assert rows(silver) == rows(people) and silver.app_version("people-to-silver") is not None
+    # A micro-batch replayed after a crash is skipped, not applied twice.
+    last = silver.app_version("people-to-silver")
+    batch = spark.createDataFrame([(3, "Walter again")], "id long, name string")
+    ns["upsert"](batch, last)
+    assert rows(ctfile.open_table(str(tmp_path / "people_silver"))) == rows(people)

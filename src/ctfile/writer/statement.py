@@ -27,9 +27,10 @@ from ctfile.writer.transaction import WriteTransaction
 
 log = logging.getLogger("ctfile")
 
-#: Runs of one statement before its last conflict is raised (SPEC §Conflict
-#: detection). Each lost run means another writer committed, so 20 covers a
-#: busy table; a conflict that persists past it is worth surfacing.
+#: Runs of one statement before its last conflict is raised (the number SPEC
+#: §Conflict detection states). Each lost run means another writer
+#: committed, so 20 covers a busy table; a conflict that persists past it is
+#: worth surfacing.
 MAX_STATEMENT_RUNS = 20
 
 
