@@ -13,7 +13,8 @@ already committed the transaction's application batch (SPEC §txn).
 Predicates are opaque here: this layer knows only the :class:`ReadPredicate`
 protocol (describe yourself; may this partition hold a row you select?).
 The writer layer implements it for a DML ``where`` and for a MERGE's keys,
-with statistics pruning first and a read of the predicate's columns second
+with statistics pruning of all the winner's added partitions first and a
+read of the predicate's columns of the survivors second
 (``ctfile.writer.conflicts``).
 """
 
@@ -45,12 +46,13 @@ class ReadPredicate(typing.Protocol):
     def describe(self) -> str:
         """A short text for conflict messages (``"rows where (id == 1)"``)."""
 
-    def matches(self, storage: Storage, schema: Schema, partition: Partition) -> bool:
-        """Whether ``partition`` may hold a row this predicate selects.
+    def first_match(self, storage: Storage, schema: Schema, partitions: Sequence[Partition]) -> Partition | None:
+        """A partition of ``partitions`` that may hold a row this predicate
+        selects, or None if none does.
 
-        False only if it certainly holds none (SPEC §Conflict detection, rule
-        4: a conflict may be reported that cannot be ruled out, none may be
-        missed)."""
+        None only if every partition certainly holds none (SPEC §Conflict
+        detection, rule 4: a conflict may be reported that cannot be ruled
+        out, none may be missed)."""
 
 
 @dataclass
@@ -129,11 +131,11 @@ def find_conflict(
     info = _commit_info(entry)
     if level is IsolationLevel.WRITE_SERIALIZABLE and info is not None and info.is_blind_append is True:
         return None  # ordered after this transaction (SPEC §Conflict detection)
-    for p in added:
-        for pred in reads.predicates:
-            if pred.matches(storage, schema, p):
-                return Conflict(
-                    ConflictKind.READ_PREDICATE,
-                    f"added partition {p.path} with rows this transaction selects ({pred.describe()})",
-                )
+    for pred in reads.predicates:
+        p = pred.first_match(storage, schema, added)
+        if p is not None:
+            return Conflict(
+                ConflictKind.READ_PREDICATE,
+                f"added partition {p.path} with rows this transaction selects ({pred.describe()})",
+            )
     return None

@@ -11,10 +11,10 @@ new key each found it absent and each inserted it):
   when its key columns equal those of some source row (null keys select
   nothing, as in the MERGE's join).
 
-Both answer :meth:`matches` for a partition a winner added: first from its
-statistics (no I/O), then, if those cannot exclude it, by reading only the
-columns the predicate uses. They never report "no match" for a partition
-that holds a selected row.
+Both answer :meth:`first_match` for the partitions a winner added: first
+from their statistics (no I/O), then, for those the statistics cannot
+exclude, by reading only the columns the predicate uses. They never report
+"no match" for partitions that hold a selected row.
 """
 
 from __future__ import annotations
@@ -50,14 +50,16 @@ class RowPredicate:
     def describe(self) -> str:
         return f"rows where {self.where}"
 
-    def matches(self, storage: Storage, schema: Schema, partition: Partition) -> bool:
-        if partition.num_records == 0 or not prune([partition], schema, self.where):
-            return False
+    def first_match(self, storage: Storage, schema: Schema, partitions: Sequence[Partition]) -> Partition | None:
+        candidates = prune([p for p in partitions if p.num_records], schema, self.where)
         columns = referenced_columns(self.where, schema.to_arrow(field_ids=False))
-        if not columns:
-            return True  # a constant predicate that pruning kept is true
-        t = read_partition_table(storage, partition, schema, columns=columns)
-        return bool(pc.any(evaluate_mask(t, self.where)).as_py())
+        for p in candidates:
+            if not columns:
+                return p  # a constant predicate that pruning kept is true
+            t = read_partition_table(storage, p, schema, columns=columns)
+            if pc.any(evaluate_mask(t, self.where)).as_py():
+                return p
+        return None
 
 
 @dataclass(frozen=True)
@@ -105,11 +107,11 @@ class KeyPredicate:
             out = bound if out is None else out & bound
         return out
 
-    def matches(self, storage: Storage, schema: Schema, partition: Partition) -> bool:
-        if partition.num_records == 0 or self.source_keys.num_rows == 0:
-            return False
-        if not prune([partition], schema, self.range_filter()):
-            return False
-        t = read_partition_table(storage, partition, schema, columns=list(self.keys))
-        hits = t.join(self.source_keys, list(self.keys), join_type="left semi", use_threads=False)
-        return hits.num_rows > 0
+    def first_match(self, storage: Storage, schema: Schema, partitions: Sequence[Partition]) -> Partition | None:
+        if self.source_keys.num_rows == 0:
+            return None
+        for p in prune([p for p in partitions if p.num_records], schema, self.range_filter()):
+            t = read_partition_table(storage, p, schema, columns=list(self.keys))
+            if t.join(self.source_keys, list(self.keys), join_type="left semi", use_threads=False).num_rows:
+                return p
+        return None

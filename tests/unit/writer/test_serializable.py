@@ -10,6 +10,7 @@ moment a real race is lost).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pyarrow as pa
@@ -328,3 +329,36 @@ def test_write_job_replay_deletes_its_files(table):
     assert (r.committed, r.app_transaction_replayed) == (False, True)
     assert not any(table.storage.exists(f.path) for f in files2)
     assert 801 not in _ids(table)
+
+
+# ---------------------------------------------------------------- the predicates themselves
+
+
+def test_predicates_decide_from_statistics_without_reading(table):
+    """A partition the statistics exclude is not opened: its file can even be gone."""
+    from ctfile.writer.conflicts import KeyPredicate, RowPredicate
+
+    snap = table.snapshot()
+    low, high = sorted(snap.partitions, key=lambda p: p.first_row_id)
+    os.remove(table.storage.arrow_path(high.path))
+    schema = snap.table_schema
+    keys = KeyPredicate.from_source(_rows([3, 5]), ["id"])
+    assert keys.first_match(table.storage, schema, [high]) is None
+    assert keys.first_match(table.storage, schema, [high, low]) is low
+    assert RowPredicate(pc.field("x") < 50).first_match(table.storage, schema, [high, low]) is low
+    assert RowPredicate(pc.field("x") > 5000).first_match(table.storage, schema, [high, low]) is None
+
+
+def test_predicates_read_the_columns_when_statistics_cannot_decide(table):
+    from ctfile.writer.conflicts import KeyPredicate, RowPredicate
+
+    snap = table.snapshot()
+    schema = snap.table_schema
+    low = min(snap.partitions, key=lambda p: p.first_row_id)  # ids 0..9, x = 0, 10, ..., 90
+    assert KeyPredicate.from_source(_rows([4, 5, 6]), ["id"]).first_match(table.storage, schema, [low]) is low
+    gaps = KeyPredicate.from_source(_rows([2, 100]), ["id"])  # range 2..100 overlaps, but 2 is there
+    assert gaps.first_match(table.storage, schema, [low]) is low
+    absent = RowPredicate((pc.field("x") > 5) & (pc.field("x") < 10))  # in range, no such value
+    assert absent.first_match(table.storage, schema, [low]) is None
+    nulls = KeyPredicate.from_source(pa.table({"id": pa.array([None], pa.int64())}), ["id"])
+    assert nulls.source_keys.num_rows == 0 and nulls.first_match(table.storage, schema, [low]) is None
