@@ -344,3 +344,13 @@ def test_snapshot_timestamp_after_the_latest_commit_is_refused(tmp_path):
     cs = t.changes(start_timestamp=dt.datetime(2999, 1, 1))
     assert (cs.start_version, cs.end_version) == (4, 3) and cs.to_arrow().num_rows == 0
 
+
+def test_write_job_for_a_new_table_validates_properties(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="table property ctfile.partitionRows must be a positive integer, found 'big'"):
+        ctfile.WriteJob.for_new_table(str(tmp_path / "t"), SCHEMA, properties={"ctfile.partitionRows": "big"})
+    assert not (tmp_path / "t").exists()
+    job = ctfile.WriteJob.for_new_table(str(tmp_path / "t"), SCHEMA, properties={"ctfile.partitionRows": "1", "owner": "me"})
+    job.commit(job.write(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA)))
+    t = ctfile.open_table(tmp_path / "t")
+    assert t.properties == {"ctfile.partitionRows": "1", "owner": "me"}
+    assert [p.num_records for p in t.snapshot().partitions] == [1, 1]
