@@ -22,6 +22,7 @@ from ctfile.format.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.log.transaction import CommitResult
 from ctfile.reader import ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
@@ -52,6 +53,8 @@ __all__ = [
     "ROW_VERSION_COLUMN",
     "ROW_ID_FIELD_ID",
     "ROW_VERSION_FIELD_ID",
+    "TABLE_PROPERTIES",
+    "validate_properties",
     "CtfileError",
     "InvalidArgumentError",
     "TableNotFoundError",

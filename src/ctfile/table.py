@@ -215,13 +215,14 @@ class Table:
     def snapshot(self, version: int | None = None, *, timestamp: Any = None) -> Snapshot:
         """The table as of ``version`` or ``timestamp`` (default: latest).
 
-        A timestamp resolves to the last version committed at or before it.
+        A timestamp resolves to the last version committed at or before it;
+        one after the latest commit is refused, as in Delta Lake (SPEC §Log replay).
 
         Raises
         ------
         VersionNotFoundError
             For a version beyond the latest or before the retained history, or
-            a timestamp before the first commit.
+            a timestamp before the first commit or after the latest one.
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both")
@@ -230,7 +231,7 @@ class Table:
         self.refresh()
         latest = self._current().version
         if timestamp is not None:
-            version = self._log.version_at_timestamp(timestamp_to_ms(timestamp), latest=latest)
+            version = self._log.version_at_timestamp(timestamp_to_ms(timestamp), latest=latest, past_latest=False)
         if version is None or version == latest:
             return Snapshot(self._storage, self._current())
         if version < 0 or version > latest:

@@ -152,7 +152,10 @@ def test_time_travel_by_commit_timestamp(table, root):
     assert table.snapshot(timestamp=at).version == 2
     assert table.snapshot(timestamp=at.isoformat()).version == 2
     assert table.snapshot(timestamp=at - dt.timedelta(milliseconds=1)).version == 1
-    assert table.snapshot(timestamp=at + dt.timedelta(days=3650)).version == LATEST
+    last = dt.datetime.fromtimestamp(commit_ts(root, LATEST) / 1000, tz=dt.timezone.utc)
+    assert table.snapshot(timestamp=last).version == LATEST
+    with pytest.raises(ctfile.VersionNotFoundError):  # after the latest commit (SPEC §Log replay)
+        table.snapshot(timestamp=last + dt.timedelta(milliseconds=1))
     with pytest.raises(ctfile.VersionNotFoundError):
         table.snapshot(timestamp=dt.datetime.fromtimestamp((commit_ts(root, 0) - 1) / 1000, tz=dt.timezone.utc))
 

@@ -113,18 +113,36 @@ def test_storage_options_json_and_prefixed_keys_merge():
 
 def test_write_options():
     w = parse_write_options({"path": P, "partitionrows": "1000", "storage.key": "k"})
-    assert (w.path, w.partition_rows, w.storage_options, w.txn_app_id) == (P, 1000, {"key": "k"}, None)
+    assert (w.path, w.properties, w.storage_options, w.txn_app_id) == (P, {"ctfile.partitionRows": "1000"}, {"key": "k"}, None)
     # A streaming sink's checkpoint location is its default application id.
     assert parse_write_options({"path": P, "checkpointlocation": "/ck"}).txn_app_id == "/ck"
     assert parse_write_options({"path": P, "checkpointlocation": "/ck", "txnappid": "app"}).txn_app_id == "app"
     with pytest.raises(InvalidArgumentError, match="unknown write option 'versionasof'"):
         parse_write_options({"path": P, "versionasof": "1"})
-    with pytest.raises(InvalidArgumentError, match="option partitionRows must be an integer"):
-        parse_write_options({"path": P, "partitionrows": "many"})
-    with pytest.raises(InvalidArgumentError, match="option partitionRows must be >= 1"):
-        parse_write_options({"path": P, "partitionrows": "0"})
     with pytest.raises(InvalidArgumentError, match="needs a table path"):
         parse_write_options({})
+
+
+def test_write_options_set_table_properties_through_the_properties_table():
+    # Spark lower-cases option names; they come back as the property keys.
+    w = parse_write_options({"path": P, "ctfile.checkpointinterval": "10", "ctfile.compression": "snappy"})
+    assert w.properties == {"ctfile.checkpointInterval": "10", "ctfile.compression": "snappy"}
+    # A value the property does not accept fails, naming the option and what it expects.
+    for option, value, message in [
+        ("partitionrows", "many", "option partitionRows: table property ctfile.partitionRows must be a positive integer, found 'many'"),
+        ("partitionrows", "0", "option partitionRows: table property ctfile.partitionRows must be a positive integer, found '0'"),
+        ("ctfile.checkpointinterval", "soon", "option ctfile.checkpointInterval: table property ctfile.checkpointInterval must be a non-negative integer"),
+        ("ctfile.isolationlevel", "SnapshotIsolation", "option ctfile.isolationLevel: table property ctfile.isolationLevel must be WriteSerializable or Serializable"),
+        ("ctfile.partitionsize", "10", "option ctfile.partitionsize: unknown table property ctfile.partitionsize"),
+    ]:
+        with pytest.raises(InvalidArgumentError) as ei:
+            parse_write_options({"path": P, option: value})
+        assert message in str(ei.value)
+    with pytest.raises(InvalidArgumentError, match="options partitionRows and ctfile.partitionRows both set table property ctfile.partitionRows"):
+        parse_write_options({"path": P, "partitionrows": "1", "ctfile.partitionrows": "2"})
+    # Table properties are write options only.
+    with pytest.raises(InvalidArgumentError, match="unknown read option 'ctfile.checkpointinterval'"):
+        parse_read_options({"path": P, "ctfile.checkpointinterval": "10"})
 
 
 # ---------------------------------------------------------------- through Spark

@@ -140,6 +140,21 @@ def test_worked_example_snapshots_and_time_travel(spark, people):
     assert sorted_rows(read(spark, people.uri, timestampAsOf=ts)) == PEOPLE_V2
 
 
+def test_timestamp_as_of_after_the_latest_commit_fails(spark, people):
+    latest = people.history(limit=1)[0]
+    iso = lambda t: t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"  # noqa: E731
+    # Exactly the latest commit time reads the latest version ...
+    assert sorted_rows(read(spark, people.uri, timestampAsOf=iso(latest.timestamp))) == PEOPLE_V5
+    # ... a millisecond later is refused (it used to read the latest version).
+    later = latest.timestamp + dt.timedelta(milliseconds=1)
+    with pytest.raises(Exception) as ei:
+        read(spark, people.uri, timestampAsOf=iso(later)).collect()
+    text = str(ei.value)
+    assert "VersionNotFoundError" in text
+    assert f"timestamp {later.isoformat(timespec='milliseconds')} is after the latest version available" in text
+    assert f"version 5, committed at {latest.timestamp.isoformat(timespec='milliseconds')}" in text
+
+
 def test_worked_example_changes_default(spark, people):
     df = read(spark, people.uri, changes="default", startingVersion=2, endingVersion=5)
     rows = df.collect()

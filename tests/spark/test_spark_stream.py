@@ -205,6 +205,30 @@ def test_sink_target_equals_source(spark, tmp_path):
     assert sorted_rows(read(spark, tgt)) == snapshot_rows(src.uri)
 
 
+def test_sink_creates_the_table_with_partition_rows_and_spark_drops_partition_by(spark, tmp_path):
+    # The sink used to ignore partitionRows when it created the table.
+    # partitionBy on writeStream never reaches a Python data source (PySpark
+    # 4.3 drops it, no option carries it): the output is laid out as usual.
+    src = id_x_table(tmp_path / "src", 5, partition_rows=5)
+    tgt, ck = tmp_path / "tgt", tmp_path / "ck"
+    q = (
+        spark.readStream.format("ctfile").option("changes", "append_only").option("startingVersion", "1")
+        .load(src.uri).select("id", "x")
+        .writeStream.format("ctfile").partitionBy("x").option("partitionRows", "2")
+        .option("checkpointLocation", str(ck)).trigger(availableNow=True).start(str(tgt))
+    )
+    try:
+        q.awaitTermination(300)
+        assert not q.isActive and q.exception() is None
+    finally:
+        q.stop()
+    t = ctfile.open_table(str(tgt))
+    assert t.properties == {"ctfile.partitionRows": "2"}
+    assert sorted(p.num_records for p in t.snapshot().partitions) == [1, 2, 2]
+    assert snapshot_rows(tgt) == snapshot_rows(src.uri)
+    assert sorted(os.listdir(tgt)) == ["_ct_log", "data"]  # no x=... directories
+
+
 def test_sink_commit_of_a_replayed_batch_is_a_no_op(tmp_path):
     tgt = str(tmp_path / "tgt")
     schema = StructType([StructField("id", LongType(), False), StructField("x", LongType(), True)])

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 import ctfile
 from ctfile.spark_datasource.batch import CtfileWriter
+from ctfile.spark_datasource.stream import CtfileStreamWriter
 from spark_helpers import PEOPLE_SCHEMA, read, sorted_rows, spark_conf
 
 ACTION, ISUPDATE = "METADATA$ACTION", "METADATA$ISUPDATE"
@@ -163,3 +164,79 @@ def test_write_then_read_back_every_type(spark, tmp_path):
     assert sorted(back.toArrow().to_pylist(), key=key) == sorted(df.toArrow().to_pylist(), key=key)
     # The Python API reads the same instants.
     assert sorted(t.snapshot().to_arrow().to_pylist(), key=key) == sorted(df.toArrow().to_pylist(), key=key)
+
+
+# ---------------------------------------------------------------- table properties and partitionBy
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
+def test_both_writers_create_a_table_with_the_properties_the_options_set(tmp_path, streaming):
+    # Driven in process the way Spark drives them, with Spark's lower-cased option names.
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    p = str(tmp_path / "t")
+    schema = StructType([StructField("id", LongType(), False), StructField("name", StringType(), True)])
+    options = {"path": p, "partitionrows": "2", "ctfile.checkpointinterval": "3", "checkpointlocation": "/ck/q"}
+    writer = (CtfileStreamWriter if streaming else CtfileWriter)(options, schema, False)
+    batch = pa.record_batch({"id": [1, 2, 3, 4, 5], "name": list("abcde")}, schema=PEOPLE_SCHEMA)
+    messages = [writer.write(iter([batch]))]
+    writer.commit(messages, 0) if streaming else writer.commit(messages)
+    t = ctfile.open_table(p)
+    assert t.properties == {"ctfile.partitionRows": "2", "ctfile.checkpointInterval": "3"}
+    assert sorted(part.num_records for part in t.snapshot().partitions) == [1, 2, 2]
+
+
+def test_spark_write_sets_table_properties_when_it_creates_the_table(spark, tmp_path):
+    p = str(tmp_path / "t")
+    df = frame(spark, 0, 5, 1)
+
+    def write(**options):
+        w = df.write.format("ctfile").mode("append")
+        for k, v in options.items():
+            w = w.option(k, v)
+        w.save(p)
+
+    # A value the property does not accept fails on the driver, naming the
+    # option, before any file is written.
+    with pytest.raises(Exception) as ei:
+        write(**{"ctfile.checkpointInterval": "soon"})
+    assert "InvalidArgumentError" in str(ei.value)
+    assert "option ctfile.checkpointInterval: table property ctfile.checkpointInterval must be" in str(ei.value)
+    assert not Path(p).exists()
+
+    write(**{"ctfile.checkpointInterval": "2", "partitionRows": "2"})
+    t = ctfile.open_table(p)
+    assert t.properties == {"ctfile.checkpointInterval": "2", "ctfile.partitionRows": "2"}
+    assert sorted(part.num_records for part in t.snapshot().partitions) == [1, 2, 2]
+    # The same options again (a re-run of the job that created the table) append.
+    write(**{"ctfile.checkpointInterval": "2", "partitionRows": "2"})
+    assert t.refresh().version == 2
+    assert (Path(p) / "_ct_log" / f"{2:020d}.checkpoint.parquet").exists()  # the interval is the table's
+
+    # A different value for an existing table is refused, not ignored, before any file.
+    before = data_files(p)
+    with pytest.raises(Exception) as ei:
+        write(partitionRows="3")
+    assert "the write sets table property ctfile.partitionRows to '3'" in str(ei.value)
+    assert "exists with ctfile.partitionRows '2'" in str(ei.value)
+    assert data_files(p) == before and t.refresh().version == 2
+
+
+def test_partition_by_is_refused_by_spark_before_the_source_is_called(spark, tmp_path):
+    """PySpark 4.3 checks ``partitionBy`` columns in the JVM against the
+    partitioning of the Python data source's table, which is always empty, and
+    fails before any ctfile code runs (README, "partitionBy"). This pins what
+    users see, so a PySpark that starts handing the columns to the source is
+    noticed (ctfile would then refuse them itself)."""
+    p = str(tmp_path / "t")
+    df = frame(spark, 0, 4, 1)
+    for mode in ("append", "overwrite"):
+        with pytest.raises(Exception) as ei:
+            df.write.format("ctfile").partitionBy("x").mode(mode).save(p)
+        assert "The provided partitioning or clustering columns do not match the existing table's" in str(ei.value)
+        assert not Path(p).exists()  # nothing written, no table created
+    df.write.format("ctfile").mode("append").save(p)
+    before = data_files(p)
+    with pytest.raises(Exception, match="do not match the existing table's"):
+        df.write.format("ctfile").partitionBy("x").mode("append").save(p)
+    assert data_files(p) == before and ctfile.open_table(p).version == 1

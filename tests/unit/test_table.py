@@ -304,3 +304,53 @@ def test_checkpoint_sees_other_writers(tmp_path):
     other = ctfile.open_table(tmp_path / "t")
     other.insert(pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
     assert t.checkpoint().version == 1
+
+
+# ---------------------------------------------------------------- time travel by timestamp
+
+
+def test_snapshot_timestamp_after_the_latest_commit_is_refused(tmp_path):
+    # SPEC §Log replay: what a timestamp after the latest commit resolves to
+    # is not settled (the next commit may still fall before it), so it is an
+    # error, as in Delta Lake; the latest commit's own time reads it.
+    ms = dt.timedelta(milliseconds=1)
+    t = _t(tmp_path)
+    created = t.history()[0].timestamp
+    assert t.snapshot(timestamp=created).version == 0  # a table with one version
+    with pytest.raises(ctfile.VersionNotFoundError, match="version 0, committed at"):
+        t.snapshot(timestamp=created + ms)
+    t.insert(pa.table({"id": [1], "v": ["a"]}))
+    t.insert(pa.table({"id": [2], "v": ["b"]}))
+    latest = t.history()[0].timestamp
+    assert t.snapshot(timestamp=latest).version == 2
+    assert t.snapshot(timestamp=latest.isoformat()).version == 2
+    for later in (latest + ms, dt.datetime(2999, 1, 1)):
+        with pytest.raises(ctfile.VersionNotFoundError) as ei:
+            t.snapshot(timestamp=later)
+        msg = str(ei.value)
+        asked = later if later.tzinfo else later.replace(tzinfo=dt.timezone.utc)
+        assert f"timestamp {asked.isoformat(timespec='milliseconds')} is after the latest version available" in msg
+        assert f"version 2, committed at {latest.isoformat(timespec='milliseconds')}" in msg
+        assert t.uri in msg
+    # Once a later commit exists, the same timestamp resolves, and for good.
+    t.insert(pa.table({"id": [3], "v": ["c"]}))
+    commits = {e.version: e.timestamp for e in t.history()}
+    expected = max(v for v, ts in commits.items() if ts <= latest + ms)
+    assert t.snapshot(timestamp=latest + ms).version == expected
+    # Change scans keep their rule (SPEC §Change scans): an end after the
+    # latest commit selects up to the latest, a start after it is empty.
+    cs = t.changes(start_version=1, end_timestamp=dt.datetime(2999, 1, 1))
+    assert (cs.start_version, cs.end_version) == (1, 3)
+    cs = t.changes(start_timestamp=dt.datetime(2999, 1, 1))
+    assert (cs.start_version, cs.end_version) == (4, 3) and cs.to_arrow().num_rows == 0
+
+
+def test_write_job_for_a_new_table_validates_properties(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="table property ctfile.partitionRows must be a positive integer, found 'big'"):
+        ctfile.WriteJob.for_new_table(str(tmp_path / "t"), SCHEMA, properties={"ctfile.partitionRows": "big"})
+    assert not (tmp_path / "t").exists()
+    job = ctfile.WriteJob.for_new_table(str(tmp_path / "t"), SCHEMA, properties={"ctfile.partitionRows": "1", "owner": "me"})
+    job.commit(job.write(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA)))
+    t = ctfile.open_table(tmp_path / "t")
+    assert t.properties == {"ctfile.partitionRows": "1", "owner": "me"}
+    assert [p.num_records for p in t.snapshot().partitions] == [1, 1]

@@ -263,11 +263,17 @@ class ManifestLog:
         # Without version 0, history starts at the oldest checkpoint.
         return listing.checkpoints[0] if listing.checkpoints else (oldest_commit or 0)
 
-    def version_at_timestamp(self, timestamp_ms: int, *, latest: int) -> int:
+    def version_at_timestamp(self, timestamp_ms: int, *, latest: int, past_latest: bool = True) -> int:
         """The last version committed at or before ``timestamp_ms``.
 
         Commit timestamps strictly increase (SPEC §Commit timestamps), so this
         is a binary search reading O(log n) entries.
+
+        ``past_latest`` says what a timestamp after the commit of ``latest``
+        resolves to: True, ``latest`` (the end of a change interval, the
+        vacuum cutoff); False, :class:`VersionNotFoundError`, as reading the
+        table *as of* a timestamp requires (SPEC §Log replay): a version
+        committed later could still get a commit timestamp at or before it.
         """
         lo = self.oldest_version()
         first_ts = self.commit_info(lo).timestamp
@@ -283,6 +289,15 @@ class ManifestLog:
                 lo = mid
             else:
                 hi = mid - 1
+        if lo == latest and not past_latest:
+            latest_ts = self.commit_info(latest).timestamp  # read (cached) by the search
+            if timestamp_ms > latest_ts:
+                raise VersionNotFoundError(
+                    f"timestamp {_fmt_ms(timestamp_ms)} is after the latest version available in "
+                    f"{self.storage.uri}: version {latest}, committed at {_fmt_ms(latest_ts)}; use a "
+                    f"timestamp at or before {_fmt_ms(latest_ts)}: what a later one resolves to is "
+                    f"not settled until the next commit"
+                )
         return lo
 
 

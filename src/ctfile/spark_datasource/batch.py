@@ -189,23 +189,40 @@ class FilesMessage(WriterCommitMessage):
     files: list
 
 
+def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> ctfile.WriteJob:
+    """The job of a batch or streaming write, planned on the driver.
+
+    A table that does not exist yet is created by the job's first commit, with
+    the table properties the options set. An existing table keeps its
+    properties (the writers use them): an option that asks for a value the
+    table does not have fails here, like a schema mismatch, before any task
+    writes a file, rather than being ignored.
+    """
+    arrow = spark_arrow_schema(schema)
+    mode = "overwrite" if overwrite else "append"
+    try:
+        table = open_for(opts)
+    except ctfile.TableNotFoundError:
+        return ctfile.WriteJob.for_new_table(
+            opts.path, arrow, mode=mode, storage_options=opts.storage_options, properties=opts.properties,
+        )
+    current = table.properties
+    for key, value in opts.properties.items():
+        if current.get(key) != value:
+            found = repr(current[key]) if key in current else "unset"
+            raise ctfile.InvalidArgumentError(
+                f"the write sets table property {key} to {value!r}, but {table.uri} exists with {key} "
+                f"{found}; a write sets table properties only when it creates the table: drop the option, "
+                f"or change the property with ctfile.open_table(...).set_properties(...)"
+            )
+    return table.write_job(mode=mode, schema=arrow)
+
+
 class CtfileWriter(DataSourceArrowWriter):
     """Executors write micro-partitions; the driver commits them as one version."""
 
     def __init__(self, options, schema: StructType, overwrite: bool):
-        opts = parse_write_options(options)
-        arrow = spark_arrow_schema(schema)
-        mode = "overwrite" if overwrite else "append"
-        try:
-            table = open_for(opts)
-        except ctfile.TableNotFoundError:
-            props = {"ctfile.partitionRows": str(opts.partition_rows)} if opts.partition_rows else None
-            self.job = ctfile.WriteJob.for_new_table(
-                opts.path, arrow, mode=mode, storage_options=opts.storage_options, properties=props,
-            )
-        else:
-            # Fails here, on the driver, before any task writes a file.
-            self.job = table.write_job(mode=mode, schema=arrow)
+        self.job = plan_write_job(parse_write_options(options), schema, overwrite=overwrite)
 
     def write(self, iterator) -> FilesMessage:
         first = next(iterator, None)

@@ -3,6 +3,13 @@
 Spark hands options over as strings under lower-cased keys. Every option is
 checked here, on the driver, so a typo fails the query at once with a message
 naming the option, instead of being silently ignored.
+
+A write may also set the table properties of a table it creates, as options
+named like the property (``.option("ctfile.checkpointInterval", "10")``;
+``partitionRows`` is short for ``ctfile.partitionRows``). Their values are
+checked against ``ctfile.TABLE_PROPERTIES`` here, whether or not the table
+exists. User properties (keys without the ``ctfile.`` prefix) cannot be set
+this way: Spark lower-cases option names, and a user key keeps its case.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import ctfile
 from ctfile import InvalidArgumentError
 
 # Option name (as documented, camelCase) -> what it is for.
@@ -33,13 +41,23 @@ READ_OPTIONS = {
 WRITE_OPTIONS = {
     "path": "table URI",
     "txnAppId": "streaming sink: application id for exactly-once commits",
-    "partitionRows": "target rows per micro-partition of a new table",
+    "partitionRows": "target rows per micro-partition of a new table (table property ctfile.partitionRows)",
     "storageOptions": "JSON object of fsspec storage options",
     # Set by Spark or by users of writeStream; accepted and used as a default txnAppId.
     "checkpointLocation": "streaming checkpoint location",
     "queryName": "streaming query name",
 }
 STORAGE_PREFIX = "storage."
+# Write options that name a table property: lower-cased option -> (option as
+# documented, property key).
+PROPERTY_PREFIX = "ctfile."
+PROPERTY_OPTIONS = {
+    "partitionrows": ("partitionRows", "ctfile.partitionRows"),
+    **{key.lower(): (key, key) for key in ctfile.TABLE_PROPERTIES},
+}
+# Families of options by prefix -> how an error message names them.
+READ_PREFIXES = {STORAGE_PREFIX: "storage.<key> for storage options"}
+WRITE_PREFIXES = {**READ_PREFIXES, PROPERTY_PREFIX: "ctfile.<property> for table properties"}
 CHANGE_MODES = ("default", "append_only", "audit")
 
 
@@ -80,16 +98,36 @@ def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], defaul
     return v
 
 
-def _check_known(opts: Mapping[str, str], known: dict[str, str], what: str) -> None:
+def _check_known(opts: Mapping[str, str], known: dict[str, str], prefixes: dict[str, str], what: str) -> None:
     allowed = _lower(known)
     for key in opts:
         k = key.lower()
-        if k in allowed or k.startswith(STORAGE_PREFIX):
+        if k in allowed or k.startswith(tuple(prefixes)):
             continue
         raise InvalidArgumentError(
             f"unknown {what} option {key!r} for format 'ctfile'; known options: "
-            f"{', '.join(sorted(known))}, and storage.<key> for storage options"
+            f"{', '.join(sorted(known))}; also {'; '.join(prefixes.values())}"
         )
+
+
+def _table_properties(opts: Mapping[str, str]) -> dict[str, str]:
+    """The table properties the write options set, validated by
+    ``ctfile.validate_properties`` (so an unknown ``ctfile.`` key or a bad
+    value fails here, naming the option)."""
+    out: dict[str, str] = {}
+    named: dict[str, str] = {}  # property key -> the option that set it
+    for option, raw in opts.items():
+        if not (option in PROPERTY_OPTIONS or option.startswith(PROPERTY_PREFIX)):
+            continue
+        name, key = PROPERTY_OPTIONS.get(option, (option, option))
+        if key in named:
+            raise InvalidArgumentError(f"options {named[key]} and {name} both set table property {key}; give one")
+        try:
+            out.update(ctfile.validate_properties({key: str(raw)}))
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"option {name}: {e}") from None
+        named[key] = name
+    return out
 
 
 def _storage_options(opts: Mapping[str, str]) -> dict[str, Any] | None:
@@ -143,7 +181,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     """Validate read options; ``streaming`` None skips the batch-only and
     stream-only checks (schema inference, which serves both)."""
     opts = {k.lower(): v for k, v in dict(options).items()}
-    _check_known(opts, READ_OPTIONS, "read")
+    _check_known(opts, READ_OPTIONS, READ_PREFIXES, "read")
     version_as_of = _int(opts, "versionAsOf")
     timestamp_as_of = opts.get("timestampasof")
     if version_as_of is not None and timestamp_as_of is not None:
@@ -199,18 +237,21 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
 
 @dataclass(frozen=True)
 class WriteOptions:
+    """``properties``: the table properties of a table the write creates
+    (keys as in ``ctfile.TABLE_PROPERTIES``), already validated."""
+
     path: str
     storage_options: dict | None = None
     txn_app_id: str | None = None
-    partition_rows: int | None = None
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = {k.lower(): v for k, v in dict(options).items()}
-    _check_known(opts, WRITE_OPTIONS, "write")
+    _check_known(opts, WRITE_OPTIONS, WRITE_PREFIXES, "write")
     return WriteOptions(
         path=_path(opts),
         storage_options=_storage_options(opts),
         txn_app_id=opts.get("txnappid") or opts.get("checkpointlocation"),
-        partition_rows=_int(opts, "partitionRows", minimum=1),
+        properties=_table_properties(opts),
     )

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStream
 from pyspark.sql.types import StructType
 
 import ctfile
-from ctfile.spark_datasource.batch import FilesMessage, _chain, open_for, read_task
+from ctfile.spark_datasource.batch import FilesMessage, _chain, open_for, plan_write_job, read_task
 from ctfile.spark_datasource.options import ReadOptions, parse_write_options
 from ctfile.spark_datasource.types import spark_arrow_schema
 
@@ -120,14 +120,7 @@ class CtfileStreamWriter(DataSourceStreamArrowWriter):
                 "replayed micro-batches are committed exactly once"
             )
         self.app_id = opts.txn_app_id
-        arrow = spark_arrow_schema(schema)
-        mode = "overwrite" if overwrite else "append"
-        try:
-            table = open_for(opts)
-        except ctfile.TableNotFoundError:
-            self.job = ctfile.WriteJob.for_new_table(opts.path, arrow, mode=mode, storage_options=opts.storage_options)
-        else:
-            self.job = table.write_job(mode=mode, schema=arrow)
+        self.job = plan_write_job(opts, schema, overwrite=overwrite)
 
     def write(self, iterator) -> FilesMessage:
         first = next(iterator, None)

@@ -24,7 +24,7 @@ import pyarrow as pa
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
 from ctfile.format.paths import data_file_path
-from ctfile.format.properties import TableProperties
+from ctfile.format.properties import TableProperties, validate_properties
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.transaction import CommitResult, StagedFile, create_table_log, now_ms
@@ -62,9 +62,11 @@ class WriteJob:
         storage_options: dict | None = None,
         properties: dict | None = None,
     ) -> "WriteJob":
-        """A job that creates the table from ``schema`` when it commits."""
+        """A job that creates the table from ``schema`` when it commits;
+        ``properties`` are validated now (SPEC §Table properties)."""
         _check_mode(mode)
-        return cls(uri, storage_options, schema_from_arrow(schema), dict(properties or {}), None, mode, uuid.uuid4().hex)
+        props = validate_properties(properties or {})
+        return cls(uri, storage_options, schema_from_arrow(schema), props, None, mode, uuid.uuid4().hex)
 
     # ------------------------------------------------------------ workers
 

@@ -154,7 +154,8 @@ def test_time_travel(lineage):
     assert by_ts.timestamp == dt.datetime.fromtimestamp(ts2 / 1000, tz=dt.timezone.utc)
     iso = dt.datetime.fromtimestamp(ts2 / 1000, tz=dt.timezone.utc).isoformat()
     assert lineage.snapshot(timestamp=iso).version == 2
-    assert lineage.snapshot(timestamp=dt.datetime(2999, 1, 1)).version == 4
+    with pytest.raises(VersionNotFoundError, match="after the latest version available"):
+        lineage.snapshot(timestamp=dt.datetime(2999, 1, 1))  # SPEC §Log replay
 
 
 @pytest.mark.parametrize("version", [-1, 5, 999])
