@@ -27,7 +27,7 @@ import xxhash
 
 import ctfile
 from ctfile.format import actions as A
-from ctfile.format import codec, paths
+from ctfile.format import codec, entries, paths
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.schema import (
     HIDDEN_COLUMNS,
@@ -216,6 +216,23 @@ def test_entries_are_newline_terminated_single_key_lines(root):
             codec.decode_actions(data[:-1], where=f"v{v}")
 
 
+def test_entries_check_themselves_or_are_of_revision_1(root):
+    """SPEC §Log entries, rule 8, recomputed by hand: a commitInfo (first line)
+    records numActions and the XXH3-128 of the other lines, or (revision 1)
+    neither."""
+    for v in range(LATEST + 1):
+        data = raw_entry(root, v)
+        lines = data.split(b"\n")[:-1]
+        info = json.loads(lines[0])["commitInfo"]
+        if "numActions" not in info and "actionsChecksum" not in info:
+            continue
+        assert info["numActions"] == len(lines)
+        assert info["actionsChecksum"] == xxhash.xxh3_128_hexdigest(b"".join(x + b"\n" for x in lines[1:]))
+        entries.decode_entry(data, version=v, where=f"v{v}")
+        with pytest.raises(CorruptLogError, match="torn or edited"):
+            entries.decode_entry(b"".join(x + b"\n" for x in lines[:-1]), version=v, where=f"v{v}")
+
+
 def test_entry_rules(root):
     """SPEC §Log entries rules 1-7 and §Row lineage, checked by hand on the golden log."""
     live: dict[str, A.Partition] = {}
@@ -223,7 +240,7 @@ def test_entry_rules(root):
     prev_ts = None
     for v in range(LATEST + 1):
         actions = entry(root, v)
-        codec.validate_commit_entry(actions, version=v, where=f"v{v}")
+        entries.validate_commit_entry(actions, version=v, where=f"v{v}")
         infos = [a for a in actions if isinstance(a, A.CommitInfo)]
         assert len(infos) == 1  # rule 1
         info = infos[0]

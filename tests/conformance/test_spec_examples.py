@@ -353,7 +353,10 @@ _STATS = A.PartitionStats(3, {1: 1}, {1: 2}, {1: 0}, {2: 0})
 _PART = A.Partition("data/p.parquet", 10, 3, 0, 1, 5, "ab" * 16, _STATS)
 _SCHEMA = S.Schema((S.Field(1, "x", "double", True, {"comment": "c"}),))
 FULL_ACTIONS = {
-    "commitInfo": A.CommitInfo(1, "INSERT", {"a": 1}, 0, True, {"numInsertedRows": 1}, "e", "t", is_blind_append=True),
+    "commitInfo": A.CommitInfo(
+        1, "INSERT", {"a": 1}, 0, True, {"numInsertedRows": 1}, "e", "t",
+        is_blind_append=True, num_actions=2, actions_checksum="0123456789abcdef" * 2,
+    ),
     "protocol": A.Protocol(),
     "metadata": A.Metadata("id", _SCHEMA, 1, {"k": "v"}, "n", "d"),
     "add": A.AddPartition(_PART, True),

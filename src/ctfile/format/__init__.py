@@ -13,6 +13,7 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.codec import decode_actions, encode_actions
+from ctfile.format.entries import decode_entry, encode_entry
 from ctfile.format.errors import *  # noqa: F403
 from ctfile.format.errors import __all__ as _errors_all
 from ctfile.format.schema import (
@@ -37,6 +38,8 @@ __all__ = [
     "SetTransaction",
     "decode_actions",
     "encode_actions",
+    "decode_entry",
+    "encode_entry",
     "HIDDEN_COLUMNS",
     "ROW_ID_COLUMN",
     "ROW_VERSION_COLUMN",

@@ -240,6 +240,12 @@ class CommitInfo:
     #: SPEC §Conflict detection). None (absent, as in revision 1 entries)
     #: counts as False.
     is_blind_append: bool | None = None
+    #: SPEC §Log entries, self-checking entries: the number of action lines
+    #: of the entry (this one included) and the XXH3-128 of its other lines.
+    #: Filled in by ``codec.encode_entry`` from the bytes it writes; None in
+    #: entries of revision 1 and in the actions a transaction builds.
+    num_actions: int | None = None
+    actions_checksum: str | None = None
 
 
 @dataclass(frozen=True)

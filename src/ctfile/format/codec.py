@@ -4,13 +4,16 @@ A log entry is newline-delimited JSON: one action per line, each line an
 object with exactly one key naming the action (``commitInfo``, ``protocol``,
 ``metadata``, ``add``, ``remove``, ``txn``; checkpoints add ``checkpoint``).
 Readers ignore unknown action keys and unknown fields (forward compatibility);
-missing or mistyped required fields raise :class:`CorruptLogError` naming the
-entry and the field.
+missing or mistyped required fields, and integers that do not fit a ``long``
+(SPEC §Conventions), raise :class:`CorruptLogError` naming the entry and the
+field. Whole commit entries, self-checking, are written and read by
+:mod:`ctfile.format.entries`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Iterable
 
@@ -28,7 +31,7 @@ from ctfile.format.actions import (
 )
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.paths import validate_relative_path
-from ctfile.format.schema import schema_from_json, schema_to_json
+from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
 
 _MISSING = object()
 
@@ -43,6 +46,8 @@ def _get(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
     if not ok:
         name = getattr(typ, "__name__", str(typ))
         raise CorruptLogError(f"{where}: field {key!r} should be {name}, found {val!r}")
+    if typ is int:
+        check_long(val, key, where)
     return val
 
 
@@ -82,19 +87,40 @@ def _id_map(obj: Any, where: str) -> dict[int, Any]:
 def stats_from_json(obj: Any, where: str) -> PartitionStats:
     if not isinstance(obj, dict):
         raise CorruptLogError(f"{where}: stats must be an object, found {obj!r}")
-    counts = {}
+    maps = {}
     for key in ("nullCount", "nanCount"):
-        counts[key] = _id_map(obj.get(key), f"{where}.{key}")
-        for k, v in counts[key].items():
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise CorruptLogError(f"{where}.{key}: count for field {k} must be an int >= 0, found {v!r}")
+        maps[key] = _id_map(obj.get(key), f"{where}.{key}")
+        for k, v in maps[key].items():
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LONG_MAX:
+                raise CorruptLogError(f"{where}.{key}: count for field {k} must be a long >= 0, found {v!r}")
+    for key in ("minValues", "maxValues"):
+        maps[key] = _id_map(obj.get(key), f"{where}.{key}")
+        for k, v in maps[key].items():
+            if not _plain_bound(v):
+                raise CorruptLogError(
+                    f"{where}.{key}: bound for field {k} is {v!r}; an integer bound must fit a long "
+                    "and a number must be finite (SPEC §Statistics)"
+                )
     return PartitionStats(
         num_records=_nonneg(_get(obj, "numRecords", int, where), "numRecords", where),
-        min_values=_id_map(obj.get("minValues"), f"{where}.minValues"),
-        max_values=_id_map(obj.get("maxValues"), f"{where}.maxValues"),
-        null_count=counts["nullCount"],
-        nan_count=counts["nanCount"],
+        min_values=maps["minValues"],
+        max_values=maps["maxValues"],
+        null_count=maps["nullCount"],
+        nan_count=maps["nanCount"],
     )
+
+
+def _plain_bound(v: Any) -> bool:
+    """False for a bound no column type allows whatever its type: an integer
+    beyond a ``long`` or a non-finite number (Python's json reads ``NaN``,
+    ``Infinity`` and ``1e400``). Whether a bound fits its column's type is
+    :func:`ctfile.format.stats.decode_bound`'s business."""
+    t = type(v)
+    if t is int:
+        return LONG_MIN <= v <= LONG_MAX
+    if t is float:
+        return math.isfinite(v)
+    return True
 
 
 # ---------------------------------------------------------------- partitions
@@ -124,11 +150,17 @@ def _partition_from_json(obj: dict, where: str) -> Partition:
         raise CorruptLogError(
             f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}"
         )
+    first_row_id = _nonneg(_get(obj, "firstRowId", int, where), "firstRowId", where)
+    if first_row_id + num_records > LONG_MAX:  # SPEC §Log entries, rule 3: row ids are int64
+        raise CorruptLogError(
+            f"{where}: firstRowId {first_row_id} + numRecords {num_records} of {path} does not fit a long "
+            "(row ids are signed 64-bit integers)"
+        )
     return Partition(
         path=path,
         size_bytes=_nonneg(_get(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
-        first_row_id=_nonneg(_get(obj, "firstRowId", int, where), "firstRowId", where),
+        first_row_id=first_row_id,
         default_row_version=_nonneg(_get(obj, "defaultRowVersion", int, where), "defaultRowVersion", where),
         modification_time=_get(obj, "modificationTime", int, where),
         checksum=_get(obj, "checksum", str, where, default=None),
@@ -159,6 +191,10 @@ def action_to_json(a: Action) -> dict:
             body["txnId"] = a.txn_id
         if a.is_blind_append is not None:
             body["isBlindAppend"] = a.is_blind_append
+        if a.num_actions is not None:
+            body["numActions"] = a.num_actions
+        if a.actions_checksum is not None:
+            body["actionsChecksum"] = a.actions_checksum
         return {"commitInfo": body}
     if isinstance(a, Protocol):
         return {
@@ -215,6 +251,14 @@ def action_from_json(obj: Any, where: str) -> Action | None:
     if key == "commitInfo":
         params = _get(body, "operationParameters", dict, w, default={})
         metrics = _get(body, "operationMetrics", dict, w, default={})
+        for name in metrics:  # string -> long counters (a null one is absent)
+            _get(metrics, name, int, f"{w}.operationMetrics", default=None)
+        num_actions = _get(body, "numActions", int, w, default=None)
+        if num_actions is not None and num_actions < 1:
+            raise CorruptLogError(f"{w}: numActions must be >= 1 (the commitInfo counts), found {num_actions}")
+        checksum = _get(body, "actionsChecksum", str, w, default=None)
+        if checksum is not None and _HEX128.fullmatch(checksum) is None:
+            raise CorruptLogError(f"{w}: actionsChecksum must be 32 lower-case hex digits, found {checksum!r:.80}")
         return CommitInfo(
             timestamp=_get(body, "timestamp", int, w),
             operation=_get(body, "operation", str, w),
@@ -226,6 +270,8 @@ def action_from_json(obj: Any, where: str) -> Action | None:
             txn_id=_get(body, "txnId", str, w, default=None),
             isolation_level=_get(body, "isolationLevel", str, w, default="SnapshotIsolation"),
             is_blind_append=_get(body, "isBlindAppend", bool, w, default=None),
+            num_actions=num_actions,
+            actions_checksum=checksum,
         )
     if key == "protocol":
         rf = _get(body, "readerFeatures", list, w, default=[])
@@ -275,6 +321,7 @@ def action_from_json(obj: Any, where: str) -> Action | None:
 
 
 _KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "txn", "checkpoint"}
+_HEX128 = re.compile(r"[0-9a-f]{32}")
 
 
 # ---------------------------------------------------------------- fast path
@@ -327,8 +374,23 @@ def _fast_counts(obj: Any) -> dict | None:
     m = _fast_id_map(obj)
     if m:
         vals = m.values()
-        if not set(map(type, vals)) <= {int} or min(vals) < 0:
+        if not set(map(type, vals)) <= {int} or min(vals) < 0 or max(vals) > LONG_MAX:
             return None
+    return m
+
+
+def _fast_bounds(obj: Any) -> dict | None:
+    """``_fast_id_map`` of bounds that pass ``_plain_bound`` (inlined: this
+    runs for every bound of every add a reader decodes)."""
+    m = _fast_id_map(obj)
+    if m:
+        for v in m.values():
+            t = type(v)
+            if t is int:
+                if not LONG_MIN <= v <= LONG_MAX:
+                    return None
+            elif t is float and v - v != 0.0:  # inf - inf and nan - nan are nan
+                return None
     return m
 
 
@@ -343,6 +405,8 @@ def _fast_add(body: dict) -> AddPartition | None:
         or type(first) is not int or type(drv) is not int or type(mtime) is not int
         or type(dc) is not bool or (checksum is not None and type(checksum) is not str)
         or size < 0 or n < 0 or first < 0 or drv < 0
+        # SPEC §Conventions: longs; firstRowId + numRecords too (it bounds both)
+        or first + n > LONG_MAX or size > LONG_MAX or drv > LONG_MAX or not LONG_MIN <= mtime <= LONG_MAX
     ):
         return None
     if _PLAIN_DATA_PATH.fullmatch(path) is None:  # such a path passes validate_relative_path
@@ -366,8 +430,8 @@ def _fast_stats(st: Any, n: int) -> PartitionStats | None:
     sn = st.get("numRecords")
     if type(sn) is not int or sn != n:
         return None
-    mins = _fast_id_map(st.get("minValues"))
-    maxs = _fast_id_map(st.get("maxValues"))
+    mins = _fast_bounds(st.get("minValues"))
+    maxs = _fast_bounds(st.get("maxValues"))
     nulls = _fast_counts(st.get("nullCount"))
     nans = _fast_counts(st.get("nanCount"))
     if mins is None or maxs is None or nulls is None or nans is None:
@@ -402,19 +466,27 @@ def stats_from_text(text: str, where: str, *, num_records: int, path: str) -> Pa
     return stats
 
 
+def encode_line(obj: dict) -> str:
+    """One action object as a log line, without its ``"\n"``: compact JSON,
+    non-ASCII characters unescaped (SPEC §Log entries)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_actions(actions: Iterable[Action]) -> bytes:
-    """NDJSON bytes for a log entry or checkpoint body."""
-    lines = [json.dumps(action_to_json(a), separators=(",", ":"), ensure_ascii=False) for a in actions]
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    """NDJSON bytes of actions, one line each: a checkpoint's key-value body.
+    A commit entry is written by :func:`ctfile.format.entries.encode_entry`,
+    which makes it self-checking."""
+    return "".join(encode_line(action_to_json(a)) + "\n" for a in actions).encode("utf-8")
 
 
-def decode_actions(data: bytes, *, where: str) -> list[Action]:
-    """Decode NDJSON bytes. ``where`` names the file for error messages.
+def parse_lines(data: bytes, *, where: str) -> list[tuple[int, Any]]:
+    """The JSON value of each non-blank line of NDJSON bytes, with its 1-based
+    line number (lines are split at ``"\n"`` only).
 
     Raises
     ------
     CorruptLogError
-        On invalid UTF-8 or JSON (including a truncated last line), or a bad action.
+        On invalid UTF-8 or JSON, or a last line without its newline.
     """
     try:
         text = data.decode("utf-8")
@@ -424,16 +496,23 @@ def decode_actions(data: bytes, *, where: str) -> list[Action]:
         # SPEC §Log entries: every line ends with "\n"; a missing final newline
         # means the entry was cut short.
         raise CorruptLogError(f"{where}: truncated entry (last line has no terminating newline)")
-    out: list[Action] = []
+    out = []
     # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085...,
     # which json.dumps(ensure_ascii=False) leaves raw inside strings.
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            obj = _loads_line(line)
+            out.append((lineno, _loads_line(line)))
         except json.JSONDecodeError as e:
             raise CorruptLogError(f"{where} line {lineno}: invalid JSON ({e.msg})") from e
+    return out
+
+
+def decode_lines(lines: Iterable[tuple[int, Any]], *, where: str) -> list[Action]:
+    """The actions of :func:`parse_lines`' output; unknown action kinds are skipped."""
+    out: list[Action] = []
+    for lineno, obj in lines:
         act = None
         if type(obj) is dict and len(obj) == 1:
             body = obj.get("add")
@@ -446,19 +525,15 @@ def decode_actions(data: bytes, *, where: str) -> list[Action]:
     return out
 
 
-def validate_commit_entry(actions: list[Action], *, version: int, where: str) -> CommitInfo:
-    """SPEC §Log entries: the rules every commit entry follows. Returns its CommitInfo."""
-    infos = [a for a in actions if isinstance(a, CommitInfo)]
-    if len(infos) != 1:
-        raise CorruptLogError(f"{where}: expected exactly one commitInfo, found {len(infos)}")
-    if version == 0:
-        kinds = {type(a) for a in actions}
-        if Protocol not in kinds or Metadata not in kinds:
-            raise CorruptLogError(f"{where}: version 0 must contain protocol and metadata actions")
-    for a in actions:
-        if isinstance(a, AddPartition) and a.partition.default_row_version != version:
-            raise CorruptLogError(
-                f"{where}: add {a.path} has defaultRowVersion {a.partition.default_row_version}, "
-                f"expected the entry's version {version}"
-            )
-    return infos[0]
+def decode_actions(data: bytes, *, where: str) -> list[Action]:
+    """Decode NDJSON bytes. ``where`` names the file for error messages.
+
+    Checks each action, not the rules of a whole entry (for those, see
+    :func:`ctfile.format.entries.decode_entry`).
+
+    Raises
+    ------
+    CorruptLogError
+        On invalid UTF-8 or JSON (including a truncated last line), or a bad action.
+    """
+    return decode_lines(parse_lines(data, where=where), where=where)

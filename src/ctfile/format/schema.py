@@ -30,6 +30,11 @@ RESERVED_PREFIXES = ("_ct_", "METADATA$")
 
 PARQUET_FIELD_ID_KEY = b"PARQUET:field_id"
 
+# SPEC §Conventions: a `long` of the log (and of the `long` column type) is a
+# signed 64-bit integer.
+LONG_MIN = -(2**63)
+LONG_MAX = 2**63 - 1
+
 PRIMITIVE_TYPES = (
     "boolean",
     "byte",
@@ -348,6 +353,15 @@ def _req(obj: dict, key: str, typ, where: str):
         raise CorruptLogError(
             f"{where}: field {key!r} should be {getattr(typ, '__name__', typ)}, found {val!r}"
         )
+    if typ is int:
+        check_long(val, key, where)
+    return val
+
+
+def check_long(val: int, key: str, where: str) -> int:
+    """``val``, if it fits a ``long`` (SPEC §Conventions); else CorruptLogError."""
+    if not LONG_MIN <= val <= LONG_MAX:
+        raise CorruptLogError(f"{where}: field {key!r} is {val}, which does not fit a long (a signed 64-bit integer)")
     return val
 
 

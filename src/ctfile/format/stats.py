@@ -75,23 +75,50 @@ def encode_bound(type_name: str, value: Any, *, is_max: bool) -> Any:
     return None
 
 
+_INT_BITS = {"byte": 8, "short": 16, "integer": 32, "long": 64}
+
+
 def decode_bound(type_name: str, value: Any) -> Any:
     """Decode a JSON bound into the Python value pyarrow scalars accept.
 
-    Raises ``ValueError`` on a value that does not fit the type; the caller
-    turns that into a :class:`~ctfile.format.errors.CorruptLogError`.
+    Raises ``ValueError`` on a value that does not decode as a value of the
+    type (a wrong JSON type, an integer outside the column type's range, a
+    non-finite number, a malformed date); the caller turns that into a
+    :class:`~ctfile.format.errors.CorruptLogError` (SPEC §Statistics).
+
+    Examples
+    --------
+    >>> decode_bound("short", -3), decode_bound("date", "2024-01-02")
+    (-3, datetime.date(2024, 1, 2))
+    >>> decode_bound("byte", 300)
+    Traceback (most recent call last):
+      ...
+    ValueError: expected a byte (-128..127), found 300
     """
+    try:
+        return _decode_bound(type_name, value)
+    except (TypeError, AttributeError, ArithmeticError) as e:  # e.g. decimal.InvalidOperation, OverflowError
+        raise ValueError(f"expected a {type_name} bound, found {value!r} ({e})") from e
+
+
+def _decode_bound(type_name: str, value: Any) -> Any:
     if type_name == "boolean":
         if not isinstance(value, bool):
             raise ValueError(f"expected a boolean, found {value!r}")
         return value
-    if type_name in ("byte", "short", "integer", "long"):
+    bits = _INT_BITS.get(type_name)
+    if bits is not None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"expected an integer, found {value!r}")
+        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        if not lo <= value <= hi:
+            raise ValueError(f"expected a {type_name} ({lo}..{hi}), found {value}")
         return value
     if type_name in ("float", "double"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"expected a number, found {value!r}")
+        if not math.isfinite(float(value)):
+            raise ValueError(f"expected a finite number, found {value!r}")
         return float(value)
     if type_name == "string":
         if not isinstance(value, str):
@@ -104,5 +131,8 @@ def decode_bound(type_name: str, value: Any) -> Any:
     if type_name == "timestamp_ntz":
         return _dt.datetime.fromisoformat(value)
     if type_name.startswith("decimal("):
-        return decimal.Decimal(value)
+        d = decimal.Decimal(value)
+        if not d.is_finite():
+            raise ValueError(f"expected a finite decimal, found {value!r}")
+        return d
     raise ValueError(f"type {type_name!r} carries no bounds")

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from ctfile.format.actions import Action, CommitInfo
 from ctfile.format.checkpoint import checkpoint_from_arrow, checkpoint_to_arrow
-from ctfile.format.codec import decode_actions, validate_commit_entry
+from ctfile.format.entries import decode_entry
 from ctfile.format.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 from ctfile.format.paths import (
     LAST_CHECKPOINT,
@@ -134,8 +134,7 @@ class ManifestLog:
             raise VersionNotFoundError(
                 f"version {version} is not in the log of {self.storage.uri} ({path} is missing)"
             ) from e
-        actions = decode_actions(data, where=where)
-        validate_commit_entry(actions, version=version, where=where)
+        actions = decode_entry(data, version=version, where=where)  # SPEC §Log entries: self-checked
         with self._lock:
             if len(self._entries) >= _ENTRY_CACHE_SIZE:
                 self._entries.clear()

@@ -76,7 +76,16 @@ def check_writer_protocol(protocol: Protocol, *, where: str) -> None:
 def apply_entry(
     state: TableState | None, version: int, actions: list[Action], *, where: str
 ) -> TableState:
-    """Fold the log entry of ``version`` into ``state`` (None before version 0)."""
+    """Fold the log entry of ``version`` into ``state`` (None before version 0).
+
+    ``actions`` are an entry that passed
+    :func:`~ctfile.format.entries.validate_commit_entry` (as every entry
+    :meth:`ManifestLog.read_entry <ctfile.log.manifest.ManifestLog.read_entry>`
+    returns does) or that a writer built: no path twice, at most one
+    protocol, metadata and txn per application. Then the result does not
+    depend on their order: ``nextRowId`` is the maximum over the adds
+    (SPEC §Log replay).
+    """
     return _apply(state, version, actions, where=where, owned=False)
 
 

@@ -37,7 +37,7 @@ from ctfile.format.actions import (
     RemovePartition,
     SetTransaction,
 )
-from ctfile.format.codec import encode_actions
+from ctfile.format.entries import encode_entry
 from ctfile.format.errors import (
     CommitConflictError,
     ConflictKind,
@@ -357,7 +357,7 @@ class Transaction:
             timestamp = max(now_ms(), state.timestamp + 1)  # SPEC §Commit timestamps
             actions = self._actions(version, state, timestamp)
             try:
-                self.storage.put_if_absent(commit_path(version), encode_actions(actions))
+                self.storage.put_if_absent(commit_path(version), encode_entry(actions))
             except FileExistsError:
                 # Lost the race for `version`: check every winner, then rebase.
                 latest = self.log.latest_version()
@@ -485,7 +485,7 @@ def create_table_log(storage, metadata: Metadata) -> None:
     TableExistsError
         If version 0 already exists at ``storage``.
     """
-    data = encode_actions(new_table_actions(metadata, metadata.created_time))
+    data = encode_entry(new_table_actions(metadata, metadata.created_time))
     try:
         storage.put_if_absent(commit_path(0), data)
     except FileExistsError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -22,8 +23,8 @@ from ctfile.format.codec import (
     action_to_json,
     decode_actions,
     encode_actions,
-    validate_commit_entry,
 )
+from ctfile.format.entries import validate_commit_entry
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.schema import ArrayType, Field, MapType, Schema, StructType
 
@@ -210,7 +211,7 @@ def test_missing_required_fields_other_actions(line, match):
         ({"checksum": 12}, "'checksum' should be str"),
         ({"firstRowId": -1}, "'firstRowId' must be >= 0"),
         ({"stats": {"numRecords": 11}}, "stats.numRecords 11 != numRecords 10"),
-        ({"stats": {"numRecords": 10, "nullCount": {"1": -2}}}, "must be an int >= 0"),
+        ({"stats": {"numRecords": 10, "nullCount": {"1": -2}}}, "must be a long >= 0"),
         ({"stats": {"numRecords": 10, "nullCount": {"x": 1}}}, "keys must be field ids"),
         ({"stats": [1]}, "stats must be an object"),
     ],
@@ -319,3 +320,89 @@ def test_validate_commit_entry_rules(actions, version, match):
 def test_validate_version_zero_ok():
     ci = CommitInfo(1, "CREATE TABLE")
     assert validate_commit_entry([ci, Protocol(), ALL_ACTIONS[2]], version=0, where=WHERE) is ci
+
+
+# ---------------------------------------------------------------- longs (SPEC §Conventions)
+
+
+def _int_paths(obj, prefix=()):
+    """The path to every integer (not boolean) inside a JSON value."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _int_paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _int_paths(v, prefix + (i,))
+    elif type(obj) is int:
+        yield prefix
+
+
+def _set(obj, path, value):
+    obj = json.loads(json.dumps(obj))
+    target = obj
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = value
+    return obj
+
+
+LONG_FIELDS = [
+    (action, path)
+    for action in ALL_ACTIONS
+    for path in _int_paths(action_to_json(action))
+]
+
+
+def test_every_integer_of_every_action_is_range_checked():
+    """The enumeration covers what the brief of defect 8 names: every long
+    field of every action (add on the fast path, remove on the checked one),
+    stats counts and bounds, schema field ids, metrics, the checkpoint header."""
+    kinds = {path[0] for _, path in LONG_FIELDS}
+    assert kinds == {"commitInfo", "protocol", "metadata", "add", "remove", "txn", "checkpoint"}
+    leaves = {path[-1] for _, path in LONG_FIELDS}
+    assert {"firstRowId", "numRecords", "nextRowId", "id", "elementId", "keyId", "numInsertedRows", "1", "2147483540"} <= leaves
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30])
+@pytest.mark.parametrize("action, path", LONG_FIELDS, ids=lambda x: "/".join(map(str, x)) if isinstance(x, tuple) else None)
+def test_integer_beyond_a_long_is_corrupt(action, path, value):
+    line = _set(action_to_json(action), path, value)
+    with pytest.raises(CorruptLogError, match="fit a long|a long >= 0|must be >= 0") as ei:
+        decode_actions(_entry(COMMIT, line), where=WHERE)
+    _assert_where(ei.value, 2)
+
+
+def _coupled(path) -> bool:
+    """add/remove numRecords and firstRowId bound each other (their sum) and
+    stats.numRecords must equal numRecords: tested on their own below."""
+    return path[0] in ("add", "remove") and (path[1] in ("numRecords", "firstRowId") or path[1:3] == ("stats", "numRecords"))
+
+
+@pytest.mark.parametrize(
+    "action, path", [(a, p) for a, p in LONG_FIELDS if not _coupled(p)],
+    ids=lambda x: "/".join(map(str, x)) if isinstance(x, tuple) else None,
+)
+def test_longs_at_the_limit_are_accepted(action, path):
+    (_, decoded) = decode_actions(_entry(COMMIT, _set(action_to_json(action), path, 2**63 - 1)), where=WHERE)
+    assert _set(action_to_json(decoded), path, 0) == _set(action_to_json(action), path, 0)
+
+
+@pytest.mark.parametrize("kind", ["add", "remove"])
+@pytest.mark.parametrize("first, n", [(2**63 - 1, 1), (2**62, 2**62), (2**63 - 10, 11)])
+def test_first_row_id_plus_num_records_must_fit_a_long(kind, first, n):
+    body = _add_body(firstRowId=first, numRecords=n, stats=None)
+    if kind == "remove":
+        body["deletionTimestamp"] = 5
+    with pytest.raises(CorruptLogError, match=f"firstRowId {first} \\+ numRecords {n} .* does not fit a long") as ei:
+        decode_actions(_entry(COMMIT, {kind: body}), where=WHERE)
+    _assert_where(ei.value, 2)
+    ok = _add_body(firstRowId=first - n, numRecords=n, stats=None)  # the last id is 2**63 - 2: fine
+    assert decode_actions(_entry(COMMIT, {"add": ok}), where=WHERE)[1].partition.first_row_id == first - n
+
+
+@pytest.mark.parametrize("bound", [math.inf, -math.inf, math.nan, 2**63, -(2**63) - 1])
+@pytest.mark.parametrize("key", ["minValues", "maxValues"])
+def test_non_finite_or_out_of_range_bound_is_corrupt(key, bound):
+    stats = {"numRecords": 10, key: {"1": bound}}
+    with pytest.raises(CorruptLogError, match=f"{key}: bound for field 1 is"):
+        decode_actions(_entry(COMMIT, {"add": _add_body(stats=stats)}), where=WHERE)

@@ -152,11 +152,26 @@ def test_types_without_bounds():
         ("boolean", 1), ("long", True), ("long", 1.5), ("long", "1"), ("double", "1.0"),
         ("double", False), ("string", 5), ("date", "2024-13-01"), ("timestamp", "yesterday"),
         ("decimal(10,2)", "abc"),
+        # out of the column type's range, or not finite (SPEC §Statistics)
+        ("byte", 128), ("byte", -129), ("short", 2**15), ("integer", -(2**31) - 1), ("long", 2**63),
+        ("double", math.inf), ("float", math.nan), ("double", 10**400),
+        ("decimal(10,2)", "NaN"), ("decimal(10,2)", "-Infinity"), ("decimal(10,2)", [1]),
+        # wrong JSON type for a string-encoded bound, and a UTC conversion out of range
+        ("timestamp", 5), ("timestamp_ntz", 5), ("date", None), ("timestamp", "0001-01-01T00:00:00+01:00"),
     ],
 )
 def test_decode_rejects_mistyped_bounds(type_name, bad):
-    with pytest.raises((ValueError, TypeError, decimal.InvalidOperation)):
+    """Only ValueError, whatever the type: callers turn it into CorruptLogError
+    (no OverflowError, AttributeError or decimal.InvalidOperation escapes)."""
+    with pytest.raises(ValueError):
         decode_bound(type_name, bad)
+
+
+@pytest.mark.parametrize(
+    "type_name, bound", [("byte", -128), ("short", 2**15 - 1), ("integer", 2**31 - 1), ("long", -(2**63))]
+)
+def test_decode_accepts_the_limits_of_integer_types(type_name, bound):
+    assert decode_bound(type_name, bound) == bound
 
 
 def test_decode_int_as_double():

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 
 import ctfile
-from ctfile.format.actions import CommitInfo, Protocol, pending_stats_text
-from ctfile.format.codec import encode_actions
+from ctfile.format.actions import AddPartition, CommitInfo, Protocol, RemovePartition, pending_stats_text
+from ctfile.format.entries import encode_entry, encode_entry_objects
 from ctfile.format.errors import (
     CorruptLogError,
     TableNotFoundError,
@@ -368,12 +371,18 @@ def test_corrupt_entry_names_version_file(new_table, make_rows):
     assert _log(t).load_state(2).version == 2
 
 
+def _rewrite_entry(t, v: int, fn) -> None:
+    """Replace the entry of ``v`` by ``fn(its action objects)``, written as a
+    writer would (self-checking), so that the rule under test is what fails."""
+    objs = [json.loads(line) for line in t.storage.read_bytes(commit_path(v)).decode().splitlines()]
+    t.storage.put(commit_path(v), encode_entry_objects(fn(objs)))
+
+
 def test_entry_with_wrong_default_row_version_is_corrupt(new_table, make_rows):
     t = new_table()
     t.insert(make_rows(2))
-    raw = t.storage.read_bytes(commit_path(1)).replace(b'"defaultRowVersion":1', b'"defaultRowVersion":0')
-    t.storage.put(commit_path(1), raw)
-    with pytest.raises(CorruptLogError, match="00000000000000000001.json"):
+    _rewrite_entry(t, 1, lambda objs: [o if "add" not in o else {"add": {**o["add"], "defaultRowVersion": 0}} for o in objs])
+    with pytest.raises(CorruptLogError, match="00000000000000000001.json: add .* has defaultRowVersion 0"):
         _log(t).load_state()
 
 
@@ -381,14 +390,88 @@ def test_non_increasing_timestamp_is_corrupt(new_table, make_rows):
     t = new_table()
     t.insert(make_rows(2))
     ts0 = _log(t).commit_info(0).timestamp
-    t.storage.put(commit_path(1), encode_actions([CommitInfo(ts0, "INSERT")]))
+    t.storage.put(commit_path(1), encode_entry([CommitInfo(ts0, "INSERT")]))
     with pytest.raises(CorruptLogError, match="not after version 0"):
         _log(t).load_state()
 
 
 def _append_entry(t, actions) -> None:
     v = _log(t).latest_version() + 1
-    t.storage.put_if_absent(commit_path(v), encode_actions(actions))
+    t.storage.put_if_absent(commit_path(v), encode_entry(actions))
+
+
+# ---------------------------------------------------------------- self-checking entries, rule 4
+
+
+def test_update_entry_torn_at_a_line_boundary_is_corrupt(new_table, make_rows):
+    """Issue 12, defect 3: dropping the trailing add of an UPDATE's entry made
+    every row it rewrote vanish, and the entry read as valid."""
+    t = new_table()
+    t.insert(make_rows(3))
+    t.update(pc.field("id") == 1, {"s": "one"})
+    raw = t.storage.read_bytes(commit_path(2))
+    lines = raw.split(b"\n")[:-1]
+    assert json.loads(lines[-1]).keys() == {"add"}
+    t.storage.put(commit_path(2), b"".join(line + b"\n" for line in lines[:-1]))  # the add line is lost
+    expected = f"{t.storage.uri}/{commit_path(2)}: entry holds {len(lines) - 1} actions, its commitInfo records {len(lines)}"
+    with pytest.raises(CorruptLogError, match=re.escape(expected) + ".*torn or edited"):
+        _log(t).read_entry(2)
+    with pytest.raises(CorruptLogError, match="torn or edited"):
+        ctfile.open_table(t.uri).snapshot().to_arrow()
+    assert _log(t).load_state(1).num_records == 3  # the versions before stay readable
+
+
+def test_commits_write_self_checking_entries(new_table, make_rows):
+    t = new_table()
+    t.insert(make_rows(3))
+    t.update(pc.field("id") == 1, {"s": "one"})
+    log = _log(t)
+    for v in range(3):
+        info = log.commit_info(v)
+        lines = t.storage.read_bytes(commit_path(v)).split(b"\n")[:-1]
+        assert "commitInfo" in json.loads(lines[0]) and info.num_actions == len(lines)
+        assert info.actions_checksum == xxhash.xxh3_128_hexdigest(b"".join(x + b"\n" for x in lines[1:]))
+
+
+@pytest.mark.parametrize("order", ["add-then-remove", "remove-then-add"])
+def test_entry_naming_a_path_twice_is_corrupt_whatever_the_order(new_table, make_rows, order):
+    """Issue 12, defect 10: add X then remove X used to replay (X silently
+    vanished) while remove X then add X was rejected."""
+    t = new_table()
+    t.insert(make_rows(2))
+    (add,) = [a for a in _log(t).read_entry(1) if isinstance(a, AddPartition)]
+    info = CommitInfo(_log(t).commit_info(1).timestamp + 1, "TRANSACTION")
+    x = replace(add.partition, path="data/x.parquet", first_row_id=2, default_row_version=2)
+    pair = [AddPartition(x), RemovePartition(x, info.timestamp)]
+    _append_entry(t, [info, *(pair if order == "add-then-remove" else pair[::-1])])
+    with pytest.raises(CorruptLogError, match="data/x.parquet is named by more than one add/remove"):
+        _log(t).load_state()
+    with pytest.raises(CorruptLogError, match="data/x.parquet is named by more than one add/remove"):
+        ctfile.open_table(t.uri)
+
+
+def test_next_row_id_is_the_maximum_over_adds_listed_out_of_order(new_table, make_rows):
+    """SPEC §Log replay, step 4: a writer assembling an entry from several
+    workers may list its adds out of row-id order; nextRowId is still the
+    maximum, so the next insert takes fresh row ids."""
+    t = new_table(properties={"ctfile.partitionRows": "2"})
+    t.insert(make_rows(5))
+    before = ctfile.open_table(t.uri).snapshot().to_arrow(include_hidden=True).sort_by("id")
+
+    def reverse_adds(objs):
+        adds = [o for o in objs if "add" in o]
+        assert [o["add"]["firstRowId"] for o in adds] == [0, 2, 4]
+        return [o for o in objs if "add" not in o] + adds[::-1]
+
+    _rewrite_entry(t, 1, reverse_adds)
+    state = _log(t).load_state()
+    assert [p.first_row_id for p in state.partitions.values()] == [4, 2, 0]
+    assert state.next_row_id == 5
+    reread = ctfile.open_table(t.uri)
+    assert reread.snapshot().to_arrow(include_hidden=True).sort_by("id") == before
+    reread.insert(make_rows(1, start=5))
+    after = ctfile.open_table(t.uri).snapshot().to_arrow(include_hidden=True).sort_by("id")
+    assert after.column("_ct_row_id").to_pylist() == [0, 1, 2, 3, 4, 5]  # no id taken twice
 
 
 @pytest.mark.parametrize(

@@ -270,11 +270,29 @@ def test_partition_without_stats_is_kept(table):
     assert len(prune(parts, snap.table_schema, f("i") > 1000)) == len(parts)
 
 
-def test_bad_statistics_are_corrupt(table):
+@pytest.mark.parametrize(
+    "column, bound",
+    [
+        ("i", "zero"),
+        ("i", 2**70),  # beyond int64 (the log decoder rejects it; pruning must not overflow either)
+        ("i32", 2**40),  # a long, but not an integer
+        ("f", math.nan),  # JSON has no NaN; Python's json reads one
+        ("f", math.inf),
+        ("ts", 5),  # not an ISO string
+        ("d", "2024-13-01"),
+        ("dec", "abc"),
+        ("dec", "1e100"),  # does not fit decimal(10,2)
+    ],
+)
+def test_bad_statistics_are_corrupt(table, column, bound):
+    """SPEC §Statistics: a bound that does not decode as a value of its
+    column's type is a corrupt log (CorruptLogError), never a raw
+    OverflowError/AttributeError/InvalidOperation, nor used."""
     import dataclasses
 
     snap = table.snapshot()
     p = snap.partitions[0]
-    bad = dataclasses.replace(p, stats=dataclasses.replace(p.stats, min_values={**p.stats.min_values, 2: "zero"}))
-    with pytest.raises(ctfile.CorruptLogError, match="bad statistics for column 'i'"):
-        prune([bad], snap.table_schema, f("i") > 3)
+    fid = snap.table_schema.field(column).id
+    bad = dataclasses.replace(p, stats=dataclasses.replace(p.stats, min_values={**p.stats.min_values, fid: bound}))
+    with pytest.raises(ctfile.CorruptLogError, match=f"bad statistics for column '{column}'"):
+        prune([bad], snap.table_schema, f(column).is_valid())

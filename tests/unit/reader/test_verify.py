@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ctfile
+from ctfile.format.entries import encode_entry_objects
 from ctfile.reader.verify import CHECKS
 
 
@@ -38,12 +39,14 @@ def _log_file(t: ctfile.Table, v: int) -> Path:
 
 
 def _edit_entry(t: ctfile.Table, v: int, fn) -> None:
-    """Rewrite the JSON lines of the log entry of version ``v``."""
+    """Rewrite the JSON lines of the log entry of version ``v``, as a writer
+    would have written them (self-check included: the tests using this check
+    other rules)."""
     p = _log_file(t, v)
     lines = [json.loads(x) for x in p.read_text().splitlines()]
     for obj in lines:
         fn(obj)
-    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    p.write_bytes(encode_entry_objects(lines))
 
 
 def _added_path(t: ctfile.Table, v: int) -> str:
@@ -328,8 +331,9 @@ def test_truncated_log_entry(new_table, make_rows):
     p = _log_file(t, 3)
     p.write_bytes(p.read_bytes()[:-1])
     r = ctfile.verify_table(t.uri)
-    (prob,) = _only(r, "log")
-    assert prob.version == 3 and "truncated" in prob.message
+    truncated, checksum = _only(r, "log")
+    assert truncated.version == 3 and "truncated" in truncated.message
+    assert checksum.version == 3 and "(actionsChecksum): damaged or edited" in checksum.message
 
 
 def test_invalid_json_line(new_table, make_rows):
@@ -337,8 +341,9 @@ def test_invalid_json_line(new_table, make_rows):
     p = _log_file(t, 1)
     p.write_text(p.read_text() + "{not json\n")
     r = ctfile.verify_table(t.uri)
-    (prob,) = _only(r, "log")
-    assert prob.version == 1 and "invalid JSON" in prob.message
+    invalid, count = _only(r, "log")
+    assert invalid.version == 1 and "invalid JSON" in invalid.message
+    assert count.version == 1 and "entry holds 3 actions, its commitInfo records 2" in count.message
 
 
 def test_timestamps_must_increase(new_table, make_rows):
@@ -385,3 +390,76 @@ def test_every_reported_check_is_a_known_kind(new_table, make_rows):
     r = ctfile.verify_table(t.uri)
     assert r.problems and all(p.check in CHECKS for p in r.problems)
     assert all(str(p).startswith(f"[{p.check}]") for p in r.problems)
+
+
+# ---------------------------------------------------------------- self-checking entries, ranges, rule 4
+
+
+def test_update_entry_torn_at_a_line_boundary(new_table, make_rows):
+    """Issue 12, defect 3: the entry lost its trailing add line; verify used
+    to call the table healthy."""
+    t = _table(new_table, make_rows)
+    p = _log_file(t, 3)
+    lines = p.read_bytes().split(b"\n")[:-1]
+    assert json.loads(lines[-1]).keys() == {"add"}
+    p.write_bytes(b"".join(x + b"\n" for x in lines[:-1]))
+    r = ctfile.verify_table(t.uri)
+    assert not r.healthy
+    (prob,) = _only(r, "log")
+    assert prob.version == 3 and prob.path == "_ct_log/00000000000000000003.json"
+    assert f"entry holds {len(lines) - 1} actions, its commitInfo records {len(lines)}" in prob.message
+
+
+def test_entry_without_the_self_check_in_a_table_that_lists_it_is_a_warning(new_table, make_rows):
+    t = _table(new_table, make_rows)
+
+    def strip(obj):
+        if "commitInfo" in obj:
+            del obj["commitInfo"]["numActions"], obj["commitInfo"]["actionsChecksum"]
+
+    p = _log_file(t, 2)
+    lines = [json.loads(x) for x in p.read_text().splitlines()]
+    for obj in lines:
+        strip(obj)
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = ctfile.verify_table(t.uri)
+    assert r.healthy
+    (w,) = r.warnings
+    assert (w.check, w.version) == ("log", 2) and "entryChecksums" in w.message
+
+
+@pytest.mark.parametrize("order", ["add-then-remove", "remove-then-add"])
+def test_path_named_twice_in_an_entry_whatever_the_order(new_table, make_rows, order):
+    t = _table(new_table, make_rows)
+    added = _added_path(t, 2)
+
+    def twice(lines):
+        (add,) = [o for o in lines if "add" in o]
+        remove = {"remove": {**add["add"], "deletionTimestamp": 1}}
+        return [o for o in lines if "add" not in o] + ([add, remove] if order == "add-then-remove" else [remove, add])
+
+    p = _log_file(t, 2)
+    p.write_bytes(encode_entry_objects(twice([json.loads(x) for x in p.read_text().splitlines()])))
+    r = ctfile.verify_table(t.uri)
+    assert any(
+        x.version == 2 and x.path == added and "more than one add/remove" in x.message for x in _only(r, "log")
+    )
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("firstRowId", 2**63),
+        ("firstRowId", 2**63 - 2),  # + numRecords 2: the last row id would not fit
+        ("numRecords", 2**63),
+        ("sizeBytes", 2**64),
+        ("modificationTime", -(2**63) - 1),
+    ],
+)
+def test_out_of_range_long_is_a_log_problem(new_table, make_rows, field, value):
+    """Issue 12, defect 8: a firstRowId beyond int64 passed decoding and
+    verify died with OverflowError."""
+    t = _table(new_table, make_rows)
+    _edit_entry(t, 2, lambda obj: obj["add"].update({field: value}) if "add" in obj else None)
+    r = ctfile.verify_table(t.uri)
+    assert any(x.version == 2 and "does not fit a long" in x.message for x in _only(r, "log"))

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ctfile
+from ctfile.format.entries import encode_entry_objects
 from ctfile.tools import _output
 from ctfile.tools._duration import parse_duration
 from ctfile.tools.cli import app, parse_storage_options
@@ -75,11 +76,12 @@ def _log_file(t: ctfile.Table, v: int) -> Path:
 
 
 def _edit_entry(t: ctfile.Table, v: int, fn) -> None:
+    """Rewrite an entry's JSON lines as a writer would have (self-check included)."""
     p = _log_file(t, v)
     lines = [json.loads(x) for x in p.read_text().splitlines()]
     for obj in lines:
         fn(obj)
-    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    p.write_bytes(encode_entry_objects(lines))
 
 
 def _added_path(t: ctfile.Table, v: int) -> str:
@@ -458,6 +460,48 @@ def test_verify_edited_row_count(fresh_people):
     assert "row_count" in {p["check"] for p in problems}
     assert all(p["version"] == 5 for p in problems if p["check"] == "row_count")
     assert "the log records numRecords" in out
+
+
+def _first_row_id_beyond_int64(obj) -> None:
+    if "add" in obj:
+        obj["add"]["firstRowId"] = 2**63
+
+
+def test_verify_first_row_id_beyond_int64(fresh_people):
+    """Issue 12, defect 8, its reproduction: firstRowId = 2**63 in an add line
+    passed decoding, and verify died with OverflowError (exit 2). Written as
+    a writer would have (self-check included), so the range check is what
+    catches it."""
+    _edit_entry(fresh_people, 5, _first_row_id_beyond_int64)
+    out, problems = _verify_problems(fresh_people)
+    assert [(p["check"], p["version"]) for p in problems][:1] == [("log", 5)]
+    assert f"'firstRowId' is {2**63}, which does not fit a long" in problems[0]["message"]
+    assert "does not fit a long" in out
+    with pytest.raises(ctfile.CorruptLogError, match="does not fit a long"):
+        ctfile.open_table(fresh_people.uri).snapshot().to_arrow(include_hidden=True)
+
+
+def test_verify_first_row_id_edited_in_place(fresh_people):
+    """The same edit made in place, as in the issue: the entry no longer
+    matches its commitInfo's checksum either."""
+    p = _log_file(fresh_people, 5)
+    lines = [json.loads(x) for x in p.read_text().splitlines()]
+    for obj in lines:
+        _first_row_id_beyond_int64(obj)
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out, problems = _verify_problems(fresh_people)
+    assert {p["check"] for p in problems} == {"log"}
+    assert "(actionsChecksum): damaged or edited" in out
+
+
+def test_verify_update_entry_torn_at_a_line_boundary(fresh_people):
+    """Issue 12, defect 3: the trailing add line of an UPDATE's entry lost."""
+    p = _log_file(fresh_people, 4)
+    lines = p.read_bytes().split(b"\n")[:-1]
+    p.write_bytes(b"".join(x + b"\n" for x in lines[:-1]))
+    out, problems = _verify_problems(fresh_people)
+    assert [(p["check"], p["version"]) for p in problems][:1] == [("log", 4)]
+    assert "torn or edited" in problems[0]["message"]
 
 
 def test_verify_edited_row_count_contradicting_stats(fresh_people):

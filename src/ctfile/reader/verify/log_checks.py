@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ctfile.format.actions import (
+    FEATURE_ENTRY_CHECKSUMS,
     AddPartition,
     CommitInfo,
     Metadata,
@@ -28,6 +29,7 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.codec import action_from_json
+from ctfile.format.entries import duplicate_paths, integrity_problem, repeated_actions
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.paths import LAST_CHECKPOINT, commit_path, validate_relative_path
 from ctfile.format.schema import Schema
@@ -42,6 +44,7 @@ class Entry:
     version: int
     actions: list = field(default_factory=list)
     ok: bool = True  # parsed without a problem
+    checked: bool = False  # its commitInfo records the self-check (SPEC §Log entries)
 
 
 @dataclass
@@ -158,9 +161,12 @@ class LogChecker(Recorder):
         if text and not text.endswith("\n"):
             self.problem("log", "truncated entry: the last line has no terminating newline", v, path)
             entry.ok = False
+        lines = 0  # action lines, understood or not: what numActions counts
+        info_lineno = None
         for lineno, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
+            lines += 1
             where = f"line {lineno}"
             try:
                 obj = json.loads(line)
@@ -188,7 +194,23 @@ class LogChecker(Recorder):
                 act = _without_stats(obj, where)  # keep replaying with what is usable
             if act is not None:
                 entry.actions.append(act)
+                if isinstance(act, CommitInfo):
+                    info_lineno = lineno
+        self._check_integrity(entry, data, info_lineno, lines)
         return entry
+
+    def _check_integrity(self, entry: Entry, data: bytes, info_lineno: int | None, lines: int) -> None:
+        """SPEC §Log entries, rule 8: the entry against its commitInfo's
+        numActions and actionsChecksum (with more than one commitInfo, rule 1
+        is reported instead)."""
+        infos = [a for a in entry.actions if isinstance(a, CommitInfo)]
+        if len(infos) != 1 or info_lineno is None:
+            return
+        entry.checked = infos[0].num_actions is not None or infos[0].actions_checksum is not None
+        problem = integrity_problem(data, infos[0], info_lineno=info_lineno, num_actions=lines)
+        if problem is not None:
+            self.problem("log", problem, entry.version, commit_path(entry.version))
+            entry.ok = False
 
 
     def _read_entries(self, versions: list[int]) -> Iterable[Entry]:
@@ -269,6 +291,11 @@ class LogChecker(Recorder):
             return None
         if new_protocol is not None:
             check_reader_protocol(new_protocol, where=f"{self.storage.uri}/{path}")  # raises: cannot verify
+        if len(infos) == 1 and not entry.checked and FEATURE_ENTRY_CHECKSUMS in protocol.writer_features:
+            self.warning(
+                "log", f"the commitInfo records no numActions/actionsChecksum although the table's protocol "
+                f"lists {FEATURE_ENTRY_CHECKSUMS}: the entry cannot be checked for damage", v, path,
+            )
         timestamp = infos[0].timestamp if infos else (state.timestamp + 1 if state else 0)
         if state is not None and timestamp <= state.timestamp:
             self.problem(
@@ -277,13 +304,12 @@ class LogChecker(Recorder):
         partitions = state.partitions if state else {}
         txns = state.app_transactions if state else {}
         next_row_id = state.next_row_id if state else 0
-        seen: set[str] = set()
         adds = [a for a in acts if isinstance(a, AddPartition)]
         rems = [a for a in acts if isinstance(a, RemovePartition)]
-        for a in rems + adds:
-            if a.path in seen:
-                self.problem("log", "the path appears in more than one add/remove of the entry", v, a.path)
-            seen.add(a.path)
+        for dup in duplicate_paths(acts):  # SPEC §Log entries, rule 4: whatever the order
+            self.problem("log", "the path is named by more than one add/remove of the entry", v, dup)
+        for what in repeated_actions(acts):  # rule 7
+            self.problem("log", f"the entry holds more than one {what}", v, path)
         removed = []
         for r in rems:
             if partitions.pop(r.path, None) is None:
