@@ -35,7 +35,7 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.codec import encode_actions
-from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError, TableExistsError
+from ctfile.format.errors import CommitConflictError, CtfileError, InvalidArgumentError, StorageError, TableExistsError
 from ctfile.format.paths import commit_path
 from ctfile.format.properties import TableProperties
 from ctfile.log.manifest import ManifestLog
@@ -393,7 +393,7 @@ class Transaction:
         if paths and not self._maybe_committed:
             try:
                 self.storage.delete(paths)
-            except OSError as e:  # orphans are harmless; vacuum removes them
+            except (OSError, StorageError) as e:  # orphans are harmless; vacuum removes them
                 log.warning("could not delete %d staged files: %s", len(paths), e)
 
     def staged_paths(self) -> list[str]:
