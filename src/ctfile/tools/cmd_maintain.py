@@ -30,8 +30,9 @@ def verify(
 
     Checks that the log parses and is dense, every referenced file exists with
     its recorded size and checksum, statistics match the data, row ids are
-    unique in each snapshot, and no path escapes the table root. Each problem
-    is printed with its version and path.
+    unique in each snapshot, no path escapes the table root, and no symbolic
+    link in a local table directory leads out of it (such a link is reported,
+    never followed). Each problem is printed with its version and path.
     """
     with handle_errors(json_, code=2):
         so = parse_storage_options(storage_option)
