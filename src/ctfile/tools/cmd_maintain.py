@@ -47,8 +47,12 @@ def verify(
             f"version {versions[0]}" if len(versions) == 1
             else f"{len(versions)} versions ({versions[0]}..{versions[-1]})" if versions else "no version"
         )
+        span = (
+            f"versions {report.oldest_version}..{report.latest_version}" if report.latest_version is not None
+            else "the log could not be read"
+        )
         con.print(
-            f"checked {report.entries_checked} log entries (versions {report.oldest_version}..{report.latest_version}) "
+            f"checked {report.entries_checked} log entries ({span}) "
             f"and {report.files_checked} data files ({out.fmt_bytes(report.bytes_checked)}, {report.rows_checked} rows) "
             f"of {which}"
         )

@@ -194,6 +194,8 @@ def test_verify_reports_a_log_link_and_a_file_link(table, outside):
     r = ctfile.verify_table(table.uri)
     assert {(p.check, p.path) for p in r.problems} == {("symlink", "_ct_log"), ("symlink", live)}
     assert r.entries_checked == 0 and str(log_target) in next(p.message for p in r.problems if p.path == "_ct_log")
+    res = CliRunner().invoke(app, ["verify", table.uri])
+    assert res.exit_code == 1 and "the log could not be read" in res.stdout, (res.stdout, res.stderr)
 
 
 # ---------------------------------------------------------------- links that stay inside
