@@ -268,8 +268,8 @@ class LocalStorage(Storage):
         except NotADirectoryError as e:  # a regular file where a directory should be
             raise FileNotFoundError(errno.ENOENT, f"no such file (a parent is not a directory): {e}", full) from e
 
-    def _write_tmp(self, path: str, data: bytes) -> tuple[str, str]:
-        """(temporary file holding ``data``, checked target path)."""
+    def _write_tmp(self, path: str, data: bytes) -> str:
+        """A temporary file holding ``data`` in the (checked) directory of ``path``."""
         target = self._abs(path, "write")
         directory = os.path.dirname(target)
         try:
@@ -285,19 +285,24 @@ class LocalStorage(Storage):
             f.write(data)
             f.flush()
             _sync(f.fileno())
-        return tmp, target
+        return tmp
+
+    @staticmethod
+    def _beside(tmp: str, path: str) -> str:
+        """The target of ``path``, in the directory ``_write_tmp`` checked."""
+        return os.path.join(os.path.dirname(tmp), path.rsplit("/", 1)[-1])
 
     def put_if_absent(self, path: str, data: bytes) -> None:
-        tmp, target = self._write_tmp(path, data)
+        tmp = self._write_tmp(path, data)
         try:
-            os.link(tmp, target)  # atomic, exclusive: EEXIST if taken
+            os.link(tmp, self._beside(tmp, path))  # atomic, exclusive: EEXIST if taken
         finally:
             os.unlink(tmp)
 
     def put(self, path: str, data: bytes) -> None:
-        tmp, target = self._write_tmp(path, data)
+        tmp = self._write_tmp(path, data)
         try:
-            os.replace(tmp, target)
+            os.replace(tmp, self._beside(tmp, path))
         except BaseException:
             os.unlink(tmp)
             raise
