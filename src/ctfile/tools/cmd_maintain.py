@@ -91,13 +91,13 @@ def vacuum(
         typer.Option("--retain", "-r", metavar="DURATION",
                      help="Keep every version committed within this age, e.g. 7d, 12h, 1w2d. History is kept "
                           "for at least --grace-period too: --retain below it (e.g. 0s) needs a lower "
-                          "--grace-period as well. [default: 7d]"),
+                          "--grace-period as well. Default: 7d."),
     ] = None,
     grace_period: Annotated[
         Optional[str],
         typer.Option("--grace-period", metavar="DURATION",
                      help="Delete unreferenced files only once this old (they may belong to a running writer); "
-                          "also the least history kept. [default: 24h]"),
+                          "also the least history kept. Default: 24h."),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     json_: JsonOpt = False,
