@@ -39,14 +39,15 @@ from typing import Any, Iterable
 import pyarrow.fs as pafs
 
 from ctfile.format.errors import InvalidArgumentError, StorageError
-from ctfile.format.paths import LOG_DIR
-from ctfile.log.storage_errors import (
+from ctfile.log.storage_errors import (  # missing_table_reason is re-exported for the layers above
     ErrorKind,
     classify_error,
     definite_refusal,
     describe,
     StorageErrorHandler,
+    file_in_the_way,
     is_missing_object,
+    missing_table_reason,
     outcome_unknown,
     storage_error,
 )
@@ -256,7 +257,7 @@ class LocalStorage(Storage):
         return sorted(found.values(), key=lambda e: e.path)
 
     def blocking_file(self) -> str | None:
-        return _file_in_the_way(self.root)
+        return file_in_the_way(self.root)
 
     # ------------------------------------------------------------ Storage
 
@@ -277,7 +278,7 @@ class LocalStorage(Storage):
         except (FileExistsError, NotADirectoryError) as e:
             # Not a lost race: a regular file stands where a directory must be.
             raise StorageError(
-                f"write of {path} in table {self.uri} failed: {_file_in_the_way(directory) or directory} "
+                f"write of {path} in table {self.uri} failed: {file_in_the_way(directory) or directory} "
                 "is a file, not a directory", uri=self.uri, path=path,
             ) from e
         tmp = os.path.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
@@ -557,28 +558,6 @@ class FsspecStorage(Storage):
 
     def arrow_path(self, path: str) -> str:
         return self._abs(path)
-
-
-def _file_in_the_way(path: str) -> str | None:
-    """The nearest of ``path`` and its parents that exists, if it is not a
-    directory (a regular file where a directory should be); else None."""
-    while True:
-        try:
-            return None if stat.S_ISDIR(os.stat(path).st_mode) else path
-        except (FileNotFoundError, NotADirectoryError):
-            parent = os.path.dirname(path)
-            if parent == path:
-                return None
-            path = parent
-
-
-def missing_table_reason(storage: Storage) -> str:
-    """Why no table is at ``storage``'s root, for a ``TableNotFoundError``:
-    a regular file in the way, or no version file in ``_ct_log/``."""
-    blocking = storage.blocking_file()
-    if blocking is not None:
-        return f"{blocking} is a file, not a table directory"
-    return f"{LOG_DIR}/ holds no version file"
 
 
 def _is_s3fs(fs: Any) -> bool:

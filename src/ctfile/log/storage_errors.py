@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import enum
 import errno
-from typing import Any
+import os
+import stat
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ctfile.format.errors import StorageError
+from ctfile.format.paths import LOG_DIR
+
+if TYPE_CHECKING:
+    from ctfile.log.storage import Storage
 
 
 class ErrorKind(str, enum.Enum):
@@ -246,3 +252,25 @@ def outcome_unknown(uri: str, path: str, exc: BaseException) -> OutcomeUnknownEr
         + (f" ({hint})" if hint else "") + f": {describe(exc)}",
         uri=uri, path=path,
     )
+
+
+def file_in_the_way(path: str) -> str | None:
+    """The nearest of ``path`` and its parents that exists, if it is not a
+    directory (a regular file where a directory should be); else None."""
+    while True:
+        try:
+            return None if stat.S_ISDIR(os.stat(path).st_mode) else path
+        except (FileNotFoundError, NotADirectoryError):
+            parent = os.path.dirname(path)
+            if parent == path:
+                return None
+            path = parent
+
+
+def missing_table_reason(storage: "Storage") -> str:
+    """Why no table is at ``storage``'s root, for a ``TableNotFoundError``:
+    a regular file in the way, or no version file in ``_ct_log/``."""
+    blocking = storage.blocking_file()
+    if blocking is not None:
+        return f"{blocking} is a file, not a table directory"
+    return f"{LOG_DIR}/ holds no version file"
