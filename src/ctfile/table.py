@@ -22,7 +22,7 @@ from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.manifest import CheckpointInfo, ManifestLog
 from ctfile.log.replay import TableState, check_writer_protocol
-from ctfile.log.storage import Storage, open_storage
+from ctfile.log.storage import Storage, missing_table_reason, open_storage
 from ctfile.log.transaction import CommitResult, create_table_log, now_ms
 from ctfile.reader.change_plan import build_plan, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
@@ -139,11 +139,20 @@ def open_table(uri: str | os.PathLike, *, storage_options: Mapping[str, Any] | N
     Raises
     ------
     TableNotFoundError
-        If ``uri`` holds no ctfile table.
+        If ``uri`` holds no ctfile table (it names a regular file standing
+        where the table directory should be).
+    StorageError
+        If the storage refuses access (credentials, endpoint, permissions,
+        a symbolic link out of the table root).
     """
     storage = _storage_for(uri, storage_options)
     table = Table(storage)
-    table.refresh()
+    try:
+        table.refresh()
+    except TableNotFoundError as e:
+        if storage.blocking_file() is None:
+            raise
+        raise TableNotFoundError(f"no ctfile table at {storage.uri}: {missing_table_reason(storage)}") from e
     return table
 
 
@@ -540,11 +549,17 @@ class Table:
         grace_period: dt.timedelta | float | None = None,
         dry_run: bool = False,
     ):
-        """Expire history older than ``retain`` and delete files no retained version needs.
+        """Expire history older than ``max(retain, grace_period)`` and delete files no retained version needs.
 
         Versions committed within ``retain`` (default 7 days) stay readable:
         snapshots, time travel and change scans starting there keep working;
         older ones raise ``VersionNotFoundError`` / ``StaleIntervalError``.
+        History is expired only beyond the grace period too (a transaction
+        younger than it may still commit on an old version), so a ``retain``
+        shorter than ``grace_period`` keeps ``grace_period`` of history:
+        ``retain=0`` alone keeps 24 hours; pass ``grace_period`` as well to go
+        lower. The result reports the effective window
+        (``effective_retain_s``, ``history_cutoff_ms``, ``retain_extended``).
         A checkpoint is written for the oldest retained version, older log
         entries and checkpoints are deleted, then the data files that only
         expired versions used, and unreferenced files (left by failed or
@@ -563,6 +578,9 @@ class Table:
         >>> r = t.vacuum(retain=0, grace_period=0)
         >>> r.oldest_version, len(r.deleted_data_files), t.to_arrow().column("id").to_pylist()
         (3, 1, [2, 3])
+        >>> r = t.vacuum(retain=0)  # the default grace period (24 h) keeps the history
+        >>> r.retain_extended, r.effective_retain_s / 3600
+        (True, 24.0)
         """
         from ctfile.log.vacuum import vacuum
 

@@ -160,6 +160,10 @@ def test_grace_period_protects_uncommitted_files(location):
 
     r = t.vacuum(retain=0)  # default grace period (24 h)
     assert not (staged & set(r.deleted_data_files))
+    # ... which also kept the history: the result says so.
+    assert r.oldest_version == 0 and r.deleted_log_files == ()
+    assert (r.retain_s, r.grace_period_s, r.effective_retain_s, r.retain_extended) == (0, 86400, 86400, True)
+    assert r.history_cutoff_ms < t.log.commit_info(0).timestamp
     assert staged <= _files(t, "data")
     r2 = t.vacuum(retain=0, grace_period=dt.timedelta(hours=1))
     assert not (staged & set(r2.deleted_data_files))
@@ -206,8 +210,9 @@ def test_log_entries_go_before_data_files(moto_s3, fault_proxy):
         lambda req: ("respond", 403, "AccessDenied", "injected") if req.method == "DELETE" and "/data/" in req.path
         else None
     )
-    with pytest.raises(PermissionError):
+    with pytest.raises(ctfile.StorageError, match=f"delete of {uri}/data/.*access denied") as e:
         vacuum(t.log, retain=0, grace_period=0, now_ms=now)
+    assert isinstance(e.value.__cause__, PermissionError)
     fault_proxy.rules.clear()
     assert t.log.list().commits == list(range(base, 7)), "entries deleted first"
     assert expired_files <= _files(t, "data"), "data files not yet"

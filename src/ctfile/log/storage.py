@@ -5,15 +5,21 @@ Every backend offers the same contract (``tests/unit/log/test_storage_contract.p
 runs it against each): paths are relative to the table root and use ``/``;
 ``put_if_absent`` either creates the object atomically and exclusively or
 raises :class:`FileExistsError`; reads of a missing object raise
-:class:`FileNotFoundError`. These builtin errors are the storage boundary, as
-in fsspec; the log layer turns them into ctfile errors.
+:class:`FileNotFoundError` (so does a path under a regular file). These
+builtin errors are the storage boundary, as in fsspec; the log layer turns
+them into ctfile errors. A failure that retrying will not fix (denied,
+bad credentials, no such bucket, unreachable endpoint, a symbolic link out of
+the table root) raises :class:`~ctfile.format.errors.StorageError` naming the
+table, the operation and the file; the put-if-absent of a log entry raises
+:class:`OSError` when its outcome is unknown (see :class:`FsspecStorage`).
 
 ``LocalStorage`` writes a temporary file and ``os.link``s it into place: the
 link is atomic and fails if the target exists, and a reader never sees a
-partly written version file. ``FsspecStorage`` delegates to fsspec's
-``pipe_file(..., mode="create")`` (an ``If-None-Match: *`` PUT on S3), maps
-the HTTP answers of a lost race (412, 409) to :class:`FileExistsError` and
-retries transient failures (see :class:`FsspecStorage`).
+partly written version file. It confines every access to the real table
+root (SPEC §Table layout, confinement). ``FsspecStorage`` delegates to
+fsspec's ``pipe_file(..., mode="create")`` (an ``If-None-Match: *`` PUT on
+S3), maps the HTTP answers of a lost race (412, 409) to
+:class:`FileExistsError` and retries transient failures.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import errno
 import logging
 import os
 import random
+import stat
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -31,7 +38,22 @@ from typing import Any, Iterable
 
 import pyarrow.fs as pafs
 
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.errors import InvalidArgumentError, StorageError
+from ctfile.log.storage_errors import (  # missing_table_reason is re-exported for the layers above
+    ErrorKind,
+    classify_error,
+    definite_refusal,
+    describe,
+    StorageErrorHandler,
+    file_in_the_way,
+    is_missing_object,
+    missing_table_reason,
+    outcome_unknown,
+    storage_error,
+)
+
+# The error kinds under their former names (tests and callers use them).
+CONFLICT, THROTTLED, TRANSIENT, PERMANENT = ErrorKind
 
 TMP_PREFIX = ".tmp-"
 
@@ -43,6 +65,16 @@ class FileInfo:
     path: str  # relative to the table root
     size: int
     mtime_ms: int | None
+
+
+@dataclass(frozen=True)
+class EscapingLink:
+    """A symbolic link under a table root whose target lies outside the real
+    root: ``path`` is the link (relative to the root), ``target`` where it
+    resolves (absolute, every link followed)."""
+
+    path: str
+    target: str
 
 
 class Storage(ABC):
@@ -84,6 +116,22 @@ class Storage(ABC):
     def arrow_path(self, path: str) -> str:
         """``path`` as the :attr:`arrow_filesystem` names it."""
 
+    def escaping_link(self, path: str) -> EscapingLink | None:
+        """The symbolic link on the way to ``path`` (the file included) whose
+        target leaves the table root, or None. Object stores have no links."""
+        return None
+
+    def escaping_links(self, dirs: Iterable[str]) -> list[EscapingLink]:
+        """Every symbolic link at or under the directories ``dirs`` whose
+        target leaves the table root, found without following any such link.
+        Object stores have no links: empty."""
+        return []
+
+    def blocking_file(self) -> str | None:
+        """The regular file that stands where the root, or a directory above
+        it, should be (so no table can be there), or None."""
+        return None
+
 
 # fdatasync flushes the data and the metadata needed to read it back (the
 # size of a new file) but not timestamps: enough for a file that is linked
@@ -92,22 +140,147 @@ _sync = getattr(os, "fdatasync", os.fsync)
 
 
 class LocalStorage(Storage):
+    """A directory on a local (POSIX) file system, confined to its real root.
+
+    The root is resolved once (:func:`os.path.realpath`), so a root that is a
+    symbolic link, or lies under one, is fine. Every read, write, list and
+    delete then checks the components of its path below the real root with
+    ``lstat`` (two calls for ``data/<file>``); a component that is a link is
+    resolved, and if it leads out of the real root the access raises
+    :class:`StorageError` naming the table, the file and the link's target,
+    having touched nothing (a delete checks every path before unlinking any).
+    Links that stay inside are followed. ``list_dir`` refuses a directory that
+    holds a link leading out (vacuum lists ``data/`` before deleting).
+    Deleting a file that is itself a link (inside the root) unlinks the link,
+    never its target, which is another name under the root that the log
+    references or not on its own.
+
+    Limits: the check and the access are separate system calls, so a process
+    that can write inside the table root can still swap a checked directory
+    for a link in between (a TOCTOU race); closing it would need
+    ``openat2(RESOLVE_BENEATH)`` for every open, which neither :mod:`os` nor
+    pyarrow's local filesystem offers for path-based access. The check guards
+    against links present before an operation starts (a copied or
+    mis-mounted tree, a link planted earlier), not against a concurrent
+    attacker with write access to the root, who could rewrite the log anyway.
+    """
+
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
         self.uri = self.root
+        self.real_root = os.path.realpath(self.root)
         self._arrow_fs = pafs.LocalFileSystem()
 
-    def _abs(self, path: str) -> str:
-        return os.path.join(self.root, *path.split("/"))
+    # ------------------------------------------------------------ confinement
+
+    def _leaves(self, link_path: str, full: str) -> EscapingLink | None:
+        """``link_path`` (at ``full``) resolved: an :class:`EscapingLink` if
+        it lands outside the real root."""
+        target = os.path.realpath(full)
+        if target == self.real_root or target.startswith(self.real_root + os.sep):
+            return None
+        return EscapingLink(link_path, target)
+
+    def escaping_link(self, path: str) -> EscapingLink | None:
+        return self._resolve(path)[1]
+
+    def _resolve(self, path: str) -> tuple[str, EscapingLink | None]:
+        """(absolute path of ``path``, the first link on the way to it, the
+        file included, that leads out of the real root, or None). Costs one
+        ``lstat`` per path component below the root (two for
+        ``data/<file>``), plus a ``realpath`` per link met; it runs for every
+        file a scan opens."""
+        if not path:
+            return self.real_root, None
+        parts = path.split("/")
+        full = os.path.join(self.real_root, *parts)
+        if "" in parts or "." in parts or ".." in parts:  # not a plain relative path: resolve it whole
+            return full, self._leaves(path, full)
+        start = len(self.real_root) + 1
+        end = start - 1
+        while end >= 0:  # each component of ``full`` below the root, in order
+            end = full.find(os.sep, end + 1)
+            component = full if end < 0 else full[:end]
+            try:
+                mode = os.lstat(component).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                break  # nothing further exists; writers create real directories
+            if stat.S_ISLNK(mode):
+                escape = self._leaves(component[start:].replace(os.sep, "/"), component)
+                if escape is not None:
+                    return full, escape
+        return full, None
+
+    def _refusal(self, operation: str, path: str, escape: EscapingLink) -> StorageError:
+        return StorageError(
+            f"{operation} of {path} in table {self.uri} refused: {escape.path} is a symbolic link to "
+            f"{escape.target}, which leaves the table root {self.real_root} (SPEC §Table layout, confinement)",
+            uri=self.uri, path=path,
+        )
+
+    def _abs(self, path: str, operation: str) -> str:
+        """The absolute path of ``path``, checked to stay inside the real root."""
+        full, escape = self._resolve(path)
+        if escape is not None:
+            raise self._refusal(operation, path, escape)
+        return full
+
+    def escaping_links(self, dirs: Iterable[str]) -> list[EscapingLink]:
+        found: dict[str, EscapingLink] = {}
+        walked: set[str] = set()
+
+        def walk(rel: str, full: str) -> None:
+            real = os.path.realpath(full)
+            if real in walked:  # a link back to a directory already walked
+                return
+            walked.add(real)
+            try:
+                entries = sorted(os.scandir(full), key=lambda e: e.name)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            for e in entries:
+                sub = f"{rel}/{e.name}"
+                if e.is_symlink():
+                    escape = self._leaves(sub, e.path)
+                    if escape is not None:
+                        found.setdefault(sub, escape)
+                        continue
+                if e.is_dir():  # a real directory, or a link to one inside the root
+                    walk(sub, e.path)
+
+        for d in dirs:
+            escape = self.escaping_link(d)
+            if escape is not None:
+                found.setdefault(escape.path, escape)
+            else:
+                walk(d, os.path.join(self.real_root, *d.split("/")))
+        return sorted(found.values(), key=lambda e: e.path)
+
+    def blocking_file(self) -> str | None:
+        return file_in_the_way(self.root)
+
+    # ------------------------------------------------------------ Storage
 
     def read_bytes(self, path: str) -> bytes:
-        with open(self._abs(path), "rb") as f:
-            return f.read()
+        full = self._abs(path, "read")
+        try:
+            with open(full, "rb") as f:
+                return f.read()
+        except NotADirectoryError as e:  # a regular file where a directory should be
+            raise FileNotFoundError(errno.ENOENT, f"no such file (a parent is not a directory): {e}", full) from e
 
     def _write_tmp(self, path: str, data: bytes) -> str:
-        target = self._abs(path)
+        """A temporary file holding ``data`` in the (checked) directory of ``path``."""
+        target = self._abs(path, "write")
         directory = os.path.dirname(target)
-        os.makedirs(directory, exist_ok=True)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as e:
+            # Not a lost race: a regular file stands where a directory must be.
+            raise StorageError(
+                f"write of {path} in table {self.uri} failed: {file_in_the_way(directory) or directory} "
+                "is a file, not a directory", uri=self.uri, path=path,
+            ) from e
         tmp = os.path.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
         with open(tmp, "wb") as f:
             f.write(data)
@@ -115,32 +288,42 @@ class LocalStorage(Storage):
             _sync(f.fileno())
         return tmp
 
+    @staticmethod
+    def _beside(tmp: str, path: str) -> str:
+        """The target of ``path``, in the directory ``_write_tmp`` checked."""
+        return os.path.join(os.path.dirname(tmp), path.rsplit("/", 1)[-1])
+
     def put_if_absent(self, path: str, data: bytes) -> None:
         tmp = self._write_tmp(path, data)
         try:
-            os.link(tmp, self._abs(path))  # atomic, exclusive: EEXIST if taken
+            os.link(tmp, self._beside(tmp, path))  # atomic, exclusive: EEXIST if taken
         finally:
             os.unlink(tmp)
 
     def put(self, path: str, data: bytes) -> None:
         tmp = self._write_tmp(path, data)
         try:
-            os.replace(tmp, self._abs(path))
+            os.replace(tmp, self._beside(tmp, path))
         except BaseException:
             os.unlink(tmp)
             raise
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(self._abs(path))
+        return os.path.exists(self._abs(path, "exists check"))
 
     def list_dir(self, path: str) -> list[FileInfo]:
-        base = self._abs(path)
+        base = self._abs(path, "list")
         out = []
         try:
             entries = list(os.scandir(base))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return []
         for e in entries:
+            rel = f"{path}/{e.name}" if path else e.name
+            if e.is_symlink():
+                escape = self._leaves(rel, e.path)
+                if escape is not None:
+                    raise self._refusal("list", path, escape)
             try:
                 if not e.is_file():
                     continue
@@ -148,14 +331,16 @@ class LocalStorage(Storage):
             except FileNotFoundError:
                 continue  # removed since the scan (a concurrent writer's temp file)
             else:
-                out.append(FileInfo(f"{path}/{e.name}" if path else e.name, st.st_size, int(st.st_mtime * 1000)))
+                out.append(FileInfo(rel, st.st_size, int(st.st_mtime * 1000)))
         return out
 
     def delete(self, paths: Iterable[str]) -> None:
-        for p in paths:
+        # Check every path first: a refused one deletes nothing.
+        targets = [self._abs(p, "delete") for p in paths]
+        for full in targets:
             try:
-                os.unlink(self._abs(p))
-            except FileNotFoundError:
+                os.unlink(full)  # a link is unlinked itself, never its target
+            except (FileNotFoundError, NotADirectoryError):
                 pass
 
     @property
@@ -163,13 +348,13 @@ class LocalStorage(Storage):
         return self._arrow_fs
 
     def arrow_path(self, path: str) -> str:
-        return self._abs(path)
+        return self._abs(path, "read")
 
 
 class FsspecStorage(Storage):
     """Any fsspec filesystem that honours ``pipe_file(mode="create")``.
 
-    Object stores add three concerns that a local disk does not have:
+    Object stores add four concerns that a local disk does not have:
 
     * **Lost races come back as HTTP errors.** s3fs turns a failed
       ``If-None-Match: *`` PUT into :class:`FileExistsError` only when the
@@ -178,17 +363,45 @@ class FsspecStorage(Storage):
       ``ConditionalRequestConflict``. :meth:`put_if_absent` maps HTTP 412 and
       409 to :class:`FileExistsError`, so the commit loop rebases.
     * **Transient errors.** Throttling (429, 503 ``SlowDown``), server errors
-      and timeouts are retried with exponential backoff and jitter. For the
-      put-if-absent of a log entry only a *rejected* request (throttling) is
-      retried here: after an ambiguous failure (timeout, connection reset, 5xx)
-      the entry may have landed, so the error is raised as :class:`OSError`
-      ("outcome unknown") and the transaction retries, keeps its data files
-      and recognises its own ``txnId`` if the entry did land (SPEC §Commit
-      protocol, step 7). Transport errors that are not ``OSError`` (botocore,
-      aiohttp) are converted, so they cannot be mistaken for a definite failure.
+      and timeouts are retried with exponential backoff and jitter.
+    * **Definite failures.** Everything else a request can fail with (access
+      denied, rejected or missing credentials, a bucket that does not exist,
+      an endpoint still unreachable after the retries) raises
+      :class:`StorageError` naming the table URI, the operation and the file,
+      with the original error as ``__cause__``. Only a missing object stays
+      :class:`FileNotFoundError` (the storage contract), and only a lost race
+      :class:`FileExistsError`.
     * **Client-side listing caches.** fsspec filesystems may answer ``exists``
       from a cached listing; every check here bypasses or invalidates it, as
       the log needs read-after-write consistency across processes.
+
+    :meth:`put_if_absent`, which claims a log entry (SPEC §Commit protocol),
+    has exactly three ways to fail, and the commit loop relies on them:
+
+    * :class:`FileExistsError`: the entry exists (a lost race, 412/409): rebase.
+    * :class:`~ctfile.log.storage_errors.OutcomeUnknownError`, an
+      :class:`OSError` (and a :class:`StorageError`): the outcome is
+      **unknown** -- a timeout, a dropped connection, a 5xx, throttling that
+      outlasted the retries, or any failure without evidence that nothing was
+      written (a refused connection included: botocore may have sent an
+      earlier attempt). The entry may have landed: the transaction keeps its
+      data files and retries the same version, where it finds its own
+      ``txnId`` if the entry did land (step 7).
+    * :class:`StorageError` that is not an :class:`OSError`: a **definite
+      refusal** -- the server answered 4xx at the first attempt (403 denied
+      or bad credentials, 404 ``NoSuchBucket``, 400), or the client never
+      sent the request (no credentials). Nothing was written: the
+      transaction aborts at once (the loop's ``except OSError`` does not
+      catch it) and deletes its data files, unless an earlier attempt had an
+      unknown outcome. A refusal that botocore received only after retrying
+      the request itself (``RetryAttempts`` > 0) counts as unknown, since an
+      earlier attempt may have landed. Limit: s3fs retries some transport
+      errors itself without a trace in the final error, so a 4xx after such
+      a retry would be taken for a definite refusal; that needs the
+      credentials or permissions to change between two attempts of one put.
+
+    Only throttled puts are repeated here: they were refused before anything
+    was written.
     """
 
     #: Attempts for a request that failed transiently (the first included).
@@ -215,8 +428,10 @@ class FsspecStorage(Storage):
     def _sleep_before_retry(self, attempt: int) -> None:
         time.sleep(random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempt - 1))))
 
-    def _call(self, what: str, fn, *args, **kwargs):
-        """Run an idempotent request, retrying transient failures."""
+    def _call(self, operation: str, path: str, fn, *args, **kwargs):
+        """Run an idempotent request on ``path``, retrying transient failures;
+        a missing object raises FileNotFoundError, any other failure
+        :class:`StorageError`."""
         attempt = 0
         while True:
             attempt += 1
@@ -225,12 +440,13 @@ class FsspecStorage(Storage):
             except Exception as e:
                 kind = classify_error(e)
                 if kind in (THROTTLED, TRANSIENT) and attempt < self.max_attempts:
-                    log.debug("%s on %s failed (%s, attempt %d): %s; retrying", what, self.uri, kind, attempt, e)
+                    log.debug("%s of %s/%s failed (%s, attempt %d): %s; retrying",
+                              operation, self.uri, path, kind.value, attempt, e)
                     self._sleep_before_retry(attempt)
                     continue
-                if kind in (THROTTLED, TRANSIENT) and not isinstance(e, OSError):
-                    raise OSError(errno.EIO, f"{what} on {self.uri} failed after {attempt} attempts: {e!r}") from e
-                raise
+                if is_missing_object(e):
+                    raise
+                raise storage_error(self.uri, operation, path, e, attempts=attempt) from e
 
     # ------------------------------------------------------------ Storage
 
@@ -238,8 +454,8 @@ class FsspecStorage(Storage):
         if self._is_s3:
             # One GET: by default s3fs first HEADs the object for its size
             # (and follows a 404 with a LIST), tripling the cost of a probe.
-            return self._call("read", self.fs.cat_file, self._abs(path), max_concurrency=1)
-        return self._call("read", self.fs.cat_file, self._abs(path))
+            return self._call("read", path, self.fs.cat_file, self._abs(path), max_concurrency=1)
+        return self._call("read", path, self.fs.cat_file, self._abs(path))
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         target = self._abs(path)
@@ -254,27 +470,24 @@ class FsspecStorage(Storage):
                 raise
             except Exception as e:
                 kind = classify_error(e)
-                if kind == CONFLICT:
+                if kind is CONFLICT:
                     raise FileExistsError(
-                        errno.EEXIST, f"{self.uri}/{path} already exists (conditional put lost: {_describe(e)})"
+                        errno.EEXIST, f"{self.uri}/{path} already exists (conditional put lost: {describe(e)})"
                     ) from e
-                if kind == THROTTLED and attempt < self.max_attempts:
+                if kind is THROTTLED and attempt < self.max_attempts:
                     # Rejected before anything was written: safe to repeat here.
                     self._sleep_before_retry(attempt)
                     continue
-                if kind in (THROTTLED, TRANSIENT):
-                    raise OSError(
-                        errno.EIO,
-                        f"put-if-absent of {self.uri}/{path} failed, outcome unknown: {_describe(e)}",
-                    ) from e
-                raise
+                if definite_refusal(e):
+                    raise storage_error(self.uri, "put-if-absent", path, e, attempts=attempt) from e
+                raise outcome_unknown(self.uri, path, e) from e
             finally:
                 self._invalidate(target)
 
     def put(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         try:
-            self._call("put", self.fs.pipe_file, target, bytes(data))
+            self._call("put", path, self.fs.pipe_file, target, bytes(data))
         finally:
             self._invalidate(target)
 
@@ -285,17 +498,17 @@ class FsspecStorage(Storage):
             # follows a 404 with a LIST to detect "directories".
             bucket, key, _ = self.fs.split_path(target)
             try:
-                self._call("exists", self.fs.call_s3, "head_object", Bucket=bucket, Key=key)
+                self._call("exists check", path, self.fs.call_s3, "head_object", Bucket=bucket, Key=key)
                 return True
             except FileNotFoundError:
                 return False
         self._invalidate(target)
-        return self._call("exists", self.fs.exists, target)
+        return self._call("exists check", path, self.fs.exists, target)
 
     def list_dir(self, path: str) -> list[FileInfo]:
         target = self._abs(path)
         try:
-            entries = self._call("list", self.fs.ls, target, detail=True, refresh=True)
+            entries = self._call("list", path, self.fs.ls, target, detail=True, refresh=True)
         except FileNotFoundError:
             return []
         finally:
@@ -311,23 +524,24 @@ class FsspecStorage(Storage):
         return out
 
     def delete(self, paths: Iterable[str]) -> None:
-        targets = [self._abs(p) for p in paths]
-        if not targets:
+        paths = list(paths)
+        if not paths:
             return
 
-        def rm(target: str) -> None:
+        def rm(path: str) -> None:
+            target = self._abs(path)
             try:
-                self._call("delete", self.fs.rm_file, target)
+                self._call("delete", path, self.fs.rm_file, target)
             except FileNotFoundError:
                 pass
             finally:
                 self._invalidate(target)
 
-        if len(targets) == 1:
-            rm(targets[0])
+        if len(paths) == 1:
+            rm(paths[0])
             return
-        with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
-            list(pool.map(rm, targets))
+        with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
+            list(pool.map(rm, paths))
 
     def _invalidate(self, target: str) -> None:
         try:
@@ -339,103 +553,11 @@ class FsspecStorage(Storage):
     @property
     def arrow_filesystem(self) -> pafs.FileSystem:
         if self._arrow_fs is None:
-            self._arrow_fs = pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+            self._arrow_fs = pafs.PyFileSystem(StorageErrorHandler(self.fs, uri=self.uri, root=self.root))
         return self._arrow_fs
 
     def arrow_path(self, path: str) -> str:
         return self._abs(path)
-
-
-# ---------------------------------------------------------------- error classes
-
-#: A conditional put lost to an existing object (HTTP 412) or to a concurrent
-#: conditional write (HTTP 409 ``ConditionalRequestConflict``).
-CONFLICT = "conflict"
-#: The server refused the request without acting on it (429, 503 ``SlowDown``).
-THROTTLED = "throttled"
-#: A timeout, dropped connection or server error: the request may have been applied.
-TRANSIENT = "transient"
-#: Anything else (missing object, access denied, bad request ...): not retried.
-PERMANENT = "permanent"
-
-_CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "OperationAborted"}
-_THROTTLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests",
-                   "ServiceUnavailable", "RequestThrottled"}
-_TRANSIENT_CODES = {"InternalError", "RequestTimeout", "RequestTimeTooSkewed", "BadGateway", "GatewayTimeout"}
-_TRANSIENT_TYPE_NAMES = {
-    # botocore / urllib3 / aiohttp transport errors, by name so that no
-    # optional dependency has to be imported here.
-    "HTTPClientError", "ConnectionError", "EndpointConnectionError", "ConnectionClosedError",
-    "ReadTimeoutError", "ConnectTimeoutError", "ProxyConnectionError", "IncompleteReadError",
-    "ResponseStreamingError", "ResponseParserError", "IncompleteRead", "ClientPayloadError",
-    "ServerDisconnectedError", "ClientConnectionError", "ClientOSError", "ServerTimeoutError",
-    "ClientConnectorError", "FSTimeoutError", "ProtocolError", "RemoteDisconnected",
-}
-
-
-def _http_details(exc: BaseException) -> tuple[int | None, str | None]:
-    """(HTTP status, error code) from an exception or the chain that caused it."""
-    seen = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):  # botocore ClientError
-            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-            code = (response.get("Error") or {}).get("Code")
-            if status is not None or code:
-                if status is None and isinstance(code, str) and code.isdigit():
-                    status = int(code)
-                return status, code
-        for attr in ("status", "status_code", "code"):  # aiohttp, gcsfs, adlfs style
-            v = getattr(e, attr, None)
-            if isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599:
-                return v, None
-        e = e.__cause__ or e.__context__
-    return None, None
-
-
-def classify_error(exc: BaseException) -> str:
-    """How an object-store request failed: :data:`CONFLICT`, :data:`THROTTLED`,
-    :data:`TRANSIENT` or :data:`PERMANENT`.
-
-    >>> classify_error(FileExistsError("x")), classify_error(FileNotFoundError("x"))
-    ('conflict', 'permanent')
-    >>> classify_error(TimeoutError()), classify_error(PermissionError("denied"))
-    ('transient', 'permanent')
-    """
-    if isinstance(exc, FileExistsError):
-        return CONFLICT
-    status, code = _http_details(exc)
-    if code in _CONFLICT_CODES or status == 412 or (status == 409 and code in (None, "409", "Conflict")):
-        return CONFLICT
-    if code in _THROTTLE_CODES or status in (429, 503):
-        return THROTTLED
-    if code in _TRANSIENT_CODES or (status is not None and status >= 500) or status == 408:
-        return TRANSIENT
-    if status is not None:
-        return PERMANENT
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
-        return PERMANENT
-    if isinstance(exc, (TimeoutError, ConnectionError)):
-        return TRANSIENT
-    e: BaseException | None = exc
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if any(t.__name__ in _TRANSIENT_TYPE_NAMES for t in type(e).__mro__):
-            return TRANSIENT
-        e = e.__cause__ or e.__context__
-    if isinstance(exc, OSError) and exc.errno in (errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED,
-                                                  errno.ECONNREFUSED, errno.EPIPE, errno.EBUSY):
-        return TRANSIENT
-    return PERMANENT
-
-
-def _describe(exc: BaseException) -> str:
-    status, code = _http_details(exc)
-    parts = [p for p in (f"HTTP {status}" if status else None, code) if p]
-    return f"{', '.join(parts)}: {exc}" if parts else repr(exc)
 
 
 def _is_s3fs(fs: Any) -> bool:

@@ -43,6 +43,7 @@ from ctfile.format.errors import (
     ConflictKind,
     CtfileError,
     InvalidArgumentError,
+    StorageError,
     TableExistsError,
 )
 from ctfile.format.paths import commit_path
@@ -443,7 +444,7 @@ class Transaction:
         if paths and not self._maybe_committed:
             try:
                 self.storage.delete(paths)
-            except OSError as e:  # orphans are harmless; vacuum removes them
+            except (OSError, StorageError) as e:  # orphans are harmless; vacuum removes them
                 log.warning("could not delete %d staged files: %s", len(paths), e)
 
     def staged_paths(self) -> list[str]:

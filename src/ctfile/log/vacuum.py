@@ -11,15 +11,27 @@ Given a retention window ``retain`` and a grace period ``grace``, with
 2. A checkpoint of ``C`` is written (unless a valid one exists), so that
    replay can start there.
 3. Checkpoints and log entries older than ``C`` are deleted, oldest first.
-4. Only then are data files deleted: every file under ``data/`` that neither
-   the state of ``C`` nor any entry ``C..latest`` names, and that is older
-   than ``grace`` (a file younger than that may belong to a transaction that
-   has not committed yet). Deleting the entries first means that a change
-   scan over an expired interval fails with ``StaleIntervalError`` before it
-   could read a partially deleted set of files.
+4. Only then are data files deleted: every file under ``data/`` that the
+   retained history does not reference (:func:`retained_files`: the live
+   partitions of ``C`` and every path an add or remove of an entry
+   ``C..latest`` names) and that is older than ``grace`` (a file younger than
+   that may belong to a transaction that has not committed yet). Deleting the
+   entries first means that a change scan over an expired interval fails
+   with ``StaleIntervalError`` before it could read a partially deleted set
+   of files.
+
+:func:`retained_files` is also what ``verify`` lists unreferenced files
+against, so the two never disagree about a file. ``data/`` and ``_ct_log/``
+are listed before anything is written or deleted, so a table whose storage
+refuses a listing (a symbolic link out of the table root, SPEC §Table layout)
+is left untouched.
 
 Temporary files (``.tmp-*``) older than ``grace`` are deleted too. With
 ``dry_run`` nothing is written or deleted; the result lists what would be.
+
+Because ``cutoff`` uses ``max(retain, grace)``, a ``retain`` shorter than
+``grace`` keeps ``grace`` worth of history; the result says so
+(:attr:`VacuumResult.effective_retain_s`, :attr:`VacuumResult.history_cutoff_ms`).
 """
 
 from __future__ import annotations
@@ -33,7 +45,8 @@ from ctfile.format.actions import AddPartition, RemovePartition
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.paths import DATA_DIR, LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
 from ctfile.log.manifest import ManifestLog
-from ctfile.log.storage import TMP_PREFIX
+from ctfile.log.replay import TableState
+from ctfile.log.storage import TMP_PREFIX, FileInfo
 
 log = logging.getLogger("ctfile")
 
@@ -48,6 +61,13 @@ class VacuumResult:
     ``oldest_version`` is the oldest version that can be read (snapshot, time
     travel, start of a change scan) after the vacuum; ``checkpoint_version``
     the checkpoint written for it (None if one already existed).
+
+    ``retain_s`` and ``grace_period_s`` are the windows the vacuum ran with
+    (seconds, defaults applied); history was expired only beyond
+    ``history_cutoff_ms`` (milliseconds since the epoch), which is
+    :attr:`effective_retain_s` = max(retain, grace period) before the vacuum's
+    clock: with ``retain_s < grace_period_s`` (:attr:`retain_extended`) the
+    grace period decided.
     """
 
     dry_run: bool
@@ -58,10 +78,23 @@ class VacuumResult:
     deleted_data_files: tuple[str, ...]
     deleted_temp_files: tuple[str, ...]
     bytes_freed: int
+    retain_s: float
+    grace_period_s: float
+    history_cutoff_ms: int
 
     @property
     def deleted_files(self) -> tuple[str, ...]:
         return self.deleted_log_files + self.deleted_data_files + self.deleted_temp_files
+
+    @property
+    def effective_retain_s(self) -> float:
+        """How much history was kept: max(retain, grace period), in seconds."""
+        return max(self.retain_s, self.grace_period_s)
+
+    @property
+    def retain_extended(self) -> bool:
+        """True if the grace period, longer than ``retain``, kept more history than asked."""
+        return self.retain_s < self.grace_period_s
 
 
 def _seconds(value: Any, *, what: str, default: float) -> float:
@@ -92,11 +125,20 @@ def vacuum(
     dry_run: bool = False,
     now_ms: int | None = None,
 ) -> VacuumResult:
-    """Expire history older than ``retain`` and delete unreferenced files
-    older than ``grace_period`` (see the module docstring).
+    """Expire history older than ``max(retain, grace_period)`` and delete
+    unreferenced files older than ``grace_period`` (see the module docstring).
 
     ``retain`` and ``grace_period`` are :class:`datetime.timedelta` or seconds;
     defaults 7 days and 24 hours.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a bad ``retain``, ``grace_period`` or ``dry_run``.
+    StorageError
+        If the storage refuses an access (e.g. ``data/`` is a symbolic link
+        out of the table root); nothing was written or deleted if the refusal
+        came from listing ``data/`` or ``_ct_log/``.
     """
     if not isinstance(dry_run, bool):
         raise InvalidArgumentError(f"dry_run must be a bool, found {dry_run!r}")
@@ -110,12 +152,10 @@ def vacuum(
     history_cutoff_ms = now - int(max(retain_s, grace_s) * 1000)
 
     latest = manifest.latest_version()
-    oldest = manifest.oldest_version()
-    try:
-        base = manifest.version_at_timestamp(history_cutoff_ms, latest=latest)
-    except VersionNotFoundError:
-        base = oldest  # the cutoff precedes every retained commit
-    base = max(base, oldest)
+    base = _retained_base(manifest, history_cutoff_ms, latest)
+    # Listed first: a listing the storage refuses leaves the table untouched.
+    data_listing = storage.list_dir(DATA_DIR)
+    log_listing = storage.list_dir(LOG_DIR)
 
     # 1-2. The state of the retained base, checkpointed.
     base_state = manifest.load_state(base, latest=latest)
@@ -126,47 +166,21 @@ def vacuum(
             manifest.write_checkpoint(base_state)
             manifest.read_checkpoint(base, decode_stats=True)  # read back before anything is deleted
 
-    # 3. Expired log files, oldest first: checkpoints, then entries.
-    listing = manifest.list()
-    expired_log = [checkpoint_path(c) for c in listing.checkpoints if c < base]
-    expired_log += [commit_path(v) for v in listing.commits if v < base]
-    if not dry_run and expired_log:
-        for path in expired_log:  # one by one, in order: the log stays a suffix
-            storage.delete([path])
-        # This process's cache must not serve the expired entries either.
-        with manifest._lock:
-            for v in [v for v in manifest._entries if v < base]:
-                del manifest._entries[v]
-        _repair_hint(manifest, base)
+    # 3. Expired log files, oldest first.
+    expired_log = _expire_log(manifest, base, dry_run=dry_run)
 
-    # 4. Data files no retained version or entry names.
-    keep = set(base_state.partitions)
-    keep.update(_paths_in_entries(manifest, base, latest))
+    # 4. Data files the retained history does not reference.
+    keep = retained_files(manifest, base, latest, base_state=base_state)
     if not dry_run:
         # Commits that landed during the vacuum name files too.
         now_latest = manifest.latest_version()
         if now_latest > latest:
             keep.update(_paths_in_entries(manifest, latest + 1, now_latest))
             latest = now_latest
-    data_files, temp_files, freed = [], [], 0
-    for info in storage.list_dir(DATA_DIR):
-        name = info.path.rsplit("/", 1)[-1]
-        old_enough = info.mtime_ms is not None and info.mtime_ms < grace_cutoff_ms
-        if name.startswith(TMP_PREFIX):
-            if old_enough:
-                temp_files.append(info.path)
-            continue
-        if info.path in keep or not name.endswith(".parquet") or not old_enough:
-            continue
-        data_files.append(info.path)
-        freed += info.size
-    for info in storage.list_dir(LOG_DIR):
-        name = info.path.rsplit("/", 1)[-1]
-        if name.startswith(TMP_PREFIX) and info.mtime_ms is not None and info.mtime_ms < grace_cutoff_ms:
-            temp_files.append(info.path)
+    data_files, temp_files, freed = _garbage(data_listing, log_listing, keep, grace_cutoff_ms)
     if not dry_run:
-        storage.delete(sorted(data_files))
-        storage.delete(sorted(temp_files))
+        storage.delete(data_files)
+        storage.delete(temp_files)
     log.info(
         "vacuum of %s%s: oldest version %d, %d log files, %d data files (%d bytes), %d temp files",
         storage.uri, " (dry run)" if dry_run else "", base, len(expired_log), len(data_files), freed, len(temp_files),
@@ -177,10 +191,85 @@ def vacuum(
         oldest_version=base,
         checkpoint_version=checkpoint_written,
         deleted_log_files=tuple(expired_log),
-        deleted_data_files=tuple(sorted(data_files)),
-        deleted_temp_files=tuple(sorted(temp_files)),
+        deleted_data_files=tuple(data_files),
+        deleted_temp_files=tuple(temp_files),
         bytes_freed=freed,
+        retain_s=retain_s,
+        grace_period_s=grace_s,
+        history_cutoff_ms=history_cutoff_ms,
     )
+
+
+def retained_files(
+    manifest: ManifestLog, base: int, latest: int, *, base_state: TableState | None = None
+) -> set[str]:
+    """The files the retained history ``base..latest`` references (SPEC §Vacuum).
+
+    The live partitions of version ``base`` plus every path that an add or a
+    remove of an entry ``base..latest`` names. The removes of entry ``base``
+    itself count: a change scan starting at ``base`` reads them (the
+    snapshot ``base - 1`` side). Vacuum deletes only files outside this set,
+    and ``verify`` lists as unreferenced exactly the files outside it (with
+    ``base`` the oldest reconstructable version), so the two agree.
+
+    ``base_state``: the state of ``base``, if the caller already holds it.
+
+    Raises
+    ------
+    CorruptLogError
+        If an entry of the range or the state of ``base`` cannot be read.
+    """
+    state = base_state if base_state is not None else manifest.load_state(base, latest=latest)
+    return set(state.partitions) | _paths_in_entries(manifest, base, latest)
+
+
+def _retained_base(manifest: ManifestLog, history_cutoff_ms: int, latest: int) -> int:
+    """``C``: the last version committed at or before the cutoff, or the oldest if later."""
+    oldest = manifest.oldest_version()
+    try:
+        base = manifest.version_at_timestamp(history_cutoff_ms, latest=latest)
+    except VersionNotFoundError:
+        base = oldest  # the cutoff precedes every retained commit
+    return max(base, oldest)
+
+
+def _expire_log(manifest: ManifestLog, base: int, *, dry_run: bool) -> list[str]:
+    """Delete (unless ``dry_run``) the checkpoints, then the entries, below
+    ``base``, oldest first; returns their paths."""
+    listing = manifest.list()
+    expired = [checkpoint_path(c) for c in listing.checkpoints if c < base]
+    expired += [commit_path(v) for v in listing.commits if v < base]
+    if dry_run or not expired:
+        return expired
+    for path in expired:  # one by one, in order: the log stays a suffix
+        manifest.storage.delete([path])
+    # This process's cache must not serve the expired entries either.
+    with manifest._lock:
+        for v in [v for v in manifest._entries if v < base]:
+            del manifest._entries[v]
+    _repair_hint(manifest, base)
+    return expired
+
+
+def _garbage(
+    data_listing: list[FileInfo], log_listing: list[FileInfo], keep: set[str], grace_cutoff_ms: int
+) -> tuple[list[str], list[str], int]:
+    """(unreferenced data files, temporary files, bytes of the data files)
+    older than the grace cutoff, each list sorted."""
+    data_files, temp_files, freed = [], [], 0
+    for info in data_listing + log_listing:
+        name = info.path.rsplit("/", 1)[-1]
+        old_enough = info.mtime_ms is not None and info.mtime_ms < grace_cutoff_ms
+        if name.startswith(TMP_PREFIX):
+            if old_enough:
+                temp_files.append(info.path)
+            continue
+        in_data = info.path.startswith(DATA_DIR + "/")
+        if not in_data or info.path in keep or not name.endswith(".parquet") or not old_enough:
+            continue
+        data_files.append(info.path)
+        freed += info.size
+    return sorted(data_files), sorted(temp_files), freed
 
 
 def _valid_checkpoint(manifest: ManifestLog, version: int) -> bool:

@@ -5,6 +5,7 @@ turning errors into one line on stderr with an exit code."""
 from __future__ import annotations
 
 import enum
+import json
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator, Optional
 
@@ -29,15 +30,60 @@ StorageOpt = Annotated[
     typer.Option(
         "--storage-option",
         metavar="KEY=VALUE",
-        help="A filesystem option for object-store URIs (repeatable), e.g. endpoint_url=http://localhost:9000.",
+        help=(
+            "A filesystem option for object-store URIs (repeatable), e.g. endpoint_url=http://localhost:9000. "
+            "A VALUE that is a JSON object, array, number, true/false or null is passed parsed "
+            "(client_kwargs='{\"region_name\": \"us-east-1\"}', max_concurrency=4); anything else, "
+            "or a JSON string in quotes (secret='\"123\"'), is passed as a string. "
+            "A dotted KEY sets a nested option: client_kwargs.region_name=us-east-1."
+        ),
         show_default=False,
     ),
 ]
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)  # NaN, Infinity: not JSON numbers; keep the text
+
+
+def parse_option_value(text: str) -> Any:
+    """A ``--storage-option`` value: parsed JSON if the text is a JSON object,
+    array, number, ``true``/``false`` (any case) or ``null``; the string
+    itself otherwise. A JSON string (in double quotes) gives the string
+    inside, so a value that looks like a number can still be passed as text.
+
+    >>> parse_option_value('{"region_name": "us-east-1"}'), parse_option_value("4"), parse_option_value("True")
+    ({'region_name': 'us-east-1'}, 4, True)
+    >>> parse_option_value("http://localhost:9000"), parse_option_value('"123"'), parse_option_value("NaN")
+    ('http://localhost:9000', '123', 'NaN')
+    """
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError:
+        return text
+
+
+def _merge(target: dict[str, Any], key: str, value: Any) -> None:
+    """``target[key] = value``, merging into an existing nested option."""
+    old = target.get(key)
+    if isinstance(old, dict) and isinstance(value, dict):
+        for k, v in value.items():
+            _merge(old, k, v)
+    else:
+        target[key] = value
+
+
 def parse_storage_options(items: list[str] | None) -> dict[str, Any] | None:
-    """``["key=value", "client_kwargs.region_name=x", "anon=true"]`` ->
-    ``{"key": "value", "client_kwargs": {"region_name": "x"}, "anon": True}``."""
+    """``--storage-option`` items as fsspec storage options (values as
+    :func:`parse_option_value` reads them; a dotted key sets a nested option).
+
+    >>> parse_storage_options(["key=value", "client_kwargs.region_name=x", "anon=true"])
+    {'key': 'value', 'client_kwargs': {'region_name': 'x'}, 'anon': True}
+    >>> parse_storage_options(['client_kwargs={"region_name": "us-east-1"}', "config_kwargs.retries={}"])
+    {'client_kwargs': {'region_name': 'us-east-1'}, 'config_kwargs': {'retries': {}}}
+    """
     if not items:
         return None
     opts: dict[str, Any] = {}
@@ -46,7 +92,6 @@ def parse_storage_options(items: list[str] | None) -> dict[str, Any] | None:
         key = key.strip()
         if not sep or not key:
             raise typer.BadParameter(f"expected KEY=VALUE, found {item!r}", param_hint="'--storage-option'")
-        val: Any = {"true": True, "false": False}.get(value.lower(), value)
         parts = key.split(".")
         if any(not p for p in parts):
             raise typer.BadParameter(f"bad key {key!r}", param_hint="'--storage-option'")
@@ -56,7 +101,7 @@ def parse_storage_options(items: list[str] | None) -> dict[str, Any] | None:
             if not isinstance(nxt, dict):
                 raise typer.BadParameter(f"{key!r} conflicts with an earlier option", param_hint="'--storage-option'")
             target = nxt
-        target[parts[-1]] = val
+        _merge(target, parts[-1], parse_option_value(value))
     return opts
 
 

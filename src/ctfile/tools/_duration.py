@@ -4,6 +4,8 @@
 datetime.timedelta(days=1, seconds=43200)
 >>> parse_duration("168h") == parse_duration("1w")
 True
+>>> format_duration(parse_duration("1d12h").total_seconds()), format_duration(0), format_duration(0.25)
+('1d12h', '0s', '250ms')
 """
 
 from __future__ import annotations
@@ -39,3 +41,15 @@ def parse_duration(text: str) -> dt.timedelta:
     if pos != len(s):
         raise ValueError(f"bad duration {text!r}; expected e.g. 7d, 12h, 30m, 1w2d (units w, d, h, m, s, ms)")
     return total
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` in the units :func:`parse_duration` reads, largest first
+    (whole milliseconds)."""
+    rest = round(seconds * 1000)
+    parts = []
+    for unit, span in sorted(_UNITS.items(), key=lambda kv: -kv[1]):
+        n, rest = divmod(rest, round(span.total_seconds() * 1000))
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts) or "0s"

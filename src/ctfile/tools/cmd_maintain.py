@@ -3,6 +3,7 @@ checkpoint``: checking and maintaining a table."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
@@ -11,7 +12,7 @@ from rich.text import Text
 import ctfile
 from ctfile.tools import _output as out
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri, parse_storage_options
-from ctfile.tools._duration import parse_duration
+from ctfile.tools._duration import format_duration, parse_duration
 
 
 # ---------------------------------------------------------------- verify
@@ -29,8 +30,9 @@ def verify(
 
     Checks that the log parses and is dense, every referenced file exists with
     its recorded size and checksum, statistics match the data, row ids are
-    unique in each snapshot, and no path escapes the table root. Each problem
-    is printed with its version and path.
+    unique in each snapshot, no path escapes the table root, and no symbolic
+    link in a local table directory leads out of it (such a link is reported,
+    never followed). Each problem is printed with its version and path.
     """
     with handle_errors(json_, code=2):
         so = parse_storage_options(storage_option)
@@ -45,8 +47,12 @@ def verify(
             f"version {versions[0]}" if len(versions) == 1
             else f"{len(versions)} versions ({versions[0]}..{versions[-1]})" if versions else "no version"
         )
+        span = (
+            f"versions {report.oldest_version}..{report.latest_version}" if report.latest_version is not None
+            else "the log could not be read"
+        )
         con.print(
-            f"checked {report.entries_checked} log entries (versions {report.oldest_version}..{report.latest_version}) "
+            f"checked {report.entries_checked} log entries ({span}) "
             f"and {report.files_checked} data files ({out.fmt_bytes(report.bytes_checked)}, {report.rows_checked} rows) "
             f"of {which}"
         )
@@ -55,7 +61,10 @@ def verify(
         for w in report.warnings:
             con.print(Text("warning ", style="yellow") + Text(_problem_text(w)), soft_wrap=True)
         if report.unreferenced_files:
-            con.print(f"{len(report.unreferenced_files)} files under data/ are referenced by no version (vacuum removes them)")
+            con.print(
+                f"{len(report.unreferenced_files)} files under data/ are referenced by no retained version "
+                "(vacuum deletes them once they are older than its grace period)"
+            )
         if report.healthy:
             con.print(Text("healthy", style="bold green"))
         else:
@@ -80,12 +89,15 @@ def vacuum(
     retain: Annotated[
         Optional[str],
         typer.Option("--retain", "-r", metavar="DURATION",
-                     help="Keep every version committed within this age, e.g. 7d, 12h, 1w2d. [default: 7d]"),
+                     help="Keep every version committed within this age, e.g. 7d, 12h, 1w2d. History is kept "
+                          "for at least --grace-period too: --retain below it (e.g. 0s) needs a lower "
+                          "--grace-period as well. Default: 7d."),
     ] = None,
     grace_period: Annotated[
         Optional[str],
         typer.Option("--grace-period", metavar="DURATION",
-                     help="Delete unreferenced files only once this old (they may belong to a running writer). [default: 24h]"),
+                     help="Delete unreferenced files only once this old (they may belong to a running writer); "
+                          "also the least history kept. Default: 24h."),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     json_: JsonOpt = False,
@@ -93,10 +105,13 @@ def vacuum(
 ) -> None:
     """Expire old history and delete the files no retained version needs.
 
-    Versions committed within --retain stay readable (snapshots, time travel,
-    change scans starting there); older log entries, checkpoints and data
-    files only they used are deleted, as are unreferenced files older than
-    --grace-period.
+    Versions committed within max(--retain, --grace-period) stay readable
+    (snapshots, time travel, change scans starting there): a running writer
+    may still commit on a version younger than the grace period, so history
+    is never expired inside it, and '--retain 0s' alone keeps 24h. Older log
+    entries, checkpoints and data files only they used are deleted, as are
+    unreferenced files older than --grace-period. The output notes when the
+    grace period kept more history than --retain asked for.
     """
     durations = {}
     for name, value in (("--retain", retain), ("--grace-period", grace_period)):
@@ -106,40 +121,68 @@ def vacuum(
             raise typer.BadParameter(str(e), param_hint=f"'{name}'") from None
     with handle_errors(json_):
         table = open_uri(uri, storage_option)
-        vac = getattr(table, "vacuum", None)
-        if vac is None:
-            raise ctfile.UnsupportedFeatureError("vacuum is not available in this build of ctfile (Table.vacuum is missing)")
         with out.progress_bar("vacuuming", enabled=out.stdout_is_terminal() and not dry_run) as prog:
             if prog is not None:
                 prog("deleting expired files", 0, 0)
-            r = vac(retain=durations["--retain"], grace_period=durations["--grace-period"], dry_run=dry_run)
-    info = {
-        "uri": uri,
-        "dry_run": r.dry_run,
-        "version": r.version,
-        "oldest_version": r.oldest_version,
-        "checkpoint_version": r.checkpoint_version,
-        "deleted_log_files": list(r.deleted_log_files),
-        "deleted_data_files": list(r.deleted_data_files),
-        "deleted_temp_files": list(r.deleted_temp_files),
-        "bytes_freed": r.bytes_freed,
-    }
-    if json_:
-        out.print_json(info)
-        return
-    con = out.console()
-    verb = "would delete" if dry_run else "deleted"
-    con.print(
-        f"{verb} {len(info['deleted_data_files'])} data files ({out.fmt_bytes(info['bytes_freed'])}), "
-        f"{len(info['deleted_log_files'])} log files and {len(info['deleted_temp_files'])} temporary files"
-    )
-    con.print(
-        f"versions {info['oldest_version']}..{info['version']} {'would remain' if dry_run else 'remain'} readable"
-        + (f" (checkpoint {'to write' if dry_run else 'written'} at version {info['checkpoint_version']})"
-           if info["checkpoint_version"] is not None else "")
-    )
-    for f in info["deleted_log_files"] + info["deleted_data_files"] + info["deleted_temp_files"]:
-        con.print(f"  {f}", soft_wrap=True)
+            r = table.vacuum(retain=durations["--retain"], grace_period=durations["--grace-period"], dry_run=dry_run)
+    VacuumOutput.of(uri, r).print(json_mode=json_)
+
+
+@dataclass(frozen=True)
+class VacuumOutput:
+    """What ``ctfile vacuum`` reports: gathered from a ``VacuumResult``
+    (:meth:`of`), printed as text or JSON (:meth:`print`)."""
+
+    info: dict
+
+    @classmethod
+    def of(cls, uri: str, r: Any) -> "VacuumOutput":
+        notes = []
+        if r.retain_extended:
+            notes.append(
+                f"--retain {format_duration(r.retain_s)} is shorter than the grace period "
+                f"{format_duration(r.grace_period_s)}: history is kept for {format_duration(r.effective_retain_s)} "
+                f"(pass --grace-period to expire more; a writer running longer than it may then fail)"
+            )
+        return cls({
+            "uri": uri,
+            "dry_run": r.dry_run,
+            "version": r.version,
+            "oldest_version": r.oldest_version,
+            "checkpoint_version": r.checkpoint_version,
+            "retain_s": r.retain_s,
+            "grace_period_s": r.grace_period_s,
+            "effective_retain_s": r.effective_retain_s,
+            "history_cutoff": out.fmt_ms(r.history_cutoff_ms),
+            "deleted_log_files": list(r.deleted_log_files),
+            "deleted_data_files": list(r.deleted_data_files),
+            "deleted_temp_files": list(r.deleted_temp_files),
+            "bytes_freed": r.bytes_freed,
+            "notes": notes,
+        })
+
+    def print(self, *, json_mode: bool) -> None:
+        info = self.info
+        if json_mode:
+            out.print_json(info)
+            return
+        con = out.console()
+        dry_run = info["dry_run"]
+        verb = "would delete" if dry_run else "deleted"
+        con.print(
+            f"{verb} {len(info['deleted_data_files'])} data files ({out.fmt_bytes(info['bytes_freed'])}), "
+            f"{len(info['deleted_log_files'])} log files and {len(info['deleted_temp_files'])} temporary files"
+        )
+        con.print(
+            f"versions {info['oldest_version']}..{info['version']} {'would remain' if dry_run else 'remain'} readable"
+            f" (history after {info['history_cutoff']} kept)"
+            + (f"; checkpoint {'to write' if dry_run else 'written'} at version {info['checkpoint_version']}"
+               if info["checkpoint_version"] is not None else "")
+        )
+        for note in info["notes"]:
+            con.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
+        for f in info["deleted_log_files"] + info["deleted_data_files"] + info["deleted_temp_files"]:
+            con.print(f"  {f}", soft_wrap=True)
 
 
 def compact(

@@ -306,6 +306,35 @@ def test_unreferenced_files_are_listed_not_problems(new_table, make_rows):
     assert r.healthy and r.unreferenced_files == ["data/part-orphan-00001.parquet"]
 
 
+def test_vacuum_and_verify_agree_on_the_files_the_oldest_entry_removes(new_table, make_rows):
+    """After a vacuum whose oldest retained entry removes a file, vacuum keeps
+    that file (a change scan from that version reads it) and verify does not
+    list it as unreferenced: both use ctfile.log.vacuum.retained_files."""
+    t = new_table()
+    t.insert(make_rows(3))                       # version 1
+    t.delete(pc.field("id") == 2)                # version 2: removes version 1's file
+    t.update(pc.field("id") == 1, {"s": "one"})  # version 3: removes version 2's file
+    removed_at_3 = {p.path for p in t.snapshot(2).partitions} - {p.path for p in t.snapshot(3).partitions}
+    assert removed_at_3
+    added_at_1 = _added_path(t, 1)
+    before = t.changes(start_version=3).to_arrow().to_pylist()
+    r = t.vacuum(retain=0, grace_period=0)
+    assert r.oldest_version == 3 and r.deleted_data_files == (added_at_1,)
+    assert all((_root(t) / p).exists() for p in removed_at_3)
+    report = ctfile.verify_table(t.uri, all_versions=True)
+    assert report.healthy and report.oldest_version == 3
+    assert report.unreferenced_files == []
+    # A change scan from the oldest retained version still reads the removed file.
+    after = ctfile.open_table(t.uri).changes(start_version=3).to_arrow().to_pylist()
+    assert after == before
+    assert [(c["id"], c["s"], c["METADATA$ACTION"], c["METADATA$ISUPDATE"]) for c in after] == [
+        (1, "s1", "DELETE", True), (1, "one", "INSERT", True),
+    ]
+    # A second vacuum keeps them too: the listing stays empty.
+    assert t.vacuum(retain=0, grace_period=0).deleted_data_files == ()
+    assert ctfile.verify_table(t.uri).unreferenced_files == []
+
+
 # ---------------------------------------------------------------- log structure
 
 

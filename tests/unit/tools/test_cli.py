@@ -168,6 +168,25 @@ def test_parse_storage_options():
             parse_storage_options(bad)
 
 
+def test_storage_option_values_in_json():
+    """JSON objects, arrays, numbers, booleans and null are parsed; anything
+    else, and a JSON string, is passed as a string."""
+    assert parse_storage_options([
+        'client_kwargs={"region_name": "us-east-1"}', "config_kwargs.retries={\"max_attempts\": 1}",
+        "max_concurrency=4", "timeout=2.5", "anon=false", "token=null", "tags=[1, \"a\"]",
+        'secret="123"', "key=0123", "endpoint_url=http://h:1/{x}", "profile=NaN", "name={not json",
+    ]) == {
+        "client_kwargs": {"region_name": "us-east-1"}, "config_kwargs": {"retries": {"max_attempts": 1}},
+        "max_concurrency": 4, "timeout": 2.5, "anon": False, "token": None, "tags": [1, "a"],
+        "secret": "123", "key": "0123", "endpoint_url": "http://h:1/{x}", "profile": "NaN", "name": "{not json",
+    }
+    # A JSON object and dotted keys for the same option merge, in order.
+    assert parse_storage_options(
+        ["client_kwargs.verify=false", 'client_kwargs={"region_name": "x"}', "client_kwargs.region_name=y"]
+    ) == {"client_kwargs": {"verify": False, "region_name": "y"}}
+    assert "JSON" in ok("history", "--help").stdout
+
+
 def test_storage_option_errors(people):
     assert_one_line_error(run("history", people.uri, "--storage-option", "novalue"), 2, "KEY=VALUE")
     # Options for a local path are refused by ctfile itself.
@@ -608,6 +627,25 @@ def test_parse_duration():
     for bad in ("", "7", "7x", "d7", "1d 2", "-1d"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+
+
+def test_vacuum_says_when_the_grace_period_keeps_more_history(fresh_people):
+    """--retain 0s alone keeps the default 24 h grace period of history: the
+    result says so (text and JSON), and --help explains it."""
+    doc = run_json("vacuum", fresh_people.uri, "--retain", "0s", "--dry-run")
+    assert doc["oldest_version"] == 0 and doc["deleted_log_files"] == []
+    assert (doc["retain_s"], doc["grace_period_s"], doc["effective_retain_s"]) == (0, 86400, 86400)
+    (note,) = doc["notes"]
+    assert "--retain 0s is shorter than the grace period 1d" in note and "kept for 1d" in note
+    assert doc["history_cutoff"].endswith("Z")
+    text = ok("vacuum", fresh_people.uri, "--retain", "0s").stdout
+    assert "note: --retain 0s is shorter than the grace period 1d" in text
+    assert "versions 0..5 remain readable" in text
+    both = run_json("vacuum", fresh_people.uri, "--retain", "0s", "--grace-period", "0s", "--dry-run")
+    assert both["notes"] == [] and both["effective_retain_s"] == 0 and both["oldest_version"] == 5
+    assert run_json("vacuum", fresh_people.uri, "--dry-run")["notes"] == []  # 7d >= 24h
+    help_text = " ".join(ok("vacuum", "--help").stdout.split())
+    assert "--retain 0s" in help_text and "keeps 24h" in help_text
 
 
 def test_vacuum(fresh_people):

@@ -135,3 +135,19 @@ def test_commands_on_s3(s3, tmp_path):
 
     r = run("history", f"s3://{bucket}/no-such-table")
     assert r.exit_code == 1 and "no ctfile table" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_json_storage_option_values_on_s3(s3):
+    """``--storage-option client_kwargs={"region_name": ...}`` reaches s3fs as
+    a dict (it used to arrive as a string and fail with AttributeError)."""
+    url, key, secret, bucket = s3
+    so = {"endpoint_url": url, "key": key, "secret": secret, "client_kwargs": {"region_name": "us-east-1"}}
+    uri = f"s3://{bucket}/cli-json-{os.urandom(6).hex()}"
+    ctfile.create_table(uri, pa.schema([("id", pa.int64())]), storage_options=so).insert(pa.table({"id": [1]}))
+    r = CliRunner().invoke(app, [
+        "show", uri, "--json", "--storage-option", f"endpoint_url={url}", "--storage-option", f"key={key}",
+        "--storage-option", f"secret={secret}", "--storage-option", 'client_kwargs={"region_name": "us-east-1"}',
+        "--storage-option", 'config_kwargs={"retries": {"max_attempts": 2}}',
+    ])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["num_records"] == 1

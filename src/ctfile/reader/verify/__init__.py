@@ -24,7 +24,15 @@ and reports every inconsistency it finds instead of stopping at the first:
   NaN counts, bounds that really bound the values;
 * **row_lineage** -- materialized row ids lie below ``firstRowId +
   numRecords`` and row versions at or below ``defaultRowVersion``;
-* **duplicate_row_id** -- row ids are unique within every checked snapshot.
+* **duplicate_row_id** -- row ids are unique within every checked snapshot;
+* **symlink** -- no symbolic link under ``_ct_log/`` or ``data/`` (nor on the
+  way to a checked data file) leads out of the table root (SPEC §Table
+  layout, confinement); such a link is never followed, and the files behind
+  it are not checked.
+
+The files under ``data/`` that the retained history does not reference
+(:func:`ctfile.log.vacuum.retained_files`, the set vacuum keeps) are listed in
+``report.unreferenced_files``: they are not problems.
 
 By default the data checks cover the latest snapshot; ``all_versions=True``
 checks every version that can be reconstructed (files of partitions removed

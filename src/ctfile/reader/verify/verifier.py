@@ -1,8 +1,11 @@
-"""The driver of ``ctfile verify``: :func:`verify_table` runs the log checks
-(:mod:`~ctfile.reader.verify.log_checks`), then checks the data files of the
-checked snapshots on a thread pool
+"""The driver of ``ctfile verify``: :func:`verify_table` first looks for
+symbolic links out of the table root (**symlink**; none is followed), runs
+the log checks (:mod:`~ctfile.reader.verify.log_checks`), then checks the
+data files of the checked snapshots on a thread pool
 (:mod:`~ctfile.reader.verify.file_checks`) and row-id uniqueness per
-snapshot (**duplicate_row_id**), and lists unreferenced files.
+snapshot (**duplicate_row_id**), and lists the files under ``data/`` that
+the retained history does not reference
+(:func:`ctfile.log.vacuum.retained_files`, the set vacuum keeps).
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ctfile.format.errors import InvalidArgumentError, TableNotFoundError
+from ctfile.format.errors import CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.paths import DATA_DIR, LOG_DIR
 from ctfile.log.manifest import ManifestLog
-from ctfile.log.storage import TMP_PREFIX, LocalStorage, Storage, open_storage
+from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, missing_table_reason, open_storage
+from ctfile.log.vacuum import retained_files
 from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
 from ctfile.reader.verify.log_checks import LogChecker, Replay
 from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
@@ -76,14 +80,17 @@ class _Verifier(Recorder):
         self.progress = progress or (lambda phase, done, total: None)
         self.workers = workers or (4 if isinstance(storage, LocalStorage) else 16)
         self.logs = LogChecker(storage, self.log, self.report, self.progress, self.workers)
+        self._links: set[str] = set()  # escaping links reported (their paths)
 
     # ------------------------------------------------------------ driver
 
     def run(self) -> VerifyReport:
+        if self._check_links():
+            return self._sorted()  # the log lies behind a link out of the root: not read
         listing = self.log.list()
         commits, checkpoints = listing.commits, listing.checkpoints
         if not commits and not checkpoints:
-            raise TableNotFoundError(f"no ctfile table at {self.storage.uri}: {LOG_DIR}/ holds no version file")
+            raise TableNotFoundError(f"no ctfile table at {self.storage.uri}: {missing_table_reason(self.storage)}")
         present = set(commits)
         latest = max(commits + checkpoints)
         self.report.latest_version = latest
@@ -105,7 +112,7 @@ class _Verifier(Recorder):
                 version=latest,
             )
         self._check_data(replay)
-        self._list_unreferenced(set(replay.partitions))
+        self._list_unreferenced(replay.oldest, end)
         return self._sorted()
 
     def _sorted(self) -> VerifyReport:
@@ -116,12 +123,49 @@ class _Verifier(Recorder):
         self.report.warnings.sort(key=key)
         return self.report
 
+    # ------------------------------------------------------------ links
+
+    def _check_links(self) -> bool:
+        """Report every symbolic link under ``_ct_log/`` and ``data/`` that
+        leaves the table root, without following it. True if the log itself
+        lies behind one (then it cannot be read without following it)."""
+        links = self.storage.escaping_links([LOG_DIR, DATA_DIR])
+        for link in links:
+            self._link_problem(link)
+        return any(link.path == LOG_DIR or link.path.startswith(LOG_DIR + "/") for link in links)
+
+    def _link_problem(self, link: EscapingLink) -> None:
+        if link.path in self._links:
+            return
+        self._links.add(link.path)
+        self.problem(
+            "symlink",
+            f"a symbolic link to {link.target}, outside the table root: not followed, and every read, write, "
+            "list and delete of a file behind it fails (SPEC §Table layout, confinement)",
+            path=link.path,
+        )
+
+    def _confined(self, files: dict) -> dict:
+        """``files`` without those behind a link out of the root (each such
+        link reported once; the files are not opened). Paths under ``data/``
+        need no check of their own when the walk of ``data/`` found no such
+        link."""
+        out = {}
+        for path, p in files.items():
+            walked = path.startswith(DATA_DIR + "/") and not self._links
+            link = None if walked else self.storage.escaping_link(path)
+            if link is None:
+                out[path] = p
+            else:
+                self._link_problem(link)
+        return out
+
     # ------------------------------------------------------------ data
 
     def _check_data(self, rep: Replay) -> None:
         final = rep.final
         assert final is not None
-        files = rep.partitions if self.all_versions else dict(final.partitions)
+        files = self._confined(rep.partitions if self.all_versions else dict(final.partitions))
         field_types = types_by_field_id(rep.schemas)
         total = len(files)
         results: dict[str, FileResult] = {}
@@ -187,10 +231,18 @@ class _Verifier(Recorder):
         )
         self.report.problems.append(VerifyProblem("duplicate_row_id", msg, version, ", ".join(holders)))
 
-    def _list_unreferenced(self, referenced: set[str]) -> None:
+    def _list_unreferenced(self, oldest: int | None, latest: int) -> None:
+        """The files under ``data/`` outside :func:`retained_files` of the
+        oldest reconstructable version: what vacuum deletes once they are
+        older than its grace period. Not listed (left empty) when the retained
+        history cannot be read or ``data/`` cannot be listed: the problems
+        that prevent it are reported already."""
+        if oldest is None:
+            return
         try:
+            referenced = retained_files(self.log, oldest, latest)
             infos = self.storage.list_dir(DATA_DIR)
-        except OSError:
+        except (CtfileError, OSError):
             return
         self.report.unreferenced_files = sorted(
             i.path for i in infos
