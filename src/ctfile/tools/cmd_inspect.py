@@ -49,6 +49,8 @@ def _history_row(h: ctfile.HistoryEntry) -> dict:
         "rows_copied": m.get("numCopiedRows"),
         "data_change": h.data_change,
         "read_version": h.read_version,
+        "isolation_level": h.isolation_level,
+        "blind_append": h.is_blind_append,
     }
 
 

@@ -1,165 +1,38 @@
-"""The public Python API: ``create_table``, ``open_table`` and :class:`Table`."""
+"""The public Python API's :class:`Table`: state, reads (snapshots, change
+scans, history) and writes (DML statements, transactions, maintenance).
+``create_table`` and ``open_table`` are in :mod:`ctfile.table.create`."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import os
-import uuid
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
-from ctfile.format.errors import (
-    InvalidArgumentError,
-    TableNotFoundError,
-    VersionNotFoundError,
-)
+from ctfile.format.errors import InvalidArgumentError, VersionNotFoundError
 from ctfile.format.paths import commit_path
-from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.manifest import CheckpointInfo, ManifestLog
 from ctfile.log.replay import TableState, check_writer_protocol
-from ctfile.log.storage import Storage, missing_table_reason, open_storage
-from ctfile.log.transaction import CommitResult, create_table_log, now_ms
+from ctfile.log.storage import Storage
+from ctfile.log.transaction import CommitResult
 from ctfile.reader.change_plan import build_plan, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
-from ctfile.format import properties as table_properties
+from ctfile.table.history import HistoryEntry, read_history, timestamp_to_ms
 from ctfile.writer.distributed import WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
 from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
 
 
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One version of the table as ``Table.history()`` lists it."""
-
-    version: int
-    timestamp: dt.datetime
-    operation: str
-    operation_parameters: dict
-    operation_metrics: dict
-    data_change: bool
-    read_version: int | None
-
-
-def _storage_for(uri: Any, storage_options: Mapping[str, Any] | None) -> Storage:
-    if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
-        raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
-    return open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
-
-
-def timestamp_to_ms(ts: Any, *, what: str = "timestamp") -> int:
-    """Accept a datetime (naive = UTC), an ISO-8601 string, or a pandas Timestamp."""
-    if isinstance(ts, str):
-        try:
-            ts = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
-        except ValueError as e:
-            raise InvalidArgumentError(f"{what} {ts!r} is not an ISO-8601 timestamp") from e
-    if isinstance(ts, dt.datetime):
-        if ts.tzinfo is None:
-            ts = ts.replace(tzinfo=dt.timezone.utc)
-        return int(ts.timestamp() * 1000)
-    if isinstance(ts, dt.date):
-        return int(dt.datetime(ts.year, ts.month, ts.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
-    raise InvalidArgumentError(f"{what} must be a datetime or ISO-8601 string, found {type(ts).__name__}")
-
-
-def create_table(
-    uri: str | os.PathLike,
-    schema: pa.Schema,
-    *,
-    partition_rows: int | None = None,
-    compression: str | None = None,
-    properties: Mapping[str, str] | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> "Table":
-    """Create an empty table at ``uri`` (version 0) and return it.
-
-    Parameters
-    ----------
-    uri : str or path
-        A local directory or an fsspec URL such as ``s3://bucket/prefix``.
-    schema : pyarrow.Schema
-        The columns; field ids 1, 2, ... are assigned in order.
-    partition_rows : int, optional
-        Target rows per micro-partition (default 1,048,576).
-    compression : str, optional
-        Parquet codec for data files (default ``zstd``).
-    properties : mapping of str to str, optional
-        Table properties (``ctfile.checkpointInterval``, user keys ...).
-
-    Raises
-    ------
-    TableExistsError
-        If a table already exists at ``uri``.
-
-    Examples
-    --------
-    >>> import ctfile, pyarrow as pa, tempfile
-    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
-    >>> t.version
-    0
-    """
-    storage = _storage_for(uri, storage_options)
-    if not isinstance(schema, pa.Schema):
-        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
-    props = table_properties.validate_properties({} if properties is None else properties)
-    if partition_rows is not None:
-        if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
-            raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
-        props[table_properties.PARTITION_ROWS] = str(partition_rows)
-    if compression is not None:
-        if compression not in table_properties.COMPRESSIONS:
-            raise InvalidArgumentError(
-                f"compression must be one of {', '.join(table_properties.COMPRESSIONS)}, found {compression!r}"
-            )
-        props[table_properties.COMPRESSION] = compression
-    table_schema: Schema = schema_from_arrow(schema)
-    metadata = Metadata(
-        table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
-        properties=props, name=name, description=description,
-    )
-    create_table_log(storage, metadata)
-    return Table(storage)
-
-
-def open_table(uri: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
-    """Open an existing table at its latest version.
-
-    Raises
-    ------
-    TableNotFoundError
-        If ``uri`` holds no ctfile table (it names a regular file standing
-        where the table directory should be).
-    StorageError
-        If the storage refuses access (credentials, endpoint, permissions,
-        a symbolic link out of the table root).
-    """
-    storage = _storage_for(uri, storage_options)
-    table = Table(storage)
-    try:
-        table.refresh()
-    except TableNotFoundError as e:
-        if storage.blocking_file() is None:
-            raise
-        raise TableNotFoundError(f"no ctfile table at {storage.uri}: {missing_table_reason(storage)}") from e
-    return table
-
-
 class Table:
-    """A ctfile table. Reads go through :meth:`snapshot` (and, in later
-    versions, :meth:`changes`); every DML method commits one version and
-    returns a :class:`~ctfile.log.transaction.CommitResult`."""
+    """A ctfile table. Reads go through :meth:`snapshot` and :meth:`changes`;
+    every DML method commits one version and returns a
+    :class:`~ctfile.log.transaction.CommitResult`."""
 
     def __init__(self, storage: Storage):
         self._storage = storage
@@ -346,27 +219,8 @@ class Table:
 
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         """Committed versions, newest first, with their commit info."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
         self.refresh()
-        latest = self._current().version
-        oldest = self._log.oldest_version()
-        first = oldest if limit is None else max(oldest, latest - limit + 1)
-        out = []
-        for v in range(latest, first - 1, -1):
-            ci = self._log.commit_info(v)
-            out.append(
-                HistoryEntry(
-                    version=v,
-                    timestamp=dt.datetime.fromtimestamp(ci.timestamp / 1000, tz=dt.timezone.utc),
-                    operation=ci.operation,
-                    operation_parameters=dict(ci.operation_parameters),
-                    operation_metrics=dict(ci.operation_metrics),
-                    data_change=ci.data_change,
-                    read_version=ci.read_version,
-                )
-            )
-        return out
+        return read_history(self._log, self._current().version, limit=limit)
 
     # ------------------------------------------------------------ writes
 

@@ -1,0 +1,109 @@
+"""Entry points of the public API: :func:`create_table` and :func:`open_table`."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from ctfile.format import properties as table_properties
+from ctfile.format.actions import Metadata
+from ctfile.format.errors import InvalidArgumentError, TableNotFoundError
+from ctfile.format.schema import Schema, schema_from_arrow
+from ctfile.log.storage import Storage, missing_table_reason, open_storage
+from ctfile.log.transaction import create_table_log, now_ms
+from ctfile.table.table import Table
+
+
+def _storage_for(uri: Any, storage_options: Mapping[str, Any] | None) -> Storage:
+    if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
+        raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
+    return open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
+
+
+def create_table(
+    uri: str | os.PathLike,
+    schema: pa.Schema,
+    *,
+    partition_rows: int | None = None,
+    compression: str | None = None,
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> "Table":
+    """Create an empty table at ``uri`` (version 0) and return it.
+
+    Parameters
+    ----------
+    uri : str or path
+        A local directory or an fsspec URL such as ``s3://bucket/prefix``.
+    schema : pyarrow.Schema
+        The columns; field ids 1, 2, ... are assigned in order.
+    partition_rows : int, optional
+        Target rows per micro-partition (default 1,048,576).
+    compression : str, optional
+        Parquet codec for data files (default ``zstd``).
+    properties : mapping of str to str, optional
+        Table properties (``ctfile.checkpointInterval``, user keys ...).
+
+    Raises
+    ------
+    TableExistsError
+        If a table already exists at ``uri``.
+
+    Examples
+    --------
+    >>> import ctfile, pyarrow as pa, tempfile
+    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+    >>> t.version
+    0
+    """
+    storage = _storage_for(uri, storage_options)
+    if not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
+    props = table_properties.validate_properties({} if properties is None else properties)
+    if partition_rows is not None:
+        if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
+            raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
+        props[table_properties.PARTITION_ROWS] = str(partition_rows)
+    if compression is not None:
+        if compression not in table_properties.COMPRESSIONS:
+            raise InvalidArgumentError(
+                f"compression must be one of {', '.join(table_properties.COMPRESSIONS)}, found {compression!r}"
+            )
+        props[table_properties.COMPRESSION] = compression
+    table_schema: Schema = schema_from_arrow(schema)
+    metadata = Metadata(
+        table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
+        properties=props, name=name, description=description,
+    )
+    create_table_log(storage, metadata)
+    return Table(storage)
+
+
+def open_table(uri: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
+    """Open an existing table at its latest version.
+
+    Raises
+    ------
+    TableNotFoundError
+        If ``uri`` holds no ctfile table (it names a regular file standing
+        where the table directory should be).
+    StorageError
+        If the storage refuses access (credentials, endpoint, permissions,
+        a symbolic link out of the table root).
+    """
+    storage = _storage_for(uri, storage_options)
+    table = Table(storage)
+    try:
+        table.refresh()
+    except TableNotFoundError as e:
+        if storage.blocking_file() is None:
+            raise
+        raise TableNotFoundError(f"no ctfile table at {storage.uri}: {missing_table_reason(storage)}") from e
+    return table
