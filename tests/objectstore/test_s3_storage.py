@@ -205,6 +205,22 @@ def test_unknown_outcome_commits_exactly_once(moto_s3, fault_proxy):
     assert t.insert(pa.table({"id": [3]}, schema=SCHEMA)).version == 2
 
 
+def test_unknown_outcome_of_create_table_is_settled_by_its_txn_id(moto_s3, fault_proxy):
+    """Version 0 lands but the answer is lost: the retried put finds an entry
+    and recognises its own txnId, so create_table succeeds instead of
+    reporting another writer's table (TableExistsError)."""
+    uri = moto_s3.new_uri("fault")
+    opts = fault_proxy.endpoint.storage_options()
+    fault_proxy.record = True
+    fault_proxy.rules.append(_once(_is_entry_put(0), ("forward_then_drop",)))
+    t = ctfile.create_table(uri, SCHEMA, storage_options=opts)
+    assert t.version == 0
+    assert len(_log_puts(fault_proxy)) >= 2
+    with pytest.raises(ctfile.TableExistsError):  # a second creation is still refused
+        ctfile.create_table(uri, SCHEMA, storage_options=opts)
+    assert t.insert(pa.table({"id": [1]}, schema=SCHEMA)).version == 1
+
+
 def test_persistent_server_error_keeps_files_and_commits_nothing(moto_s3, fault_proxy):
     """Every PUT of the entry fails with 500: the outcome of each is unknown, so
     the transaction gives up with an OSError but does not delete its data files
