@@ -1,7 +1,11 @@
 """Regenerate the conformance table ``tests/conformance/golden/people/``.
 
 The table is the worked example of ``format_spec/SPEC.md`` (Appendix B,
-"Conformance tables"), written by ctfile itself:
+"Conformance tables"), written by ctfile itself. Each earlier generation of
+the format is kept beside it, written by the ctfile of its time and never
+regenerated: ``golden/people-r1/`` (revision 1, before self-checking entries
+and the serializable-writes commitInfo fields). ``test_golden.py`` checks
+every generation; newer code must keep reading them all.
 
 ====  ==========================================================
 v0    CREATE TABLE people (id long NOT NULL, name string),
@@ -24,6 +28,8 @@ examples in SPEC.md are copied from this table (``test_spec_examples.py``
 checks that they still match it), so after regenerating, paste the new lines
 printed by ``--examples`` into SPEC.md. There is normally no reason to
 regenerate: the table is a fixed artefact that newer code must keep reading.
+When a revision changes what writers write, first move ``golden/people`` to
+``golden/people-r<N>`` (the generation it was), then regenerate.
 """
 
 from __future__ import annotations

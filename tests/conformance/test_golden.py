@@ -1,4 +1,6 @@
-"""The golden table ``golden/people`` (SPEC.md, Appendix B) read two ways:
+"""The golden tables ``golden/people`` (SPEC.md, Appendix B, written by the
+current revision) and ``golden/people-r1`` (the same statements, written by
+revision 1 and kept so that newer code must keep reading it) read two ways:
 
 * through the public API, which must give the worked example's snapshots,
   row lineage and time travel;
@@ -42,7 +44,12 @@ from ctfile.log.replay import apply_entry
 from ctfile.log.storage import LocalStorage
 
 HERE = Path(__file__).resolve().parent
-GOLDEN = HERE / "golden" / "people"
+GOLDEN = HERE / "golden"
+# Each generation of the format, with the protocol its version 0 holds.
+GENERATIONS = {
+    "people": A.Protocol(),
+    "people-r1": A.Protocol(1, 1, ("rowLineage", "checkpoints"), ("rowLineage", "checkpoints", "appTransactions")),
+}
 sys.path.insert(0, str(HERE))
 from make_golden import ROWS_V2, ROWS_V5  # noqa: E402
 
@@ -59,10 +66,11 @@ LINEAGE = {
 OPERATIONS = ["CREATE TABLE", "INSERT", "INSERT", "UPDATE", "UPDATE", "DELETE"]
 
 
-@pytest.fixture
-def root(tmp_path) -> Path:
-    dst = tmp_path / "people"
-    shutil.copytree(GOLDEN, dst)
+@pytest.fixture(params=sorted(GENERATIONS))
+def root(tmp_path, request) -> Path:
+    """A copy of one generation's golden table (named like it)."""
+    dst = tmp_path / request.param
+    shutil.copytree(GOLDEN / request.param, dst)
     return dst
 
 
@@ -251,9 +259,7 @@ def test_entry_rules(root):
         if v == 0:  # rule 2, §Creating a table
             kinds = [type(a) for a in actions]
             assert kinds == [A.CommitInfo, A.Protocol, A.Metadata]
-            # The golden table was written by revision 1 (before the
-            # serializableWrites and entryChecksums writer features).
-            assert actions[1] == A.Protocol(1, 1, ("rowLineage", "checkpoints"), ("rowLineage", "checkpoints", "appTransactions"))
+            assert actions[1] == GENERATIONS[root.name]
             assert info.data_change is False
             assert actions[2].created_time == info.timestamp
             assert [f.id for f in actions[2].schema.fields] == [1, 2]
