@@ -179,7 +179,7 @@ class DataFiles:
         checking = checks_enabled()
         with self._lock:
             verify = checking and key not in self._verified
-        with self._opening(p):
+        with self.translate(p, fetching=True):
             if verify:
                 src = pa.BufferReader(self._read_verified(p))
             else:
@@ -217,18 +217,6 @@ class DataFiles:
             raise self.error(CorruptDataFileError, p, "is damaged: " + "; ".join(m for _, m in found))
         return data
 
-    @contextmanager
-    def _opening(self, p: Partition) -> Iterator[None]:
-        """Errors of opening or fetching the file: absent, or refused."""
-        try:
-            yield
-        except CtfileError:
-            raise
-        except FileNotFoundError as e:
-            raise self.error(MissingDataFileError, p, "is missing: storage holds no such file", e) from e
-        except OSError as e:
-            raise self.error(StorageError, p, "could not be read", e) from e
-
     def parquet(self, source: pa.NativeFile, p: Partition, **options) -> pq.ParquetFile:
         """``pq.ParquetFile`` over a source from :meth:`open` (``options``
         go to it), after checking the file's row count against
@@ -257,14 +245,15 @@ class DataFiles:
         return read
 
     @contextmanager
-    def translate(self, p: Partition, *, in_memory: bool = False) -> Iterator[None]:
-        """Raise the errors of decoding ``p``'s file inside the block as
-        typed errors: a file gone meanwhile as :class:`MissingDataFileError`,
-        a refused or failed ranged read as :class:`StorageError`, anything
-        pyarrow cannot decode as :class:`CorruptDataFileError`. pyarrow
-        reports undecodable Parquet as ``OSError`` too; ``in_memory`` (the
-        whole file is in memory) says no ``OSError`` can be a transport
-        failure."""
+    def translate(self, p: Partition, *, in_memory: bool = False, fetching: bool = False) -> Iterator[None]:
+        """Raise the errors of reading ``p``'s file inside the block as typed
+        errors: an absent file as :class:`MissingDataFileError`, a refused or
+        failed read as :class:`StorageError`, anything pyarrow cannot decode
+        as :class:`CorruptDataFileError`. pyarrow reports undecodable Parquet
+        as ``OSError`` too, so an ``OSError`` counts as a transport failure
+        only while ``fetching`` (opening, or reading the whole file), or when
+        it is a refusal or a transient failure of a ranged read (not
+        ``in_memory``)."""
         try:
             yield
         except CtfileError:
@@ -272,8 +261,8 @@ class DataFiles:
         except FileNotFoundError as e:
             raise self.error(MissingDataFileError, p, "is missing: storage holds no such file", e) from e
         except (pa.ArrowException, OSError) as e:
-            if not in_memory and isinstance(e, OSError) and (
+            if isinstance(e, OSError) and (fetching or not in_memory and (
                 isinstance(e, PermissionError) or classify_error(e) == TRANSIENT
-            ):
+            )):
                 raise self.error(StorageError, p, "could not be read", e) from e
             raise self.error(CorruptDataFileError, p, "is damaged: it does not decode as Parquet", e) from e
