@@ -527,6 +527,10 @@ def bench_check(args, lineitem) -> dict:
             t.changes(start_version=v, end_version=v).to_arrow()
         return run
 
+    def files(v) -> dict:  # the files the scan opens
+        plan = t.changes(start_version=v, end_version=v).plan
+        return {"storage": t.storage, "partitions": list(plan.added) + list(plan.removed)}
+
     uv, av = info["update"][str(k)]["version"], info["append"][str(k)]["version"]
     runs = 3 * args.runs  # a few hundred ms each, and a 3% effect to resolve on a busy machine
     return {
@@ -538,8 +542,8 @@ def bench_check(args, lineitem) -> dict:
         "k": k,
         "build_s": build_s,
         "reads": {
-            f"MINIMIZE, k = {k}": checked_vs_unchecked(scan(uv), runs),
-            f"ADDED_ONLY, k = {k}": checked_vs_unchecked(scan(av), runs),
+            f"MINIMIZE, k = {k}": checked_vs_unchecked(scan(uv), runs, **files(uv)),
+            f"ADDED_ONLY, k = {k}": checked_vs_unchecked(scan(av), runs, **files(av)),
         },
     }
 

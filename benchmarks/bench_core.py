@@ -451,9 +451,11 @@ def bench_scan(args: argparse.Namespace) -> dict:
     import ctfile
 
     uri, build_s = ensure_scan_table(args)
-    snap = ctfile.open_table(uri).snapshot()
+    t = ctfile.open_table(uri)
+    snap = t.snapshot()
     rows = snap.num_records
     narrow = ["l_orderkey", "l_quantity"]
+    files = {"storage": t.storage, "partitions": snap.partitions}  # the check alone reads and hashes these
 
     def to_arrow(columns=None):
         def run():
@@ -475,9 +477,9 @@ def bench_scan(args: argparse.Namespace) -> dict:
         ),
         "build_s": build_s,
         "reads": {
-            "to_arrow()": checked_vs_unchecked(to_arrow(), args.scan_runs, others={"dataset": dataset}),
-            "to_batches()": checked_vs_unchecked(to_batches, args.scan_runs),
-            f"to_arrow(columns={narrow})": checked_vs_unchecked(to_arrow(narrow), args.scan_runs),
+            "to_arrow()": checked_vs_unchecked(to_arrow(), args.scan_runs, others={"dataset": dataset}, **files),
+            "to_batches()": checked_vs_unchecked(to_batches, args.scan_runs, **files),
+            f"to_arrow(columns={narrow})": checked_vs_unchecked(to_arrow(narrow), args.scan_runs, **files),
         },
         "goal_reads": ["to_arrow()", "to_batches()"],
     }

@@ -57,7 +57,8 @@ def test_bench_changes_quick(tmp_path):
     c = res["check"]  # (4): change scans with and without the read-time damage check
     assert c["k"] == 10 and set(c["reads"]) == {"MINIMIZE, k = 10", "ADDED_ONLY, k = 10"}
     for r_c in c["reads"].values():
-        assert r_c["runs"] >= 5 and {"checked", "unchecked"} == set(r_c["ms"]) and isinstance(r_c["pass"], bool)
+        assert r_c["runs"] >= 5 and {"checked", "unchecked", "check alone"} == set(r_c["ms"]) and isinstance(r_c["pass"], bool)
+        assert r_c["files"] == (20 if r_c is c["reads"]["MINIMIZE, k = 10"] else 10) and 0 < r_c["check_share"]
         assert r_c["ratio"] == r_c["ms"]["checked"] / r_c["ms"]["unchecked"]
 
     s = res["stream"]
