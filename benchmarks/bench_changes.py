@@ -15,6 +15,10 @@
     ADDED_ONLY), k = 1, 10, 100 (target ratio <= 2x). Also the MINIMIZE scan vs
     ``pq.read_table`` of the k partitions the update added (full read).
     Full lineitem schema (16 columns).
+(4) The read-time damage check: the change scans of (2) for one k (10 if
+    measured) with the check (each data file read whole and its XXH3-128
+    compared with the log, once per file per scan) vs inside
+    ``unchecked_reads()`` (goal <= 1.03x).
 (3) Peak RSS of streaming a large change set through ``to_batches()`` in a fresh
     subprocess that keeps no batch (``ru_maxrss``; target < 1 GB): the default
     scan of a full-table UPDATE of lineitem (MINIMIZE, every row an update pair)
@@ -54,6 +58,7 @@ from decimal import Decimal
 from pathlib import Path
 from statistics import median
 
+from _read_check import checked_vs_unchecked, markdown_rows
 from _timing import interleaved
 from bench_core import load_lineitem  # the core benchmark owns the TPC-H data cache
 
@@ -86,7 +91,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--minimize-rows", type=int, default=None, help="rows per partition in (2) (default 50000; quick 500)")
     p.add_argument("--ks", default="1,10,100", help="comma-separated k for (2) (default 1,10,100)")
     p.add_argument("--measure-ks", default=None, help="measure only these k (default: all of --ks; the table is built for --ks)")
-    p.add_argument("--only", default=None, help="comma-separated subset of: append,minimize,stream")
+    p.add_argument("--only", default=None, help="comma-separated subset of: append,minimize,stream,check")
     p.add_argument("--rebuild", action="store_true", help="rebuild the cached tables")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
@@ -111,7 +116,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.measure_ks = a.ks if a.measure_ks is None else [int(x) for x in a.measure_ks.split(",") if x.strip()]
     if not set(a.measure_ks) <= set(a.ks):
         p.error("--measure-ks must be a subset of --ks")
-    parts = {"append", "minimize", "stream"}
+    parts = {"append", "minimize", "stream", "check"}
     a.only = parts if a.only is None else {x.strip() for x in a.only.split(",") if x.strip()}
     if not a.only <= parts:
         p.error(f"--only takes a subset of {sorted(parts)}")
@@ -317,16 +322,22 @@ def _build_minimize_table(uri: Path, source, rows: int, ks: list[int]) -> dict:
     return info
 
 
+def _minimize_table(args, lineitem) -> tuple[Path, dict, float | None]:
+    """The (2) table (built if needed): its URI, build info and build time."""
+    rows = args.minimize_rows
+    root = args.work_dir / "changes" / f"minimize-{rows}-sf{args.sf:g}-k{'_'.join(map(str, args.ks))}"
+    params = {"kind": "minimize", "rows": rows, "sf": args.sf, "ks": args.ks}
+    info, build_s = _cached_table(root, params, lambda uri: _build_minimize_table(uri, lineitem(), rows, args.ks), args.rebuild)
+    return root / "table", info, build_s
+
+
 def bench_minimize(args, lineitem) -> dict:
     import pyarrow.parquet as pq
 
     import ctfile
 
     rows = args.minimize_rows
-    root = args.work_dir / "changes" / f"minimize-{rows}-sf{args.sf:g}-k{'_'.join(map(str, args.ks))}"
-    params = {"kind": "minimize", "rows": rows, "sf": args.sf, "ks": args.ks}
-    info, build_s = _cached_table(root, params, lambda uri: _build_minimize_table(uri, lineitem(), rows, args.ks), args.rebuild)
-    uri = root / "table"
+    uri, info, build_s = _minimize_table(args, lineitem)
     t = ctfile.open_table(uri)
     out = {
         "description": (
@@ -500,6 +511,43 @@ def bench_stream(args, lineitem, launcher: Launcher) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- (4) the read-time damage check
+
+
+def bench_check(args, lineitem) -> dict:
+    """(4): the change scans of (2) for one k, checked vs unchecked."""
+    import ctfile
+
+    uri, info, build_s = _minimize_table(args, lineitem)
+    t = ctfile.open_table(uri)
+    k = 10 if 10 in args.measure_ks else max(args.measure_ks)
+
+    def scan(v):
+        def run():
+            t.changes(start_version=v, end_version=v).to_arrow()
+        return run
+
+    def files(v) -> dict:  # the files the scan opens
+        plan = t.changes(start_version=v, end_version=v).plan
+        return {"storage": t.storage, "partitions": list(plan.added) + list(plan.removed)}
+
+    uv, av = info["update"][str(k)]["version"], info["append"][str(k)]["version"]
+    runs = 3 * args.runs  # a few hundred ms each, and a 3% effect to resolve on a busy machine
+    return {
+        "description": (
+            f"the change scans of (2) for k = {k} ({args.minimize_rows:,} rows per partition, 16 columns) with the "
+            "read-time damage check vs inside unchecked_reads(); MINIMIZE opens each of its 2k files several times "
+            "(hidden columns, rows, column comparison) and verifies each once"
+        ),
+        "k": k,
+        "build_s": build_s,
+        "reads": {
+            f"MINIMIZE, k = {k}": checked_vs_unchecked(scan(uv), runs, **files(uv)),
+            f"ADDED_ONLY, k = {k}": checked_vs_unchecked(scan(av), runs, **files(av)),
+        },
+    }
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -515,7 +563,7 @@ def markdown(result: dict) -> str:
     meta = result["meta"]
     lines = [f"## ctfile change-scan benchmarks ({meta['mode']}, {meta['started']})", "",
              f"`{meta['command']}` — {meta['cpu_count']} CPUs, Python {meta['python']}, pyarrow {meta['pyarrow']}, "
-             f"lineitem SF {meta['sf']:g}; medians of {meta['runs']} ((1): {3 * meta['runs']}) alternated runs after a warm-up, warm page cache; "
+             f"lineitem SF {meta['sf']:g}; medians of {meta['runs']} ((1) and (4): {3 * meta['runs']}) alternated runs after a warm-up, warm page cache; "
              f"load average {_load(meta.get('loadavg_start'))} at start, {_load(meta.get('loadavg_end'))} at end"]
     a = result.get("append")
     if a:
@@ -544,6 +592,11 @@ def markdown(result: dict) -> str:
                 f"{r['ratio_minimize_vs_pyarrow']:.2f} | {r['cpu_ratio_minimize_vs_added_only']:.2f} | "
                 f"{r['cpu_ratio_minimize_vs_pyarrow']:.2f} |"
             )
+    c = result.get("check")
+    if c:
+        lines += ["", "### (4) change scans with and without the read-time damage check (goal <= 1.03x)", "",
+                  c["description"] + ".", ""]
+        lines += markdown_rows(c["reads"], goal=set(c["reads"]))
     s = result.get("stream")
     if s:
         lines += ["", "### (3) streaming to_batches() in a fresh subprocess (peak RSS, target < 1 GB)", "",
@@ -593,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     }
     sections = {}
-    for name, fn in (("append", bench_append), ("minimize", bench_minimize), ("stream", bench_stream)):
+    for name, fn in (("append", bench_append), ("minimize", bench_minimize), ("check", bench_check), ("stream", bench_stream)):
         if name in args.only:
             s0 = time.perf_counter()
             result[name] = fn(args, lineitem, launcher) if name == "stream" else fn(args, lineitem)

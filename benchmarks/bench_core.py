@@ -8,6 +8,11 @@
     same shape with few versions. Target: the difference is < 100 ms.
     B1: every version appends one row as a new partition (live partitions grow);
     B2: every version updates a few rows of a small table (constant partitions).
+(C) Scan: ``Snapshot.to_arrow()`` / ``to_batches()`` of lineitem with the
+    read-time damage check (every file read whole and its XXH3-128 compared
+    with the log) vs the same read inside ``unchecked_reads()``. Goal: <= 1.03x
+    for the full scans; a 2-column projection is informational (the check
+    reads every byte of a file, the projection alone would not).
 
 Usage::
 
@@ -36,6 +41,8 @@ import time
 from pathlib import Path
 from statistics import median
 
+from _read_check import GOAL as READ_CHECK_GOAL
+from _read_check import checked_vs_unchecked, markdown_rows
 from _timing import quiesce
 
 HERE = Path(__file__).resolve().parent
@@ -53,9 +60,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sf", type=float, default=None, help="TPC-H scale factor for (A) (default 1; quick 0.01)")
     p.add_argument("--runs", type=int, default=5, help="timed runs per writer and codec (default 5)")
     p.add_argument("--open-runs", type=int, default=None, help="timed opens per table (default 21; quick 9)")
+    p.add_argument("--scan-runs", type=int, default=None,
+                   help="timed runs of each read in (C) (default 11, enough to see 3%% on a busy machine; quick: --runs)")
     p.add_argument("--versions", type=int, default=None, help="versions of the large (B) tables (default 10000; quick 300)")
     p.add_argument("--base-versions", type=int, default=None, help="versions of the small (B) tables (default 100; quick 30)")
-    p.add_argument("--only", choices=["insert", "open"], default=None, help="run one part only")
+    p.add_argument("--only", choices=["insert", "open", "scan"], default=None, help="run one part only")
     p.add_argument("--codecs", default="zstd,snappy", help="comma-separated codecs for (A)")
     p.add_argument("--cpus", type=int, default=None,
                    help="pin this process to the first N CPUs (set before pyarrow starts its thread pools)")
@@ -75,8 +84,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.base_versions = 30 if a.quick else 100
     if a.open_runs is None:
         a.open_runs = 9 if a.quick else 21
+    if a.scan_runs is None:
+        a.scan_runs = a.runs if a.quick else 11
     if a.one_cpu_run is None:
-        a.one_cpu_run = not a.quick and a.cpus is None and a.only != "open"
+        a.one_cpu_run = not a.quick and a.cpus is None and a.only in (None, "insert")
     if a.runs < 1 or a.open_runs < 1 or a.base_versions < 3 or a.versions <= a.base_versions:
         p.error("need runs >= 1, open-runs >= 1, base-versions >= 3 and versions > base-versions")
     return a
@@ -412,6 +423,68 @@ def bench_open(args: argparse.Namespace) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- (C) scan
+
+
+def ensure_scan_table(args: argparse.Namespace) -> tuple[Path, float | None]:
+    """lineitem at ``--sf`` inserted into a table with the default partition
+    size (1 Mi rows: 6 partitions at SF 1), cached under ``work/scan/``."""
+    import ctfile
+
+    root = args.work_dir / "scan" / _sf_name(args.sf)
+    uri, marker = root / "table", root / "complete.json"
+    params = {"sf": args.sf, "build_format": BUILD_FORMAT}
+    if not args.rebuild and marker.exists() and json.loads(marker.read_text()).get("params") == params:
+        return uri, None
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    table = load_lineitem(args.data_dir, args.sf)
+    t0 = time.perf_counter()
+    ctfile.create_table(uri, table.schema).insert(table)
+    build_s = time.perf_counter() - t0
+    marker.write_text(json.dumps({"params": params, "build_s": build_s}))
+    return uri, build_s
+
+
+def bench_scan(args: argparse.Namespace) -> dict:
+    """(C): the snapshot scans with and without the read-time damage check."""
+    import ctfile
+
+    uri, build_s = ensure_scan_table(args)
+    t = ctfile.open_table(uri)
+    snap = t.snapshot()
+    rows = snap.num_records
+    narrow = ["l_orderkey", "l_quantity"]
+    files = {"storage": t.storage, "partitions": snap.partitions}  # the check alone reads and hashes these
+
+    def to_arrow(columns=None):
+        def run():
+            assert snap.to_arrow(columns=columns).num_rows == rows
+        return run
+
+    def to_batches():
+        assert sum(b.num_rows for b in snap.to_batches()) == rows
+
+    def dataset():  # how to_arrow read before the check: pyarrow's dataset over the file paths
+        assert snap.to_dataset().to_table().num_rows == rows
+
+    return {
+        "description": (
+            f"Snapshot reads of lineitem SF {args.sf:g} ({rows:,} rows, {len(snap.partitions)} partitions, "
+            f"{sum(p.size_bytes for p in snap.partitions):,} bytes) with the read-time damage check vs inside "
+            "unchecked_reads(); 'dataset' = pyarrow's dataset scanner over the same files (Snapshot.to_dataset(), "
+            "how to_arrow read before the check)"
+        ),
+        "build_s": build_s,
+        "reads": {
+            "to_arrow()": checked_vs_unchecked(to_arrow(), args.scan_runs, others={"dataset": dataset}, **files),
+            "to_batches()": checked_vs_unchecked(to_batches, args.scan_runs, **files),
+            f"to_arrow(columns={narrow})": checked_vs_unchecked(to_arrow(narrow), args.scan_runs, **files),
+        },
+        "goal_reads": ["to_arrow()", "to_batches()"],
+    }
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -454,6 +527,11 @@ def markdown(result: dict) -> str:
                 f"{r['versions_large']:,} | {r['large_table']['partitions']:,} | {r['large_ms']:.1f} | "
                 f"{r['diff_ms']:.1f} {'ok' if r['pass'] else 'MISS'} |"
             )
+    if result.get("scan"):
+        sc = result["scan"]
+        lines += ["", "### (C) snapshot scan with and without the read-time damage check (medians of alternated runs)", "",
+                  sc["description"] + ".", ""]
+        lines += markdown_rows(sc["reads"], goal=set(sc["goal_reads"]))
     return "\n".join(lines)
 
 
@@ -483,7 +561,9 @@ def main(argv: list[str] | None = None) -> int:
         "insert": None,
         "insert_1cpu": None,
         "open": None,
-        "targets": {"insert_time_ratio_max": 1.05, "insert_bytes_ratio_max": 1.01, "open_diff_ms_max": 100.0},
+        "scan": None,
+        "targets": {"insert_time_ratio_max": 1.05, "insert_bytes_ratio_max": 1.01, "open_diff_ms_max": 100.0,
+                    "scan_check_ratio_max": READ_CHECK_GOAL},
     }
     t_start = time.perf_counter()
     if args.only in (None, "insert"):
@@ -492,11 +572,15 @@ def main(argv: list[str] | None = None) -> int:
             result["insert_1cpu"] = run_insert_one_cpu(args)
     if args.only in (None, "open"):
         result["open"] = bench_open(args)
+    if args.only in (None, "scan"):
+        result["scan"] = bench_scan(args)
     result["meta"]["elapsed_s"] = time.perf_counter() - t_start
     result["meta"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     result["meta"]["calibration_ms_end"] = calibration_ms()
     passes = [r["pass_time"] and r["pass_bytes"] for r in (result["insert"] or {}).values()]
     passes += [r["pass"] for r in (result["open"] or {}).values()]
+    if result["scan"]:
+        passes += [result["scan"]["reads"][k]["pass"] for k in result["scan"]["goal_reads"]]
     result["all_pass"] = all(passes)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")

@@ -29,7 +29,7 @@ def test_bench_changes_quick(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "| large |" in r.stdout and "### (3)" in r.stdout  # the markdown summary was printed
     res = json.loads(out.read_text())
-    assert set(res) == {"meta", "append", "minimize", "stream"}
+    assert set(res) == {"meta", "append", "minimize", "stream", "check"}
     assert res["meta"]["mode"] == "quick" and res["meta"]["runs"] >= 5
 
     a = res["append"]
@@ -53,6 +53,13 @@ def test_bench_changes_quick(tmp_path):
         assert r_k["minimize_output_rows"] == 2 * r_k["updated_rows"] > 0
         assert r_k["updated_rows"] <= k * rows * 0.02
         assert r_k["added_only_output_rows"] == r_k["pyarrow_rows"] == k * rows
+
+    c = res["check"]  # (4): change scans with and without the read-time damage check
+    assert c["k"] == 10 and set(c["reads"]) == {"MINIMIZE, k = 10", "ADDED_ONLY, k = 10"}
+    for r_c in c["reads"].values():
+        assert r_c["runs"] >= 5 and {"checked", "unchecked", "check alone"} == set(r_c["ms"]) and isinstance(r_c["pass"], bool)
+        assert r_c["files"] == (20 if r_c is c["reads"]["MINIMIZE, k = 10"] else 10) and 0 < r_c["check_share"]
+        assert r_c["ratio"] == r_c["ms"]["checked"] / r_c["ms"]["unchecked"]
 
     s = res["stream"]
     assert set(s) == {"full_update", "append_history"}

@@ -36,7 +36,7 @@ def test_bench_core_quick_writes_valid_json(tmp_path):
     assert "(A) insert" in proc.stdout and "(B) open_table" in proc.stdout
 
     result = json.loads(out.read_text())
-    assert {"meta", "insert", "insert_1cpu", "open", "targets", "all_pass"} <= set(result)
+    assert {"meta", "insert", "insert_1cpu", "open", "scan", "targets", "all_pass"} <= set(result)
     assert result["meta"]["mode"] == "quick"
     assert result["meta"]["sf"] == 0.01
     assert isinstance(result["all_pass"], bool)
@@ -64,3 +64,10 @@ def test_bench_core_quick_writes_valid_json(tmp_path):
     # B1 grows one partition per version; B2 keeps a constant partition count.
     assert result["open"]["B1_appends"]["large_table"]["partitions"] == 299
     assert result["open"]["B2_updates"]["large_table"]["partitions"] == result["open"]["B2_updates"]["small_table"]["partitions"]
+    # (C): snapshot scans with and without the read-time damage check.
+    sc = result["scan"]
+    assert set(sc["goal_reads"]) <= set(sc["reads"]) and len(sc["reads"]) == 3
+    for r in sc["reads"].values():
+        assert r["runs"] == 2 and {"checked", "unchecked", "check alone"} <= set(r["ms"]) and isinstance(r["pass"], bool)
+        assert all(_is_pos(v) for v in r["ms"].values())
+    assert "dataset" in sc["reads"]["to_arrow()"]["ms"]

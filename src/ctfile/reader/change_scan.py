@@ -15,6 +15,12 @@ into the output schema at the end:
 
 A ``filter`` on data columns prunes partitions by their statistics and is
 applied to every output row.
+
+One scan opens a partition several times (hidden columns, then rows, then a
+comparison with its copy-on-write successor); all opens of one
+:meth:`ChangeSet.to_batches` share one
+:class:`~ctfile.reader.integrity.DataFiles`, so each file is verified once per
+scan.
 """
 
 from __future__ import annotations
@@ -33,14 +39,9 @@ from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
 from ctfile.reader.change_plan import ChangePlan, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
+from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta
-from ctfile.reader.partition_reader import (
-    hidden_values_only_inherited,
-    open_parquet,
-    read_hidden,
-    read_partition,
-    read_rows,
-)
+from ctfile.reader.partition_reader import hidden_values_only_inherited, read_hidden, read_partition, read_rows
 from ctfile.reader.pruning import prune
 from ctfile.reader.row_ids import table_seed
 
@@ -128,7 +129,7 @@ class ChangeSet:
 
     def _batches(self, use_threads: bool) -> Iterator[pa.RecordBatch]:
         audit = self.plan.information == "audit"
-        for chunk in self._chunks(use_threads):
+        for chunk in self._chunks(DataFiles(self._storage), use_threads):
             yield from format_chunk(
                 chunk, self.schema, changelog=self._changelog, audit=audit, seed=self._seed, batch_rows=self._batch_rows
             )
@@ -154,19 +155,19 @@ class ChangeSet:
 
     # ------------------------------------------------------------ planning of chunks
 
-    def _chunks(self, use_threads: bool) -> Iterator[Chunk]:
+    def _chunks(self, files: DataFiles, use_threads: bool) -> Iterator[Chunk]:
         info = self.plan.information
         if self._initial is not None:
-            yield from self._initial_rows(self._initial, use_threads)
+            yield from self._initial_rows(files, self._initial, use_threads)
             if info == "default":
                 return  # snapshot(end) as inserts is the whole minimum delta
         if self.plan.shape is PlanShape.EMPTY:
             return
         if info == "append_only":
-            yield from self._append_only(self._prune(self.plan.appended), use_threads)
+            yield from self._append_only(files, self._prune(self.plan.appended), use_threads)
         else:
             md = MinimumDelta(
-                self._storage, self._table_schema, filter=self._filter, batch_rows=self._batch_rows,
+                files, self._table_schema, filter=self._filter, batch_rows=self._batch_rows,
                 workers=READ_WORKERS if use_threads else 1, use_threads=use_threads,
             )
             if info == "audit":
@@ -182,41 +183,41 @@ class ChangeSet:
         return prune(list(parts), self._table_schema, self._filter)
 
     def _rows_chunk(
-        self, p: Partition, positions: np.ndarray, ids: np.ndarray, *, insert: bool, use_threads: bool,
+        self, files: DataFiles, p: Partition, positions: np.ndarray, ids: np.ndarray, *, insert: bool, use_threads: bool,
         version=None, timestamp_ms=None,
     ) -> Chunk | None:
         if len(positions) == 0:
             return None
         if len(positions) == p.num_records:
             data = pa.Table.from_batches(
-                list(read_partition(self._storage, p, self._table_schema, use_threads=use_threads)), schema=self._data_schema
+                list(read_partition(files, p, self._table_schema, use_threads=use_threads)), schema=self._data_schema
             )
         else:
-            data = read_rows(self._storage, p, self._table_schema, positions, use_threads=use_threads)
+            data = read_rows(files, p, self._table_schema, positions, use_threads=use_threads)
         return filter_chunk(data, ids, insert, self._filter, version=version, timestamp_ms=timestamp_ms)
 
     # ------------------------------------------------------------ modes
 
-    def _initial_rows(self, state: TableState, use_threads: bool) -> Iterator[Chunk]:
+    def _initial_rows(self, files: DataFiles, state: TableState, use_threads: bool) -> Iterator[Chunk]:
         parts = self._prune(list(state.partitions.values()))
         for p in parts:
-            rid, _ = read_hidden(self._storage, p)
+            rid, _ = read_hidden(files, p)
             c = self._rows_chunk(
-                p, np.arange(p.num_records), rid, insert=True, use_threads=use_threads,
+                files, p, np.arange(p.num_records), rid, insert=True, use_threads=use_threads,
                 version=state.version if self.plan.information == "audit" else None,
                 timestamp_ms=state.timestamp,
             )
             if c is not None:
                 yield c
 
-    def _append_only(self, parts: Sequence[Partition], use_threads: bool) -> Iterator[Chunk]:
+    def _append_only(self, files: DataFiles, parts: Sequence[Partition], use_threads: bool) -> Iterator[Chunk]:
         for p in parts:
-            fresh = self._fresh_positions(p)
-            c = self._rows_chunk(p, fresh, p.first_row_id + fresh, insert=True, use_threads=use_threads)
+            fresh = self._fresh_positions(files, p)
+            c = self._rows_chunk(files, p, fresh, p.first_row_id + fresh, insert=True, use_threads=use_threads)
             if c is not None:
                 yield c
 
-    def _fresh_positions(self, p: Partition) -> np.ndarray:
+    def _fresh_positions(self, files: DataFiles, p: Partition) -> np.ndarray:
         """Positions of rows whose stored ``_ct_row_id`` is null (inserted by
         the partition's own commit)."""
         n = p.num_records
@@ -225,8 +226,9 @@ class ChangeSet:
             return np.arange(n, dtype=np.int64)
         if s is not None and s.null_count.get(ROW_ID_FIELD_ID) == 0:
             return np.empty(0, dtype=np.int64)
-        pf = open_parquet(self._storage, p)
-        if ROW_ID_COLUMN not in pf.schema_arrow.names:
-            return np.arange(n, dtype=np.int64)
-        col = pf.read(columns=[ROW_ID_COLUMN]).column(0)
+        with files.open(p) as src:
+            pf = files.parquet(src, p)
+            if ROW_ID_COLUMN not in pf.schema_arrow.names:
+                return np.arange(n, dtype=np.int64)
+            col = pf.read(columns=[ROW_ID_COLUMN]).column(0)
         return np.flatnonzero(np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool))

@@ -53,9 +53,9 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
-from ctfile.log.storage import Storage
 from ctfile.reader.change_rows import Chunk, const, filter_chunk, filter_mask
 from ctfile.reader.expressions import is_distinct
+from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_hidden, read_rows, same_columns
 from ctfile.reader.read_ahead import Streams
 from ctfile.reader.row_id_sets import classify
@@ -70,11 +70,12 @@ class MinimumDelta:
 
     ``workers`` threads decode partitions; with ``use_threads=False`` pyarrow
     decodes each file on its pool thread alone, without its own threads.
+    ``files`` are the scan's data files (each verified on its first open).
     """
 
     def __init__(
         self,
-        storage: Storage,
+        files: DataFiles,
         table_schema: Schema,
         *,
         filter: pc.Expression | None,
@@ -82,7 +83,7 @@ class MinimumDelta:
         workers: int,
         use_threads: bool = True,
     ):
-        self._storage = storage
+        self._files = files
         self._table_schema = table_schema
         self._data_schema = table_schema.to_arrow(field_ids=False)
         self._filter = filter
@@ -109,7 +110,7 @@ class MinimumDelta:
             # after that (memory here grows with the interval's rows).
             def ids(p_insert):
                 p, insert = p_insert
-                rid, rv = read_hidden(self._storage, p)
+                rid, rv = read_hidden(self._files, p)
                 return rid, (rv >= a) if insert else None
 
             hidden = list(pool.map(ids, [(p, True) for p in added] + [(p, False) for p in removed]))
@@ -169,7 +170,7 @@ class MinimumDelta:
             if not (np.array_equal(r_sel[i], pair) and np.array_equal(a_sel[j], a_pair[j]) and np.array_equal(pair, a_pair[j])):
                 continue
             candidates.append((i, j))
-        sames = pool.map(lambda ij: same_columns(self._storage, removed[ij[0]], added[ij[1]], self._table_schema), candidates)
+        sames = pool.map(lambda ij: same_columns(self._files, removed[ij[0]], added[ij[1]], self._table_schema), candidates)
         return {i: (j, frozenset(same)) for (i, j), same in zip(candidates, sames) if same}
 
     def _run_reads(self, reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
@@ -205,7 +206,7 @@ class MinimumDelta:
         pair_reads = list(order)  # consumed in this order, bucket by bucket
         order = [r for r in order if r.columns != []]  # reads with nothing to decode never start
         order += lone_reads
-        streams = Streams(pool, self._storage, self._table_schema, order, self._batch_rows, use_threads=self._use_threads)
+        streams = Streams(pool, self._files, self._table_schema, order, self._batch_rows, use_threads=self._use_threads)
         try:
             for b in range(buckets):
                 if not pair_reads:
@@ -335,12 +336,12 @@ class MinimumDelta:
                 new_t, same = new_pieces[match[0]][0], match[1]
                 names = self._data_schema.names
                 diff = [c for c in names if c not in same]
-                old_t = read_rows(self._storage, p, self._table_schema, pos, columns=diff, use_threads=self._use_threads) if diff else None
+                old_t = read_rows(self._files, p, self._table_schema, pos, columns=diff, use_threads=self._use_threads) if diff else None
                 t = pa.Table.from_arrays(
                     [new_t.column(c) if c in same else old_t.column(c) for c in names], schema=self._data_schema
                 )
             else:
-                t = read_rows(self._storage, p, self._table_schema, pos, use_threads=self._use_threads)
+                t = read_rows(self._files, p, self._table_schema, pos, use_threads=self._use_threads)
             pieces[i] = (t, pos, rid[pos])
         return pieces
 

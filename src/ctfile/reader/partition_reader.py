@@ -7,6 +7,11 @@ a null ``_ct_row_id`` becomes ``firstRowId + position`` and a null
 ``_ct_row_version`` becomes ``defaultRowVersion``. A partition staged by the
 current transaction has no lineage yet (``PENDING``); its nulls are kept so
 they inherit from the partition that will be committed.
+
+Every function takes the read's :class:`~ctfile.reader.integrity.DataFiles`
+(or a :class:`~ctfile.log.storage.Storage`, read through a new one): files are
+verified against their ``add`` action the first time the read opens them, and
+every failure is a typed error (:mod:`ctfile.reader.integrity`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ctfile.format.actions import Partition
-from ctfile.format.errors import CorruptLogError
+from ctfile.format.errors import CorruptDataFileError, CorruptLogError
 from ctfile.format.schema import (
     HIDDEN_COLUMNS,
     PARQUET_FIELD_ID_KEY,
@@ -31,6 +36,7 @@ from ctfile.format.schema import (
 )
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import PENDING
+from ctfile.reader.integrity import DataFiles
 
 
 def _file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) -> dict[str, str | None]:
@@ -50,24 +56,6 @@ def _file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) ->
     return out
 
 
-def open_parquet(storage: Storage, p: Partition, **options) -> pq.ParquetFile:
-    """Open the partition's file; ``options`` go to ``pq.ParquetFile``
-    (e.g. ``metadata`` to skip parsing the footer again, ``read_dictionary``)."""
-    try:
-        f = storage.arrow_filesystem.open_input_file(storage.arrow_path(p.path))
-        # pre_buffer: fetch the column chunks of a read in a few coalesced
-        # reads (as pq.read_table does) instead of one read per page.
-        return pq.ParquetFile(f, pre_buffer=True, **options)
-    except FileNotFoundError as e:
-        raise CorruptLogError(
-            f"partition {p.path} referenced by the log of {storage.uri} is missing: {e}"
-        ) from e
-    except (OSError, pa.ArrowInvalid) as e:
-        if "not found" in str(e).lower() or "no such file" in str(e).lower():
-            raise CorruptLogError(f"partition {p.path} of {storage.uri} is missing: {e}") from e
-        raise CorruptLogError(f"partition {p.path} of {storage.uri} is unreadable: {e}") from e
-
-
 def materialize_hidden(
     p: Partition, row_id: pa.Array, row_version: pa.Array, offset: int = 0
 ) -> tuple[pa.Array, pa.Array]:
@@ -84,7 +72,7 @@ def materialize_hidden(
 
 
 def read_partition(
-    storage: Storage,
+    files: DataFiles | Storage,
     p: Partition,
     schema: Schema,
     *,
@@ -105,45 +93,43 @@ def read_partition(
     if hidden:
         out_fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
     out_schema = pa.schema(out_fields)
-    pf = open_parquet(storage, p)
-    if pf.metadata.num_rows != p.num_records:
-        raise CorruptLogError(
-            f"partition {p.path}: the log records {p.num_records} rows, the file holds "
-            f"{pf.metadata.num_rows}"
-        )
-    mapping = _file_columns(pf, schema, wanted)
-    file_names = pf.schema_arrow.names
-    read_cols = [c for c in mapping.values() if c is not None]
-    if hidden:
-        read_cols += [h for h in HIDDEN_COLUMNS if h in file_names]
-    offset = 0
-    if p.num_records == 0:
-        return
-    # Per wanted column, once: (file column or None, table type).
-    plan = [(mapping[name], f.type) for name, f in zip(wanted, out_fields)]
-    iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
-    for batch in iterator:
-        n = batch.num_rows
-        arrays = []
-        for src, want in plan:
-            if src is None:
-                arrays.append(pa.nulls(n, want))
-            else:
-                col = batch.column(src)
-                arrays.append(col if col.type.equals(want) else col.cast(want))
+    files = DataFiles.of(files)
+    with files.open(p) as src:
+        pf = files.parquet(src, p)
+        if p.num_records == 0:
+            return
+        mapping = _file_columns(pf, schema, wanted)
+        file_names = pf.schema_arrow.names
+        read_cols = [c for c in mapping.values() if c is not None]
         if hidden:
-            rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
-            rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
-            rid, rv = materialize_hidden(p, rid, rv, offset)
-            arrays += [rid, rv]
-        offset += n
-        yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+            read_cols += [h for h in HIDDEN_COLUMNS if h in file_names]
+        offset = 0
+        # Per wanted column, once: (file column or None, table type).
+        plan = [(mapping[name], f.type) for name, f in zip(wanted, out_fields)]
+        iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
+        for batch in iterator:
+            n = batch.num_rows
+            arrays = []
+            for src_name, want in plan:
+                if src_name is None:
+                    arrays.append(pa.nulls(n, want))
+                else:
+                    col = batch.column(src_name)
+                    arrays.append(col if col.type.equals(want) else col.cast(want))
+            if hidden:
+                rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
+                rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
+                rid, rv = materialize_hidden(p, rid, rv, offset)
+                arrays += [rid, rv]
+            offset += n
+            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def read_partition_table(storage: Storage, p: Partition, schema: Schema, **kw) -> pa.Table:
+def read_partition_table(files: DataFiles | Storage, p: Partition, schema: Schema, **kw) -> pa.Table:
+    """:func:`read_partition` into one Table."""
     columns = kw.get("columns")
     hidden = kw.get("hidden", False)
-    batches = list(read_partition(storage, p, schema, **kw))
+    batches = list(read_partition(files, p, schema, **kw))
     if batches:
         return pa.Table.from_batches(batches)
     target = schema.to_arrow(field_ids=False)
@@ -164,7 +150,7 @@ def hidden_values_only_inherited(p: Partition) -> bool:
     )
 
 
-def read_hidden(storage: Storage, p: Partition) -> tuple[np.ndarray, np.ndarray]:
+def read_hidden(files: DataFiles | Storage, p: Partition) -> tuple[np.ndarray, np.ndarray]:
     """Materialized ``(row_id, row_version)`` of every row, as int64 numpy arrays.
 
     Reads only the two hidden columns, and nothing at all for a plain-insert
@@ -176,12 +162,14 @@ def read_hidden(storage: Storage, p: Partition) -> tuple[np.ndarray, np.ndarray]
             np.arange(p.first_row_id, p.first_row_id + n, dtype=np.int64),
             np.full(n, p.default_row_version, dtype=np.int64),
         )
-    pf = open_parquet(storage, p)
-    names = pf.schema_arrow.names
-    cols = [h for h in HIDDEN_COLUMNS if h in names]
-    t = pf.read(columns=cols, use_threads=True) if cols else None
+    files = DataFiles.of(files)
+    with files.open(p) as src:
+        pf = files.parquet(src, p)
+        names = pf.schema_arrow.names
+        cols = [h for h in HIDDEN_COLUMNS if h in names]
+        t = pf.read(columns=cols, use_threads=True) if cols else None
     if t is not None and t.num_rows != n:
-        raise CorruptLogError(f"partition {p.path}: the log records {n} rows, the file holds {t.num_rows}")
+        raise files.error(CorruptDataFileError, p, f"decodes to {t.num_rows} rows, its add action records numRecords {n}")
     rid = _materialized(t, ROW_ID_COLUMN, n, p.first_row_id, positional=True)
     rv = _materialized(t, ROW_VERSION_COLUMN, n, p.default_row_version, positional=False)
     return rid, rv
@@ -254,8 +242,20 @@ def small_dictionary_columns(pf: pq.ParquetFile, groups: Sequence[int], columns:
     return out
 
 
+def _row_groups_of(md: pq.FileMetaData, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row groups holding ``positions`` (ascending), and each position's
+    index within the concatenation of those row groups."""
+    if md.num_row_groups == 1:
+        return np.zeros(1, np.int64), positions
+    starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+    group_of = np.searchsorted(starts, positions, side="right") - 1
+    groups = np.unique(group_of)
+    base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
+    return groups, base[np.searchsorted(groups, group_of)] + (positions - starts[group_of])
+
+
 def iter_rows(
-    storage: Storage,
+    files: DataFiles | Storage,
     p: Partition,
     schema: Schema,
     positions: np.ndarray,
@@ -282,70 +282,59 @@ def iter_rows(
         positions = positions.astype(np.int64)
     if len(positions) == 0:
         return
-    pf = open_parquet(storage, p)
-    md = pf.metadata
-    if md.num_rows != p.num_records:
-        raise CorruptLogError(
-            f"partition {p.path}: the log records {p.num_records} rows, the file holds {md.num_rows}"
-        )
-    if positions[0] < 0 or positions[-1] >= md.num_rows:
-        raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
-    mapping = _file_columns(pf, schema, wanted)
-    read_cols = list(dict.fromkeys(c for c in mapping.values() if c is not None))
+    files = DataFiles.of(files)
+    with files.open(p) as src:
+        pf = files.parquet(src, p)
+        md = pf.metadata
+        if positions[0] < 0 or positions[-1] >= md.num_rows:
+            raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
+        mapping = _file_columns(pf, schema, wanted)
+        read_cols = list(dict.fromkeys(c for c in mapping.values() if c is not None))
 
-    def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
-        arrays = []
-        for name in wanted:
-            src = mapping[name]
-            want = target.field(name).type
-            if src is None:
-                arrays.append(pa.nulls(n, want))
-                continue
-            col = batch.column(src)
-            if pa.types.is_dictionary(col.type):
-                col = col.dictionary_decode()
-            arrays.append(col if col.type.equals(want) else col.cast(want))
-        return pa.Table.from_arrays(arrays, schema=out_schema)
+        def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
+            arrays = []
+            for name in wanted:
+                col_name = mapping[name]
+                want = target.field(name).type
+                if col_name is None:
+                    arrays.append(pa.nulls(n, want))
+                    continue
+                col = batch.column(col_name)
+                if pa.types.is_dictionary(col.type):
+                    col = col.dictionary_decode()
+                arrays.append(col if col.type.equals(want) else col.cast(want))
+            return pa.Table.from_arrays(arrays, schema=out_schema)
 
-    if not read_cols:  # every wanted column is absent from the file: all nulls
-        yield 0, assemble(len(positions), None)
-        return
-    if md.num_row_groups == 1:
-        groups, local = np.zeros(1, np.int64), positions
-    else:
-        starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
-        group_of = np.searchsorted(starts, positions, side="right") - 1
-        groups = np.unique(group_of)
-        # Position of each selected row inside the concatenation of the groups read.
-        base = np.cumsum([0] + [md.row_group(int(g)).num_rows for g in groups])
-        local = base[np.searchsorted(groups, group_of)] + (positions - starts[group_of])
-        del group_of
-    dictionary = small_dictionary_columns(pf, groups, read_cols)
-    if dictionary:  # the footer is parsed once: the reopened file reuses it
-        pf = open_parquet(storage, p, metadata=md, read_dictionary=dictionary)
-    k = 0
-    offset = 0
-    for batch in pf.iter_batches(
-        batch_size=batch_rows, row_groups=groups.tolist(), columns=read_cols, use_threads=use_threads
-    ):
-        n = batch.num_rows
-        hi = int(np.searchsorted(local, offset + n))
-        if hi > k:
-            if hi - k == n:  # every row of the batch is selected
-                sel = batch
-            else:
-                sel = batch.take(pa.array(local[k:hi] - offset))
-            yield k, assemble(hi - k, sel)
-            k = hi
-        offset += n
-        if k == len(positions):
-            break  # past the last selected row: do not decode the rest
-    if k != len(positions):
-        raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
+        if not read_cols:  # every wanted column is absent from the file: all nulls
+            yield 0, assemble(len(positions), None)
+            return
+        groups, local = _row_groups_of(md, positions)
+        dictionary = small_dictionary_columns(pf, groups, read_cols)
+        if dictionary:  # the footer is parsed once: the reopened file reuses it
+            pf = files.parquet(src, p, metadata=md, read_dictionary=dictionary)
+        k = 0
+        offset = 0
+        for batch in pf.iter_batches(
+            batch_size=batch_rows, row_groups=groups.tolist(), columns=read_cols, use_threads=use_threads
+        ):
+            n = batch.num_rows
+            hi = int(np.searchsorted(local, offset + n))
+            if hi > k:
+                if hi - k == n:  # every row of the batch is selected
+                    sel = batch
+                else:
+                    sel = batch.take(pa.array(local[k:hi] - offset))
+                yield k, assemble(hi - k, sel)
+                k = hi
+            offset += n
+            if k == len(positions):
+                break  # past the last selected row: do not decode the rest
+        if k != len(positions):
+            raise files.error(CorruptDataFileError, p, f"decodes to fewer rows than its footer's {md.num_rows}")
 
 
 def read_rows(
-    storage: Storage,
+    files: DataFiles | Storage,
     p: Partition,
     schema: Schema,
     positions: np.ndarray,
@@ -358,7 +347,7 @@ def read_rows(
     wanted = list(schema.names if columns is None else columns)
     target = schema.to_arrow(field_ids=False)
     out_schema = pa.schema([target.field(c) for c in wanted])
-    tables = [t for _, t in iter_rows(storage, p, schema, positions, columns=wanted, use_threads=use_threads)]
+    tables = [t for _, t in iter_rows(files, p, schema, positions, columns=wanted, use_threads=use_threads)]
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
 
@@ -369,12 +358,7 @@ def _leaf_schema_key(col) -> tuple:
     )
 
 
-def _read_buffer(f, offset: int, n: int) -> pa.Buffer:
-    f.seek(offset)
-    return f.read_buffer(n)
-
-
-def same_columns(storage: Storage, a: Partition, b: Partition, schema: Schema) -> set[str]:
+def same_columns(files: DataFiles | Storage, a: Partition, b: Partition, schema: Schema) -> set[str]:
     """Table columns whose stored values are identical, row by row, in the
     files of ``a`` and ``b``.
 
@@ -387,7 +371,19 @@ def same_columns(storage: Storage, a: Partition, b: Partition, schema: Schema) -
     a change scan then decodes them from one file only. Anything else
     (nested columns, a different layout) is simply not reported.
     """
-    fa, fb = open_parquet(storage, a), open_parquet(storage, b)
+    files = DataFiles.of(files)
+    with files.open(a) as ra:
+        fa = files.parquet(ra, a)
+        with files.open(b) as rb:
+            fb = files.parquet(rb, b)
+            return _same_columns(
+                fa, fb, files.chunk_reader(ra, a), files.chunk_reader(rb, b), ra.size(), rb.size(), schema
+            )
+
+
+def _same_columns(fa: pq.ParquetFile, fb: pq.ParquetFile, read_a, read_b, size_a: int, size_b: int, schema: Schema) -> set[str]:
+    """:func:`same_columns` over two open files; ``read_a(offset, n)`` reads
+    bytes of the first file (``size_a`` bytes long), ``read_b`` of the second."""
     ma, mb = fa.metadata, fb.metadata
     if ma.num_row_groups != mb.num_row_groups or any(
         ma.row_group(g).num_rows != mb.row_group(g).num_rows for g in range(ma.num_row_groups)
@@ -398,37 +394,33 @@ def same_columns(storage: Storage, a: Partition, b: Partition, schema: Schema) -
     arrow_a, arrow_b = fa.schema_arrow, fb.schema_arrow
     leaf_a = {ma.schema.column(i).path: i for i in range(ma.num_columns)}
     leaf_b = {mb.schema.column(i).path: i for i in range(mb.num_columns)}
-    size_a = storage.arrow_filesystem.get_file_info(storage.arrow_path(a.path)).size
-    size_b = storage.arrow_filesystem.get_file_info(storage.arrow_path(b.path)).size
     same: set[str] = set()
-    with storage.arrow_filesystem.open_input_file(storage.arrow_path(a.path)) as ra, \
-            storage.arrow_filesystem.open_input_file(storage.arrow_path(b.path)) as rb:
-        for name in names:
-            ca, cb = map_a[name], map_b[name]
-            if ca is None and cb is None:
-                same.add(name)
-                continue
-            if ca is None or cb is None or ca not in leaf_a or cb not in leaf_b:
-                continue
-            if not arrow_a.field(ca).type.equals(arrow_b.field(cb).type):
-                continue
-            ia, ib = leaf_a[ca], leaf_b[cb]
-            if _leaf_schema_key(ma.schema.column(ia)) != _leaf_schema_key(mb.schema.column(ib)):
-                continue
-            for g in range(ma.num_row_groups):
-                xa, xb = ma.row_group(g).column(ia), mb.row_group(g).column(ib)
-                n = xa.total_compressed_size
-                if (
-                    xa.compression != xb.compression or n != xb.total_compressed_size
-                    or xa.num_values != xb.num_values or xa.encodings != xb.encodings
-                ):
-                    break
-                oa = xa.dictionary_page_offset if xa.has_dictionary_page else xa.data_page_offset
-                ob = xb.dictionary_page_offset if xb.has_dictionary_page else xb.data_page_offset
-                if not (0 < oa and oa + n <= size_a and 0 < ob and ob + n <= size_b):
-                    break
-                if not _read_buffer(ra, oa, n).equals(_read_buffer(rb, ob, n)):
-                    break
-            else:
-                same.add(name)
+    for name in names:
+        ca, cb = map_a[name], map_b[name]
+        if ca is None and cb is None:
+            same.add(name)
+            continue
+        if ca is None or cb is None or ca not in leaf_a or cb not in leaf_b:
+            continue
+        if not arrow_a.field(ca).type.equals(arrow_b.field(cb).type):
+            continue
+        ia, ib = leaf_a[ca], leaf_b[cb]
+        if _leaf_schema_key(ma.schema.column(ia)) != _leaf_schema_key(mb.schema.column(ib)):
+            continue
+        for g in range(ma.num_row_groups):
+            xa, xb = ma.row_group(g).column(ia), mb.row_group(g).column(ib)
+            n = xa.total_compressed_size
+            if (
+                xa.compression != xb.compression or n != xb.total_compressed_size
+                or xa.num_values != xb.num_values or xa.encodings != xb.encodings
+            ):
+                break
+            oa = xa.dictionary_page_offset if xa.has_dictionary_page else xa.data_page_offset
+            ob = xb.dictionary_page_offset if xb.has_dictionary_page else xb.data_page_offset
+            if not (0 < oa and oa + n <= size_a and 0 < ob and ob + n <= size_b):
+                break
+            if not read_a(oa, n).equals(read_b(ob, n)):
+                break
+        else:
+            same.add(name)
     return same

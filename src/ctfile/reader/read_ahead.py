@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
-from ctfile.log.storage import Storage
+from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import iter_rows
 
 FILE_BATCH_ROWS = 65536  # rows decoded at a time from a file
@@ -145,8 +145,8 @@ class Streams:
     most ``AHEAD_ROWS`` needed rows ahead of its consumer: partitions decode
     in parallel, with a bounded number in flight."""
 
-    def __init__(self, pool: Executor, storage: Storage, schema: Schema, order: Sequence[PartitionRead], batch_rows: int, *, use_threads: bool = True):
-        self._pool, self._storage, self._schema = pool, storage, schema
+    def __init__(self, pool: Executor, files: DataFiles, schema: Schema, order: Sequence[PartitionRead], batch_rows: int, *, use_threads: bool = True):
+        self._pool, self._files, self._schema = pool, files, schema
         self._use_threads = use_threads
         self._order = order
         self._rank = {id(r): i for i, r in enumerate(order)}
@@ -155,7 +155,7 @@ class Streams:
         self._batch_rows = batch_rows
 
     def _start(self, r: PartitionRead) -> None:
-        it = iter_rows(self._storage, r.part, self._schema, r.positions, columns=r.columns, batch_rows=FILE_BATCH_ROWS, use_threads=self._use_threads)
+        it = iter_rows(self._files, r.part, self._schema, r.positions, columns=r.columns, batch_rows=FILE_BATCH_ROWS, use_threads=self._use_threads)
         self._cursors[id(r)] = Cursor(Ahead(self._pool, it, max(AHEAD_ROWS, self._batch_rows)))
 
     def cursor(self, r: PartitionRead) -> Cursor:

@@ -16,12 +16,12 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage, open_storage
 from ctfile.reader.expressions import referenced_columns
+from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import small_dictionary_columns
 from ctfile.reader.pruning import prune
 
@@ -60,6 +60,10 @@ class ScanTask:
         codes) are read as dictionary indices and turned into strings with a
         ``take``, about half the decode cost of Parquet's own dictionary
         decoding; the output types are the table's either way.
+
+        The file is verified against its ``add`` action before any row is
+        returned (:mod:`ctfile.reader.integrity`): it is read whole, also by a
+        task that reads only some of its row groups.
         """
         storage = storage_for(self.uri, self.storage_options)
         arrow = self.schema.to_arrow(field_ids=False)
@@ -67,9 +71,9 @@ class ScanTask:
         read_cols = list(self.columns)
         if self.filter is not None:
             read_cols += [c for c in referenced_columns(self.filter, arrow) if c not in read_cols]
-        fs = storage.arrow_filesystem
-        with fs.open_input_file(storage.arrow_path(self.partition.path)) as source:
-            pf = pq.ParquetFile(source, pre_buffer=True)
+        files = DataFiles(storage)
+        with files.open(self.partition) as source:
+            pf = files.parquet(source, self.partition)
             total = pf.metadata.num_row_groups
             stop = total if self.row_group_stop is None else min(self.row_group_stop, total)
             groups = list(range(min(self.row_group_start, total), stop))
@@ -77,7 +81,7 @@ class ScanTask:
                 return
             dict_cols = small_dictionary_columns(pf, groups, read_cols)
             if dict_cols:
-                pf = pq.ParquetFile(source, pre_buffer=True, metadata=pf.metadata, read_dictionary=dict_cols)
+                pf = files.parquet(source, self.partition, metadata=pf.metadata, read_dictionary=dict_cols)
             types = {c: arrow.field(c).type for c in read_cols}
             for b in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=read_cols, use_threads=use_threads):
                 arrays = []

@@ -1,4 +1,12 @@
-"""Snapshots: the table as of one version (SPEC §Log replay, reader requirements)."""
+"""Snapshots: the table as of one version (SPEC §Log replay, reader requirements).
+
+Reads go through :class:`~ctfile.reader.integrity.DataFiles`, so every data
+file is verified against its ``add`` action before its rows are returned
+(SPEC §Micro-partition files, reader requirements). Ordinary reads scan each
+verified file with pyarrow's dataset scanner (columns matched by name,
+row groups skipped by their footer statistics, the filter applied), several
+partitions at a time.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +25,16 @@ from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
 from ctfile.reader.expressions import check_predicate
+from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_partition, read_partition_table
 from ctfile.reader.pruning import partition_guarantees, prune
 from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
+
+# Partitions read at once by to_arrow(); to_batches() fetches and verifies
+# this many files ahead of the one it decodes.
+READ_WORKERS = 4
+FETCH_AHEAD = 1
+_PARQUET = ds.ParquetFileFormat()
 
 
 class Snapshot:
@@ -97,13 +112,15 @@ class Snapshot:
             check_predicate(filter, self.schema, what="filter")
         return prune(self.partitions, self.table_schema, filter)
 
-    def _dataset(self, partitions: Sequence[Partition]) -> ds.FileSystemDataset:
-        return ds.FileSystemDataset.from_paths(
-            [self._storage.arrow_path(p.path) for p in partitions],
-            schema=self.schema,
-            format=ds.ParquetFileFormat(),
-            filesystem=self._storage.arrow_filesystem,
-        )
+    def _fragment(self, files: DataFiles, p: Partition, src) -> ds.ParquetFileFragment:
+        files.parquet(src, p)  # checks the row count
+        return _PARQUET.make_fragment(src)
+
+    def _read_one(self, files: DataFiles, p: Partition, cols: list[str], filter) -> pa.Table:
+        """The rows of ``p`` (``cols``, matching ``filter``), through pyarrow's
+        dataset scanner over the verified file."""
+        with files.open(p) as src:
+            return self._fragment(files, p, src).to_table(schema=self.schema, columns=cols, filter=filter)
 
     def to_arrow(
         self,
@@ -124,14 +141,12 @@ class Snapshot:
         """
         cols = self._columns(columns)
         parts = self._plan(filter)
-        if not include_hidden:
-            if not parts:
-                return self.schema.empty_table().select(cols)
-            return self._dataset(parts).to_table(columns=cols, filter=filter)
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            tables = list(pool.map(lambda p: self._read_hidden(p, cols, filter), parts))
-        if not tables:
-            return self._empty_hidden(cols)
+        files = DataFiles(self._storage)
+        if not parts:
+            return self._empty_hidden(cols) if include_hidden else self.schema.empty_table().select(cols)
+        read = self._read_hidden if include_hidden else self._read_one
+        with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
+            tables = list(pool.map(lambda p: read(files, p, cols, filter), parts))
         return pa.concat_tables(tables)
 
     def _empty_hidden(self, cols: list[str]) -> pa.Table:
@@ -139,11 +154,11 @@ class Snapshot:
         fields += [pa.field(h, pa.int64()) for h in HIDDEN_COLUMNS]
         return pa.schema(fields).empty_table()
 
-    def _read_hidden(self, p: Partition, cols: list[str], filter: pc.Expression | None) -> pa.Table:
+    def _read_hidden(self, files: DataFiles, p: Partition, cols: list[str], filter: pc.Expression | None) -> pa.Table:
         # Hidden values depend on row position, so filter after materializing;
         # read the filter's columns too and drop them afterwards.
         need = cols if filter is None else list(dict.fromkeys(cols + self.table_schema.names))
-        t = read_partition_table(self._storage, p, self.table_schema, columns=need, hidden=True)
+        t = read_partition_table(files, p, self.table_schema, columns=need, hidden=True)
         if filter is not None:
             t = t.filter(filter)
         return t.select(cols + list(HIDDEN_COLUMNS))
@@ -156,21 +171,41 @@ class Snapshot:
         include_hidden: bool = False,
         batch_rows: int | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream the snapshot as RecordBatches; memory stays bounded by a few batches."""
+        """Stream the snapshot as RecordBatches, partition by partition.
+
+        Memory stays bounded: a few batches, and the bytes of the partition
+        being decoded and of the next one, fetched and verified meanwhile.
+        """
         cols = self._columns(columns)
         parts = self._plan(filter)
         if not include_hidden:
-            if not parts:
-                return iter(())
             kw = {"batch_size": batch_rows} if batch_rows else {}
-            return iter(self._dataset(parts).to_batches(columns=cols, filter=filter, **kw))
+            return self._batches(parts, cols, filter, kw)
         return self._hidden_batches(parts, cols, filter, batch_rows)
+
+    def _batches(self, parts: list[Partition], cols: list[str], filter, kw: dict) -> Iterator[pa.RecordBatch]:
+        files = DataFiles(self._storage)
+        with ThreadPoolExecutor(max_workers=FETCH_AHEAD) as pool:
+            ahead = [pool.submit(files.fetch, p) for p in parts[:FETCH_AHEAD]]
+            try:
+                for i, p in enumerate(parts):
+                    source = ahead.pop(0).result()
+                    if i + FETCH_AHEAD < len(parts):
+                        ahead.append(pool.submit(files.fetch, parts[i + FETCH_AHEAD]))
+                    with files.open(p, fetched=source) as src:
+                        fragment = self._fragment(files, p, src)
+                        yield from fragment.to_batches(schema=self.schema, columns=cols, filter=filter, **kw)
+            finally:  # abandoned or failed: release what was fetched ahead
+                for f in ahead:
+                    if not f.cancel() and f.exception() is None:
+                        f.result().close()
 
     def _hidden_batches(self, parts, cols, filter, batch_rows) -> Iterator[pa.RecordBatch]:
         need = cols if filter is None else list(dict.fromkeys(cols + self.table_schema.names))
         out_cols = cols + list(HIDDEN_COLUMNS)
+        files = DataFiles(self._storage)
         for p in parts:
-            for b in read_partition(self._storage, p, self.table_schema, columns=need, hidden=True, batch_rows=batch_rows):
+            for b in read_partition(files, p, self.table_schema, columns=need, hidden=True, batch_rows=batch_rows):
                 if filter is not None:
                     b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
                     b = b.to_batches()[0] if b.num_rows else None
@@ -210,6 +245,13 @@ class Snapshot:
         (``partition_expression``) where they are exact for every row, so
         engines that read Arrow datasets (DuckDB, Polars, pandas) prune with
         them. Hidden columns are not part of the dataset.
+
+        The dataset names the files; the engine reading it opens them itself,
+        so ctfile cannot check them against their ``add`` actions: a damaged
+        file is read as whatever it decodes to, and a missing one fails with
+        that engine's own error. Use :meth:`to_arrow` or :meth:`to_batches`
+        (which verify every file, SPEC §Micro-partition files) where that
+        matters, or check the table with ``ctfile verify`` first.
         """
         parts = self.partitions
         guarantees = []

@@ -23,7 +23,7 @@ from ctfile.format.errors import (
     StaleIntervalError,
     VersionNotFoundError,
 )
-from ctfile.reader import change_scan, min_delta, partition_reader, read_ahead
+from ctfile.reader import change_scan, integrity, min_delta, partition_reader, read_ahead
 from ctfile.reader.change_plan import PlanShape
 
 ACTION = "METADATA$ACTION"
@@ -86,7 +86,7 @@ class ReadCounter:
         self.opened: list[str] = []
         real_rows, real_part = partition_reader.read_rows, partition_reader.read_partition
         real_iter = partition_reader.iter_rows
-        real_hidden, real_open = partition_reader.read_hidden, partition_reader.open_parquet
+        real_hidden, real_fetch = partition_reader.read_hidden, integrity.DataFiles.fetch
 
         def read_rows(storage, p, schema, positions, **kw):
             self.payload.append((p.path, len(positions)))
@@ -104,18 +104,18 @@ class ReadCounter:
             self.hidden.append(p.path)
             return real_hidden(storage, p)
 
-        def open_parquet(storage, p, **kw):
+        def fetch(files, p):
             self.opened.append(p.path)
-            return real_open(storage, p, **kw)
+            return real_fetch(files, p)
 
         # Each reader is patched where the scan's modules look it up (inside
-        # partition_reader only open_parquet, so no read is counted twice).
+        # partition_reader only the opening of files, so no read is counted twice).
         for module in (change_scan, min_delta, read_ahead):
             for name, fn in (("read_rows", read_rows), ("iter_rows", iter_rows), ("read_partition", read_partition),
-                             ("read_hidden", read_hidden), ("open_parquet", open_parquet)):
+                             ("read_hidden", read_hidden)):
                 if hasattr(module, name):
                     monkeypatch.setattr(module, name, fn)
-        monkeypatch.setattr(partition_reader, "open_parquet", open_parquet)
+        monkeypatch.setattr(integrity.DataFiles, "fetch", fetch)
 
     @property
     def payload_rows(self) -> int:

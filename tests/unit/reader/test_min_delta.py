@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pytest
 
 import ctfile
-from ctfile.format.errors import CorruptLogError
+from ctfile.format.errors import MissingDataFileError
 from ctfile.reader import min_delta, read_ahead, row_id_sets
 from ctfile.reader.row_ids import row_id_strings, table_seed
 
@@ -255,7 +255,7 @@ def test_missing_file_raises_from_a_worker(new_table, make_rows):
     plan = t.changes(start_version=v).plan
     (victim,) = [p for p in plan.removed if p.first_row_id == 0]  # plain insert: no hidden read opens it
     os.remove(os.path.join(str(t.uri), victim.path))
-    with pytest.raises(CorruptLogError, match="missing"):
+    with pytest.raises(MissingDataFileError, match=f"{victim.path} .*added by version 1.* is missing"):
         t.changes(start_version=v).to_arrow()
 
 

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ctfile.format.actions import Partition
-from ctfile.format.errors import CorruptLogError
+from ctfile.format.errors import CorruptDataFileError, MissingDataFileError
 from ctfile.format.schema import Field, Schema, hidden_arrow_fields
 from ctfile.log.storage import LocalStorage
 from ctfile.log.transaction import PENDING
@@ -19,8 +19,9 @@ SCHEMA = Schema((Field(1, "a", "long"), Field(2, "b", "string"), Field(3, "c", "
 def _write(storage: LocalStorage, path: str, table: pa.Table) -> Partition:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    storage.put(path, sink.getvalue().to_pybytes())
-    return Partition(path, 1, table.num_rows, first_row_id=100, default_row_version=7, modification_time=0)
+    data = sink.getvalue().to_pybytes()
+    storage.put(path, data)
+    return Partition(path, len(data), table.num_rows, first_row_id=100, default_row_version=7, modification_time=0)
 
 
 def _ids(names_ids):
@@ -75,16 +76,18 @@ def test_row_count_mismatch_is_corrupt(storage):
     p = _write(storage, "data/p.parquet", pa.table({"a": [1, 2]}))
     import dataclasses
 
-    with pytest.raises(CorruptLogError, match="records 5 rows, the file holds 2"):
+    with pytest.raises(CorruptDataFileError, match="the file holds 2 rows, the log records numRecords 5"):
         read_partition_table(storage, dataclasses.replace(p, num_records=5), SCHEMA)
 
 
-def test_missing_or_unreadable_file_is_corrupt(storage):
+def test_missing_or_unreadable_file_is_typed(storage):
     p = Partition("data/missing.parquet", 1, 1, 0, 1, 0)
-    with pytest.raises(CorruptLogError, match="missing"):
+    with pytest.raises(MissingDataFileError, match=r"data/missing.parquet .*\(added by version 1\) is missing"):
         read_partition_table(storage, p, SCHEMA)
     storage.put("data/junk.parquet", b"not parquet at all")
-    with pytest.raises(CorruptLogError, match="data/junk.parquet"):
+    with pytest.raises(CorruptDataFileError, match="data/junk.parquet .* does not decode as Parquet"):
+        read_partition_table(storage, Partition("data/junk.parquet", 18, 1, 0, 1, 0), SCHEMA)
+    with pytest.raises(CorruptDataFileError, match="the file holds 18 bytes, the log records sizeBytes 1"):
         read_partition_table(storage, Partition("data/junk.parquet", 1, 1, 0, 1, 0), SCHEMA)
 
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ctfile
-from ctfile.format.errors import CorruptLogError
+from ctfile.format.errors import CorruptDataFileError, CorruptLogError
 
 
 def _write_groups(tmp_path, n=200, group=16):
@@ -67,10 +67,16 @@ def test_iter_rows_over_row_groups(tmp_path, seed):
 
 
 def test_iter_rows_reads_only_row_groups_holding_positions(tmp_path):
-    """A corrupt row group breaks only reads that need it."""
+    """Without a checksum in the log (only the length can be checked), a
+    corrupt row group breaks only reads that need it; with one, every read."""
+    import dataclasses
+
+    import xxhash
+
     from ctfile.reader.partition_reader import iter_rows
 
     storage, schema, part, _ = _write_groups(tmp_path)
+    checked = dataclasses.replace(part, checksum=xxhash.xxh3_128_hexdigest((tmp_path / part.path).read_bytes()))
     path = tmp_path / part.path
     md = pq.ParquetFile(path).metadata
     raw = bytearray(path.read_bytes())
@@ -81,8 +87,10 @@ def test_iter_rows_reads_only_row_groups_holding_positions(tmp_path):
     path.write_bytes(bytes(raw))
     ok = np.array([0, 20, 47, 64, 150, 199])
     assert sum(tb.num_rows for _, tb in iter_rows(storage, part, schema, ok)) == len(ok)
-    with pytest.raises((OSError, pa.ArrowException)):
+    with pytest.raises(CorruptDataFileError, match="data/g.parquet .*added by version 9.* does not decode"):
         list(iter_rows(storage, part, schema, np.array([3, 50])))
+    with pytest.raises(CorruptDataFileError, match="checksum mismatch"):
+        list(iter_rows(storage, checked, schema, ok))
 
 
 def test_iter_rows_rejects_positions_beyond_the_file(tmp_path):
@@ -112,5 +120,5 @@ def test_iter_rows_rejects_a_row_count_unlike_the_log(tmp_path):
     from ctfile.reader.partition_reader import iter_rows
 
     storage, schema, part, _ = _write_groups(tmp_path)
-    with pytest.raises(CorruptLogError, match="records 150 rows"):
+    with pytest.raises(CorruptDataFileError, match="holds 200 rows, the log records numRecords 150"):
         list(iter_rows(storage, dataclasses.replace(part, num_records=150), schema, np.array([5])))

@@ -196,14 +196,14 @@ def test_snapshot_is_immutable_view(lineage, make_rows):
     assert lineage.snapshot().num_records == 0
 
 
-def test_missing_data_file_is_corrupt(lineage):
+def test_missing_data_file_is_typed(lineage):
     snap = lineage.snapshot()
     p = snap.partitions[0]
     lineage.storage.delete([p.path])
-    with pytest.raises((ctfile.CorruptLogError, OSError)):
-        snap.to_arrow()
-    with pytest.raises(ctfile.CorruptLogError, match=p.path):
-        snap.to_arrow(include_hidden=True)
+    for read in (snap.to_arrow, lambda: snap.to_arrow(include_hidden=True), lambda: list(snap.to_batches())):
+        with pytest.raises(ctfile.MissingDataFileError, match=f"{p.path} of table .* is missing") as e:
+            read()
+        assert (e.value.path, e.value.version, e.value.uri) == (p.path, p.default_row_version, lineage.uri)
 
 
 def test_repr_and_properties(lineage):

@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import xxhash
 
 from ctfile.format.actions import Partition, PartitionStats
 from ctfile.format.schema import (
@@ -29,6 +28,7 @@ from ctfile.format.schema import (
 )
 from ctfile.format.stats import decode_bound, has_bounds
 from ctfile.log.storage import Storage
+from ctfile.reader.integrity import damage
 from ctfile.reader.partition_reader import materialize_hidden
 from ctfile.reader.verify.report import VerifyProblem
 
@@ -76,12 +76,8 @@ def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, r
         bad("unreadable", f"the data file cannot be read: {e}")
         return res
     res.size = len(data)
-    if len(data) != p.size_bytes:
-        bad("size", f"the file holds {len(data)} bytes, the log records sizeBytes {p.size_bytes}")
-    if p.checksum is not None:
-        actual = xxhash.xxh3_128_hexdigest(data)
-        if actual != p.checksum:
-            bad("checksum", f"checksum mismatch: the file hashes to {actual}, the log records {p.checksum}")
+    for kind, message in damage(p, data):  # the check every read makes
+        bad(kind.value, message)
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
         n = pf.metadata.num_rows
