@@ -141,6 +141,13 @@ class ManifestLog:
             self._entries[version] = actions
         return actions
 
+    def forget_entries_below(self, version: int) -> None:
+        """Drop cached entries older than ``version`` (a vacuum deleted them:
+        this process must not serve them either)."""
+        with self._lock:
+            for v in [v for v in self._entries if v < version]:
+                del self._entries[v]
+
     def read_entries(self, start: int, end: int) -> list[list[Action]]:
         """Entries ``start..end`` inclusive, fetched concurrently on object stores."""
         versions = range(start, end + 1)

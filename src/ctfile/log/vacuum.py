@@ -117,6 +117,112 @@ def _now_ms() -> int:
     return now_ms()
 
 
+@dataclass(frozen=True)
+class VacuumPlan:
+    """What a vacuum will do, decided from the log and two listings before
+    anything is written or deleted (:func:`plan_vacuum`).
+
+    ``keep`` is :func:`retained_files` of ``base..latest``; ``garbage`` the
+    data and temporary files the listings hold that are neither kept nor
+    younger than the grace period.
+    """
+
+    retain_s: float
+    grace_period_s: float
+    history_cutoff_ms: int
+    grace_cutoff_ms: int
+    latest: int
+    base: int
+    base_state: TableState
+    needs_checkpoint: bool
+    expired_log: tuple[str, ...]
+    data_listing: tuple[FileInfo, ...]
+    log_listing: tuple[FileInfo, ...]
+    keep: frozenset[str]
+
+    def garbage(self, keep: set[str] | frozenset[str] | None = None) -> tuple[list[str], list[str], int]:
+        """(data files, temporary files, bytes of the data files) to delete,
+        against ``keep`` (default: the planned one)."""
+        return _garbage(list(self.data_listing), list(self.log_listing), self.keep if keep is None else keep,
+                        self.grace_cutoff_ms)
+
+    def result(self, *, dry_run: bool, latest: int, keep: set[str] | frozenset[str] | None = None) -> VacuumResult:
+        data_files, temp_files, freed = self.garbage(keep)
+        return VacuumResult(
+            dry_run=dry_run,
+            version=latest,
+            oldest_version=self.base,
+            checkpoint_version=self.base if self.needs_checkpoint else None,
+            deleted_log_files=self.expired_log,
+            deleted_data_files=tuple(data_files),
+            deleted_temp_files=tuple(temp_files),
+            bytes_freed=freed,
+            retain_s=self.retain_s,
+            grace_period_s=self.grace_period_s,
+            history_cutoff_ms=self.history_cutoff_ms,
+        )
+
+
+def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any = None, now_ms: int | None = None) -> VacuumPlan:
+    """Decide what :func:`vacuum` deletes; reads only (see the module docstring).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a bad ``retain`` or ``grace_period``.
+    StorageError
+        If the storage refuses listing ``data/`` or ``_ct_log/``.
+    """
+    retain_s = _seconds(retain, what="retain", default=DEFAULT_RETAIN_S)
+    grace_s = _seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S)
+    storage = manifest.storage
+    now = _now_ms() if now_ms is None else now_ms
+    # A transaction younger than the grace period may still commit with a read
+    # version this old, so history is only expired beyond both windows.
+    history_cutoff_ms = now - int(max(retain_s, grace_s) * 1000)
+    latest = manifest.latest_version()
+    base = _retained_base(manifest, history_cutoff_ms, latest)
+    # Listed first: a listing the storage refuses leaves the table untouched.
+    data_listing = tuple(storage.list_dir(DATA_DIR))
+    log_listing = tuple(storage.list_dir(LOG_DIR))
+    base_state = manifest.load_state(base, latest=latest)
+    listing = manifest.list()
+    expired = [checkpoint_path(c) for c in listing.checkpoints if c < base]
+    expired += [commit_path(v) for v in listing.commits if v < base]
+    return VacuumPlan(
+        retain_s=retain_s,
+        grace_period_s=grace_s,
+        history_cutoff_ms=history_cutoff_ms,
+        grace_cutoff_ms=now - int(grace_s * 1000),
+        latest=latest,
+        base=base,
+        base_state=base_state,
+        needs_checkpoint=base > 0 and not _valid_checkpoint(manifest, base),
+        expired_log=tuple(expired),
+        data_listing=data_listing,
+        log_listing=log_listing,
+        keep=frozenset(retained_files(manifest, base, latest, base_state=base_state)),
+    )
+
+
+def run_vacuum(manifest: ManifestLog, plan: VacuumPlan) -> VacuumResult:
+    """Carry out ``plan`` in the order SPEC §Vacuum requires: the checkpoint
+    of the retained base (read back), then the expired log oldest first, then
+    the data files no retained entry -- nor one committed meanwhile -- names."""
+    if plan.needs_checkpoint:
+        manifest.write_checkpoint(plan.base_state)
+        manifest.read_checkpoint(plan.base, decode_stats=True)  # read back before anything is deleted
+    _expire_log(manifest, plan.base, plan.expired_log)
+    keep = set(plan.keep)
+    latest = manifest.latest_version()
+    if latest > plan.latest:  # commits that landed during the vacuum name files too
+        keep.update(_paths_in_entries(manifest, plan.latest + 1, latest))
+    result = plan.result(dry_run=False, latest=latest, keep=keep)
+    manifest.storage.delete(result.deleted_data_files)
+    manifest.storage.delete(result.deleted_temp_files)
+    return result
+
+
 def vacuum(
     manifest: ManifestLog,
     *,
@@ -126,7 +232,8 @@ def vacuum(
     now_ms: int | None = None,
 ) -> VacuumResult:
     """Expire history older than ``max(retain, grace_period)`` and delete
-    unreferenced files older than ``grace_period`` (see the module docstring).
+    unreferenced files older than ``grace_period`` (see the module docstring):
+    :func:`plan_vacuum`, then, unless ``dry_run``, :func:`run_vacuum`.
 
     ``retain`` and ``grace_period`` are :class:`datetime.timedelta` or seconds;
     defaults 7 days and 24 hours.
@@ -142,62 +249,15 @@ def vacuum(
     """
     if not isinstance(dry_run, bool):
         raise InvalidArgumentError(f"dry_run must be a bool, found {dry_run!r}")
-    retain_s = _seconds(retain, what="retain", default=DEFAULT_RETAIN_S)
-    grace_s = _seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S)
-    storage = manifest.storage
-    now = _now_ms() if now_ms is None else now_ms
-    grace_cutoff_ms = now - int(grace_s * 1000)
-    # A transaction younger than the grace period may still commit with a read
-    # version this old, so history is only expired beyond both windows.
-    history_cutoff_ms = now - int(max(retain_s, grace_s) * 1000)
-
-    latest = manifest.latest_version()
-    base = _retained_base(manifest, history_cutoff_ms, latest)
-    # Listed first: a listing the storage refuses leaves the table untouched.
-    data_listing = storage.list_dir(DATA_DIR)
-    log_listing = storage.list_dir(LOG_DIR)
-
-    # 1-2. The state of the retained base, checkpointed.
-    base_state = manifest.load_state(base, latest=latest)
-    checkpoint_written = None
-    if base > 0 and not _valid_checkpoint(manifest, base):
-        checkpoint_written = base
-        if not dry_run:
-            manifest.write_checkpoint(base_state)
-            manifest.read_checkpoint(base, decode_stats=True)  # read back before anything is deleted
-
-    # 3. Expired log files, oldest first.
-    expired_log = _expire_log(manifest, base, dry_run=dry_run)
-
-    # 4. Data files the retained history does not reference.
-    keep = retained_files(manifest, base, latest, base_state=base_state)
-    if not dry_run:
-        # Commits that landed during the vacuum name files too.
-        now_latest = manifest.latest_version()
-        if now_latest > latest:
-            keep.update(_paths_in_entries(manifest, latest + 1, now_latest))
-            latest = now_latest
-    data_files, temp_files, freed = _garbage(data_listing, log_listing, keep, grace_cutoff_ms)
-    if not dry_run:
-        storage.delete(data_files)
-        storage.delete(temp_files)
+    plan = plan_vacuum(manifest, retain=retain, grace_period=grace_period, now_ms=now_ms)
+    result = plan.result(dry_run=True, latest=plan.latest) if dry_run else run_vacuum(manifest, plan)
     log.info(
         "vacuum of %s%s: oldest version %d, %d log files, %d data files (%d bytes), %d temp files",
-        storage.uri, " (dry run)" if dry_run else "", base, len(expired_log), len(data_files), freed, len(temp_files),
+        manifest.storage.uri, " (dry run)" if dry_run else "", result.oldest_version,
+        len(result.deleted_log_files), len(result.deleted_data_files), result.bytes_freed,
+        len(result.deleted_temp_files),
     )
-    return VacuumResult(
-        dry_run=dry_run,
-        version=latest,
-        oldest_version=base,
-        checkpoint_version=checkpoint_written,
-        deleted_log_files=tuple(expired_log),
-        deleted_data_files=tuple(data_files),
-        deleted_temp_files=tuple(temp_files),
-        bytes_freed=freed,
-        retain_s=retain_s,
-        grace_period_s=grace_s,
-        history_cutoff_ms=history_cutoff_ms,
-    )
+    return result
 
 
 def retained_files(
@@ -233,22 +293,15 @@ def _retained_base(manifest: ManifestLog, history_cutoff_ms: int, latest: int) -
     return max(base, oldest)
 
 
-def _expire_log(manifest: ManifestLog, base: int, *, dry_run: bool) -> list[str]:
-    """Delete (unless ``dry_run``) the checkpoints, then the entries, below
-    ``base``, oldest first; returns their paths."""
-    listing = manifest.list()
-    expired = [checkpoint_path(c) for c in listing.checkpoints if c < base]
-    expired += [commit_path(v) for v in listing.commits if v < base]
-    if dry_run or not expired:
-        return expired
-    for path in expired:  # one by one, in order: the log stays a suffix
+def _expire_log(manifest: ManifestLog, base: int, expired: tuple[str, ...]) -> None:
+    """Delete the ``expired`` checkpoints, then entries, below ``base``,
+    oldest first, so that the log stays a suffix; then repair the hint."""
+    if not expired:
+        return
+    for path in expired:  # one by one, in order
         manifest.storage.delete([path])
-    # This process's cache must not serve the expired entries either.
-    with manifest._lock:
-        for v in [v for v in manifest._entries if v < base]:
-            del manifest._entries[v]
+    manifest.forget_entries_below(base)
     _repair_hint(manifest, base)
-    return expired
 
 
 def _garbage(
