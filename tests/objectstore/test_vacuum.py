@@ -16,6 +16,7 @@ import pytest
 import ctfile
 from ctfile.format.actions import AddPartition, RemovePartition
 from ctfile.format.paths import LOG_DIR, checkpoint_path, commit_path
+from ctfile.log.manifest import ManifestLog
 from ctfile.log.vacuum import VacuumResult, vacuum
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -224,3 +225,19 @@ def test_log_entries_go_before_data_files(moto_s3, fault_proxy):
     r = vacuum(t.log, retain=0, grace_period=0, now_ms=now)
     assert set(r.deleted_data_files) == expired_files and r.deleted_log_files == ()
     assert not (expired_files & _files(t, "data"))
+
+
+def test_a_missing_retained_entry_stops_the_vacuum_before_it_deletes(location):
+    """Entry 4 (which adds the file of id 5) is gone, as when a concurrent
+    vacuum with a shorter retention expired it while this one planned. The
+    vacuum must not treat the files it added as unreferenced: it raises and
+    deletes nothing (it used to skip the gap and delete the live file)."""
+    t = _history(location)
+    (added,) = [a.path for a in t.log.read_entry(4) if isinstance(a, AddPartition)]
+    live = {p.path for p in t.snapshot().partitions}
+    before_data, before_log = _files(t, "data"), _files(t, LOG_DIR)
+    t.storage.delete([commit_path(4)])
+    with pytest.raises(ctfile.VersionNotFoundError, match="version 4"):
+        vacuum(ManifestLog(t.storage), retain=dt.timedelta(days=1), grace_period=0)  # no cached entries
+    assert _files(t, "data") == before_data and added in before_data and live <= before_data
+    assert _files(t, LOG_DIR) == before_log - {commit_path(4)}

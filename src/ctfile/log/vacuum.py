@@ -276,8 +276,9 @@ def retained_files(
 
     Raises
     ------
-    CorruptLogError
-        If an entry of the range or the state of ``base`` cannot be read.
+    CorruptLogError, VersionNotFoundError
+        If an entry of the range or the state of ``base`` cannot be read, or
+        an entry is missing (see :func:`_paths_in_entries`).
     """
     state = base_state if base_state is not None else manifest.load_state(base, latest=latest)
     return set(state.partitions) | _paths_in_entries(manifest, base, latest)
@@ -334,20 +335,20 @@ def _valid_checkpoint(manifest: ManifestLog, version: int) -> bool:
 
 
 def _paths_in_entries(manifest: ManifestLog, start: int, end: int) -> set[str]:
-    """Every path an add or remove of the entries ``start..end`` names."""
+    """Every path an add or remove of the entries ``start..end`` names.
+
+    Raises
+    ------
+    VersionNotFoundError
+        An entry of the range is missing. Vacuum must then delete nothing: a
+        concurrent vacuum with a shorter retention (or a hand) removed entries
+        whose adds may name live files, and skipping them would delete those
+        files as unreferenced.
+    """
     out: set[str] = set()
     if start > end:
         return out
-    try:
-        entries = manifest.read_entries(start, end)
-    except VersionNotFoundError:  # a gap (removed by hand): use what is there
-        entries = []
-        for v in range(start, end + 1):
-            try:
-                entries.append(manifest.read_entry(v))
-            except VersionNotFoundError:
-                continue
-    for entry in entries:
+    for entry in manifest.read_entries(start, end):
         for a in entry:
             if isinstance(a, (AddPartition, RemovePartition)):
                 out.add(a.path)
