@@ -23,7 +23,11 @@ from botocore.exceptions import ClientError
 import ctfile
 from ctfile.format.actions import CommitInfo
 from ctfile.format.paths import parse_commit_name
-from ctfile.log.storage import CONFLICT, PERMANENT, THROTTLED, TRANSIENT, FsspecStorage, classify_error, open_storage
+from ctfile.log.object_store import FsspecStorage
+from ctfile.log.storage import open_storage
+from ctfile.log.storage_errors import ErrorKind, classify_error
+
+CONFLICT, THROTTLED, TRANSIENT, PERMANENT = ErrorKind
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
 

@@ -2,7 +2,8 @@
 
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
-from ctfile.log.storage import FsspecStorage, LocalStorage, Storage, open_storage
+from ctfile.log.object_store import FsspecStorage
+from ctfile.log.storage import LocalStorage, Storage, open_storage
 from ctfile.log.transaction import CommitResult, StagedFile, Transaction
 
 __all__ = [

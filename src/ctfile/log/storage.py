@@ -27,35 +27,21 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import random
 import stat
-import time
 import uuid
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 import pyarrow.fs as pafs
 
 from ctfile.format.errors import InvalidArgumentError, StorageError
-from ctfile.log.storage_errors import (  # missing_table_reason is re-exported for the layers above
-    ErrorKind,
-    classify_error,
-    definite_refusal,
-    describe,
-    StorageErrorHandler,
-    file_in_the_way,
-    is_missing_object,
-    missing_table_reason,
-    outcome_unknown,
-    storage_error,
-)
-
-# The error kinds under their former names (tests and callers use them).
-CONFLICT, THROTTLED, TRANSIENT, PERMANENT = ErrorKind
+from ctfile.log.storage_errors import file_in_the_way
 
 TMP_PREFIX = ".tmp-"
+# Local errors that say the operation was refused and nothing was done.
+_DEFINITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 log = logging.getLogger("ctfile")
 
@@ -261,10 +247,29 @@ class LocalStorage(Storage):
 
     # ------------------------------------------------------------ Storage
 
+    @contextmanager
+    def _refusals(self, operation: str, path: str) -> Iterator[None]:
+        """Local failures that retrying will not fix -- a denied permission,
+        a full or read-only disk -- as :class:`StorageError` naming the table,
+        the operation and the file. A missing or existing file stays the
+        contract's :class:`FileNotFoundError` / :class:`FileExistsError`;
+        other errors (``EIO``) stay :class:`OSError`, an unknown outcome for
+        a put-if-absent."""
+        try:
+            yield
+        except (FileNotFoundError, FileExistsError):
+            raise
+        except OSError as e:
+            if not isinstance(e, PermissionError) and e.errno not in _DEFINITE_ERRNOS:
+                raise
+            raise StorageError(
+                f"{operation} of {path} in table {self.uri} failed: {e.strerror or e}", uri=self.uri, path=path,
+            ) from e
+
     def read_bytes(self, path: str) -> bytes:
         full = self._abs(path, "read")
         try:
-            with open(full, "rb") as f:
+            with self._refusals("read", path), open(full, "rb") as f:
                 return f.read()
         except NotADirectoryError as e:  # a regular file where a directory should be
             raise FileNotFoundError(errno.ENOENT, f"no such file (a parent is not a directory): {e}", full) from e
@@ -294,16 +299,24 @@ class LocalStorage(Storage):
         return os.path.join(os.path.dirname(tmp), path.rsplit("/", 1)[-1])
 
     def put_if_absent(self, path: str, data: bytes) -> None:
-        tmp = self._write_tmp(path, data)
+        """``link(2)`` answers definitely: a refusal means nothing was
+        created (:class:`StorageError`); if only removing the temporary file
+        fails afterwards, the raised :class:`OSError` is taken for an unknown
+        outcome, and the commit loop then finds its entry."""
+        with self._refusals("write", path):
+            tmp = self._write_tmp(path, data)
         try:
-            os.link(tmp, self._beside(tmp, path))  # atomic, exclusive: EEXIST if taken
+            with self._refusals("write", path):
+                os.link(tmp, self._beside(tmp, path))  # atomic, exclusive: EEXIST if taken
         finally:
             os.unlink(tmp)
 
     def put(self, path: str, data: bytes) -> None:
-        tmp = self._write_tmp(path, data)
+        with self._refusals("write", path):
+            tmp = self._write_tmp(path, data)
         try:
-            os.replace(tmp, self._beside(tmp, path))
+            with self._refusals("write", path):
+                os.replace(tmp, self._beside(tmp, path))
         except BaseException:
             os.unlink(tmp)
             raise
@@ -315,7 +328,8 @@ class LocalStorage(Storage):
         base = self._abs(path, "list")
         out = []
         try:
-            entries = list(os.scandir(base))
+            with self._refusals("list", path):
+                entries = list(os.scandir(base))
         except (FileNotFoundError, NotADirectoryError):
             return []
         for e in entries:
@@ -336,10 +350,12 @@ class LocalStorage(Storage):
 
     def delete(self, paths: Iterable[str]) -> None:
         # Check every path first: a refused one deletes nothing.
+        paths = list(paths)
         targets = [self._abs(p, "delete") for p in paths]
-        for full in targets:
+        for p, full in zip(paths, targets):
             try:
-                os.unlink(full)  # a link is unlinked itself, never its target
+                with self._refusals("delete", p):
+                    os.unlink(full)  # a link is unlinked itself, never its target
             except (FileNotFoundError, NotADirectoryError):
                 pass
 
@@ -349,233 +365,6 @@ class LocalStorage(Storage):
 
     def arrow_path(self, path: str) -> str:
         return self._abs(path, "read")
-
-
-class FsspecStorage(Storage):
-    """Any fsspec filesystem that honours ``pipe_file(mode="create")``.
-
-    Object stores add four concerns that a local disk does not have:
-
-    * **Lost races come back as HTTP errors.** s3fs turns a failed
-      ``If-None-Match: *`` PUT into :class:`FileExistsError` only when the
-      server names the condition (AWS does, SeaweedFS does not), and S3 answers
-      a conditional write that races another in flight with 409
-      ``ConditionalRequestConflict``. :meth:`put_if_absent` maps HTTP 412 and
-      409 to :class:`FileExistsError`, so the commit loop rebases.
-    * **Transient errors.** Throttling (429, 503 ``SlowDown``), server errors
-      and timeouts are retried with exponential backoff and jitter.
-    * **Definite failures.** Everything else a request can fail with (access
-      denied, rejected or missing credentials, a bucket that does not exist,
-      an endpoint still unreachable after the retries) raises
-      :class:`StorageError` naming the table URI, the operation and the file,
-      with the original error as ``__cause__``. Only a missing object stays
-      :class:`FileNotFoundError` (the storage contract), and only a lost race
-      :class:`FileExistsError`.
-    * **Client-side listing caches.** fsspec filesystems may answer ``exists``
-      from a cached listing; every check here bypasses or invalidates it, as
-      the log needs read-after-write consistency across processes.
-
-    :meth:`put_if_absent`, which claims a log entry (SPEC §Commit protocol),
-    has exactly three ways to fail, and the commit loop relies on them:
-
-    * :class:`FileExistsError`: the entry exists (a lost race, 412/409): rebase.
-    * :class:`~ctfile.log.storage_errors.OutcomeUnknownError`, an
-      :class:`OSError` (and a :class:`StorageError`): the outcome is
-      **unknown** -- a timeout, a dropped connection, a 5xx, throttling that
-      outlasted the retries, or any failure without evidence that nothing was
-      written (a refused connection included: botocore may have sent an
-      earlier attempt). The entry may have landed: the transaction keeps its
-      data files and retries the same version, where it finds its own
-      ``txnId`` if the entry did land (step 7).
-    * :class:`StorageError` that is not an :class:`OSError`: a **definite
-      refusal** -- the server answered 4xx at the first attempt (403 denied
-      or bad credentials, 404 ``NoSuchBucket``, 400), or the client never
-      sent the request (no credentials). Nothing was written: the
-      transaction aborts at once (the loop's ``except OSError`` does not
-      catch it) and deletes its data files, unless an earlier attempt had an
-      unknown outcome. A refusal that botocore received only after retrying
-      the request itself (``RetryAttempts`` > 0) counts as unknown, since an
-      earlier attempt may have landed. Limit: s3fs retries some transport
-      errors itself without a trace in the final error, so a 4xx after such
-      a retry would be taken for a definite refusal; that needs the
-      credentials or permissions to change between two attempts of one put.
-
-    Only throttled puts are repeated here: they were refused before anything
-    was written.
-    """
-
-    #: Attempts for a request that failed transiently (the first included).
-    max_attempts = 5
-    #: Backoff before retry ``i`` (1-based): ``min(cap, base * 2**(i-1))``, full jitter.
-    backoff_base_s = 0.05
-    backoff_cap_s = 2.0
-
-    def __init__(self, fs: Any, root: str, uri: str):
-        self.fs = fs
-        self.root = root.rstrip("/")
-        self.uri = uri
-        self._arrow_fs: pafs.FileSystem | None = None
-        self._is_s3 = _is_s3fs(fs)
-        if self._is_s3:
-            # botocore and s3fs already retry transient errors inside each call.
-            self.max_attempts = 2
-
-    def _abs(self, path: str) -> str:
-        return f"{self.root}/{path}" if path else self.root
-
-    # ------------------------------------------------------------ retries
-
-    def _sleep_before_retry(self, attempt: int) -> None:
-        time.sleep(random.uniform(0, min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempt - 1))))
-
-    def _call(self, operation: str, path: str, fn, *args, **kwargs):
-        """Run an idempotent request on ``path``, retrying transient failures;
-        a missing object raises FileNotFoundError, any other failure
-        :class:`StorageError`."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:
-                kind = classify_error(e)
-                if kind in (THROTTLED, TRANSIENT) and attempt < self.max_attempts:
-                    log.debug("%s of %s/%s failed (%s, attempt %d): %s; retrying",
-                              operation, self.uri, path, kind.value, attempt, e)
-                    self._sleep_before_retry(attempt)
-                    continue
-                if is_missing_object(e):
-                    raise
-                raise storage_error(self.uri, operation, path, e, attempts=attempt) from e
-
-    # ------------------------------------------------------------ Storage
-
-    def read_bytes(self, path: str) -> bytes:
-        if self._is_s3:
-            # One GET: by default s3fs first HEADs the object for its size
-            # (and follows a 404 with a LIST), tripling the cost of a probe.
-            return self._call("read", path, self.fs.cat_file, self._abs(path), max_concurrency=1)
-        return self._call("read", path, self.fs.cat_file, self._abs(path))
-
-    def put_if_absent(self, path: str, data: bytes) -> None:
-        target = self._abs(path)
-        body = bytes(data)
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                self.fs.pipe_file(target, body, mode="create")
-                return
-            except FileExistsError:
-                raise
-            except Exception as e:
-                kind = classify_error(e)
-                if kind is CONFLICT:
-                    raise FileExistsError(
-                        errno.EEXIST, f"{self.uri}/{path} already exists (conditional put lost: {describe(e)})"
-                    ) from e
-                if kind is THROTTLED and attempt < self.max_attempts:
-                    # Rejected before anything was written: safe to repeat here.
-                    self._sleep_before_retry(attempt)
-                    continue
-                if definite_refusal(e):
-                    raise storage_error(self.uri, "put-if-absent", path, e, attempts=attempt) from e
-                raise outcome_unknown(self.uri, path, e) from e
-            finally:
-                self._invalidate(target)
-
-    def put(self, path: str, data: bytes) -> None:
-        target = self._abs(path)
-        try:
-            self._call("put", path, self.fs.pipe_file, target, bytes(data))
-        finally:
-            self._invalidate(target)
-
-    def exists(self, path: str) -> bool:
-        target = self._abs(path)
-        if self._is_s3:
-            # One HEAD; s3fs's exists() may answer from a cached listing and
-            # follows a 404 with a LIST to detect "directories".
-            bucket, key, _ = self.fs.split_path(target)
-            try:
-                self._call("exists check", path, self.fs.call_s3, "head_object", Bucket=bucket, Key=key)
-                return True
-            except FileNotFoundError:
-                return False
-        self._invalidate(target)
-        return self._call("exists check", path, self.fs.exists, target)
-
-    def list_dir(self, path: str) -> list[FileInfo]:
-        target = self._abs(path)
-        try:
-            entries = self._call("list", path, self.fs.ls, target, detail=True, refresh=True)
-        except FileNotFoundError:
-            return []
-        finally:
-            self._invalidate(target)
-        out = []
-        prefix = self.root + "/"
-        for e in entries:
-            if e.get("type") != "file":
-                continue
-            name = e["name"]
-            rel = name[len(prefix):] if name.startswith(prefix) else name.split(self.root, 1)[-1].lstrip("/")
-            out.append(FileInfo(rel, int(e.get("size") or 0), _mtime_ms(e)))
-        return out
-
-    def delete(self, paths: Iterable[str]) -> None:
-        paths = list(paths)
-        if not paths:
-            return
-
-        def rm(path: str) -> None:
-            target = self._abs(path)
-            try:
-                self._call("delete", path, self.fs.rm_file, target)
-            except FileNotFoundError:
-                pass
-            finally:
-                self._invalidate(target)
-
-        if len(paths) == 1:
-            rm(paths[0])
-            return
-        with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
-            list(pool.map(rm, paths))
-
-    def _invalidate(self, target: str) -> None:
-        try:
-            self.fs.invalidate_cache(target)
-            self.fs.invalidate_cache(target.rsplit("/", 1)[0])
-        except Exception:  # pragma: no cover - a cache, never a correctness matter
-            pass
-
-    @property
-    def arrow_filesystem(self) -> pafs.FileSystem:
-        if self._arrow_fs is None:
-            self._arrow_fs = pafs.PyFileSystem(StorageErrorHandler(self.fs, uri=self.uri, root=self.root))
-        return self._arrow_fs
-
-    def arrow_path(self, path: str) -> str:
-        return self._abs(path)
-
-
-def _is_s3fs(fs: Any) -> bool:
-    return any(c.__module__.startswith("s3fs") and c.__name__ == "S3FileSystem" for c in type(fs).__mro__)
-
-
-def _mtime_ms(entry: dict) -> int | None:
-    for key in ("LastModified", "mtime", "created", "last_modified"):
-        v = entry.get(key)
-        if v is None:
-            continue
-        if hasattr(v, "timestamp"):
-            return int(v.timestamp() * 1000)
-        try:
-            return int(float(v) * 1000)
-        except (TypeError, ValueError):
-            continue
-    return None
 
 
 def open_storage(uri: str, storage_options: dict | None = None) -> Storage:
@@ -592,6 +381,8 @@ def open_storage(uri: str, storage_options: dict | None = None) -> Storage:
                 f"storage_options are only meaningful for object-store URIs; {uri!r} is a local path"
             )
         return LocalStorage(rest if protocol else uri)
+    from ctfile.log.object_store import FsspecStorage  # which imports this module
+
     fs, root = fsspec.core.url_to_fs(uri, **(storage_options or {}))
     storage = FsspecStorage(fs, root, uri.rstrip("/"))
     storage.storage_options = dict(storage_options) if storage_options else None

@@ -5,7 +5,7 @@ with the client library's error (botocore's ``ClientError``, an aiohttp
 transport error) as the cause, or that error itself. :func:`classify_error`
 reads the HTTP status and error code from the whole chain and sorts a failure
 into one of four :class:`ErrorKind`\\ s, which decide what
-:class:`~ctfile.log.storage.FsspecStorage` does with it: retry, report a lost
+:class:`~ctfile.log.object_store.FsspecStorage` does with it: retry, report a lost
 race, report an unknown outcome, or raise
 :class:`~ctfile.format.errors.StorageError` (:func:`storage_error`, which
 names the table, the operation and the file and says what to check).

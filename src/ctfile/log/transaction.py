@@ -51,6 +51,7 @@ from ctfile.format.properties import TableProperties
 from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
+from ctfile.log.storage_errors import OutcomeUnknownError
 
 log = logging.getLogger("ctfile")
 
@@ -58,6 +59,8 @@ ENGINE_INFO = "ctfile-python"
 # SPEC §Partition lineage: a staged partition has no row lineage until commit.
 PENDING = -1
 MAX_COMMIT_ATTEMPTS = 200
+#: Puts of one version whose outcome is unknown before the commit gives up.
+MAX_UNKNOWN_OUTCOMES = 5
 # SPEC §Commit protocol: between attempts a writer sleeps a "full jitter"
 # delay, uniform in [0, min(cap, base * 2**attempts)). Exponential so that
 # many writers contending for one table spread out instead of retrying in
@@ -349,6 +352,12 @@ class Transaction:
             raise
 
     def _commit_loop(self) -> CommitResult:
+        """Steps 4-7 of SPEC §Commit protocol. How a put fails decides what
+        the data files may become: a lost race rebases (:meth:`_rebase`); an
+        unknown outcome (an :class:`OSError`) keeps them and retries the same
+        version; a definite refusal (a :class:`StorageError` that is not an
+        :class:`OSError`) aborts; anything else raised during the put (an
+        interrupt while the request may still complete) keeps them too."""
         state = self.base
         attempts = 0
         io_errors = 0
@@ -360,43 +369,66 @@ class Transaction:
             try:
                 self.storage.put_if_absent(commit_path(version), encode_entry(actions))
             except FileExistsError:
-                # Lost the race for `version`: check every winner, then rebase.
-                latest = self.log.latest_version()
-                for v in range(version, latest + 1):
-                    entry = self.log.read_entry(v)
-                    info = next(a for a in entry if isinstance(a, CommitInfo))
-                    if info.txn_id == self.txn_id:
-                        # Our own earlier put landed although it reported failure.
-                        return self._finish(apply_entry(state, v, entry, where=commit_path(v)), attempts)
-                    if replays_app_transaction(self._app_txn, entry):
-                        return self._replayed(v, attempts=attempts)
-                    self._check_winner(v, entry)
-                    state = apply_entry(state, v, entry, where=commit_path(v))
-                if attempts >= MAX_COMMIT_ATTEMPTS:
-                    raise CommitConflictError(
-                        f"gave up committing {self.operation} to {self.storage.uri} after "
-                        f"{attempts} attempts under contention (last seen version {state.version})",
-                        read_version=self.base.version,
-                        winning_version=state.version,
-                        kind=ConflictKind.CONTENTION,
-                    )
+                state, done = self._rebase(state, version, attempts)
+                if done is not None:
+                    return done
                 time.sleep(retry_delay(attempts))
                 continue
             except OSError as e:
                 # Outcome unknown: the entry may have landed. From here on the
                 # staged files must survive an abort (SPEC §Commit protocol,
-                # failure handling); retrying finds our txnId if it landed.
+                # step 7); retrying finds our txnId if it landed.
                 self._maybe_committed = True
                 io_errors += 1
-                if io_errors > 5:
-                    raise
+                if io_errors > MAX_UNKNOWN_OUTCOMES:
+                    raise self._unknown_outcome(version, io_errors, e) from e
                 log.warning("commit put of version %d failed (%s); retrying", version, e)
                 time.sleep(min(2.0, 0.05 * 2**io_errors))
-                # Retry the same version: if our entry did land, the put now
-                # fails with FileExistsError and the loop above finds our txnId.
-                continue
+                continue  # the same version: if ours landed, the put now loses to it
+            except StorageError:
+                raise  # a definite refusal: nothing was written
+            except BaseException:
+                self._maybe_committed = True  # interrupted: the put may still land
+                raise
             new_state = apply_entry(state, version, actions, where=commit_path(version))
             return self._finish(new_state, attempts)
+
+    def _rebase(self, state: TableState, version: int, attempts: int) -> tuple[TableState, CommitResult | None]:
+        """After losing the race for ``version``: the state to retry from, or
+        the final result. Every winner is read first, so that our own entry
+        (an earlier put that landed though it reported failure) or our
+        application batch committed by another writer is recognised before
+        any winner's conflict is (SPEC §Commit protocol, step 6)."""
+        latest = self.log.latest_version()
+        winners = list(zip(range(version, latest + 1), self.log.read_entries(version, latest)))
+        for n, (v, entry) in enumerate(winners):
+            info = next(a for a in entry if isinstance(a, CommitInfo))
+            if info.txn_id == self.txn_id:
+                for w, e in winners[: n + 1]:
+                    state = apply_entry(state, w, e, where=commit_path(w))
+                return state, self._finish(state, attempts)
+            if replays_app_transaction(self._app_txn, entry):
+                return state, self._replayed(v, attempts=attempts)
+        for v, entry in winners:
+            self._check_winner(v, entry)
+            state = apply_entry(state, v, entry, where=commit_path(v))
+        if attempts >= MAX_COMMIT_ATTEMPTS:
+            raise CommitConflictError(
+                f"gave up committing {self.operation} to {self.storage.uri} after "
+                f"{attempts} attempts under contention (last seen version {state.version})",
+                read_version=self.base.version,
+                winning_version=state.version,
+                kind=ConflictKind.CONTENTION,
+            )
+        return state, None
+
+    def _unknown_outcome(self, version: int, tries: int, cause: OSError) -> OutcomeUnknownError:
+        return OutcomeUnknownError(
+            f"commit of {self.operation} to {self.storage.uri} gave up: {tries} puts of version {version} "
+            f"failed with an unknown outcome (last: {cause}); the entry may have landed, so its data files "
+            f"were kept: open the table again to see whether a version holds txnId {self.txn_id}",
+            uri=self.storage.uri, path=commit_path(version),
+        )
 
     def _finish(self, new_state: TableState, attempts: int) -> CommitResult:
         self._done = True

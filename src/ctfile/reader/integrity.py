@@ -52,7 +52,8 @@ import xxhash
 
 from ctfile.format.actions import Partition
 from ctfile.format.errors import CorruptDataFileError, CtfileError, MissingDataFileError, StorageError
-from ctfile.log.storage import TRANSIENT, Storage, classify_error
+from ctfile.log.storage import Storage
+from ctfile.log.storage_errors import ErrorKind, classify_error
 from ctfile.log.transaction import PENDING
 
 
@@ -262,7 +263,7 @@ class DataFiles:
             raise self.error(MissingDataFileError, p, "is missing: storage holds no such file", e) from e
         except (pa.ArrowException, OSError) as e:
             if isinstance(e, OSError) and (fetching or not in_memory and (
-                isinstance(e, PermissionError) or classify_error(e) == TRANSIENT
+                isinstance(e, PermissionError) or classify_error(e) is ErrorKind.TRANSIENT
             )):
                 raise self.error(StorageError, p, "could not be read", e) from e
             raise self.error(CorruptDataFileError, p, "is damaged: it does not decode as Parquet", e) from e

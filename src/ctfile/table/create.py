@@ -12,7 +12,8 @@ from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, TableNotFoundError
 from ctfile.format.schema import Schema, schema_from_arrow
-from ctfile.log.storage import Storage, missing_table_reason, open_storage
+from ctfile.log.storage import Storage, open_storage
+from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.transaction import create_table_log, now_ms
 from ctfile.table.table import Table
 

@@ -18,7 +18,8 @@ from typing import Callable
 import pyarrow.fs as pafs
 import pytest
 
-from ctfile.log.storage import TMP_PREFIX, FsspecStorage, LocalStorage, Storage, open_storage
+from ctfile.log.object_store import FsspecStorage
+from ctfile.log.storage import TMP_PREFIX, LocalStorage, Storage, open_storage
 
 
 def _make_local(tmp_path, request):

@@ -248,3 +248,62 @@ def test_retry_delay_is_capped_full_jitter_exponential():
         # Full jitter: the draws spread over the whole window, not a fixed step.
         assert max(delays) > bound * 0.8 and min(delays) < bound * 0.2
     assert RETRY_BASE_S * 2**6 < RETRY_CAP_S <= RETRY_BASE_S * 2**8
+
+
+def test_a_definite_local_refusal_of_the_entry_aborts_at_once(two_parts, make_rows, monkeypatch):
+    """link(2) refusing (here ENOSPC, injected) is a definite answer: nothing
+    was created, so the commit fails at once with StorageError and deletes its
+    data file, instead of retrying it as an unknown outcome and raising a raw
+    OSError with the file left behind (review finding)."""
+    import errno
+    import os
+
+    from ctfile.log import storage as storage_module
+
+    t = two_parts
+    data_before = _data_files(t)
+    tx = t.transaction()
+    tx.insert(make_rows(2, start=100))
+    assert _data_files(t) != data_before
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(storage_module.os, "link", full_disk)
+    with pytest.raises(ctfile.StorageError, match="write of _ct_log/00000000000000000003.json .* failed"):
+        tx.commit()
+    monkeypatch.undo()
+    assert _data_files(t) == data_before
+    assert ctfile.open_table(t.uri).version == 2
+
+
+def test_an_interrupted_put_keeps_the_data_files(two_parts, make_rows, monkeypatch):
+    """An interrupt while the entry's put may still complete (on S3 the
+    request runs on fsspec's IO thread) must not delete the files the entry
+    names (review finding)."""
+    t = two_parts
+    tx = t.transaction()
+    tx.insert(make_rows(2, start=100))
+    staged = tx.staged_paths()
+
+    def interrupted(path, data):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(t.storage, "put_if_absent", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tx.commit()
+    assert all(t.storage.exists(p) for p in staged)
+
+
+def test_a_replay_is_recognised_before_an_earlier_winners_conflict(two_parts, make_rows):
+    """Winners: a property change (a conflict) and then another writer's
+    commit of the same batch. The batch is committed, so this is a replay,
+    not a conflict (SPEC §Commit protocol, step 6; review finding)."""
+    t = two_parts
+    tx = t.transaction(app_id="job", app_version=5)
+    tx.insert(make_rows(1, start=100))
+    other = ctfile.open_table(t.uri)
+    other.set_properties({"owner": "me"})
+    other.insert(make_rows(1, start=200), app_id="job", app_version=5)
+    r = tx.commit()
+    assert (r.committed, r.app_transaction_replayed, r.version) == (False, True, 4)

@@ -19,7 +19,8 @@ import numpy as np
 from ctfile.format.errors import CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.paths import DATA_DIR, LOG_DIR
 from ctfile.log.manifest import ManifestLog
-from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, missing_table_reason, open_storage
+from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, open_storage
+from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.vacuum import retained_files
 from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
 from ctfile.reader.verify.log_checks import LogChecker, Replay
