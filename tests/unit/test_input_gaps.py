@@ -149,3 +149,26 @@ def test_merge_that_inserts_still_needs_non_nullable_columns(table, file_tree):
 def test_merge_actions_are_checked(table, kwargs, expected):
     with pytest.raises(ctfile.InvalidArgumentError, match=expected):
         table.merge(pa.table({"id": [1]}), on="id", **kwargs)
+
+
+def test_an_unknown_url_scheme_is_a_typed_error(tmp_path):
+    with pytest.raises(ctfile.InvalidArgumentError, match="cannot open 'foo://bucket/t'.*Protocol not known"):
+        ctfile.open_table("foo://bucket/t")
+    with pytest.raises(ctfile.InvalidArgumentError, match="cannot open"):
+        ctfile.create_table("foo://bucket/t", SCHEMA)
+
+
+def test_merge_keys_that_are_not_names_are_a_typed_error(table):
+    for bad in (5, [], ["id", 3], None):
+        with pytest.raises(ctfile.InvalidArgumentError, match="on must name one or more key columns"):
+            table.merge(pa.table({"id": [1]}), on=bad)
+
+
+@pytest.mark.parametrize("raw", [" 100", "+5", "1_000", "\u0663", "1e3", "0x10", "9" * 20])
+def test_integer_properties_are_plain_decimal(table, raw):
+    """SPEC §Table properties: integers are written in decimal. Python's int()
+    alone accepts all of these, which another implementation would read as
+    malformed (the default), so two writers would disagree (review finding)."""
+    with pytest.raises(ctfile.InvalidArgumentError, match="ctfile.partitionRows must be a positive integer"):
+        table.set_properties({"ctfile.partitionRows": raw})
+    assert TableProperties.from_mapping({"ctfile.partitionRows": raw}).partition_rows == TableProperties().partition_rows

@@ -31,6 +31,7 @@ ctfile.format.errors.InvalidArgumentError: table property ctfile.partitionRows m
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -57,16 +58,22 @@ class IsolationLevel(str, enum.Enum):
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
 
 
-def _positive_int(raw: str) -> int:
-    value = int(raw.strip())
-    if value < 1:
-        raise ValueError
-    return value
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
+_LONG_MAX = 2**63 - 1
 
 
 def _non_negative_int(raw: str) -> int:
-    value = int(raw.strip())
-    if value < 0:
+    """A decimal integer as SPEC §Table properties writes it: ASCII digits, no
+    sign, spaces, underscores or leading zeros, at most a ``long``
+    (``int()`` alone accepts ``" +1_0"`` and non-ASCII digits)."""
+    if _DECIMAL.fullmatch(raw) is None or int(raw) > _LONG_MAX:
+        raise ValueError
+    return int(raw)
+
+
+def _positive_int(raw: str) -> int:
+    value = _non_negative_int(raw)
+    if value < 1:
         raise ValueError
     return value
 

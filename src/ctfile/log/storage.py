@@ -383,7 +383,10 @@ def open_storage(uri: str, storage_options: dict | None = None) -> Storage:
         return LocalStorage(rest if protocol else uri)
     from ctfile.log.object_store import FsspecStorage  # which imports this module
 
-    fs, root = fsspec.core.url_to_fs(uri, **(storage_options or {}))
+    try:
+        fs, root = fsspec.core.url_to_fs(uri, **(storage_options or {}))
+    except (ValueError, ImportError, TypeError) as e:  # unknown protocol, missing package, bad option
+        raise InvalidArgumentError(f"cannot open {uri!r} with storage options {sorted(storage_options or {})}: {e}") from e
     storage = FsspecStorage(fs, root, uri.rstrip("/"))
     storage.storage_options = dict(storage_options) if storage_options else None
     return storage

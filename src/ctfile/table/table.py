@@ -25,6 +25,7 @@ from ctfile.reader.snapshot import Snapshot
 from ctfile.table.history import HistoryEntry, read_history, timestamp_to_ms
 from ctfile.writer.distributed import WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
+from ctfile.writer.merge import merge_keys
 from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
 
@@ -356,7 +357,7 @@ class Table:
         never inserted twice. ``app_id``/``app_version`` make a
         ``foreachBatch`` upsert exactly-once (see :meth:`transaction`).
         """
-        params = {"on": on if isinstance(on, str) else list(on), "whenMatched": when_matched, "whenNotMatched": when_not_matched}
+        params = {"on": merge_keys(on), "whenMatched": when_matched, "whenNotMatched": when_not_matched}
         source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
         app = {"app_id": app_id, "app_version": app_version}
         return self._run(

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.expressions import evaluate_mask, referenced_columns
@@ -57,7 +58,13 @@ class RowPredicate:
             if not columns:
                 return p  # a constant predicate that pruning kept is true
             t = read_partition_table(storage, p, schema, columns=columns)
-            if pc.any(evaluate_mask(t, self.where)).as_py():
+            try:
+                if pc.any(evaluate_mask(t, self.where)).as_py():
+                    return p
+            except InvalidArgumentError:
+                # The predicate fails on the winner's rows (a checked division
+                # by zero, say): a conflict that cannot be ruled out. The
+                # statement's re-run meets the error on its own read.
                 return p
         return None
 

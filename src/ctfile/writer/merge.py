@@ -93,9 +93,7 @@ def plan_merge(
     not_matched = _enum(when_not_matched, WhenNotMatched, "when_not_matched")
     if matched is None and not_matched is None:
         raise InvalidArgumentError("merge needs when_matched or when_not_matched; both are None")
-    keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else []
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise InvalidArgumentError(f"on must name one or more key columns, found {on!r}")
+    keys = merge_keys(on)
     table_cols = tx.schema.names
     src = to_table(source, what="merge source")
     for k in keys:
@@ -117,6 +115,18 @@ def plan_merge(
     return MergePlan(
         tuple(keys), src, tuple(update_columns), matched, not_matched, KeyPredicate.from_source(src, keys)
     )
+
+
+def merge_keys(on: Any) -> list[str]:
+    """The key columns ``on`` names (one name, or a sequence of names).
+
+    >>> merge_keys("id"), merge_keys(("a", "b"))
+    (['id'], ['a', 'b'])
+    """
+    keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else []
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidArgumentError(f"on must name one or more key columns, found {on!r}")
+    return keys
 
 
 def _check_unique_keys(src: pa.Table, keys: list[str]) -> None:

@@ -362,3 +362,18 @@ def test_predicates_read_the_columns_when_statistics_cannot_decide(table):
     assert absent.first_match(table.storage, schema, [low]) is None
     nulls = KeyPredicate.from_source(pa.table({"id": pa.array([None], pa.int64())}), ["id"])
     assert nulls.source_keys.num_rows == 0 and nulls.first_match(table.storage, schema, [low]) is None
+
+
+def test_a_predicate_that_fails_on_the_winners_rows_is_a_conflict(table):
+    """The DELETE's predicate divides by id - 500, which no row of its
+    version makes zero; a concurrent MERGE adds id 500. That is a conflict
+    that cannot be ruled out (the loser is told to re-run, and a re-run meets
+    the error on its own read), not a bad-input error at commit (review
+    finding)."""
+    tx_del, tx_merge = table.transaction(), table.transaction()
+    assert tx_del.delete((pc.field("id") == 3) | (pc.divide_checked(pc.field("x"), pc.subtract(pc.field("id"), 500)) > 100)) == 1
+    tx_merge.merge(_rows([500]), "id")
+    tx_merge.commit()
+    with pytest.raises(CommitConflictError) as ei:
+        tx_del.commit()
+    assert ei.value.kind is ConflictKind.READ_PREDICATE
