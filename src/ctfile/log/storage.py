@@ -135,8 +135,8 @@ class LocalStorage(Storage):
     resolved, and if it leads out of the real root the access raises
     :class:`StorageError` naming the table, the file and the link's target,
     having touched nothing (a delete checks every path before unlinking any).
-    Links that stay inside are followed. ``list_dir`` refuses a directory that
-    holds a link leading out (vacuum lists ``data/`` before deleting).
+    Links that stay inside are followed. ``list_dir`` leaves out a link
+    leading out (vacuum deletes only what it lists; ``verify`` reports it).
     Deleting a file that is itself a link (inside the root) unlinks the link,
     never its target, which is another name under the root that the log
     references or not on its own.
@@ -334,10 +334,13 @@ class LocalStorage(Storage):
             return []
         for e in entries:
             rel = f"{path}/{e.name}" if path else e.name
-            if e.is_symlink():
-                escape = self._leaves(rel, e.path)
-                if escape is not None:
-                    raise self._refusal("list", path, escape)
+            if e.is_symlink() and self._leaves(rel, e.path) is not None:
+                # Left out, not followed: a listing names the table's files
+                # (vacuum deletes from it), and a stray link must not make the
+                # log unlistable (SPEC §Table layout: readers ignore foreign
+                # names). verify reports it; an access to it is refused.
+                log.warning("%s: %s is a symbolic link out of the table root; left out of the listing", self.uri, rel)
+                continue
             try:
                 if not e.is_file():
                     continue

@@ -23,8 +23,9 @@ Given a retention window ``retain`` and a grace period ``grace``, with
 :func:`retained_files` is also what ``verify`` lists unreferenced files
 against, so the two never disagree about a file. ``data/`` and ``_ct_log/``
 are listed before anything is written or deleted, so a table whose storage
-refuses a listing (a symbolic link out of the table root, SPEC §Table layout)
-is left untouched.
+refuses a listing (``data/`` itself a symbolic link out of the table root,
+SPEC §Table layout) is left untouched; a link out of the root inside them is
+left out of the listing, so never deleted.
 
 Temporary files (``.tmp-*``) older than ``grace`` are deleted too. With
 ``dry_run`` nothing is written or deleted; the result lists what would be.
