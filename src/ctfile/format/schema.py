@@ -365,6 +365,18 @@ def check_long(val: int, key: str, where: str) -> int:
     return val
 
 
+#: Parquet stores a field id as a 32-bit integer (SPEC §Schema).
+MAX_FIELD_ID = 2**31 - 1
+
+
+def _field_id(obj: dict, key: str, where: str) -> int:
+    """A field id of the schema JSON: an integer in 1..2^31 - 1."""
+    val = _req(obj, key, int, where)
+    if not 1 <= val <= MAX_FIELD_ID:
+        raise CorruptLogError(f"{where}: {key} {val} is not a field id (1 to {MAX_FIELD_ID}, Parquet's 32-bit field_id)")
+    return val
+
+
 def type_from_json(obj: Any, where: str) -> DataType:
     if isinstance(obj, str):
         if obj in PRIMITIVE_TYPES:
@@ -378,15 +390,15 @@ def type_from_json(obj: Any, where: str) -> DataType:
         return StructType(tuple(field_from_json(f, where) for f in _req(obj, "fields", list, where)))
     if kind == "array":
         return ArrayType(
-            _req(obj, "elementId", int, where),
+            _field_id(obj, "elementId", where),
             type_from_json(_req(obj, "elementType", (str, dict), where), where),
             bool(obj.get("containsNull", True)),
         )
     if kind == "map":
         return MapType(
-            _req(obj, "keyId", int, where),
+            _field_id(obj, "keyId", where),
             type_from_json(_req(obj, "keyType", (str, dict), where), where),
-            _req(obj, "valueId", int, where),
+            _field_id(obj, "valueId", where),
             type_from_json(_req(obj, "valueType", (str, dict), where), where),
             bool(obj.get("valueContainsNull", True)),
         )
@@ -396,7 +408,7 @@ def type_from_json(obj: Any, where: str) -> DataType:
 def field_from_json(obj: Any, where: str) -> Field:
     name = _req(obj, "name", str, where)
     return Field(
-        id=_req(obj, "id", int, where),
+        id=_field_id(obj, "id", where),
         name=name,
         type=type_from_json(_req(obj, "type", (str, dict), f"{where}.{name}"), f"{where}.{name}"),
         nullable=_req(obj, "nullable", bool, where),

@@ -181,3 +181,19 @@ def test_struct_type_equality_is_structural():
     a = StructType((Field(1, "x", "long"),))
     b = StructType((Field(1, "x", "long"),))
     assert a == b and hash(a) == hash(b)
+
+
+@pytest.mark.parametrize("key, value", [("id", 0), ("id", 2**31), ("id", 2**40), ("elementId", -1)])
+def test_field_ids_fit_parquet_field_id(key, value):
+    """A field id is what Parquet stores as a 32-bit field_id: 1..2^31 - 1
+    (review finding: 2^40 was accepted and written into data files)."""
+    from ctfile.format.errors import CorruptLogError
+    from ctfile.format.schema import schema_from_json
+
+    field = {"id": 1, "name": "tags", "type": {"type": "array", "elementId": 2, "elementType": "string", "containsNull": True}, "nullable": True}
+    if key == "id":
+        field["id"] = value
+    else:
+        field["type"]["elementId"] = value
+    with pytest.raises(CorruptLogError, match=f"{key} {value} is not a field id"):
+        schema_from_json({"type": "struct", "fields": [field]})
