@@ -302,11 +302,24 @@ def test_unchecked_reads_skip_the_check_only_inside_the_block(table):
         snap.to_arrow()
 
 
-def test_abandoned_to_batches_releases_what_it_fetched(tmp_path):
+def test_abandoned_to_batches_releases_what_it_fetched(tmp_path, monkeypatch):
+    """A stream abandoned after its first batch closes the file it fetched
+    ahead (every source DataFiles handed out is closed)."""
     t = ctfile.create_table(str(tmp_path / "t"), SCHEMA, partition_rows=50)
     t.insert(rows(0, 400))
+    handed_out = []
+    fetch = integrity.DataFiles.fetch
+
+    def recording_fetch(self, p):
+        src = fetch(self, p)
+        handed_out.append(src)
+        return src
+
+    monkeypatch.setattr(integrity.DataFiles, "fetch", recording_fetch)
     it = t.snapshot().to_batches()
     first = next(it)
     assert first.num_rows == 50
     it.close()  # the partition fetched ahead is closed, the pool shut down
+    assert len(handed_out) == 2  # the one being read and the one fetched ahead
+    assert all(src.closed for src in handed_out)
     assert t.snapshot().to_arrow().num_rows == 400
