@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
 
 # SPEC §Protocol: what this build reads and writes.
@@ -235,14 +236,14 @@ class CommitInfo:
     operation_metrics: dict[str, int] = field(default_factory=dict, hash=False)
     engine_info: str | None = None
     txn_id: str | None = None
-    isolation_level: str = "SnapshotIsolation"
+    isolation_level: str = IsolationLevel.SNAPSHOT.value
     #: True: the commit only added rows and read nothing (a blind append,
     #: SPEC §Conflict detection). None (absent, as in revision 1 entries)
     #: counts as False.
     is_blind_append: bool | None = None
     #: SPEC §Log entries, self-checking entries: the number of action lines
     #: of the entry (this one included) and the XXH3-128 of its other lines.
-    #: Filled in by ``codec.encode_entry`` from the bytes it writes; None in
+    #: Filled in by ``ctfile.format.entries.encode_entry`` from the bytes it writes; None in
     #: entries of revision 1 and in the actions a transaction builds.
     num_actions: int | None = None
     actions_checksum: str | None = None

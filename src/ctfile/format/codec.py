@@ -31,6 +31,7 @@ from ctfile.format.actions import (
 )
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.paths import validate_relative_path
+from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
 
 _MISSING = object()
@@ -240,6 +241,35 @@ def action_to_json(a: Action) -> dict:
     raise TypeError(f"not a ctfile action: {a!r}")
 
 
+def _commit_info_from_json(body: dict, w: str) -> CommitInfo:
+    """The ``commitInfo`` action (SPEC §commitInfo), its counters and
+    self-check fields validated (SPEC §Log entries, rule 8)."""
+    params = _get(body, "operationParameters", dict, w, default={})
+    metrics = _get(body, "operationMetrics", dict, w, default={})
+    for name in metrics:  # string -> long counters (a null one is absent)
+        _get(metrics, name, int, f"{w}.operationMetrics", default=None)
+    num_actions = _get(body, "numActions", int, w, default=None)
+    if num_actions is not None and num_actions < 1:
+        raise CorruptLogError(f"{w}: numActions must be >= 1 (the commitInfo counts), found {num_actions}")
+    checksum = _get(body, "actionsChecksum", str, w, default=None)
+    if checksum is not None and _HEX128.fullmatch(checksum) is None:
+        raise CorruptLogError(f"{w}: actionsChecksum must be 32 lower-case hex digits, found {checksum!r:.80}")
+    return CommitInfo(
+        timestamp=_get(body, "timestamp", int, w),
+        operation=_get(body, "operation", str, w),
+        operation_parameters=params,
+        read_version=_get(body, "readVersion", int, w, default=None),
+        data_change=_get(body, "dataChange", bool, w, default=True),
+        operation_metrics=metrics,
+        engine_info=_get(body, "engineInfo", str, w, default=None),
+        txn_id=_get(body, "txnId", str, w, default=None),
+        isolation_level=_get(body, "isolationLevel", str, w, default=IsolationLevel.SNAPSHOT.value),
+        is_blind_append=_get(body, "isBlindAppend", bool, w, default=None),
+        num_actions=num_actions,
+        actions_checksum=checksum,
+    )
+
+
 def action_from_json(obj: Any, where: str) -> Action | None:
     """Decode one action; ``None`` for an unknown action key (ignored by readers)."""
     if not isinstance(obj, dict) or len(obj) != 1:
@@ -249,30 +279,7 @@ def action_from_json(obj: Any, where: str) -> Action | None:
     if not isinstance(body, dict) and key in _KNOWN:
         raise CorruptLogError(f"{w}: action body must be an object, found {body!r:.200}")
     if key == "commitInfo":
-        params = _get(body, "operationParameters", dict, w, default={})
-        metrics = _get(body, "operationMetrics", dict, w, default={})
-        for name in metrics:  # string -> long counters (a null one is absent)
-            _get(metrics, name, int, f"{w}.operationMetrics", default=None)
-        num_actions = _get(body, "numActions", int, w, default=None)
-        if num_actions is not None and num_actions < 1:
-            raise CorruptLogError(f"{w}: numActions must be >= 1 (the commitInfo counts), found {num_actions}")
-        checksum = _get(body, "actionsChecksum", str, w, default=None)
-        if checksum is not None and _HEX128.fullmatch(checksum) is None:
-            raise CorruptLogError(f"{w}: actionsChecksum must be 32 lower-case hex digits, found {checksum!r:.80}")
-        return CommitInfo(
-            timestamp=_get(body, "timestamp", int, w),
-            operation=_get(body, "operation", str, w),
-            operation_parameters=params,
-            read_version=_get(body, "readVersion", int, w, default=None),
-            data_change=_get(body, "dataChange", bool, w, default=True),
-            operation_metrics=metrics,
-            engine_info=_get(body, "engineInfo", str, w, default=None),
-            txn_id=_get(body, "txnId", str, w, default=None),
-            isolation_level=_get(body, "isolationLevel", str, w, default="SnapshotIsolation"),
-            is_blind_append=_get(body, "isBlindAppend", bool, w, default=None),
-            num_actions=num_actions,
-            actions_checksum=checksum,
-        )
+        return _commit_info_from_json(body, w)
     if key == "protocol":
         rf = _get(body, "readerFeatures", list, w, default=[])
         wf = _get(body, "writerFeatures", list, w, default=[])

@@ -33,6 +33,7 @@ from ctfile.format.actions import (
     CommitInfo,
     Metadata,
     Partition,
+    PartitionStats,
     Protocol,
     RemovePartition,
     SetTransaction,

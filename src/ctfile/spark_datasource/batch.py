@@ -208,7 +208,7 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
         )
     current = table.properties
     for key, value in opts.properties.items():
-        if current.get(key) != value:
+        if not _same_property(key, current.get(key), value):
             found = repr(current[key]) if key in current else "unset"
             raise ctfile.InvalidArgumentError(
                 f"the write sets table property {key} to {value!r}, but {table.uri} exists with {key} "
@@ -216,6 +216,19 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
                 f"or change the property with ctfile.open_table(...).set_properties(...)"
             )
     return table.write_job(mode=mode, schema=arrow)
+
+
+def _same_property(key: str, stored: str | None, wanted: str) -> bool:
+    """Whether a table's stored value of property ``key`` means ``wanted``,
+    compared as the properties table parses them (``"WriteSerializable"``
+    is one level however the option spells it after validation)."""
+    if stored is None:
+        return False
+    parse = ctfile.TABLE_PROPERTIES[key].parse
+    try:
+        return parse(stored) == parse(wanted)
+    except ValueError:  # a malformed stored value means the default, never what is asked for
+        return False
 
 
 class CtfileWriter(DataSourceArrowWriter):

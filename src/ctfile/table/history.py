@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.properties import IsolationLevel
 from ctfile.log.manifest import ManifestLog
 
 
@@ -25,7 +26,7 @@ class HistoryEntry:
     read_version: int | None
     #: The level the commit was checked at (``WriteSerializable``,
     #: ``Serializable``; ``SnapshotIsolation`` for revision 1 entries).
-    isolation_level: str = "SnapshotIsolation"
+    isolation_level: str = IsolationLevel.SNAPSHOT.value
     #: True if the commit only added rows and read nothing (SPEC §Conflict detection).
     is_blind_append: bool = False
 

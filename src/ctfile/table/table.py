@@ -5,6 +5,7 @@ scans, history) and writes (DML statements, transactions, maintenance).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
