@@ -358,7 +358,8 @@ class Table:
         never inserted twice. ``app_id``/``app_version`` make a
         ``foreachBatch`` upsert exactly-once (see :meth:`transaction`).
         """
-        params = {"on": merge_keys(on), "whenMatched": when_matched, "whenNotMatched": when_not_matched}
+        keys = merge_keys(on)
+        params = {"on": on if isinstance(on, str) else keys, "whenMatched": when_matched, "whenNotMatched": when_not_matched}
         source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
         app = {"app_id": app_id, "app_version": app_version}
         return self._run(
