@@ -85,6 +85,23 @@ def _wait_all(procs: list[Child], outs: list[Path]) -> list[dict]:
     return results
 
 
+def _run_together(jobs: list[dict], tmp_path: Path, prefix: str) -> tuple[list[dict], float]:
+    """Start one child per job, release them together once all are ready, and
+    return their results and the wall time from the release to the last
+    child's end (its last commit, not its process exit)."""
+    go = tmp_path / "go"
+    procs, outs = [], []
+    for n, job in enumerate(jobs):
+        out = tmp_path / f"{prefix}{n}.json"
+        procs.append(_start({**job, "go": str(go), "out": str(out)}, None, tmp_path / f"{prefix}{n}.err"))
+        outs.append(out)
+    _wait_ready(procs, outs, tmp_path)
+    t0 = time.time()
+    go.write_text("go")
+    results = _wait_all(procs, outs)
+    return results, max(r["end"] for r in results) - t0
+
+
 def _target(request, tmp_path, kind: str):
     if kind == "local":
         return str(tmp_path / "table"), None, None
@@ -108,20 +125,9 @@ ROWS = 2
 def test_concurrent_appends_land_exactly_once(target, tmp_path):
     uri, opts, ep = target
     table = ctfile.create_table(uri, SCHEMA, storage_options=opts)
-    env = _child_env(ep)
-    go = tmp_path / "go"
-    procs, outs = [], []
-    for w in range(N_WRITERS):
-        out = tmp_path / f"w{w}.json"
-        job = {"op": "append", "uri": uri, "storage_options": opts, "go": str(go), "out": str(out),
-               "writer": w, "commits": N_COMMITS, "rows": ROWS}
-        procs.append(_start(job, env, tmp_path / f"w{w}.err"))
-        outs.append(out)
-    _wait_ready(procs, outs, tmp_path)
-    t0 = time.time()
-    go.write_text("go")
-    results = _wait_all(procs, outs)
-    wall = max(r["end"] for r in results) - t0  # go -> last commit (not process exit)
+    jobs = [{"op": "append", "uri": uri, "storage_options": opts, "writer": w, "commits": N_COMMITS, "rows": ROWS}
+            for w in range(N_WRITERS)]
+    results, wall = _run_together(jobs, tmp_path, "w")
 
     total = N_WRITERS * N_COMMITS
     reported = {(r["writer"], c["seq"]): c for r in results for c in r["commits"]}
@@ -359,19 +365,9 @@ def test_concurrent_upserts_keep_keys_unique_and_lose_no_update(target, tmp_path
     table.insert(pa.table({"id": SEED_KEYS, "owner": [-1] * n, "seq": [-1] * n, "hits": [0] * n}, schema=UPSERT_SCHEMA))
     n_writers, steps = 4, 5
     plans = {w: _upsert_plan(w, steps) for w in range(n_writers)}
-    go = tmp_path / "go"
-    procs, outs = [], []
-    for w in range(n_writers):
-        out = tmp_path / f"u{w}.json"
-        job = {"op": "upsert", "uri": uri, "storage_options": opts, "go": str(go), "out": str(out),
-               "writer": w, "plan": plans[w]}
-        procs.append(_start(job, None, tmp_path / f"u{w}.err"))
-        outs.append(out)
-    _wait_ready(procs, outs, tmp_path)
-    t0 = time.time()
-    go.write_text("go")
-    results = _wait_all(procs, outs)
-    wall = max(r["end"] for r in results) - t0
+    jobs = [{"op": "upsert", "uri": uri, "storage_options": opts, "writer": w, "plan": plans[w]}
+            for w in range(n_writers)]
+    results, wall = _run_together(jobs, tmp_path, "u")
     stmts = [dict(s, writer=r["writer"]) for r in results for s in r["statements"]]
     assert all(s["committed"] for s in stmts), "every statement committed (re-run after conflicts)"
     versions = sorted(s["version"] for s in stmts)

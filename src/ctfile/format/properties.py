@@ -102,11 +102,9 @@ class PropertySpec:
     parse: Callable[[str], Any]
     doc: str
 
-    def parse_or_raise(self, raw: Any) -> Any:
+    def parse_or_raise(self, raw: str) -> Any:
         """The parsed value; :class:`InvalidArgumentError` naming the key, what
         is expected and what was found."""
-        if not isinstance(raw, str):
-            raise InvalidArgumentError(f"table property {self.key} must be a string, found {raw!r}")
         try:
             return self.parse(raw)
         except (ValueError, TypeError):
