@@ -3,6 +3,7 @@
 from ctfile.format.actions import (
     Action,
     AddPartition,
+    ChangeFile,
     CheckpointHeader,
     CommitInfo,
     Metadata,
@@ -28,6 +29,7 @@ from ctfile.format.schema import (
 __all__ = [
     "Action",
     "AddPartition",
+    "ChangeFile",
     "CheckpointHeader",
     "CommitInfo",
     "Metadata",

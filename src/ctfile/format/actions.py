@@ -22,9 +22,14 @@ FEATURE_TXN = "appTransactions"
 # Revision 2 (writer features only: readers of revision 1 read these tables).
 FEATURE_SERIALIZABLE_WRITES = "serializableWrites"  # SPEC §Conflict detection
 FEATURE_ENTRY_CHECKSUMS = "entryChecksums"  # SPEC §Log entries: self-checking entries
+# Revision 3 (a writer feature, listed only by tables that turned capture on).
+FEATURE_CHANGE_CAPTURE = "changeCapture"  # SPEC §Change capture
 SUPPORTED_READER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS})
 SUPPORTED_WRITER_FEATURES = frozenset(
-    {FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS}
+    {
+        FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS,
+        FEATURE_CHANGE_CAPTURE,
+    }
 )
 
 
@@ -38,6 +43,13 @@ class Protocol:
     writer_features: tuple[str, ...] = (
         FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS,
     )
+
+    def with_writer_feature(self, feature: str) -> "Protocol":
+        """This protocol with ``feature`` among its writer features (itself if
+        already there): features are only ever added (SPEC §Protocol)."""
+        if feature in self.writer_features:
+            return self
+        return replace(self, writer_features=(*self.writer_features, feature))
 
 
 @dataclass(frozen=True)
@@ -210,10 +222,27 @@ class RemovePartition:
     partition: Partition
     deletion_timestamp: int
     data_change: bool = True
+    #: SPEC §Change capture: the commit deletes every row of the partition
+    #: and keeps none of them elsewhere (written only with capture on).
+    deletes_all_rows: bool = False
 
     @property
     def path(self) -> str:
         return self.partition.path
+
+
+@dataclass(frozen=True)
+class ChangeFile:
+    """A change file of one commit (SPEC §change): the old images of the rows
+    it deleted or updated and the new images of the rows it updated (SPEC
+    §Change capture). History, not state: it makes nothing live."""
+
+    path: str
+    size_bytes: int
+    num_records: int
+    modification_time: int
+    checksum: str | None = None
+    stats: PartitionStats | None = None
 
 
 @dataclass(frozen=True)
@@ -259,4 +288,6 @@ class CheckpointHeader:
     num_partitions: int
 
 
-Action = Union[Protocol, Metadata, AddPartition, RemovePartition, SetTransaction, CommitInfo, CheckpointHeader]
+Action = Union[
+    Protocol, Metadata, AddPartition, RemovePartition, ChangeFile, SetTransaction, CommitInfo, CheckpointHeader
+]

@@ -2,7 +2,8 @@
 
 A log entry is newline-delimited JSON: one action per line, each line an
 object with exactly one key naming the action (``commitInfo``, ``protocol``,
-``metadata``, ``add``, ``remove``, ``txn``; checkpoints add ``checkpoint``).
+``metadata``, ``add``, ``remove``, ``change``, ``txn``; checkpoints add
+``checkpoint``).
 Readers ignore unknown action keys and unknown fields (forward compatibility);
 missing or mistyped required fields, and integers that do not fit a ``long``
 (SPEC §Conventions), raise :class:`CorruptLogError` naming the entry and the
@@ -20,6 +21,7 @@ from typing import Any, Iterable
 from ctfile.format.actions import (
     Action,
     AddPartition,
+    ChangeFile,
     CheckpointHeader,
     CommitInfo,
     Metadata,
@@ -30,7 +32,7 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.errors import CorruptLogError
-from ctfile.format.paths import validate_relative_path
+from ctfile.format.paths import CHANGES_DIR, is_change_file_path, validate_relative_path
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
 
@@ -169,6 +171,41 @@ def _partition_from_json(obj: dict, where: str) -> Partition:
     )
 
 
+def _change_file_to_json(c: ChangeFile) -> dict:
+    out: dict[str, Any] = {
+        "path": c.path,
+        "sizeBytes": c.size_bytes,
+        "numRecords": c.num_records,
+        "modificationTime": c.modification_time,
+    }
+    if c.checksum is not None:
+        out["checksum"] = c.checksum
+    if c.stats is not None:
+        out["stats"] = stats_to_json(c.stats)
+    return out
+
+
+def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
+    """SPEC §change: a change file under ``_ct_changes/`` with at least one row."""
+    path = validate_relative_path(_get(obj, "path", str, where), where=where)
+    if not is_change_file_path(path):
+        raise CorruptLogError(f"{where}: a change file must be under {CHANGES_DIR}/, found path {path!r}")
+    num_records = _get(obj, "numRecords", int, where)
+    if num_records < 1:
+        raise CorruptLogError(f"{where}: numRecords of change file {path} must be >= 1, found {num_records}")
+    stats = stats_from_json(obj["stats"], f"{where}.stats") if obj.get("stats") is not None else None
+    if stats is not None and stats.num_records != num_records:
+        raise CorruptLogError(f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}")
+    return ChangeFile(
+        path=path,
+        size_bytes=_nonneg(_get(obj, "sizeBytes", int, where), "sizeBytes", where),
+        num_records=num_records,
+        modification_time=_get(obj, "modificationTime", int, where),
+        checksum=_get(obj, "checksum", str, where, default=None),
+        stats=stats,
+    )
+
+
 # ---------------------------------------------------------------- actions
 
 
@@ -226,7 +263,11 @@ def action_to_json(a: Action) -> dict:
         body = _partition_to_json(a.partition)
         body["deletionTimestamp"] = a.deletion_timestamp
         body["dataChange"] = a.data_change
+        if a.deletes_all_rows:
+            body["deletesAllRows"] = True
         return {"remove": body}
+    if isinstance(a, ChangeFile):
+        return {"change": _change_file_to_json(a)}
     if isinstance(a, SetTransaction):
         return {"txn": {"appId": a.app_id, "version": a.version, "lastUpdated": a.last_updated}}
     if isinstance(a, CheckpointHeader):
@@ -310,7 +351,10 @@ def action_from_json(obj: Any, where: str) -> Action | None:
             _partition_from_json(body, w),
             deletion_timestamp=_get(body, "deletionTimestamp", int, w),
             data_change=_get(body, "dataChange", bool, w),
+            deletes_all_rows=_get(body, "deletesAllRows", bool, w, default=False),
         )
+    if key == "change":
+        return _change_file_from_json(body, w)
     if key == "txn":
         return SetTransaction(
             app_id=_get(body, "appId", str, w),
@@ -327,7 +371,7 @@ def action_from_json(obj: Any, where: str) -> Action | None:
     return None
 
 
-_KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "txn", "checkpoint"}
+_KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 _HEX128 = re.compile(r"[0-9a-f]{32}")
 
 

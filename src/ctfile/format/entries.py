@@ -31,6 +31,7 @@ import xxhash
 from ctfile.format.actions import (
     Action,
     AddPartition,
+    ChangeFile,
     CommitInfo,
     Metadata,
     Protocol,
@@ -39,6 +40,7 @@ from ctfile.format.actions import (
 )
 from ctfile.format.codec import action_from_json, action_to_json, decode_lines, encode_line, parse_lines
 from ctfile.format.errors import CorruptLogError
+from ctfile.format.paths import CHANGES_DIR, is_change_file_path
 
 
 def encode_entry(actions: Iterable[Action]) -> bytes:
@@ -172,8 +174,8 @@ def checksum_without_line(data: bytes, lineno: int) -> str:
 
 
 def duplicate_paths(actions: Iterable[Any]) -> list[str]:
-    """The paths named by more than one ``add`` / ``remove`` of an entry,
-    whatever their order (SPEC §Log entries, rule 4).
+    """The paths named by more than one ``add`` / ``remove`` / ``change`` of
+    an entry, whatever their order (SPEC §Log entries, rule 4).
 
     Examples
     --------
@@ -185,7 +187,7 @@ def duplicate_paths(actions: Iterable[Any]) -> list[str]:
     seen: set[str] = set()
     dups: list[str] = []
     for a in actions:
-        if isinstance(a, (AddPartition, RemovePartition)):
+        if isinstance(a, (AddPartition, RemovePartition, ChangeFile)):
             if a.path in seen:
                 dups.append(a.path)
             seen.add(a.path)
@@ -236,10 +238,15 @@ def validate_commit_entry(actions: list[Action], *, version: int, where: str) ->
                 f"{where}: add {a.path} has defaultRowVersion {a.partition.default_row_version}, "
                 f"expected the entry's version {version}"
             )
+        if isinstance(a, AddPartition) and is_change_file_path(a.path):
+            raise CorruptLogError(
+                f"{where}: add {a.path} names a change file; partitions are never under {CHANGES_DIR}/ "
+                "(SPEC §Log entries, rule 4)"
+            )
     dups = duplicate_paths(actions)
     if dups:
         raise CorruptLogError(
-            f"{where}: {dups[0]} is named by more than one add/remove of the entry, which the "
+            f"{where}: {dups[0]} is named by more than one add/remove/change of the entry, which the "
             f"entry's actions must not do in any order (SPEC §Log entries, rule 4)"
         )
     repeated = repeated_actions(actions)

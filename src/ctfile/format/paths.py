@@ -11,6 +11,7 @@ from ctfile.format.errors import CorruptLogError
 
 LOG_DIR = "_ct_log"
 DATA_DIR = "data"
+CHANGES_DIR = "_ct_changes"
 LAST_CHECKPOINT = f"{LOG_DIR}/_last_checkpoint"
 VERSION_DIGITS = 20
 
@@ -45,6 +46,17 @@ def data_file_path(txn_id: str, seq: int) -> str:
     can tell which (possibly failed) transaction left an unreferenced file.
     """
     return f"{DATA_DIR}/part-{txn_id}-{seq:05d}.parquet"
+
+
+def change_file_path(txn_id: str, seq: int) -> str:
+    """SPEC §Table layout: ``_ct_changes/change-<txn id>-<seq>.parquet``, a
+    change file (SPEC §Change capture)."""
+    return f"{CHANGES_DIR}/change-{txn_id}-{seq:05d}.parquet"
+
+
+def is_change_file_path(path: str) -> bool:
+    """Whether ``path`` (relative to the root) is under ``_ct_changes/``."""
+    return path.startswith(CHANGES_DIR + "/")
 
 
 def validate_relative_path(path: object, *, where: str) -> str:

@@ -55,6 +55,18 @@ class IsolationLevel(str, enum.Enum):
     SNAPSHOT = "SnapshotIsolation"
 
 
+class ChangeCapture(str, enum.Enum):
+    """What DML keeps of the rows it changes (SPEC §Change capture); the value
+    is what ``ctfile.changeCapture`` holds."""
+
+    #: Nothing: change scans derive every change from the partitions an
+    #: interval added and removed (the default).
+    NONE = "none"
+    #: Change files with the old image of every deleted or updated row and the
+    #: new image of every updated row.
+    BEFORE_AFTER = "before_after"
+
+
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
 
 
@@ -116,12 +128,14 @@ ROW_GROUP_ROWS = "ctfile.rowGroupRows"
 COMPRESSION = "ctfile.compression"
 CHECKPOINT_INTERVAL = "ctfile.checkpointInterval"
 ISOLATION_LEVEL = "ctfile.isolationLevel"
+CHANGE_CAPTURE = "ctfile.changeCapture"
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 DEFAULT_ROW_GROUP_ROWS = 1 << 20
 DEFAULT_COMPRESSION = "zstd"
 DEFAULT_CHECKPOINT_INTERVAL = 100
 DEFAULT_ISOLATION_LEVEL = IsolationLevel.WRITE_SERIALIZABLE
+DEFAULT_CHANGE_CAPTURE = ChangeCapture.NONE
 
 #: Every property ctfile interprets, by key (SPEC §Table properties).
 TABLE_PROPERTIES: dict[str, PropertySpec] = {
@@ -138,6 +152,8 @@ TABLE_PROPERTIES: dict[str, PropertySpec] = {
                      "a checkpoint is written after every version that is a multiple of it"),
         PropertySpec(ISOLATION_LEVEL, "WriteSerializable or Serializable", DEFAULT_ISOLATION_LEVEL,
                      _isolation_level, "how DML is checked against concurrent commits"),
+        PropertySpec(CHANGE_CAPTURE, "none or before_after", DEFAULT_CHANGE_CAPTURE, ChangeCapture,
+                     "whether DML writes change files (old and new images of the rows it changes)"),
     )
 }
 
@@ -185,6 +201,7 @@ class TableProperties:
     compression: str = DEFAULT_COMPRESSION
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
     isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL
+    change_capture: ChangeCapture = DEFAULT_CHANGE_CAPTURE
 
     @classmethod
     def from_mapping(cls, properties: Mapping[str, str]) -> "TableProperties":
@@ -208,4 +225,5 @@ class TableProperties:
             compression=get(COMPRESSION),
             checkpoint_interval=get(CHECKPOINT_INTERVAL),
             isolation_level=get(ISOLATION_LEVEL),
+            change_capture=get(CHANGE_CAPTURE),
         )

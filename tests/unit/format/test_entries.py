@@ -203,7 +203,7 @@ def test_an_entry_naming_a_path_twice_is_corrupt_whatever_the_order(first, secon
 
     actions = [INFO, act(first), AddPartition(_part(2)), act(second)]
     assert duplicate_paths(actions) == ["data/p9.parquet"]
-    with pytest.raises(CorruptLogError, match=r"data/p9.parquet is named by more than one add/remove .*rule 4"):
+    with pytest.raises(CorruptLogError, match=r"data/p9.parquet is named by more than one add/remove/change .*rule 4"):
         validate_commit_entry(actions, version=3, where=WHERE)
     with pytest.raises(CorruptLogError, match="data/p9.parquet is named by more than one"):
         decode_entry(encode_entry(actions), version=3, where=WHERE)
