@@ -1,0 +1,147 @@
+"""The images of a captured commit (SPEC §Change capture, §Change scans).
+
+A commit is *captured* when its change files, its added partitions and its
+``deletesAllRows`` removes say everything it changed: :func:`captured_commit`
+recognises one from its actions alone, and :func:`read_captured` turns it
+into :class:`~ctfile.reader.change_events.Images`, reading
+
+* its change files whole (old images of deleted rows; old and new images of
+  updated rows), each checked against the rules of SPEC §Change capture;
+* the fresh rows (null stored ``_ct_row_id``) of the partitions it added:
+  inserts, new images with no old one; a partition whose statistics show no
+  null row id is not opened;
+* the partitions it removed with ``deletesAllRows``: old images with no new
+  one.
+
+It never opens a partition the commit rewrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
+from ctfile.format.change_files import CHANGE_TYPE_COLUMN, POSTIMAGE_CODE, check_change_rows
+from ctfile.format.errors import CorruptDataFileError
+from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
+from ctfile.reader.change_events import Images
+from ctfile.reader.integrity import DataFiles
+from ctfile.reader.partition_reader import hidden_values_only_inherited, read_partition_table, read_rows
+
+
+@dataclass(frozen=True)
+class CapturedCommit:
+    """What a captured commit's change is made of (see the module docstring)."""
+
+    version: int
+    timestamp: int
+    change_files: tuple[ChangeFile, ...] = ()
+    inserted: tuple[Partition, ...] = ()  # partitions added with dataChange: their fresh rows
+    deleted: tuple[Partition, ...] = ()  # partitions removed with deletesAllRows
+
+    @property
+    def bytes_to_read(self) -> int:
+        """Bytes of the files a scan of this commit may open (an upper bound:
+        an added partition without fresh rows is not opened)."""
+        return sum(c.size_bytes for c in self.change_files) + sum(
+            p.size_bytes for p in self.inserted if p.fresh_rows != 0
+        ) + sum(p.size_bytes for p in self.deleted)
+
+
+def captured_commit(version: int, timestamp: int, actions: Sequence) -> CapturedCommit | None:
+    """The :class:`CapturedCommit` of an entry's actions, or None when the
+    commit is not captured (SPEC §Change capture: it has a data-changing
+    ``remove`` without ``deletesAllRows`` and no ``change`` action)."""
+    changes = tuple(a for a in actions if isinstance(a, ChangeFile))
+    removes = [a for a in actions if isinstance(a, RemovePartition) and a.data_change]
+    if not changes and not all(r.deletes_all_rows for r in removes):
+        return None
+    return CapturedCommit(
+        version,
+        timestamp,
+        changes,
+        tuple(a.partition for a in actions if isinstance(a, AddPartition) and a.data_change),
+        tuple(r.partition for r in removes if r.deletes_all_rows),
+    )
+
+
+def change_file_partition(c: ChangeFile, version: int) -> Partition:
+    """``c`` as the descriptor :class:`DataFiles` checks and opens: its
+    length, checksum and row count; ``version`` (the commit naming it) is
+    what a null ``_ct_row_version`` means and what errors name."""
+    return Partition(c.path, c.size_bytes, c.num_records, 0, version, c.modification_time, c.checksum)
+
+
+def read_change_file(files: DataFiles, c: ChangeFile, version: int, schema: Schema, *, use_threads: bool = True) -> Images:
+    """The images in change file ``c`` of commit ``version``, checked."""
+    p = change_file_partition(c, version)
+    data_schema = schema.to_arrow(field_ids=False)
+    with files.open(p) as src:
+        pf = files.parquet(src, p)
+        names = pf.schema_arrow.names
+        missing = [n for n in [*data_schema.names, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN] if n not in names]
+        if missing:
+            raise files.error(CorruptDataFileError, p, f"is not a change file: it lacks the columns {missing}")
+        t = pf.read(columns=[*data_schema.names, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN], use_threads=use_threads)
+    codes = check_change_rows(t, uri=files.storage.uri, path=c.path, version=version)
+    data = pa.Table.from_arrays(
+        [_cast(t.column(f.name), f.type) for f in data_schema], schema=data_schema
+    )
+    rid = np.asarray(t.column(ROW_ID_COLUMN).to_numpy(), dtype=np.int64)
+    return Images(data, rid, codes == POSTIMAGE_CODE)
+
+
+def _cast(col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
+    return col if col.type.equals(want) else col.cast(want)
+
+
+def fresh_positions(files: DataFiles, p: Partition) -> np.ndarray:
+    """Positions of the rows of ``p`` whose stored ``_ct_row_id`` is null
+    (inserted by the commit that added ``p``), reading only that column, and
+    nothing when statistics decide."""
+    n = p.num_records
+    s = p.stats
+    if hidden_values_only_inherited(p):
+        return np.arange(n, dtype=np.int64)
+    if s is not None and s.null_count.get(ROW_ID_FIELD_ID) == 0:
+        return np.empty(0, dtype=np.int64)
+    with files.open(p) as src:
+        pf = files.parquet(src, p)
+        if ROW_ID_COLUMN not in pf.schema_arrow.names:
+            return np.arange(n, dtype=np.int64)
+        col = pf.read(columns=[ROW_ID_COLUMN]).column(0)
+    return np.flatnonzero(np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool))
+
+
+def read_inserts(files: DataFiles, p: Partition, schema: Schema, *, use_threads: bool = True) -> Images:
+    """The fresh rows of added partition ``p`` as new images."""
+    pos = fresh_positions(files, p)
+    data_schema = schema.to_arrow(field_ids=False)
+    if not len(pos):
+        return Images.empty(data_schema)
+    if len(pos) == p.num_records:
+        data = read_partition_table(files, p, schema, use_threads=use_threads)
+    else:
+        data = read_rows(files, p, schema, pos, use_threads=use_threads)
+    return Images(data, p.first_row_id + pos, np.ones(len(pos), dtype=bool))
+
+
+def read_deleted(files: DataFiles, p: Partition, schema: Schema, *, use_threads: bool = True) -> Images:
+    """Every row of ``p`` (removed with ``deletesAllRows``) as an old image."""
+    t = read_partition_table(files, p, schema, hidden=True, use_threads=use_threads)
+    names = schema.to_arrow(field_ids=False).names
+    rid = np.asarray(t.column(ROW_ID_COLUMN).to_numpy(), dtype=np.int64)
+    return Images(t.select(names), rid, np.zeros(t.num_rows, dtype=bool))
+
+
+def read_captured(files: DataFiles, c: CapturedCommit, schema: Schema, *, use_threads: bool = True) -> Images:
+    """All images of captured commit ``c`` (see the module docstring)."""
+    parts = [read_change_file(files, f, c.version, schema, use_threads=use_threads) for f in c.change_files]
+    parts += [read_inserts(files, p, schema, use_threads=use_threads) for p in c.inserted]
+    parts += [read_deleted(files, p, schema, use_threads=use_threads) for p in c.deleted]
+    return Images.concat(parts, schema.to_arrow(field_ids=False))

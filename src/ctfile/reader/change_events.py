@@ -1,0 +1,189 @@
+"""Change events and their consolidation (SPEC §Change scans, "Using change files").
+
+A change scan over captured commits does not compare partitions: each
+*segment* of its interval (a captured commit, or a run of commits that are
+not captured, computed from partitions) yields *images*, rows of table
+columns tagged with their row id and whether they are an old image (the
+row's value before the segment) or a new image (its value after it).
+:class:`Images` holds one segment's images; :func:`consolidate` merges the
+segments of an interval into its minimum delta: per row id, the old image of
+its first segment and the new image of its last. An old and a new image make
+an update pair (dropped when every column is equal, the no-op rule), an old
+image alone a DELETE, a new image alone an INSERT.
+
+Consolidation holds the images of the interval in memory (they are the
+change itself, which is what a captured scan reads); the partition-based
+path, :mod:`ctfile.reader.min_delta`, bounds its memory by row-id buckets
+instead.
+
+Examples
+--------
+>>> import numpy as np, pyarrow as pa
+>>> s1 = Images(pa.table({"v": ["a", "b"]}), np.array([7, 7]), np.array([False, True]))  # 7: a -> b
+>>> s2 = Images(pa.table({"v": ["b", "c"]}), np.array([7, 7]), np.array([False, True]))  # 7: b -> c
+>>> [(c.data.column("v").to_pylist(), c.insert.tolist()) for c in consolidate([s1, s2], filter=None, batch_rows=10)]
+[(['a', 'c'], [False, True])]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.reader.change_rows import Chunk, const, filter_mask
+from ctfile.reader.expressions import is_distinct
+
+
+@dataclass
+class Images:
+    """The images of one segment: ``data`` (table columns), with per row its
+    row id and whether it is a new image (else an old one). A row id has at
+    most one old and one new image in a segment."""
+
+    data: pa.Table
+    row_id: np.ndarray  # int64
+    new: np.ndarray  # bool
+
+    @classmethod
+    def empty(cls, schema: pa.Schema) -> "Images":
+        return cls(schema.empty_table(), np.empty(0, np.int64), np.empty(0, bool))
+
+    @classmethod
+    def concat(cls, parts: Sequence["Images"], schema: pa.Schema) -> "Images":
+        parts = [p for p in parts if p.data.num_rows]
+        if not parts:
+            return cls.empty(schema)
+        return cls(
+            pa.concat_tables([p.data for p in parts]) if len(parts) > 1 else parts[0].data,
+            np.concatenate([p.row_id for p in parts]),
+            np.concatenate([p.new for p in parts]),
+        )
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk], schema: pa.Schema) -> "Images":
+        """The images of a partition-based minimum delta's output: an INSERT
+        row is a new image, a DELETE row an old one."""
+        return cls.concat([cls(c.data, c.row_id, np.asarray(c.insert, dtype=bool)) for c in chunks], schema)
+
+    def __len__(self) -> int:
+        return self.data.num_rows
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Per row id of an interval, which image rows describe it: positions
+    into the concatenated images, ``-1`` for none."""
+
+    row_id: np.ndarray
+    old: np.ndarray
+    new: np.ndarray
+
+
+def select(segments: Sequence[Images]) -> Selection:
+    """For each row id: the old image of its first segment and the new image
+    of its last (SPEC §Change scans: the event of a row id over the
+    interval)."""
+    rid = np.concatenate([s.row_id for s in segments]) if segments else np.empty(0, np.int64)
+    new = np.concatenate([s.new for s in segments]) if segments else np.empty(0, bool)
+    seg = np.concatenate([np.full(len(s), i, dtype=np.int64) for i, s in enumerate(segments)]) if segments else rid
+    order = np.lexsort((seg, rid))  # by row id, then segment
+    r, g, nw = rid[order], seg[order], new[order]
+    starts = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1]))) if len(r) else np.empty(0, np.int64)
+    ends = np.append(starts[1:], len(r))
+    first_seg = g[starts]
+    last_seg = g[ends - 1]
+    group = np.repeat(np.arange(len(starts)), ends - starts)
+    old_pick = np.full(len(starts), -1, dtype=np.int64)
+    new_pick = np.full(len(starts), -1, dtype=np.int64)
+    is_old = ~nw & (g == first_seg[group])
+    is_new = nw & (g == last_seg[group])
+    old_pick[group[is_old]] = order[is_old]
+    new_pick[group[is_new]] = order[is_new]
+    return Selection(r[starts], old_pick, new_pick)
+
+
+def consolidate(
+    segments: Sequence[Images],
+    *,
+    filter: pc.Expression | None,
+    batch_rows: int,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+) -> Iterator[Chunk]:
+    """The minimum delta of ``segments`` (in version order) as chunks:
+    update pairs first (DELETE then INSERT, adjacent, in row-id order), then
+    lone DELETEs, then lone INSERTs; ``version``/``timestamp_ms`` tag an
+    audit scan's rows."""
+    segments = [s for s in segments if len(s)]
+    if not segments:
+        return
+    sel = select(segments)
+    data = segments[0].data if len(segments) == 1 else pa.concat_tables([s.data for s in segments])
+    both = (sel.old >= 0) & (sel.new >= 0)
+    kw = {"version": version, "timestamp_ms": timestamp_ms}
+    if both.any():
+        old = data.take(pa.array(sel.old[both]))
+        new = data.take(pa.array(sel.new[both]))
+        yield from emit_pairs(old, new, sel.row_id[both], filter=filter, batch_rows=batch_rows, **kw)
+    for picks, insert in ((sel.old, False), (sel.new, True)):
+        lone = (picks >= 0) & ~both
+        if lone.any():
+            rows = data.take(pa.array(picks[lone]))
+            ids = sel.row_id[lone]
+            keep = filter_mask(rows, filter)
+            if keep is not None:
+                rows, ids = rows.filter(pa.array(keep)), ids[keep]
+            if rows.num_rows:
+                yield Chunk(rows, const(rows.num_rows, insert), const(rows.num_rows, False), ids, **kw)
+
+
+def emit_pairs(
+    old: pa.Table,
+    new: pa.Table,
+    ids: np.ndarray,
+    *,
+    filter: pc.Expression | None,
+    batch_rows: int,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+    skip: frozenset = frozenset(),
+) -> Iterator[Chunk]:
+    """Update pairs aligned row by row (``old[i]`` and ``new[i]`` are row id
+    ``ids[i]``): pairs equal in every column but those in ``skip`` (known
+    equal) are dropped; a pair with both images passing ``filter`` is output
+    DELETE then INSERT, adjacent, with ``METADATA$ISUPDATE`` true; a pair with
+    one image passing it, as that image alone with ISUPDATE false (SPEC
+    §Change scans, filters)."""
+    n = len(ids)
+    if n == 0:
+        return
+    changed = np.zeros(n, dtype=bool)
+    for name in old.schema.names:
+        if name not in skip:
+            changed |= is_distinct(old.column(name), new.column(name))
+    f_old, f_new = filter_mask(old, filter), filter_mask(new, filter)
+    f_old = changed if f_old is None else changed & f_old
+    f_new = changed if f_new is None else changed & f_new
+    both_idx = np.flatnonzero(f_old & f_new)
+    step = max(1, batch_rows // 2)
+    for s in range(0, len(both_idx), step):
+        # A slice at a time, so only one output batch's rows are copied at
+        # once; each slice first cuts both sides to the rows it spans.
+        idx = both_idx[s:s + step]
+        lo, hi = int(idx[0]), int(idx[-1]) + 1
+        k = len(idx)
+        take = np.empty(2 * k, dtype=np.int64)
+        take[0::2] = idx - lo
+        take[1::2] = idx - lo + (hi - lo)
+        data = pa.concat_tables([old.slice(lo, hi - lo), new.slice(lo, hi - lo)]).take(pa.array(take))
+        ins = np.zeros(2 * k, dtype=bool)
+        ins[1::2] = True
+        yield Chunk(data, ins, const(2 * k, True), np.repeat(ids[idx], 2), version, timestamp_ms)
+    for mask, table, insert in ((f_old & ~f_new, old, False), (f_new & ~f_old, new, True)):
+        pick = np.flatnonzero(mask)
+        if len(pick):
+            yield Chunk(table.take(pa.array(pick)), const(len(pick), insert), const(len(pick), False), ids[pick], version, timestamp_ms)
