@@ -146,19 +146,23 @@ class ChangePlan:
 
     def restricted(self, segments: Sequence[Segment], initial: InitialRows | None) -> "ChangePlan":
         """This plan reduced to ``segments`` and ``initial`` (a part of it, for
-        one task): the summary keeps only the partitions they read."""
-        paths = {p.path for s in segments for p in s.partitions}
+        one task). The summary keeps what those segments read: the net sets'
+        partitions they read, and of each commit the partitions read by the
+        segments covering that commit's version."""
+        read = {p.path for s in segments for p in s.partitions}
 
-        def keep(parts: tuple[Partition, ...]) -> tuple[Partition, ...]:
+        def keep(parts: tuple[Partition, ...], paths: set[str]) -> tuple[Partition, ...]:
             return tuple(p for p in parts if p.path in paths)
 
-        commits = tuple(
-            CommitChanges(c.version, c.timestamp, keep(c.added), keep(c.removed)) for c in self.commits
-        )
+        commits = []
+        for c in self.commits:
+            paths = {p.path for s in segments if s.start_version <= c.version <= s.end_version for p in s.partitions}
+            part = CommitChanges(c.version, c.timestamp, keep(c.added, paths), keep(c.removed, paths))
+            if part.added or part.removed:
+                commits.append(part)
         shape = self.shape if segments or self.shape is PlanShape.INITIAL_ROWS else PlanShape.EMPTY
         return ChangePlan(
-            shape, tuple(segments), initial, keep(self.added), keep(self.removed),
-            tuple(c for c in commits if c.added or c.removed),
+            shape, tuple(segments), initial, keep(self.added, read), keep(self.removed, read), tuple(commits)
         )
 
 

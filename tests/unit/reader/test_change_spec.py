@@ -186,10 +186,9 @@ def test_restricted_plan_keeps_only_its_partitions(people):
     part = plan.restricted([first], None)
     assert part.segments == (first,) and part.shape is plan.shape
     assert {p.path for p in part.partitions_to_read()} == {p.path for p in first.partitions}
-    # The summary keeps the commits that touched those partitions (v4 rewrote
-    # the partition v2 added), and nothing else.
-    read = {p.path for p in first.partitions}
-    assert [c.version for c in part.commits] == [2, 4]
-    assert {p.path for c in part.commits for p in c.added + c.removed} == read
+    # The summary keeps what the segment reads: commit 2's own partitions, not
+    # commit 4's removal of one of them (another segment's business).
+    assert part.commits == (plan.commits[0],)
+    assert plan.restricted(plan.segments[1:], None).commits == plan.commits[1:]
     assert plan.restricted([], None).shape is PlanShape.EMPTY
     assert isinstance(first, PartitionDelta)
