@@ -25,7 +25,7 @@ from ctfile.format.errors import (
 from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.log.transaction import CommitResult
-from ctfile.reader import ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
+from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, Table, create_table, open_table
 from ctfile.writer.distributed import WriteJob
@@ -42,6 +42,9 @@ __all__ = [
     "Table",
     "Snapshot",
     "ChangeSet",
+    "ChangeScan",
+    "ChangeMode",
+    "Changelog",
     "PlanShape",
     "ScanTask",
     "ChangeTask",

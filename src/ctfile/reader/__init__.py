@@ -2,8 +2,9 @@
 
 from ctfile.reader.change_plan import PlanShape
 from ctfile.reader.change_scan import ChangeSet
+from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.change_tasks import ChangeTask
 from ctfile.reader.scan_task import ScanTask
 from ctfile.reader.snapshot import Snapshot
 
-__all__ = ["Snapshot", "ChangeSet", "PlanShape", "ScanTask", "ChangeTask"]
+__all__ = ["Snapshot", "ChangeSet", "ChangeScan", "ChangeMode", "Changelog", "PlanShape", "ScanTask", "ChangeTask"]

@@ -16,20 +16,28 @@ Partitions added and later removed inside the interval are in neither net
 set, so the default mode never reads them. A ``dataChange: false`` commit
 (compaction) whose inputs are all net removed and whose outputs are all net
 added rewrote rows without changing them: both sides are dropped unread.
+
+A :class:`ChangePlan` (built by :func:`plan_changes` from a
+:class:`~ctfile.reader.change_spec.ChangeScan`) is what the scan reads:
+the :class:`InitialRows` snapshot, if the scan asks for initial rows, then a
+sequence of segments in version order. Each segment covers versions of the
+interval and says how their rows are found; today every segment is a
+:class:`PartitionDelta` (the net sets of its versions, or of one commit for
+``audit`` and ``append_only``).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ctfile.format.actions import AddPartition, CommitInfo, Partition, RemovePartition
 from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
 from ctfile.format.schema import ROW_VERSION_FIELD_ID
 from ctfile.log.manifest import ManifestLog
-
-INFORMATION_MODES = ("default", "append_only", "audit")
-
+from ctfile.log.replay import TableState
+from ctfile.reader.change_spec import ChangeMode, ChangeScan
 
 class PlanShape(str, enum.Enum):
     """How a change scan is computed (Snowflake's plan shapes, section 3.2.3)."""
@@ -55,31 +63,107 @@ class CommitChanges:
 
 
 @dataclass(frozen=True)
-class ChangePlan:
+class PartitionDelta:
+    """A segment of a plan: the changes of versions ``start_version..end_version``
+    computed from partitions the log added and removed there (SPEC §Change scans).
+
+    ``default`` reads the minimum delta of ``added`` against ``removed`` (the
+    net sets of its versions), ``audit`` the same for one commit (then
+    ``timestamp`` is that commit's), ``append_only`` the rows ``added``
+    partitions inserted (``removed`` is empty).
+    """
+
     start_version: int
     end_version: int
-    information: str
-    shape: PlanShape
     added: tuple[Partition, ...] = ()
     removed: tuple[Partition, ...] = ()
-    appended: tuple[Partition, ...] = ()
+    timestamp: int | None = None
+
+    @classmethod
+    def of_commit(cls, c: CommitChanges, *, with_removed: bool = True) -> "PartitionDelta":
+        """The segment of commit ``c`` alone."""
+        return cls(c.version, c.version, c.added, c.removed if with_removed else (), c.timestamp)
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        return self.added + self.removed
+
+
+# The kinds of segment a plan holds, in version order. Today every segment is
+# computed from partitions; segments read from other sources join this union.
+Segment = PartitionDelta
+
+
+@dataclass(frozen=True)
+class InitialRows:
+    """The snapshot whose rows a scan with initial rows puts first, as INSERTs."""
+
+    version: int
+    timestamp: int
+    partitions: tuple[Partition, ...]
+
+    @classmethod
+    def of_state(cls, state: TableState) -> "InitialRows":
+        return cls(state.version, state.timestamp, tuple(state.partitions.values()))
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """What a change scan reads: the ``initial`` rows (if any), then its
+    ``segments`` in order. Built by :func:`plan_changes` from the log alone.
+
+    ``added``, ``removed`` and ``commits`` summarise the interval whatever the
+    mode (what ``ctfile diff`` shows): its net added and net removed
+    partitions and its data-changing commits. A scan with initial rows in
+    ``default`` mode reads no interval, and its summary is empty.
+    """
+
+    shape: PlanShape
+    segments: tuple[Segment, ...] = ()
+    initial: InitialRows | None = None
+    added: tuple[Partition, ...] = ()
+    removed: tuple[Partition, ...] = ()
     commits: tuple[CommitChanges, ...] = field(default=())
 
+    @property
+    def appended(self) -> tuple[Partition, ...]:
+        """Every partition a data-changing commit of the interval added."""
+        return tuple(p for c in self.commits for p in c.added)
+
     def partitions_to_read(self) -> list[Partition]:
-        """The partitions the scan reads (for ``ctfile diff`` and tests)."""
-        if self.information == "append_only":
-            return list(self.appended)
-        if self.information == "audit":
-            seen: dict[str, Partition] = {}
-            for c in self.commits:
-                for p in c.added + c.removed:
-                    seen[p.path] = p
-            return list(seen.values())
-        return list(self.added) + list(self.removed)
+        """The partitions the scan reads, each once (for ``ctfile diff`` and tests)."""
+        seen: dict[str, Partition] = {}
+        for p in self.initial.partitions if self.initial is not None else ():
+            seen.setdefault(p.path, p)
+        for s in self.segments:
+            for p in s.partitions:
+                seen.setdefault(p.path, p)
+        return list(seen.values())
 
     @property
     def bytes_to_read(self) -> int:
         return sum(p.size_bytes for p in self.partitions_to_read())
+
+    def restricted(self, segments: Sequence[Segment], initial: InitialRows | None) -> "ChangePlan":
+        """This plan reduced to ``segments`` and ``initial`` (a part of it, for
+        one task). The summary keeps what those segments read: the net sets'
+        partitions they read, and of each commit the partitions read by the
+        segments covering that commit's version."""
+        read = {p.path for s in segments for p in s.partitions}
+
+        def keep(parts: tuple[Partition, ...], paths: set[str]) -> tuple[Partition, ...]:
+            return tuple(p for p in parts if p.path in paths)
+
+        commits = []
+        for c in self.commits:
+            paths = {p.path for s in segments if s.start_version <= c.version <= s.end_version for p in s.partitions}
+            part = CommitChanges(c.version, c.timestamp, keep(c.added, paths), keep(c.removed, paths))
+            if part.added or part.removed:
+                commits.append(part)
+        shape = self.shape if segments or self.shape is PlanShape.INITIAL_ROWS else PlanShape.EMPTY
+        return ChangePlan(
+            shape, tuple(segments), initial, keep(self.added, read), keep(self.removed, read), tuple(commits)
+        )
 
 
 def _check_version_arg(value, name: str) -> int | None:
@@ -211,16 +295,37 @@ def may_hold_rows_written_since(p: Partition, a: int) -> bool:
     return False
 
 
-def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangePlan:
-    if information not in INFORMATION_MODES:
-        raise InvalidArgumentError(f"information must be one of {INFORMATION_MODES}, found {information!r}")
+def plan_changes(log: ManifestLog, scan: ChangeScan, *, latest: int) -> ChangePlan:
+    """The plan of ``scan`` from the log entries of its interval (and, with
+    initial rows, the snapshot at ``scan.initial_version``).
+
+    With initial rows in ``default`` mode the snapshot at the end of the
+    interval as INSERTs is the whole result: the interval's entries are not
+    read (so retention that removed them does not matter).
+    """
+    initial = None
+    if scan.initial_version is not None:
+        initial = InitialRows.of_state(log.load_state(scan.initial_version, latest=latest))
+    if scan.initial_rows and scan.mode is ChangeMode.DEFAULT:
+        return ChangePlan(PlanShape.INITIAL_ROWS, initial=initial)
+    a, b = scan.start_version, scan.end_version
+    added, removed, commits = interval_changes(log, a, b)
+    shape = _shape(scan.mode, a, added, removed, commits)
+    segments = () if shape is PlanShape.EMPTY else _segments(scan.mode, a, b, added, removed, commits)
+    return ChangePlan(shape, segments, initial, added, removed, commits)
+
+
+def interval_changes(
+    log: ManifestLog, a: int, b: int
+) -> tuple[tuple[Partition, ...], tuple[Partition, ...], tuple[CommitChanges, ...]]:
+    """The net added partitions, net removed partitions and data-changing
+    commits of versions ``a..b`` (see the module docstring); all empty when
+    no commit of the interval changed data."""
     entries = read_interval(log, a, b)
     added: dict[str, Partition] = {}
     removed: dict[str, Partition] = {}
-    appended: list[Partition] = []
     commits: list[CommitChanges] = []
     compactions: list[tuple[list[str], list[str]]] = []
-    any_data_change = False
     for v, entry in zip(range(a, b + 1), entries):
         info = next(x for x in entry if isinstance(x, CommitInfo))
         adds = [x for x in entry if isinstance(x, AddPartition)]
@@ -235,13 +340,13 @@ def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangeP
         data_adds = tuple(x.partition for x in adds if x.data_change)
         data_rems = tuple(x.partition for x in rems if x.data_change)
         if data_adds or data_rems:
-            any_data_change = True
-            appended.extend(data_adds)
             commits.append(CommitChanges(v, info.timestamp, data_adds, data_rems))
         nd_adds = [x.path for x in adds if not x.data_change]
         nd_rems = [x.path for x in rems if not x.data_change]
         if nd_adds or nd_rems:
             compactions.append((nd_rems, nd_adds))
+    if not commits:
+        return (), (), ()
     for rems_, adds_ in compactions:
         if all(r in removed for r in rems_) and all(x in added for x in adds_):
             for r in rems_:
@@ -250,32 +355,48 @@ def build_plan(log: ManifestLog, a: int, b: int, *, information: str) -> ChangeP
                 del added[x]
     net_added = tuple(p for p in added.values() if p.num_records)
     net_removed = tuple(p for p in removed.values() if p.num_records)
-    if not any_data_change:
-        shape = PlanShape.EMPTY
-        net_added, net_removed, appended, commits = (), (), [], []
-    elif information == "append_only":
-        shape = PlanShape.ADDED_ONLY if appended else PlanShape.EMPTY
-    elif information == "audit":
+    return net_added, net_removed, tuple(commits)
+
+
+def _shape(
+    mode: ChangeMode, a: int, added: tuple[Partition, ...], removed: tuple[Partition, ...],
+    commits: tuple[CommitChanges, ...],
+) -> PlanShape:
+    if not commits:
+        return PlanShape.EMPTY
+    if mode is ChangeMode.APPEND_ONLY:
+        return PlanShape.ADDED_ONLY if any(c.added for c in commits) else PlanShape.EMPTY
+    if mode is ChangeMode.AUDIT:
         # Per-commit deltas: partitions added and removed inside the interval
         # still count (the net sets may cancel out to nothing).
         any_add = any(c.added for c in commits)
         any_rem = any(c.removed for c in commits)
-        shape = (
+        return (
             PlanShape.MINIMIZE if any_add and any_rem
             else PlanShape.ADDED_ONLY if any_add
             else PlanShape.REMOVED_ONLY
         )
-    elif net_added and net_removed:
+    if added and removed:
         # A net-added partition whose rows were all copied unchanged (e.g. the
         # rewrite of a partial DELETE) yields no INSERT: if every added
         # partition is such a copy, only deletes come out (REMOVED_ONLY); the
         # copies' hidden row ids are still read to cancel surviving rows.
-        inserts = any(may_hold_rows_written_since(p, a) for p in net_added)
-        shape = PlanShape.MINIMIZE if inserts else PlanShape.REMOVED_ONLY
-    elif net_added:
-        shape = PlanShape.ADDED_ONLY
-    elif net_removed:
-        shape = PlanShape.REMOVED_ONLY
-    else:
-        shape = PlanShape.EMPTY
-    return ChangePlan(a, b, information, shape, net_added, net_removed, tuple(appended), tuple(commits))
+        inserts = any(may_hold_rows_written_since(p, a) for p in added)
+        return PlanShape.MINIMIZE if inserts else PlanShape.REMOVED_ONLY
+    if added:
+        return PlanShape.ADDED_ONLY
+    return PlanShape.REMOVED_ONLY if removed else PlanShape.EMPTY
+
+
+def _segments(
+    mode: ChangeMode, a: int, b: int, added: tuple[Partition, ...], removed: tuple[Partition, ...],
+    commits: tuple[CommitChanges, ...],
+) -> tuple[Segment, ...]:
+    """What a scan in ``mode`` reads of the interval: the net delta of
+    ``a..b`` (``default``), or one segment per commit (``audit``; the
+    commits that added partitions for ``append_only``)."""
+    if mode is ChangeMode.DEFAULT:
+        return (PartitionDelta(a, b, added, removed),)
+    if mode is ChangeMode.AUDIT:
+        return tuple(PartitionDelta.of_commit(c) for c in commits)
+    return tuple(PartitionDelta.of_commit(c, with_removed=False) for c in commits if c.added)

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctfile.reader.change_spec import Changelog
 from ctfile.reader.expressions import evaluate_mask
 from ctfile.reader.row_ids import row_id_strings
 
@@ -30,16 +31,18 @@ OP_COLUMN = "op"
 OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
 
 
-def change_schema(data_schema: pa.Schema, *, information: str, changelog: str | None) -> pa.Schema:
-    """The Arrow schema of a change scan's output."""
+def change_schema(data_schema: pa.Schema, *, audit: bool, changelog: Changelog | None) -> pa.Schema:
+    """The Arrow schema of a change scan's output: ``data_schema``, the
+    action columns of ``changelog``, the row id, and with ``audit`` the commit
+    version and timestamp."""
     fields = list(data_schema)
-    if changelog == "op":
+    if changelog is Changelog.OP:
         fields.append(pa.field(OP_COLUMN, pa.uint8(), nullable=False))
     else:
         fields.append(pa.field(ACTION_COLUMN, pa.string(), nullable=False))
         fields.append(pa.field(ISUPDATE_COLUMN, pa.bool_(), nullable=False))
     fields.append(pa.field(ROW_ID_OUT_COLUMN, pa.string(), nullable=False))
-    if information == "audit":
+    if audit:
         fields.append(pa.field(COMMIT_VERSION_COLUMN, pa.int64(), nullable=False))
         fields.append(pa.field(COMMIT_TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC"), nullable=False))
     return pa.schema(fields)
@@ -83,13 +86,13 @@ def filter_chunk(
 
 
 def format_chunk(
-    c: Chunk, schema: pa.Schema, *, changelog: str | None, audit: bool, seed: int, batch_rows: int
+    c: Chunk, schema: pa.Schema, *, changelog: Changelog | None, audit: bool, seed: int, batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
     """``c`` in the output ``schema`` (:func:`change_schema`), in batches of
     at most ``batch_rows``; ``seed`` is the table's row-id hash seed."""
     n = c.data.num_rows
     cols = list(c.data.columns)
-    if changelog == "op":
+    if changelog is Changelog.OP:
         op = np.where(c.insert, np.where(c.update, OP_CORRECT_TO, OP_APPEND), np.where(c.update, OP_CORRECT_FROM, OP_RETRACT))
         cols.append(pa.array(op.astype(np.uint8), pa.uint8()))
     else:

@@ -1,9 +1,11 @@
 """Executing a change scan (SPEC §Change scans).
 
-:class:`ChangeSet` is what :meth:`ctfile.Table.changes` returns: the plan of
-an interval (:mod:`ctfile.reader.change_plan`) and the ways to read it. Each
-mode produces :class:`~ctfile.reader.change_rows.Chunk` objects, formatted
-into the output schema at the end:
+:class:`ChangeSet` is what :meth:`ctfile.Table.changes` returns: a
+:class:`~ctfile.reader.change_spec.ChangeScan` (what is asked), its
+:class:`~ctfile.reader.change_plan.ChangePlan` (what is read) and the ways to
+read it. It reads the plan's initial rows, then its segments in order, each
+producing :class:`~ctfile.reader.change_rows.Chunk` objects formatted into
+the output schema at the end:
 
 * ``default`` runs the minimum delta (:mod:`ctfile.reader.min_delta`) over the
   interval's net added and net removed partitions; ADDED_ONLY and
@@ -11,7 +13,9 @@ into the output schema at the end:
 * ``append_only`` is a filter over the appended partitions on the stored
   ``_ct_row_id`` being null: no join, and no removed partition is read.
 * ``audit`` runs the minimum delta of each commit in turn.
-* *initial rows* put the rows of the snapshot before the interval first.
+* *initial rows* put the rows of a snapshot first (the one before the
+  interval; for ``default`` the one at its end, which is then the whole
+  result).
 
 A ``filter`` on data columns prunes partitions by their statistics and is
 applied to every output row.
@@ -35,10 +39,10 @@ import pyarrow.compute as pc
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
-from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
-from ctfile.reader.change_plan import ChangePlan, PlanShape
+from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
+from ctfile.reader.change_spec import ChangeMode, ChangeScan
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta
 from ctfile.reader.partition_reader import hidden_values_only_inherited, read_hidden, read_partition, read_rows
@@ -55,6 +59,10 @@ class ChangeSet:
 
     Attributes
     ----------
+    scan : ChangeScan
+        What the scan asks for: interval, mode, changelog, filter, initial rows.
+    plan : ChangePlan
+        What it reads (planned from the log alone).
     plan_shape : PlanShape
         EMPTY, ADDED_ONLY, REMOVED_ONLY, MINIMIZE or INITIAL_ROWS.
     start_version, end_version : int
@@ -68,11 +76,9 @@ class ChangeSet:
         storage: Storage,
         table_schema: Schema,
         table_id: str,
+        scan: ChangeScan,
         plan: ChangePlan,
         *,
-        changelog: str | None = None,
-        filter: pc.Expression | None = None,
-        initial_state: TableState | None = None,
         batch_rows: int = 65536,
     ):
         self._storage = storage
@@ -80,32 +86,28 @@ class ChangeSet:
         self._data_schema = table_schema.to_arrow(field_ids=False)
         self._table_id = table_id
         self._seed = table_seed(table_id)
+        self.scan = scan
         self.plan = plan
-        self._changelog = changelog
-        self._filter = filter
-        self._initial = initial_state
         self._batch_rows = batch_rows
-        self.schema = change_schema(self._data_schema, information=plan.information, changelog=changelog)
+        self.schema = change_schema(self._data_schema, audit=scan.is_audit, changelog=scan.changelog)
 
     def __repr__(self) -> str:
         return (
             f"ChangeSet({self._storage.uri!r}, {self.start_version}..{self.end_version}, "
-            f"information={self.plan.information!r}, plan_shape={self.plan_shape})"
+            f"information={self.scan.mode.value!r}, plan_shape={self.plan_shape})"
         )
 
     @property
     def plan_shape(self) -> PlanShape:
-        if self._initial is not None and self.plan.information == "default":
-            return PlanShape.INITIAL_ROWS
         return self.plan.shape
 
     @property
     def start_version(self) -> int:
-        return self.plan.start_version
+        return self.scan.start_version
 
     @property
     def end_version(self) -> int:
-        return self.plan.end_version
+        return self.scan.end_version
 
     # ------------------------------------------------------------ public reads
 
@@ -128,10 +130,10 @@ class ChangeSet:
         return self._batches(use_threads)
 
     def _batches(self, use_threads: bool) -> Iterator[pa.RecordBatch]:
-        audit = self.plan.information == "audit"
         for chunk in self._chunks(DataFiles(self._storage), use_threads):
             yield from format_chunk(
-                chunk, self.schema, changelog=self._changelog, audit=audit, seed=self._seed, batch_rows=self._batch_rows
+                chunk, self.schema, changelog=self.scan.changelog, audit=self.scan.is_audit, seed=self._seed,
+                batch_rows=self._batch_rows,
             )
 
     def to_arrow(self, *, use_threads: bool = True) -> pa.Table:
@@ -146,8 +148,8 @@ class ChangeSet:
         from ctfile.reader.change_tasks import plan_change_tasks
 
         return plan_change_tasks(
-            self._storage, self._table_schema, self._table_id, self.plan, changelog=self._changelog,
-            filter=self._filter, initial_state=self._initial, max_rows_per_task=max_rows_per_task,
+            self._storage, self._table_schema, self._table_id, self.scan, self.plan,
+            max_rows_per_task=max_rows_per_task,
         )
 
     def to_pandas(self):
@@ -156,31 +158,30 @@ class ChangeSet:
     # ------------------------------------------------------------ planning of chunks
 
     def _chunks(self, files: DataFiles, use_threads: bool) -> Iterator[Chunk]:
-        info = self.plan.information
-        if self._initial is not None:
-            yield from self._initial_rows(files, self._initial, use_threads)
-            if info == "default":
-                return  # snapshot(end) as inserts is the whole minimum delta
-        if self.plan.shape is PlanShape.EMPTY:
+        """The initial rows, then each segment's rows in order."""
+        if self.plan.initial is not None:
+            yield from self._initial_rows(files, self.plan.initial, use_threads)
+        if not self.plan.segments:
             return
-        if info == "append_only":
-            yield from self._append_only(files, self._prune(self.plan.appended), use_threads)
-        else:
-            md = MinimumDelta(
-                files, self._table_schema, filter=self._filter, batch_rows=self._batch_rows,
-                workers=READ_WORKERS if use_threads else 1, use_threads=use_threads,
+        if self.scan.mode is ChangeMode.APPEND_ONLY:
+            for seg in self.plan.segments:
+                yield from self._append_only(files, self._prune(seg.added), use_threads)
+            return
+        md = MinimumDelta(
+            files, self._table_schema, filter=self.scan.row_filter, batch_rows=self._batch_rows,
+            workers=READ_WORKERS if use_threads else 1, use_threads=use_threads,
+        )
+        for seg in self.plan.segments:
+            # audit segments are single commits, whose rows carry the commit.
+            version = seg.start_version if self.scan.is_audit else None
+            timestamp = seg.timestamp if self.scan.is_audit else None
+            yield from md.run(
+                self._prune(seg.added), self._prune(seg.removed), seg.start_version,
+                version=version, timestamp_ms=timestamp,
             )
-            if info == "audit":
-                for c in self.plan.commits:
-                    yield from md.run(
-                        self._prune(c.added), self._prune(c.removed), c.version,
-                        version=c.version, timestamp_ms=c.timestamp,
-                    )
-            else:
-                yield from md.run(self._prune(self.plan.added), self._prune(self.plan.removed), self.plan.start_version)
 
     def _prune(self, parts: Sequence[Partition]) -> list[Partition]:
-        return prune(list(parts), self._table_schema, self._filter)
+        return prune(list(parts), self._table_schema, self.scan.row_filter)
 
     def _rows_chunk(
         self, files: DataFiles, p: Partition, positions: np.ndarray, ids: np.ndarray, *, insert: bool, use_threads: bool,
@@ -194,18 +195,17 @@ class ChangeSet:
             )
         else:
             data = read_rows(files, p, self._table_schema, positions, use_threads=use_threads)
-        return filter_chunk(data, ids, insert, self._filter, version=version, timestamp_ms=timestamp_ms)
+        return filter_chunk(data, ids, insert, self.scan.row_filter, version=version, timestamp_ms=timestamp_ms)
 
     # ------------------------------------------------------------ modes
 
-    def _initial_rows(self, files: DataFiles, state: TableState, use_threads: bool) -> Iterator[Chunk]:
-        parts = self._prune(list(state.partitions.values()))
-        for p in parts:
+    def _initial_rows(self, files: DataFiles, initial: InitialRows, use_threads: bool) -> Iterator[Chunk]:
+        for p in self._prune(initial.partitions):
             rid, _ = read_hidden(files, p)
             c = self._rows_chunk(
                 files, p, np.arange(p.num_records), rid, insert=True, use_threads=use_threads,
-                version=state.version if self.plan.information == "audit" else None,
-                timestamp_ms=state.timestamp,
+                version=initial.version if self.scan.is_audit else None,
+                timestamp_ms=initial.timestamp,
             )
             if c is not None:
                 yield c

@@ -3,7 +3,10 @@
 :meth:`ctfile.reader.change_scan.ChangeSet.tasks` plans a change scan into
 :class:`ChangeTask` objects whose outputs, taken together, are the scan's
 output (as a multiset: the order of rows across tasks is not kept). A task
-carries the table URI, storage options and a *restricted* change plan, so it
+carries the table URI, storage options, the scan's
+:class:`~ctfile.reader.change_spec.ChangeScan` and a *restricted* change
+plan (:meth:`ChangePlan.restricted
+<ctfile.reader.change_plan.ChangePlan.restricted>`), so it
 can be shipped to another process (a Spark executor) and run there with
 :meth:`ChangeTask.to_batches`, which executes an ordinary
 :class:`~ctfile.reader.change_scan.ChangeSet` over its part of the plan.
@@ -22,6 +25,8 @@ pairwise. A partition's row-id range comes from the log alone: inherited ids
 are ``firstRowId .. firstRowId + numRecords - 1``, stored ids are bounded by
 the ``_ct_row_id`` statistics; without statistics the range is unbounded and
 the partition joins every group.
+
+Each segment of the plan splits into units:
 
 * ``append_only``: one unit per appended partition (rows are independent).
 * ``default``: one unit per component of the net added and removed partitions.
@@ -43,13 +48,12 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
-from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
-from ctfile.reader.change_plan import ChangePlan, CommitChanges, PlanShape
+from ctfile.reader.change_plan import ChangePlan, Segment
+from ctfile.reader.change_spec import ChangeMode, ChangeScan
 from ctfile.reader.pruning import prune
 from ctfile.reader.scan_task import storage_for
 
@@ -58,16 +62,15 @@ DEFAULT_ROWS_PER_TASK = 1 << 20
 
 @dataclass(frozen=True)
 class ChangeTask:
-    """One independent part of a change scan (see the module docstring)."""
+    """One independent part of a change scan (see the module docstring):
+    the whole scan's ``scan`` spec and this task's part of its ``plan``."""
 
     uri: str
     storage_options: dict | None
     table_schema: Schema
     table_id: str
+    scan: ChangeScan
     plan: ChangePlan
-    changelog: str | None = None
-    filter: pc.Expression | None = None
-    initial_state: TableState | None = None
     num_records: int = 0  # rows of the partitions this task reads (a cost estimate)
 
     def change_set(self, *, batch_rows: int = 65536):
@@ -75,8 +78,7 @@ class ChangeTask:
         from ctfile.reader.change_scan import ChangeSet
 
         return ChangeSet(
-            storage_for(self.uri, self.storage_options), self.table_schema, self.table_id, self.plan,
-            changelog=self.changelog, filter=self.filter, initial_state=self.initial_state,
+            storage_for(self.uri, self.storage_options), self.table_schema, self.table_id, self.scan, self.plan,
             batch_rows=batch_rows,
         )
 
@@ -91,12 +93,33 @@ class ChangeTask:
 
 @dataclass
 class _Unit:
+    """Partitions that must be read by one task: initial-row partitions and
+    pieces of the plan's segments."""
+
     rows: int
     initial: list[Partition] = dataclasses.field(default_factory=list)
-    appended: list[Partition] = dataclasses.field(default_factory=list)
-    added: list[Partition] = dataclasses.field(default_factory=list)
-    removed: list[Partition] = dataclasses.field(default_factory=list)
-    commits: list[CommitChanges] = dataclasses.field(default_factory=list)
+    segments: list[Segment] = dataclasses.field(default_factory=list)
+
+    def absorb(self, other: "_Unit") -> None:
+        """Add ``other``'s partitions; pieces of one segment merge back into one
+        (exact: the minimum delta of a union of components is the union of
+        theirs, see the module docstring)."""
+        self.rows += other.rows
+        self.initial += other.initial
+        for piece in other.segments:
+            last = self.segments[-1] if self.segments else None
+            if last is not None and _same_segment(last, piece):
+                self.segments[-1] = dataclasses.replace(
+                    last, added=last.added + piece.added, removed=last.removed + piece.removed
+                )
+            else:
+                self.segments.append(piece)
+
+
+def _same_segment(a: Segment, b: Segment) -> bool:
+    return type(a) is type(b) and (a.start_version, a.end_version, a.timestamp) == (
+        b.start_version, b.end_version, b.timestamp
+    )
 
 
 def row_id_range(p: Partition) -> tuple[float, float]:
@@ -149,77 +172,54 @@ def plan_change_tasks(
     storage: Storage,
     table_schema: Schema,
     table_id: str,
+    scan: ChangeScan,
     plan: ChangePlan,
     *,
-    changelog: str | None = None,
-    filter: pc.Expression | None = None,
-    initial_state: TableState | None = None,
     max_rows_per_task: int | None = None,
 ) -> list[ChangeTask]:
-    """Split the change scan ``plan`` (with ``initial_state`` rows first, as
-    :class:`~ctfile.reader.change_scan.ChangeSet` does) into independent
-    tasks; see the module docstring. An empty scan has no tasks."""
+    """Split ``plan``, the plan of ``scan``, into independent tasks (initial
+    rows first, as :class:`~ctfile.reader.change_scan.ChangeSet` reads
+    them); see the module docstring. An empty scan has no tasks."""
     target = max_rows_per_task or DEFAULT_ROWS_PER_TASK
-
-    def pruned(parts) -> list[Partition]:
-        return prune(list(parts), table_schema, filter)
-
-    units: list[_Unit] = []
-    info = plan.information
-    if initial_state is not None:
-        for p in pruned(initial_state.partitions.values()):
-            units.append(_Unit(p.num_records, initial=[p]))
-    only_initial = initial_state is not None and info == "default"
-    if not only_initial and plan.shape is not PlanShape.EMPTY:
-        if info == "append_only":
-            for p in pruned(plan.appended):
-                fresh = p.fresh_rows
-                units.append(_Unit(p.num_records if fresh is None else fresh, appended=[p]))
-        elif info == "audit":
-            for c in plan.commits:
-                for a, r in components(pruned(c.added), pruned(c.removed)):
-                    rows = sum(p.num_records for p in a + r)
-                    units.append(_Unit(rows, commits=[CommitChanges(c.version, c.timestamp, tuple(a), tuple(r))]))
-        else:
-            for a, r in components(pruned(plan.added), pruned(plan.removed)):
-                units.append(_Unit(sum(p.num_records for p in a + r), added=a, removed=r))
-
-    # Pack consecutive units into tasks of about `target` rows.
     packs: list[_Unit] = []
-    for u in units:
+    for u in _units(table_schema, scan, plan):
         if packs and packs[-1].rows + u.rows <= target:
-            last = packs[-1]
-            last.rows += u.rows
-            last.initial += u.initial
-            last.appended += u.appended
-            last.added += u.added
-            last.removed += u.removed
-            last.commits += u.commits
+            packs[-1].absorb(u)
         else:
-            packs.append(dataclasses.replace(
-                u, initial=list(u.initial), appended=list(u.appended), added=list(u.added),
-                removed=list(u.removed), commits=list(u.commits),
-            ))
-
+            packs.append(_Unit(0))
+            packs[-1].absorb(u)
     tasks = []
     for u in packs:
-        has_changes = bool(u.appended or u.added or u.removed or u.commits)
-        sub = dataclasses.replace(
-            plan,
-            shape=plan.shape if has_changes else PlanShape.EMPTY,
-            added=tuple(u.added), removed=tuple(u.removed), appended=tuple(u.appended), commits=tuple(u.commits),
-        )
-        init = None
-        if initial_state is not None and u.initial:
-            init = dataclasses.replace(
-                initial_state, partitions={p.path: p for p in u.initial}, app_transactions={},
-            )
-        if init is None and not has_changes:
+        initial = None
+        if plan.initial is not None and u.initial:
+            initial = dataclasses.replace(plan.initial, partitions=tuple(u.initial))
+        if initial is None and not u.segments:
             continue
-        tasks.append(
-            ChangeTask(
-                storage.uri, storage.storage_options, table_schema, table_id, sub,
-                changelog=changelog, filter=filter, initial_state=init, num_records=u.rows,
-            )
-        )
+        tasks.append(ChangeTask(
+            storage.uri, storage.storage_options, table_schema, table_id, scan,
+            plan.restricted(u.segments, initial), num_records=u.rows,
+        ))
     return tasks
+
+
+def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Unit]:
+    """The smallest independent parts of ``plan``, in reading order (partitions
+    a ``filter`` prunes by statistics dropped)."""
+
+    def pruned(parts) -> list[Partition]:
+        return prune(list(parts), table_schema, scan.row_filter)
+
+    units = []
+    if plan.initial is not None:
+        units += [_Unit(p.num_records, initial=[p]) for p in pruned(plan.initial.partitions)]
+    for seg in plan.segments:
+        if scan.mode is ChangeMode.APPEND_ONLY:
+            for p in pruned(seg.added):
+                fresh = p.fresh_rows
+                piece = dataclasses.replace(seg, added=(p,))
+                units.append(_Unit(p.num_records if fresh is None else fresh, segments=[piece]))
+        else:
+            for a, r in components(pruned(seg.added), pruned(seg.removed)):
+                piece = dataclasses.replace(seg, added=tuple(a), removed=tuple(r))
+                units.append(_Unit(sum(p.num_records for p in a + r), segments=[piece]))
+    return units

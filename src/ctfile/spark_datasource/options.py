@@ -58,7 +58,6 @@ PROPERTY_OPTIONS = {
 # Families of options by prefix -> how an error message names them.
 READ_PREFIXES = {STORAGE_PREFIX: "storage.<key> for storage options"}
 WRITE_PREFIXES = {**READ_PREFIXES, PROPERTY_PREFIX: "ctfile.<property> for table properties"}
-CHANGE_MODES = ("default", "append_only", "audit")
 
 
 def _lower(names) -> dict[str, str]:
@@ -160,13 +159,13 @@ class ReadOptions:
     storage_options: dict | None = None
     version_as_of: int | None = None
     timestamp_as_of: str | None = None
-    changes: str | None = None
+    changes: ctfile.ChangeMode | None = None
     starting_version: int | None = None
     ending_version: int | None = None
     starting_timestamp: str | None = None
     ending_timestamp: str | None = None
     initial_rows: bool = False
-    changelog: str | None = None
+    changelog: ctfile.Changelog | None = None
     max_versions_per_trigger: int | None = None
     max_rows_per_task: int | None = None
     pushdown_pruning: str = "auto"
@@ -187,8 +186,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     if version_as_of is not None and timestamp_as_of is not None:
         raise InvalidArgumentError("give option versionAsOf or timestampAsOf, not both")
     changes = opts.get("changes")
-    if changes is not None and changes not in CHANGE_MODES:
-        raise InvalidArgumentError(f"option changes must be one of {', '.join(CHANGE_MODES)}, found {changes!r}")
+    if changes is not None:
+        changes = ctfile.ChangeMode.parse(changes, what="option changes")
     if streaming and changes is None:
         raise InvalidArgumentError(
             "spark.readStream.format('ctfile') streams changes: set option changes to "
@@ -203,8 +202,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     if changes is not None and (version_as_of is not None or timestamp_as_of is not None):
         raise InvalidArgumentError("versionAsOf/timestampAsOf select a snapshot; they cannot be combined with changes")
     changelog = opts.get("changelog")
-    if changelog is not None and changelog != "op":
-        raise InvalidArgumentError(f"option changelog must be 'op', found {changelog!r}")
+    if changelog is not None:
+        changelog = ctfile.Changelog.parse(changelog, what="option changelog", optional=False)
     starting_version = _int(opts, "startingVersion")
     ending_version = _int(opts, "endingVersion")
     if starting_version is not None and "startingtimestamp" in opts:

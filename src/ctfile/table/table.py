@@ -4,7 +4,6 @@ scans, history) and writes (DML statements, transactions, maintenance).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from typing import Any, Mapping, Sequence
 
@@ -19,8 +18,9 @@ from ctfile.log.manifest import CheckpointInfo, ManifestLog
 from ctfile.log.replay import TableState, check_writer_protocol
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import CommitResult
-from ctfile.reader.change_plan import build_plan, resolve_interval
+from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
+from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.table.history import HistoryEntry, read_history, timestamp_to_ms
@@ -152,6 +152,7 @@ class Table:
             ``append_only``: rows inserted in the interval with the values they
             were inserted with. ``audit``: every commit's own minimum delta in
             commit order, with ``METADATA$COMMIT_VERSION`` / ``_TIMESTAMP``.
+            A :class:`~ctfile.ChangeMode` member works too.
         initial_rows : bool
             Start from the empty table: the rows of the snapshot at
             ``start_version - 1`` come first as INSERTs (for ``default`` the
@@ -159,7 +160,8 @@ class Table:
         changelog : {None, "op"}
             ``"op"`` renders a two-event changelog with a uint8 ``op`` column
             (0 append, 1 retract, 2 correct-from, 3 correct-to) instead of
-            ``METADATA$ACTION`` / ``METADATA$ISUPDATE``.
+            ``METADATA$ACTION`` / ``METADATA$ISUPDATE``
+            (:class:`~ctfile.Changelog`).
         filter : pyarrow.compute.Expression, optional
             A predicate on data columns; prunes partitions by statistics.
 
@@ -182,15 +184,14 @@ class Table:
         >>> cs.plan_shape.value, cs.to_arrow().select(["id", "v", "METADATA$ACTION"]).to_pylist()
         ('MINIMIZE', [{'id': 1, 'v': 'a', 'METADATA$ACTION': 'DELETE'}, {'id': 1, 'v': 'A', 'METADATA$ACTION': 'INSERT'}])
         """
+        mode = ChangeMode.parse(information)
+        changelog = Changelog.parse(changelog)
         if not isinstance(initial_rows, bool):
             raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
-        if changelog not in (None, "op"):
-            raise InvalidArgumentError(f"changelog must be None or 'op', found {changelog!r}")
         self.refresh()
         state = self._current()
-        data_schema = state.metadata.schema.to_arrow(field_ids=False)
         if filter is not None:
-            check_predicate(filter, data_schema, what="filter")
+            check_predicate(filter, state.metadata.schema.to_arrow(field_ids=False), what="filter")
         a, b = resolve_interval(
             self._log,
             state.version,
@@ -199,21 +200,9 @@ class Table:
             start_timestamp_ms=None if start_timestamp is None else timestamp_to_ms(start_timestamp, what="start_timestamp"),
             end_timestamp_ms=None if end_timestamp is None else timestamp_to_ms(end_timestamp, what="end_timestamp"),
         )
-        initial = None
-        if initial_rows:
-            if information == "default":
-                initial = self._log.load_state(b, latest=state.version)
-                plan = build_plan(self._log, b + 1, b, information=information)
-                plan = dataclasses.replace(plan, start_version=a)
-            else:
-                initial = self._log.load_state(a - 1, latest=state.version) if a > 0 else None
-                plan = build_plan(self._log, a, b, information=information)
-        else:
-            plan = build_plan(self._log, a, b, information=information)
-        return ChangeSet(
-            self._storage, state.metadata.schema, state.metadata.table_id, plan,
-            changelog=changelog, filter=filter, initial_state=initial,
-        )
+        scan = ChangeScan(a, b, mode=mode, changelog=changelog, row_filter=filter, initial_rows=initial_rows)
+        plan = plan_changes(self._log, scan, latest=state.version)
+        return ChangeSet(self._storage, state.metadata.schema, state.metadata.table_id, scan, plan)
 
     def to_arrow(self, **kwargs) -> pa.Table:
         """Shorthand for ``snapshot().to_arrow(**kwargs)``."""

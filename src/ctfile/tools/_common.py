@@ -4,7 +4,6 @@ turning errors into one line on stderr with an exit code."""
 
 from __future__ import annotations
 
-import enum
 import json
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator, Optional
@@ -13,12 +12,6 @@ import typer
 
 import ctfile
 from ctfile.tools import _output as out
-
-
-class Information(str, enum.Enum):
-    default = "default"
-    append_only = "append_only"
-    audit = "audit"
 
 
 UriArg = Annotated[

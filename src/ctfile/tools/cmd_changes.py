@@ -15,7 +15,7 @@ from rich.text import Text
 
 import ctfile
 from ctfile.tools import _output as out
-from ctfile.tools._common import Information, StorageOpt, UriArg, handle_errors, open_uri
+from ctfile.tools._common import StorageOpt, UriArg, handle_errors, open_uri
 
 
 class Format(str, enum.Enum):
@@ -50,8 +50,8 @@ def changes(
     start_timestamp: Annotated[Optional[str], typer.Option("--start-timestamp", help="First commit time (ISO-8601), instead of --start.")] = None,
     end_timestamp: Annotated[Optional[str], typer.Option("--end-timestamp", help="Last commit time (ISO-8601), instead of --end.")] = None,
     information: Annotated[
-        Information, typer.Option("--information", "-i", help="default (minimum delta), append_only or audit.")
-    ] = Information.default,
+        ctfile.ChangeMode, typer.Option("--information", "-i", help="default (minimum delta), append_only or audit.")
+    ] = ctfile.ChangeMode.DEFAULT,
     format_: Annotated[
         Optional[Format],
         typer.Option("--format", "-f", help="table (default), csv, json (one object per line) or parquet (needs --output)."),

@@ -11,7 +11,7 @@ from rich.text import Text
 
 import ctfile
 from ctfile.tools import _output as out
-from ctfile.tools._common import Information, JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
+from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
 
 DEFAULT_SHOWN_PARTITIONS = 50
 
@@ -327,7 +327,7 @@ def diff(
     uri: UriArg,
     start: Annotated[int, typer.Argument(metavar="START", help="First version of the interval (included).", show_default=False)],
     end: Annotated[int, typer.Argument(metavar="END", help="Last version of the interval (included).", show_default=False)],
-    information: Annotated[Information, typer.Option("--information", "-i", help="Change-scan mode.")] = Information.default,
+    information: Annotated[ctfile.ChangeMode, typer.Option("--information", "-i", help="Change-scan mode.")] = ctfile.ChangeMode.DEFAULT,
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
 ) -> None:

@@ -767,9 +767,9 @@ def test_batches_and_schema(people, information, changelog, interval, monkeypatc
 def test_to_batches_streams_in_bounded_batches(new_table, make_rows):
     t = new_table(partition_rows=500)
     t.insert(make_rows(2000))
+    whole = t.changes(start_version=1)
     cs = change_scan.ChangeSet(
-        t.storage, t.snapshot().table_schema, t.snapshot().metadata.table_id,
-        t.changes(start_version=1).plan, batch_rows=300,
+        t.storage, t.snapshot().table_schema, t.snapshot().metadata.table_id, whole.scan, whole.plan, batch_rows=300,
     )
     sizes = [b.num_rows for b in cs.to_batches()]
     assert max(sizes) <= 300 and sum(sizes) == 2000
