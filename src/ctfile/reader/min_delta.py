@@ -353,8 +353,9 @@ class MinimumDelta:
 
     def _emit_pairs(self, old_t: _Images, new_t: _Images, version, timestamp_ms, *, skip: frozenset = frozenset()) -> Iterator[Chunk]:
         """Emit the update pairs of one bucket (both sides in row-id order):
-        a pair whose values differ only in the columns ``skip`` (or not at
-        all) is dropped; an image failing the filter splits its pair."""
+        a pair whose values are all equal is dropped (the columns ``skip``
+        are known equal, taken from the new images, and not compared); an
+        image failing the filter splits its pair."""
         (old, old_ids), (new, new_ids) = old_t, new_t
         if len(old_ids) != len(new_ids) or not np.array_equal(old_ids, new_ids):
             raise AssertionError("change scan: update pairs do not align by row id")  # pragma: no cover
