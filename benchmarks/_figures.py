@@ -134,6 +134,17 @@ def _changes_figures(changes: dict) -> list[dict]:
     return out
 
 
+def _cold_figures(cold: dict) -> list[dict]:
+    m = cold["meta"]
+    return [
+        fig(f"cold_{shape}", f"cold one-commit change scan (fresh open_table), {m['partitions']:,} vs "
+            f"{m['small_partitions']} live partitions ({'no checkpoint' if shape == 'log' else shape})",
+            "itself", f"<= {m['goal']}x", f"{r['ratio']:.2f}x",
+            f"{r['large_ms']:.2f} ms vs {r['small_ms']:.2f} ms (CPU ratio {r['cpu_ratio']:.2f})", r["pass"], "cold")
+        for shape, r in cold["scan"].items()
+    ]
+
+
 def _spark_figure(spark: dict) -> list[dict]:
     ratio = spark.get("ratio")
     return [fig("spark", f"snapshot scan through Spark, {spark.get('rows', 0):,} rows, {spark.get('partitions')} partitions",
@@ -352,6 +363,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _mindelta_figure(delta) if has(delta, "mindelta") else []
     out += _e2e_figures(delta) if has(delta, "dml") else []
     out += _changes_figures(changes) if changes else []
+    out += _cold_figures(res["cold"]) if has(res.get("cold"), "scan") else []
     out += _spark_figure(spark) if spark else []
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []

@@ -45,6 +45,7 @@ from _report_text import FINDINGS, FIXES, NOISE_NOTE  # noqa: E402
 SCRIPTS = {
     "core": ("bench_core.py", "core.json", "bulk insert vs pq.write_table; open at 10,000 vs 100 versions; snapshot scans checked vs unchecked"),
     "changes": ("bench_changes.py", "changes.json", "append-only scan, MINIMIZE vs ADDED_ONLY, table size, streaming RSS, change scans checked vs unchecked"),
+    "cold": ("bench_cold.py", "cold.json", "cold one-commit change scan and open + snapshot, 10,000 vs 10 live partitions"),
     "delta": ("bench_delta.py", "delta.json", "ctfile vs delta-rs on the same DML history; hidden-column bytes"),
     "objectstore": ("bench_objectstore.py", "objectstore.json", "object-store (S3 API) figures"),
     "spark": ("bench_spark.py", "spark.json", "spark.read.format('ctfile') vs spark.read.parquet"),
