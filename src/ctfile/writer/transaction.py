@@ -44,15 +44,17 @@ class WriteTransaction(Transaction):
 
     @property
     def changes(self) -> ChangeWriter | None:
-        """The change writer (None when the transaction does not capture changes)."""
-        if self._change_writer is None and self.captures_changes:
-            self._change_writer = ChangeWriter(self)
+        """The change writer of the running statement (None when the
+        transaction does not capture changes)."""
         return self._change_writer
 
     @contextlib.contextmanager
     def _statement(self) -> Iterator[None]:
         """Run one statement: its change rows are staged when it returns and
-        discarded when it raises."""
+        discarded when it raises. The writer is made here, on the caller's
+        thread, before the statement's workers use it."""
+        if self._change_writer is None and self.captures_changes:
+            self._change_writer = ChangeWriter(self)
         try:
             yield
         except BaseException:
