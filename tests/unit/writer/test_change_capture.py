@@ -308,3 +308,26 @@ def test_entry_json_of_a_captured_update(ct):
     lines = [json.loads(line) for line in ct.storage.read_bytes(f"_ct_log/{2:020d}.json").decode().splitlines()]
     assert [next(iter(obj)) for obj in lines] == ["commitInfo", "remove", "add", "change"]
     assert lines[3]["change"]["path"].startswith("_ct_changes/change-")
+
+
+def test_capture_changes_no_snapshot(new_table, make_rows):
+    """The same statements with capture on and off give the same snapshots,
+    hidden columns included, at every version."""
+    tables = [new_table(partition_rows=7), new_table(partition_rows=7, properties=CAPTURE)]
+    src = pa.table({"id": pa.array([3, 9, 40], pa.int64()), "x": pa.array([1, 90, 2], pa.int64()), "s": ["m", "s9", "n"]})
+    for t in tables:
+        t.insert(make_rows(30))
+        t.update(pc.field("id").isin([0, 4, 8, 12, 16, 20, 24, 28]), {"x": pc.field("x") + 1})
+        t.delete(pc.field("id").isin([1, 2, 17, 29]))
+        t.merge(src, "id")
+        with t.transaction() as tx:
+            tx.update(pc.field("id") < 10, {"s": "t"})
+            tx.delete(pc.field("id") < 5)
+        t.delete(pc.field("id") < 14)
+        t.truncate()
+    off, on = tables
+    assert off.version == on.version == 7
+    for v in range(1, 8):
+        a, b = (x.snapshot(v).to_arrow(include_hidden=True).sort_by("id") for x in tables)
+        assert a.equals(b), v
+    assert len(_change_dir(on)) >= 4 and _change_dir(off) == set()
