@@ -35,6 +35,7 @@ from ctfile.format.change_files import (
     PREIMAGE_CODE,
     change_file_schema,
     check_change_rows,
+    is_captured,
 )
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.properties import ChangeCapture, TableProperties
@@ -73,7 +74,7 @@ class ChangeCommit:
         must = capture and data_change and version > 0
         if not files and not must:
             return None
-        captured = bool(files) or all(r.deletes_all_rows for r in rems if r.data_change)
+        captured = is_captured(actions)
         return cls(
             version, schema, files, info.operation if info else "", dict(info.operation_metrics or {}) if info else {},
             sum(r.partition.num_records for r in rems if r.deletes_all_rows), must, captured,
