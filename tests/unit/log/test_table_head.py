@@ -19,6 +19,7 @@ from ctfile.format.errors import CorruptLogError
 from ctfile.format.paths import LAST_CHECKPOINT, commit_path
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.storage import LocalStorage
+from ctfile.log.transaction import LARGE_ENTRY_ACTIONS
 
 WIDE = 40  # partitions the wide commit adds
 
@@ -175,3 +176,23 @@ def test_metadata_line_among_partition_lines_is_found(new_table, make_rows):
     assert log.load_head().metadata.properties["owner"] == "spaced"
     assert log.load_state().metadata == log.load_head().metadata
     assert ctfile.open_table(t.uri).properties["owner"] == "spaced"
+
+
+@pytest.mark.parametrize(
+    "rows, interval, checkpointed",
+    [(LARGE_ENTRY_ACTIONS, None, True), (LARGE_ENTRY_ACTIONS - 1, None, False), (LARGE_ENTRY_ACTIONS, "0", False)],
+)
+def test_a_large_entry_is_checkpointed(tmp_path, rows, interval, checkpointed):
+    """SPEC §Checkpoints: a version whose entry holds LARGE_ENTRY_ACTIONS adds
+    and removes is checkpointed whatever the interval (unless checkpoints are
+    off), so a later open reads its footer instead of scanning the entry."""
+    props = {"ctfile.partitionRows": "1"}
+    if interval is not None:
+        props["ctfile.checkpointInterval"] = interval
+    t = ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]), properties=props)
+    t.insert(pa.table({"id": list(range(rows))}))
+    assert (tmp_path / "t" / "_ct_log" / f"{1:020d}.checkpoint.parquet").exists() is checkpointed
+    if checkpointed:
+        t.insert(pa.table({"id": [-1]}))
+        result, count = decoded_partitions(lambda: _cold_scan(str(tmp_path / "t")))
+        assert result.column("id").to_pylist() == [-1] and count == 1
