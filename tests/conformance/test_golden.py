@@ -1,6 +1,9 @@
 """The golden tables ``golden/people`` (SPEC.md, Appendix B, written by the
-current revision) and ``golden/people-r1`` (the same statements, written by
-revision 1 and kept so that newer code must keep reading it) read two ways:
+current revision), ``golden/people-r1`` (the same statements, written by
+revision 1 and kept so that newer code must keep reading it) and
+``golden/people-capture`` (the same statements with change capture on, SPEC
+§Change capture, and a sixth version deleting a partition's last row) read
+two ways:
 
 * through the public API, which must give the worked example's snapshots,
   row lineage and time travel;
@@ -49,11 +52,13 @@ GOLDEN = HERE / "golden"
 GENERATIONS = {
     "people": A.Protocol(),
     "people-r1": A.Protocol(1, 1, ("rowLineage", "checkpoints"), ("rowLineage", "checkpoints", "appTransactions")),
+    "people-capture": A.Protocol().with_writer_feature(A.FEATURE_CHANGE_CAPTURE),
 }
+CAPTURE = "people-capture"
 sys.path.insert(0, str(HERE))
-from make_golden import ROWS_V2, ROWS_V5  # noqa: E402
+from make_golden import ROWS_V2, ROWS_V5, ROWS_V6  # noqa: E402
 
-LATEST = 5
+LATEST = 5  # of every generation but people-capture (6)
 # The snapshots of Appendix B, and the materialized lineage of §Row lineage:
 # version -> {id: (name, row id, row version)}.
 LINEAGE = {
@@ -63,7 +68,23 @@ LINEAGE = {
     4: {1: ("Jeffrey", 0, 3), 2: ("Donny", 1, 1), 3: ("Walter", 2, 2), 4: ("Maude", 3, 4), 5: ("Uli", 4, 2)},
     5: {1: ("Jeffrey", 0, 3), 3: ("Walter", 2, 2), 4: ("Maude", 3, 4)},
 }
-OPERATIONS = ["CREATE TABLE", "INSERT", "INSERT", "UPDATE", "UPDATE", "DELETE"]
+LINEAGE_CAPTURE_6 = {3: ("Walter", 2, 2), 4: ("Maude", 3, 4)}
+OPERATIONS = ["CREATE TABLE", "INSERT", "INSERT", "UPDATE", "UPDATE", "DELETE", "DELETE"]
+# The change rows of people-capture, per version: (id, name, row id, row
+# version, change type) (SPEC §Change capture).
+CHANGE_ROWS = {
+    3: [(1, "Jeff", 0, 1, "update_preimage"), (1, "Jeffrey", 0, None, "update_postimage")],
+    4: [(4, "Maud", 3, 2, "update_preimage"), (4, "Maude", 3, None, "update_postimage")],
+    5: [(2, "Donny", 1, 1, "delete"), (5, "Uli", 4, 2, "delete")],
+}
+
+
+def latest(root: Path) -> int:
+    return 6 if root.name == CAPTURE else LATEST
+
+
+def final_lineage(root: Path) -> dict:
+    return LINEAGE_CAPTURE_6 if root.name == CAPTURE else LINEAGE[LATEST]
 
 
 @pytest.fixture(params=sorted(GENERATIONS))
@@ -108,14 +129,14 @@ def commit_ts(root: Path, v: int) -> int:
 # ---------------------------------------------------------------- through the public API
 
 
-def test_latest_version(table):
-    assert table.version == LATEST
-    assert [h.operation for h in reversed(table.history())] == OPERATIONS
+def test_latest_version(table, root):
+    assert table.version == latest(root)
+    assert [h.operation for h in reversed(table.history())] == OPERATIONS[: latest(root) + 1]
 
 
-def test_snapshot_5_is_the_final_rows(table):
+def test_snapshot_5_is_the_final_rows(table, root):
     assert rows(table.snapshot(5).to_arrow()) == ROWS_V5 == {1: "Jeffrey", 3: "Walter", 4: "Maude"}
-    assert rows(table.snapshot().to_arrow()) == ROWS_V5
+    assert rows(table.snapshot().to_arrow()) == (ROWS_V6 if root.name == CAPTURE else ROWS_V5)
 
 
 def test_snapshot_2_is_the_five_original_rows(table):
@@ -160,8 +181,8 @@ def test_time_travel_by_commit_timestamp(table, root):
     assert table.snapshot(timestamp=at).version == 2
     assert table.snapshot(timestamp=at.isoformat()).version == 2
     assert table.snapshot(timestamp=at - dt.timedelta(milliseconds=1)).version == 1
-    last = dt.datetime.fromtimestamp(commit_ts(root, LATEST) / 1000, tz=dt.timezone.utc)
-    assert table.snapshot(timestamp=last).version == LATEST
+    last = dt.datetime.fromtimestamp(commit_ts(root, latest(root)) / 1000, tz=dt.timezone.utc)
+    assert table.snapshot(timestamp=last).version == latest(root)
     with pytest.raises(ctfile.VersionNotFoundError):  # after the latest commit (SPEC §Log replay)
         table.snapshot(timestamp=last + dt.timedelta(milliseconds=1))
     with pytest.raises(ctfile.VersionNotFoundError):
@@ -185,14 +206,14 @@ def test_reads_without_checkpoint_or_hint_agree(root):
     (root / paths.checkpoint_path(5)).unlink()
     (root / paths.LAST_CHECKPOINT).unlink()
     t = ctfile.open_table(str(root))
-    assert t.version == LATEST
-    assert lineage(t.snapshot().to_arrow(include_hidden=True)) == LINEAGE[5]
+    assert t.version == latest(root)
+    assert lineage(t.snapshot().to_arrow(include_hidden=True)) == final_lineage(root)
 
 
 def test_a_corrupt_checkpoint_is_skipped(root):
     (root / paths.checkpoint_path(5)).write_bytes(b"not parquet")
     t = ctfile.open_table(str(root))
-    assert lineage(t.snapshot().to_arrow(include_hidden=True)) == LINEAGE[5]
+    assert lineage(t.snapshot().to_arrow(include_hidden=True)) == final_lineage(root)
 
 
 # ---------------------------------------------------------------- the raw files against SPEC.md
@@ -201,16 +222,16 @@ def test_a_corrupt_checkpoint_is_skipped(root):
 def test_log_directory_names(root):
     names = sorted(p.name for p in (root / paths.LOG_DIR).iterdir())
     assert names == sorted(
-        [f"{v:020d}.json" for v in range(LATEST + 1)]
+        [f"{v:020d}.json" for v in range(latest(root) + 1)]
         + [f"{5:020d}.checkpoint.parquet", "_last_checkpoint"]
     )
-    for v in range(LATEST + 1):
+    for v in range(latest(root) + 1):
         assert re.fullmatch(r"[0-9]{20}\.json", f"{v:020d}.json")
         assert paths.parse_commit_name(f"{v:020d}.json") == v
 
 
 def test_entries_are_newline_terminated_single_key_lines(root):
-    for v in range(LATEST + 1):
+    for v in range(latest(root) + 1):
         data = raw_entry(root, v)
         assert data.endswith(b"\n")
         text = data.decode("utf-8")
@@ -218,7 +239,7 @@ def test_entries_are_newline_terminated_single_key_lines(root):
             assert line.strip(), f"v{v}: blank line"
             obj = json.loads(line)
             assert isinstance(obj, dict) and len(obj) == 1
-            assert next(iter(obj)) in {"commitInfo", "protocol", "metadata", "add", "remove", "txn"}
+            assert next(iter(obj)) in {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn"}
         # A cut-short entry is corrupt.
         with pytest.raises(CorruptLogError, match="truncated"):
             codec.decode_actions(data[:-1], where=f"v{v}")
@@ -228,7 +249,7 @@ def test_entries_check_themselves_or_are_of_revision_1(root):
     """SPEC §Log entries, rule 8, recomputed by hand: a commitInfo (first line)
     records numActions and the XXH3-128 of the other lines, or (revision 1)
     neither."""
-    for v in range(LATEST + 1):
+    for v in range(latest(root) + 1):
         data = raw_entry(root, v)
         lines = data.split(b"\n")[:-1]
         info = json.loads(lines[0])["commitInfo"]
@@ -246,7 +267,8 @@ def test_entry_rules(root):
     live: dict[str, A.Partition] = {}
     next_row_id = 0
     prev_ts = None
-    for v in range(LATEST + 1):
+    capture = root.name == CAPTURE
+    for v in range(latest(root) + 1):
         actions = entry(root, v)
         entries.validate_commit_entry(actions, version=v, where=f"v{v}")
         infos = [a for a in actions if isinstance(a, A.CommitInfo)]
@@ -274,6 +296,11 @@ def test_entry_rules(root):
                 assert live.pop(a.path) == a.partition
                 assert a.deletion_timestamp == info.timestamp
                 assert a.data_change is True
+                # SPEC §Change capture: only v6 of people-capture deletes a whole partition.
+                assert a.deletes_all_rows == (capture and v == 6)
+            if isinstance(a, A.ChangeFile):
+                assert capture and v in CHANGE_ROWS
+                assert re.fullmatch(rf"_ct_changes/change-{info.txn_id}-[0-9]{{5,}}\.parquet", a.path)
             if isinstance(a, A.AddPartition):
                 p = a.partition
                 assert p.path not in live  # rule 4
@@ -287,8 +314,10 @@ def test_entry_rules(root):
                 assert re.fullmatch(rf"data/part-{info.txn_id}-[0-9]{{5,}}\.parquet", p.path)
                 live[p.path] = p
         assert next_row_id == counter
+        changes = [a for a in actions if isinstance(a, A.ChangeFile)]
+        assert len(changes) == (1 if capture and v in CHANGE_ROWS else 0)
     assert next_row_id == 13
-    assert len(live) == 2
+    assert len(live) == (1 if capture else 2)
 
 
 def _parquet(root: Path, p: A.Partition) -> tuple[bytes, pq.ParquetFile]:
@@ -336,9 +365,9 @@ def test_data_files_match_their_add(root):
 def test_stored_hidden_values_follow_the_row_kinds(root, table):
     """SPEC §Hidden columns: materializing the raw files by the SPEC formula
     gives what ctfile reads, and the stored values are the table's row kinds."""
-    for v in range(1, LATEST + 1):
+    for v in range(1, latest(root) + 1):
         live = table.snapshot(v).partitions
-        expected = LINEAGE[v]
+        expected = LINEAGE.get(v, LINEAGE_CAPTURE_6)
         got = {}
         for p in live:
             _, pf = _parquet(root, p)
@@ -402,6 +431,45 @@ def test_checkpoint_file(root):
     cp = ManifestLog(LocalStorage(str(root))).read_checkpoint(5)
     assert cp == state
     assert json.loads((root / paths.LAST_CHECKPOINT).read_text()) == {"version": 5, "numPartitions": 2}
+
+
+def test_change_files_of_people_capture(tmp_path):
+    """SPEC §Change capture, read with pyarrow.parquet only: each change file
+    named by an entry has the recorded size, checksum, row count and
+    statistics, the columns and field ids of the layout, rows that follow the
+    rules, and exactly the old and new images of its commit."""
+    from ctfile.format.change_files import CHANGE_TYPE_FIELD_ID, check_change_rows
+
+    root = tmp_path / CAPTURE
+    shutil.copytree(GOLDEN / CAPTURE, root)
+    named = set()
+    for v in range(latest(root) + 1):
+        changes = [a for a in entry(root, v) if isinstance(a, A.ChangeFile)]
+        got = []
+        for c in changes:
+            named.add(c.path)
+            data = (root / c.path).read_bytes()
+            assert len(data) == c.size_bytes and c.checksum == xxhash.xxh3_128_hexdigest(data)
+            pf = pq.ParquetFile(pa.BufferReader(data))
+            arrow = pf.schema_arrow
+            assert arrow.names == ["id", "name", ROW_ID_COLUMN, ROW_VERSION_COLUMN, "_ct_change_type"]
+            assert [int(f.metadata[PARQUET_FIELD_ID_KEY]) for f in arrow] == [
+                1, 2, ROW_ID_FIELD_ID, ROW_VERSION_FIELD_ID, CHANGE_TYPE_FIELD_ID]
+            t = pf.read()
+            assert t.num_rows == c.num_records == c.stats.num_records
+            check_change_rows(t, uri=str(root), path=c.path, version=v)
+            for fid, name in ((1, "id"), (2, "name"), (ROW_ID_FIELD_ID, ROW_ID_COLUMN)):
+                assert c.stats.min_values[fid] == pa.compute.min(t.column(name)).as_py()
+                assert c.stats.max_values[fid] == pa.compute.max(t.column(name)).as_py()
+                assert c.stats.null_count[fid] == 0
+            got += [tuple(r.values()) for r in t.to_pylist()]
+        assert got == CHANGE_ROWS.get(v, []), v
+    assert named == {f"_ct_changes/{p.name}" for p in (root / paths.CHANGES_DIR).iterdir()}
+    (rm,) = [a for a in entry(root, 6) if isinstance(a, A.RemovePartition)]
+    assert rm.deletes_all_rows and rm.partition.num_records == 1
+    t = ctfile.open_table(str(root))
+    assert lineage(t.snapshot(6).to_arrow(include_hidden=True)) == LINEAGE_CAPTURE_6
+    assert rows(t.snapshot(6).to_arrow()) == ROWS_V6
 
 
 def test_readers_ignore_unknown_actions_and_fields(root):

@@ -8,7 +8,8 @@
   checkpoint column table lists exactly the columns ctfile writes, with their
   types and nullability.
 * Every action example except ``txn`` is copied from the golden table
-  (tests/conformance/golden/people), and the raw entries and the directory
+  (tests/conformance/golden/people, and people-capture for what only a table
+  with change capture has), and the raw entries and the directory
   listing shown as ```text blocks match it byte for byte; so do the
   checkpoint rows shown.
 * Every ``SPEC §Name`` cited in src/ctfile names a heading of SPEC.md.
@@ -39,8 +40,10 @@ REPO = HERE.parents[1]
 SPEC = REPO / "format_spec" / "SPEC.md"
 SRC = REPO / "src" / "ctfile"
 GOLDEN = HERE / "golden" / "people"
+# Examples of what only a table with change capture has (SPEC §Change capture).
+GOLDEN_CAPTURE = HERE / "golden" / "people-capture"
 
-ACTION_KEYS = {"commitInfo", "protocol", "metadata", "add", "remove", "txn", "checkpoint"}
+ACTION_KEYS = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 STATS_KEYS = {"numRecords", "minValues", "maxValues", "nullCount", "nanCount"}
 HINT_KEYS = {"version", "numPartitions"}
 FIELD_TABLE_HEADER = "| field | JSON type | required | description |"
@@ -62,6 +65,7 @@ REQUIRED_HEADINGS = [
     "metadata",
     "add",
     "remove",
+    "change",
     "txn",
     "Log replay",
     "Checkpoints",
@@ -71,7 +75,9 @@ REQUIRED_HEADINGS = [
     "Commit timestamps",
     "Creating a table",
     "Copy-on-write",
+    "Change capture",
     "Change scans",
+    "Vacuum",
     "Appendix A: Implementation notes",
     "Appendix B: Conformance tables",
 ]
@@ -90,6 +96,8 @@ SECTIONS_WITH_REQUIREMENTS = [
     "Commit protocol",
     "Commit timestamps",
     "Copy-on-write",
+    "Change capture",
+    "Vacuum",
 ]
 GLOSSARY_TERMS = [
     "Table", "Version", "Micro-partition", "Manifest log", "Log entry", "Action", "Checkpoint",
@@ -199,9 +207,9 @@ def kind_of(obj: object) -> str | None:
 # ---------------------------------------------------------------- the golden table
 
 
-def _golden_lines(name: str) -> list[dict]:
+def _golden_lines(name: str, golden: Path = GOLDEN) -> list[dict]:
     """The action lines of a golden log entry, or of a checkpoint's key-value metadata."""
-    path = GOLDEN / "_ct_log" / name
+    path = golden / "_ct_log" / name
     if paths.parse_checkpoint_name(name) is not None:
         data = pq.ParquetFile(path).metadata.metadata[CP.METADATA_KEY.encode()]
     else:
@@ -217,9 +225,10 @@ def _golden_checkpoint_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def golden_objects() -> list[dict]:
     out = []
-    for p in sorted((GOLDEN / "_ct_log").iterdir()):
-        if paths.parse_commit_name(p.name) is not None or paths.parse_checkpoint_name(p.name) is not None:
-            out.extend(_golden_lines(p.name))
+    for golden in (GOLDEN, GOLDEN_CAPTURE):
+        for p in sorted((golden / "_ct_log").iterdir()):
+            if paths.parse_commit_name(p.name) is not None or paths.parse_checkpoint_name(p.name) is not None:
+                out.extend(_golden_lines(p.name, golden))
     return out
 
 
@@ -306,7 +315,7 @@ def test_every_kind_has_an_example(spec):
 
 
 def test_each_action_subsection_has_one_example_of_its_kind(spec):
-    for kind in ("commitInfo", "protocol", "metadata", "add", "remove", "txn"):
+    for kind in ("commitInfo", "protocol", "metadata", "add", "remove", "change", "txn"):
         sec = section(spec, kind)
         assert sec.level == 3 and _parent(spec, sec).title == "Log entries"
         objs = [json.loads(b.text) for b in sec.blocks if b.lang == "json"]
@@ -360,7 +369,8 @@ FULL_ACTIONS = {
     "protocol": A.Protocol(),
     "metadata": A.Metadata("id", _SCHEMA, 1, {"k": "v"}, "n", "d"),
     "add": A.AddPartition(_PART, True),
-    "remove": A.RemovePartition(_PART, 2, True),
+    "remove": A.RemovePartition(_PART, 2, True, deletes_all_rows=True),
+    "change": A.ChangeFile("_ct_changes/c.parquet", 10, 3, 5, "ab" * 16, _STATS),
     "txn": A.SetTransaction("app", 1, 2),
     "checkpoint": A.CheckpointHeader(1, 2, 3, 0),
 }
@@ -370,6 +380,7 @@ TABLE_OF = {  # section title -> (kind, index of the field table in the section)
     "metadata": ("metadata", 0),
     "add": ("add", 0),
     "remove": ("remove", 0),
+    "change": ("change", 0),
     "txn": ("txn", 0),
     "Checkpoints": ("checkpoint", 0),
     "Statistics": ("stats", 0),
@@ -517,8 +528,8 @@ def test_action_examples_are_copied_from_the_golden_table(spec, golden_objects):
         kind = kind_of(obj)
         if kind in ACTION_KEYS and kind != "txn":
             assert obj in golden_objects, (
-                f"SPEC.md line {b.line}: this {kind} example is not a line of the golden table "
-                f"{GOLDEN.relative_to(REPO)}"
+                f"SPEC.md line {b.line}: this {kind} example is not a line of the golden tables "
+                f"{GOLDEN.relative_to(REPO)} or {GOLDEN_CAPTURE.relative_to(REPO)}"
             )
         if kind == "hint":
             assert obj == json.loads((GOLDEN / paths.LAST_CHECKPOINT).read_text())
@@ -526,7 +537,7 @@ def test_action_examples_are_copied_from_the_golden_table(spec, golden_objects):
 
 def test_raw_entries_shown_are_the_golden_files(spec):
     """A ```text block made of action lines is a log entry of the golden table, byte for byte."""
-    entries = {p.read_text(encoding="utf-8") for p in (GOLDEN / "_ct_log").glob("*.json")}
+    entries = {p.read_text(encoding="utf-8") for g in (GOLDEN, GOLDEN_CAPTURE) for p in (g / "_ct_log").glob("*.json")}
     shown = 0
     for b in spec[1]:
         lines = b.text.split("\n")
@@ -625,6 +636,7 @@ def test_constants_quoted_in_spec_match_the_code(spec):
         (P.ROW_GROUP_ROWS, P.DEFAULT_ROW_GROUP_ROWS),
         (P.COMPRESSION, f"`{P.DEFAULT_COMPRESSION}`"),
         (P.CHECKPOINT_INTERVAL, P.DEFAULT_CHECKPOINT_INTERVAL),
+        (P.CHANGE_CAPTURE, f"`{P.DEFAULT_CHANGE_CAPTURE.value}`"),
     ):
         assert f"| `{key}` | {default} |" in text, f"§Table properties should list {key} (default {default})"
     assert f"reader version {A.READER_VERSION} and writer version {A.WRITER_VERSION}" in text

@@ -17,6 +17,16 @@ version (read through a freshly opened table), must match it:
 
 Each logical row carries ``uid`` (assigned by the model, never updated), so
 rows can be told apart even when ``k``/``v`` repeat.
+
+Change capture (SPEC §Change capture) runs off, on from the start, or
+switched on (and off again) mid-history. Every commit made while it was on
+must describe exactly the model's own change of that commit: the change
+files' rows plus the rows of the partitions removed with ``deletesAllRows``
+hold one old image (values and row version at the read version, row id)
+per row the commit deleted, and an update pair per row whose values it
+changed (none for one changed back within a transaction), no row it
+inserted; a commit made while it was off names no change file and marks no
+remove.
 """
 
 from __future__ import annotations
@@ -26,13 +36,17 @@ import tempfile
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401 -- pa.parquet
 import pyarrow.compute as pc
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import ctfile
+from ctfile.format.actions import ChangeFile, RemovePartition
+from ctfile.format.change_files import check_change_rows
 from ctfile.format.paths import commit_path
+from ctfile.reader.partition_reader import read_partition_table
 
 SCHEMA = pa.schema(
     [
@@ -214,6 +228,8 @@ class DmlModel(RuleBasedStateMachine):
         self.row_ids: dict[int, int] = {}  # uid -> row id, as first observed
         self.id_owner: dict[int, int] = {}  # row id -> uid
         self.consistent = True  # False while a step runs (and after one failed)
+        self.capture = False  # ctfile.changeCapture of the latest version
+        self.capture_mode = "off"
 
     def teardown(self):
         try:
@@ -384,12 +400,64 @@ class DmlModel(RuleBasedStateMachine):
         new_version = base_version + 1
         assert result.version == new_version
         assert self.table.version == new_version
+        self.check_change_capture(new_version, self.rows, work)
         self.dead.extend(u for u in self.rows if u not in work)
         self.rows = {u: (k, v, new_version if rv is None else rv) for u, (k, v, rv) in work.items()}
         self.versions.append(dict(self.rows))
         self.consistent = True
 
+    def check_change_capture(self, version: int, old: dict[int, Row], new: dict[int, Row]) -> None:
+        """The commit ``version`` (read version: ``old``; result: ``new``) is
+        captured exactly when capture was on, and its images are the model's."""
+        entry = self.table.log.read_entry(version)
+        changes = [a for a in entry if isinstance(a, ChangeFile)]
+        whole = [a for a in entry if isinstance(a, RemovePartition) and a.deletes_all_rows]
+        if not self.capture:
+            assert not changes and not whole, f"version {version}: capture off, but {changes + whole}"
+            return
+        storage = self.table.storage
+        got = []  # (uid, k, v, row id, row version, change type)
+        for c in changes:
+            t = pa.parquet.read_table(pa.BufferReader(storage.read_bytes(c.path)))
+            assert t.num_rows == c.num_records
+            check_change_rows(t, uri=self.root, path=c.path, version=version)
+            got += [tuple(r.values()) for r in t.to_pylist()]
+        schema = self.table.log.load_state(version).metadata.schema
+        for rm in whole:  # its own change file: every row an old image (SPEC §Change capture)
+            t = read_partition_table(storage, rm.partition, schema, hidden=True)
+            got += [tuple(r.values()) + ("delete",) for r in t.to_pylist()]
+        want = []
+        for uid, (k, v, rv) in old.items():
+            rid = self.row_ids[uid]
+            if uid not in new:
+                want.append((uid, k, v, rid, rv, "delete"))
+            elif new[uid][2] is None and new[uid][:2] != (k, v):
+                want.append((uid, k, v, rid, rv, "update_preimage"))
+                want.append((uid, *new[uid][:2], rid, None, "update_postimage"))
+        # Pairs stay adjacent (checked per file above); compare as multisets.
+        assert sorted(got, key=repr) == sorted(want, key=repr), f"version {version}:\n got={got}\nwant={want}"
+
+    def set_capture(self, on: bool) -> None:
+        """Switch ``ctfile.changeCapture``: a metadata-only commit."""
+        self.consistent = False
+        r = self.table.set_properties({"ctfile.changeCapture": "before_after" if on else "none"})
+        assert r.committed and r.version == len(self.versions)
+        self.capture = on
+        self.versions.append(dict(self.rows))
+        self.consistent = True
+
     # ------------------------------------------------------------ rules
+
+    @initialize(mode=st.sampled_from(["off", "on", "switched"]))
+    def choose_capture(self, mode):
+        self.capture_mode = mode
+        if mode == "on":
+            self.set_capture(True)
+
+    @precondition(lambda self: self.capture_mode == "switched")
+    @rule()
+    def switch_capture(self):
+        self.set_capture(not self.capture)
 
     def single(self, stmt) -> None:
         """Run one statement on its own (one version, or none if nothing changes)."""

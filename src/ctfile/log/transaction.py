@@ -29,7 +29,9 @@ from typing import Any
 
 from ctfile.format.actions import (
     Action,
+    FEATURE_CHANGE_CAPTURE,
     AddPartition,
+    ChangeFile,
     CommitInfo,
     Metadata,
     Partition,
@@ -47,8 +49,8 @@ from ctfile.format.errors import (
     StorageError,
     TableExistsError,
 )
-from ctfile.format.paths import commit_path
-from ctfile.format.properties import TableProperties
+from ctfile.format.paths import change_file_path, commit_path, data_file_path
+from ctfile.format.properties import ChangeCapture, TableProperties
 from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
@@ -91,6 +93,12 @@ class StagedFile:
         return Partition(
             self.path, self.size_bytes, self.num_records, PENDING, PENDING,
             self.modification_time, self.checksum, self.stats,
+        )
+
+    def as_change_file(self) -> ChangeFile:
+        """The ``change`` action naming this file as a change file (SPEC §change)."""
+        return ChangeFile(
+            self.path, self.size_bytes, self.num_records, self.modification_time, self.checksum, self.stats,
         )
 
 
@@ -162,12 +170,21 @@ class Transaction:
         self.metrics = _Metrics()
         self._staged: dict[str, StagedFile] = {}
         self._removed: dict[str, Partition] = {}
+        #: SPEC §Change capture: the change files staged, and the removed
+        #: partitions whose every row the transaction deletes.
+        self._changes: dict[str, StagedFile] = {}
+        self._deletes_all_rows: set[str] = set()
         self._reads = ReadSet()
         self._metadata: Metadata | None = None
+        self._adds_capture_feature = False
         self._app_txn: SetTransaction | None = None
         self._replay = False
         #: SPEC §Conflict detection: the level is the read version's.
-        self.isolation_level = TableProperties.from_mapping(base.metadata.properties).isolation_level
+        props = TableProperties.from_mapping(base.metadata.properties)
+        self.isolation_level = props.isolation_level
+        #: SPEC §Change capture: whether the commits of this transaction are
+        #: captured is decided by the metadata of the version it read.
+        self.captures_changes = props.change_capture is ChangeCapture.BEFORE_AFTER
         self._file_seq = 0
         self._done = False
         self._maybe_committed = False
@@ -194,10 +211,14 @@ class Transaction:
         return out
 
     def next_file_path(self) -> str:
-        from ctfile.format.paths import data_file_path
-
         self._file_seq += 1
         return data_file_path(self.txn_id, self._file_seq)
+
+    def next_change_path(self) -> str:
+        """A fresh change-file path (the sequence is shared with data files,
+        so every file of the transaction has its own number)."""
+        self._file_seq += 1
+        return change_file_path(self.txn_id, self._file_seq)
 
     # ------------------------------------------------------------ recording
 
@@ -231,7 +252,10 @@ class Transaction:
         """True if the transaction only adds rows and reads nothing."""
         return self._reads.is_empty() and not self._removed and self._metadata is None
 
-    def remove(self, partition: Partition) -> None:
+    def remove(self, partition: Partition, *, deletes_all_rows: bool = False) -> None:
+        """Remove a live partition. ``deletes_all_rows``: the statement deletes
+        every row of it and keeps none elsewhere (recorded only when the
+        transaction captures changes, SPEC §Change capture)."""
         self._check_open()
         if partition.path in self._staged:
             # Written and dropped within this transaction: never visible.
@@ -239,10 +263,42 @@ class Transaction:
             self.storage.delete([partition.path])
         else:
             self._removed[partition.path] = self.base.partitions[partition.path]
+            if deletes_all_rows and self.captures_changes:
+                self._deletes_all_rows.add(partition.path)
+
+    def stage_changes(self, files: list[StagedFile]) -> None:
+        """Stage change files (SPEC §Change capture), named by the commit in
+        the order staged."""
+        self._check_open()
+        if files and not self.captures_changes:
+            raise InvalidArgumentError(
+                f"{self.operation} on {self.storage.uri} staged change files, but the version it read "
+                "has ctfile.changeCapture none"
+            )
+        for f in files:
+            self._changes[f.path] = f
+
+    def replace_changes(self, files: list[StagedFile]) -> None:
+        """Replace every staged change file with ``files`` (the old ones are
+        deleted): a transaction whose statements changed the same rows
+        consolidates their change rows before it commits."""
+        self._check_open()
+        old = [p for p in self._changes if p not in {f.path for f in files}]
+        self._changes = {}
+        self.stage_changes(files)
+        self.storage.delete(old)
+
+    def staged_changes(self) -> list[StagedFile]:
+        return list(self._changes.values())
 
     def set_metadata(self, metadata: Metadata) -> None:
+        """Commit ``metadata``. Setting ``ctfile.changeCapture`` to
+        ``before_after`` adds the ``changeCapture`` writer feature to the
+        protocol in the same commit (SPEC §Protocol); it is never removed."""
         self._check_open()
         self._metadata = metadata
+        capture = TableProperties.from_mapping(metadata.properties).change_capture
+        self._adds_capture_feature = capture is ChangeCapture.BEFORE_AFTER
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
         """Commit batch ``version`` of application ``app_id`` exactly once (SPEC §txn).
@@ -277,7 +333,7 @@ class Transaction:
 
     @property
     def is_empty(self) -> bool:
-        return not (self._staged or self._removed or self._metadata or self._app_txn)
+        return not (self._staged or self._removed or self._metadata or self._app_txn or self._changes)
 
     def _actions(self, version: int, state: TableState, timestamp: int) -> list[Action]:
         actions: list[Action] = [
@@ -294,12 +350,18 @@ class Transaction:
                 is_blind_append=self.is_blind_append,
             )
         ]
+        if self._adds_capture_feature and FEATURE_CHANGE_CAPTURE not in state.protocol.writer_features:
+            # Against the state committed on (a winner may have added it).
+            actions.append(state.protocol.with_writer_feature(FEATURE_CHANGE_CAPTURE))
         if self._metadata is not None:
             actions.append(self._metadata)
         if self._app_txn is not None:
             actions.append(SetTransaction(self._app_txn.app_id, self._app_txn.version, timestamp))
         for p in self._removed.values():
-            actions.append(RemovePartition(p, deletion_timestamp=timestamp, data_change=self.data_change))
+            actions.append(RemovePartition(
+                p, deletion_timestamp=timestamp, data_change=self.data_change,
+                deletes_all_rows=p.path in self._deletes_all_rows,
+            ))
         # SPEC §Row lineage: firstRowId from the table's counter, in commit order.
         next_row_id = state.next_row_id
         for f in self._staged.values():
@@ -309,6 +371,7 @@ class Transaction:
             )
             next_row_id += f.num_records
             actions.append(AddPartition(part, data_change=self.data_change))
+        actions.extend(f.as_change_file() for f in self._changes.values())
         return actions
 
     def _metrics_dict(self) -> dict[str, int]:
@@ -472,8 +535,9 @@ class Transaction:
         if self._done:
             return
         self._done = True
-        paths = list(self._staged)
+        paths = list(self._staged) + list(self._changes)
         self._staged.clear()
+        self._changes.clear()
         if paths and not self._maybe_committed:
             try:
                 self.storage.delete(paths)
@@ -481,7 +545,8 @@ class Transaction:
                 log.warning("could not delete %d staged files: %s", len(paths), e)
 
     def staged_paths(self) -> list[str]:
-        return list(self._staged)
+        """The data and change files staged, to be named by the commit."""
+        return list(self._staged) + list(self._changes)
 
     def __enter__(self) -> "Transaction":
         return self
@@ -495,7 +560,11 @@ class Transaction:
 
 
 def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:
-    """The entry of version 0 (SPEC §Creating a table)."""
+    """The entry of version 0 (SPEC §Creating a table); its protocol lists
+    ``changeCapture`` when the properties turn capture on (SPEC §Protocol)."""
+    protocol = Protocol()
+    if TableProperties.from_mapping(metadata.properties).change_capture is ChangeCapture.BEFORE_AFTER:
+        protocol = protocol.with_writer_feature(FEATURE_CHANGE_CAPTURE)
     return [
         CommitInfo(
             timestamp=timestamp,
@@ -506,7 +575,7 @@ def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:
             engine_info=ENGINE_INFO,
             txn_id=uuid.uuid4().hex,
         ),
-        Protocol(),
+        protocol,
         metadata,
     ]
 

@@ -15,7 +15,14 @@ Each statement:
 4. records the removes, the new files and the row counts in the transaction,
    and what it read: the partitions it opened and its row predicate (SPEC
    §Conflict detection), so that a concurrent commit that changed or added
-   rows it selects conflicts instead of being overlooked.
+   rows it selects conflicts instead of being overlooked;
+5. when the transaction captures changes (SPEC §Change capture), hands the
+   old images of the rows it deletes and the old and new images of the rows
+   it updates to the transaction's change writer
+   (:mod:`ctfile.writer.change_writer`), and marks the partitions it removes
+   whole with ``deletesAllRows`` (a partition this transaction wrote has no
+   remove action: the rows of it that the transaction did not insert are
+   captured as deletes instead).
 
 An UPDATE or MERGE that sets a row to the values it already had leaves that
 row unchanged (its row version is kept), so it shows up in no change scan.
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +41,7 @@ import pyarrow.compute as pc
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
-from ctfile.log.transaction import StagedFile, Transaction
+from ctfile.log.transaction import PENDING, StagedFile, Transaction
 from ctfile.reader.expressions import (
     check_predicate,
     check_value_expression,
@@ -48,6 +55,9 @@ from ctfile.writer.conflicts import RowPredicate
 from ctfile.writer.input import Conformer, to_reader
 from ctfile.format.properties import TableProperties
 from ctfile.writer.partition_writer import PartitionWriter
+
+if TYPE_CHECKING:
+    from ctfile.writer.transaction import WriteTransaction
 
 _DML_WORKERS = 2
 
@@ -63,6 +73,7 @@ class Rewrite:
     copied: int = 0
     matched_source: np.ndarray | None = None
     unchanged: bool = False  # read (and maybe matched) but not rewritten
+    deletes_all_rows: bool = False  # no row survives (SPEC §Change capture)
 
 
 def writer_for(tx: Transaction, *, workers: int | None = None, target_rows: int | None = None) -> PartitionWriter:
@@ -127,7 +138,7 @@ def rewrite_all(
     for r in done:
         if r.unchanged:
             continue
-        tx.remove(r.partition)
+        tx.remove(r.partition, deletes_all_rows=r.deletes_all_rows)
         tx.stage(r.files)
         tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
     return done
@@ -144,7 +155,33 @@ def write_rows(tx: Transaction, t: pa.Table) -> list[StagedFile]:
 # ---------------------------------------------------------------- DELETE
 
 
-def delete(tx: Transaction, where: pc.Expression) -> int:
+def capture_deletes(tx: "WriteTransaction", p: Partition, t: pa.Table, deleted: pa.Array | None) -> bool:
+    """Capture the rows of ``t`` (partition ``p`` read with its hidden
+    columns) that a statement deletes: those where ``deleted`` is true, or
+    every row if ``deleted`` is None. Returns True when no row of ``p``
+    survives and ``p`` is a committed partition: its remove then carries
+    ``deletesAllRows`` and no change row is written (SPEC §Change capture).
+    A partition this transaction wrote has no remove to mark, so its
+    deleted rows are captured whatever survives."""
+    if tx.changes is None:
+        return False
+    rows = t if deleted is None else t.filter(deleted)
+    if rows.num_rows == t.num_rows and p.first_row_id != PENDING:
+        return True
+    tx.changes.deletes(p, rows)
+    return False
+
+
+def remove_whole(tx: "WriteTransaction", p: Partition) -> None:
+    """Remove ``p`` and every row of it (a metadata-only delete, TRUNCATE).
+    Capturing a partition this transaction wrote reads it (see
+    :func:`capture_deletes`)."""
+    if tx.changes is not None and p.first_row_id == PENDING:
+        capture_deletes(tx, p, read_partition_table(tx.storage, p, tx.schema, hidden=True), None)
+    tx.remove(p, deletes_all_rows=True)
+
+
+def delete(tx: "WriteTransaction", where: pc.Expression) -> int:
     """Delete the rows matching ``where``. Returns the number deleted."""
     check_predicate(where, tx.schema.to_arrow(field_ids=False))
     tx.record_read_predicate(RowPredicate(where))
@@ -158,7 +195,7 @@ def delete(tx: Transaction, where: pc.Expression) -> int:
     for p in candidates:
         if p.path not in survivors:
             tx.mark_read(p)
-            tx.remove(p)
+            remove_whole(tx, p)
             tx.add_metrics(deleted=p.num_records)
 
     def fn(p: Partition, t: pa.Table) -> Rewrite | None:
@@ -167,7 +204,8 @@ def delete(tx: Transaction, where: pc.Expression) -> int:
         if n == 0:
             return None
         kept = t.filter(pc.invert(mask))
-        return Rewrite(p, write_rows(tx, kept), deleted=n, copied=kept.num_rows)
+        whole = capture_deletes(tx, p, t, mask)
+        return Rewrite(p, write_rows(tx, kept), deleted=n, copied=kept.num_rows, deletes_all_rows=whole)
 
     rewrite_all(tx, [p for p in candidates if p.path in survivors], fn)
     return tx.metrics.deleted - before
@@ -204,7 +242,7 @@ def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Exp
 
 
 def apply_changes(
-    tx: Transaction, p: Partition, t: pa.Table, positions: np.ndarray, new_values: dict[str, pa.Array]
+    tx: "WriteTransaction", p: Partition, t: pa.Table, positions: np.ndarray, new_values: dict[str, pa.Array]
 ) -> Rewrite | None:
     """The rows at ``positions`` (ascending, distinct) take ``new_values``
     (one value per position); rows that really change get a null row
@@ -214,7 +252,8 @@ def apply_changes(
     whose matched values differs is left as it was (an upsert that sends
     every column usually changes one or two): no full-length work for it,
     and its column chunks come out byte-identical, which the change scan
-    exploits (``same_columns``).
+    exploits (``same_columns``). With change capture, the old and new
+    images of the changed rows go to the transaction's change writer.
     """
     arrow = tx.schema.to_arrow(field_ids=False)
     at = pa.array(positions)
@@ -243,6 +282,7 @@ def apply_changes(
     scatter = np.zeros(t.num_rows, dtype=np.int64)
     scatter[positions] = np.arange(len(positions))
     mask, scatter_idx = pa.array(matched), pa.array(scatter)
+    old = t
     for name, values in touched.items():
         merged = pc.if_else(mask, values.take(scatter_idx), t.column(name))
         t = t.set_column(t.schema.get_field_index(name), name, merged)
@@ -250,6 +290,9 @@ def apply_changes(
     is_changed[positions[changed]] = True
     rv = pc.if_else(pa.array(is_changed), pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
     t = t.set_column(t.schema.get_field_index(ROW_VERSION_COLUMN), ROW_VERSION_COLUMN, rv)
+    if tx.changes is not None:
+        at_changed = pa.array(positions[changed])
+        tx.changes.updates(p, old.take(at_changed), t.take(at_changed))
     return Rewrite(p, write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
 
 
@@ -281,12 +324,12 @@ def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]
 # ---------------------------------------------------------------- TRUNCATE / OVERWRITE
 
 
-def truncate(tx: Transaction) -> int:
+def truncate(tx: "WriteTransaction") -> int:
     """Remove every partition (metadata only). Returns rows deleted."""
     tx.mark_reads_whole_table()
     n = 0
     for p in tx.live_partitions():
-        tx.remove(p)
+        remove_whole(tx, p)
         n += p.num_records
     tx.add_metrics(deleted=n)
     return n

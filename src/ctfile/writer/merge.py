@@ -31,7 +31,7 @@ from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.log.transaction import Transaction
 from ctfile.reader.pruning import prune
 from ctfile.writer.conflicts import KeyPredicate
-from ctfile.writer.dml import Rewrite, apply_changes, insert, rewrite_all, write_rows
+from ctfile.writer.dml import Rewrite, apply_changes, capture_deletes, insert, rewrite_all, write_rows
 from ctfile.writer.input import Conformer, to_table
 
 _SRC = "__ct_src"  # position of a row in the source
@@ -162,7 +162,8 @@ def _rewrite_matched(tx: Transaction, plan: MergePlan, p: Partition, t: pa.Table
         keep = np.ones(t.num_rows, dtype=bool)
         keep[pos] = False
         kept = t.filter(pa.array(keep))
-        r = Rewrite(p, write_rows(tx, kept), deleted=len(pos), copied=kept.num_rows)
+        whole = capture_deletes(tx, p, t, pa.array(~keep))
+        r = Rewrite(p, write_rows(tx, kept), deleted=len(pos), copied=kept.num_rows, deletes_all_rows=whole)
     elif plan.update_columns:
         at = pa.array(sidx)
         new_values = {c: plan.source.column(c).take(at) for c in plan.update_columns}

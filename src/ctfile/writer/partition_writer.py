@@ -64,10 +64,7 @@ class PartitionWriter:
         self.workers = workers or min(4, os.cpu_count() or 1)
         self._file_schema_plain = schema.to_arrow(field_ids=True)
         self._file_schema_hidden = schema.to_arrow(include_hidden=True, field_ids=True)
-        # Parquet column index -> (field id, ctfile type) for top-level primitives.
-        self._stat_columns = {
-            f.name: (f.id, f.type) for f in schema.fields if isinstance(f.type, str)
-        }
+        self._stat_columns = stat_columns(schema)
         self._stat_columns.update(
             {af.name: (int(af.metadata[PARQUET_FIELD_ID_KEY]), "long") for af in hidden_arrow_fields()}
         )
@@ -96,26 +93,12 @@ class PartitionWriter:
         )
 
     def _encoding_options(self, file_schema: pa.Schema) -> dict:
-        """Parquet writer options of a file with hidden columns.
-
-        ``_ct_row_id`` of copy-on-write output is an ascending run of ids with
-        few gaps: DELTA_BINARY_PACKED stores it in a few bits per row where the
-        default (dictionary, falling back to PLAIN + zstd) takes ~3 bytes per
-        row, ~10% of a lineitem file. Every other column keeps dictionary
-        encoding; ``use_dictionary`` takes Parquet leaf paths, read once from
-        the footer of an empty file with this schema.
-        """
+        """Parquet writer options: those of :func:`row_id_encoding` for a file
+        with hidden columns, the defaults otherwise."""
         if file_schema is not self._file_schema_hidden:
             return {}
         if self._hidden_options is None:
-            sink = pa.BufferOutputStream()
-            pq.write_table(file_schema.empty_table(), sink)
-            md = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata
-            leaves = [md.schema.column(i).path for i in range(md.num_columns)]
-            self._hidden_options = {
-                "use_dictionary": [c for c in leaves if c != ROW_ID_COLUMN],
-                "column_encoding": {ROW_ID_COLUMN: "DELTA_BINARY_PACKED"},
-            }
+            self._hidden_options = row_id_encoding(file_schema)
         return self._hidden_options
 
     def write(self, batches: Iterable[pa.RecordBatch], *, with_hidden: bool) -> list[StagedFile]:
@@ -172,57 +155,103 @@ class PartitionWriter:
             table = pa.Table.from_arrays(pa.Table.from_batches(batches).columns, schema=file_schema)
         else:
             table = file_schema.empty_table()
-        sink = pa.BufferOutputStream()
-        with pq.ParquetWriter(
-            sink, file_schema, compression=self.compression, write_statistics=True,
-            **self._encoding_options(file_schema),
-        ) as w:
-            w.write_table(table, row_group_size=self.row_group_rows)
-        buf = sink.getvalue()
-        data = memoryview(buf)
-        checksum = xxhash.xxh3_128_hexdigest(data)
-        self.storage.put(path, data)
-        stats = self._stats(buf, table)
-        return StagedFile(path, buf.size, table.num_rows, checksum, stats, now_ms())
-
-    def _stats(self, buf: pa.Buffer, table: pa.Table) -> PartitionStats:
-        md = pq.ParquetFile(pa.BufferReader(buf)).metadata
-        mins: dict[int, object] = {}
-        maxs: dict[int, object] = {}
-        nulls: dict[int, int] = {}
-        nans: dict[int, int] = {}
-        for ci in range(md.num_columns):
-            path = md.schema.column(ci).path
-            meta = self._stat_columns.get(path)
-            if meta is None:
-                continue  # nested leaf: no stats (SPEC §Statistics)
-            fid, typ = meta
-            lo = hi = None
-            null_count = 0
-            exact_nulls = True
-            for rg in range(md.num_row_groups):
-                s = md.row_group(rg).column(ci).statistics
-                if s is None or not s.has_null_count:
-                    exact_nulls = False
-                else:
-                    null_count += s.null_count
-                if s is not None and s.has_min_max:
-                    lo = s.min if lo is None or s.min < lo else lo
-                    hi = s.max if hi is None or s.max > hi else hi
-            if exact_nulls:
-                nulls[fid] = null_count
-            enc_lo = encode_bound(typ, lo, is_max=False)
-            enc_hi = encode_bound(typ, hi, is_max=True)
-            if enc_lo is not None and enc_hi is not None:
-                mins[fid], maxs[fid] = enc_lo, enc_hi
-            if typ in ("float", "double"):
-                col = table.column(path)
-                nans[fid] = int(pc.sum(pc.is_nan(col)).as_py() or 0) if len(col) else 0
+        staged = write_parquet_file(
+            self.storage, path, table, compression=self.compression, row_group_rows=self.row_group_rows,
+            options=self._encoding_options(file_schema), stat_columns=self._stat_columns,
+        )
+        nulls = staged.stats.null_count  # built for this file just now
         if ROW_ID_FIELD_ID not in nulls:
             # No hidden columns in the file: every hidden value is null
             # (inherited), which change scans use to find fresh rows.
-            nulls[ROW_ID_FIELD_ID] = nulls[ROW_VERSION_FIELD_ID] = md.num_rows
-        return PartitionStats(md.num_rows, mins, maxs, nulls, nans)
+            nulls[ROW_ID_FIELD_ID] = nulls[ROW_VERSION_FIELD_ID] = table.num_rows
+        return staged
+
+
+def stat_columns(schema: Schema) -> dict[str, tuple[int, str]]:
+    """Parquet column path -> (field id, ctfile type) of the top-level
+    primitive columns of ``schema``: those that get statistics (SPEC §Statistics)."""
+    return {f.name: (f.id, f.type) for f in schema.fields if isinstance(f.type, str)}
+
+
+def row_id_encoding(file_schema: pa.Schema) -> dict:
+    """Parquet writer options of a file with a ``_ct_row_id`` column.
+
+    ``_ct_row_id`` of copy-on-write output (and of change files) is an
+    ascending run of ids with few gaps: DELTA_BINARY_PACKED stores it in a
+    few bits per row where the default (dictionary, falling back to PLAIN +
+    zstd) takes ~3 bytes per row, ~10% of a lineitem file. Every other column
+    keeps dictionary encoding; ``use_dictionary`` takes Parquet leaf paths,
+    read from the footer of an empty file with this schema.
+    """
+    sink = pa.BufferOutputStream()
+    pq.write_table(file_schema.empty_table(), sink)
+    md = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata
+    leaves = [md.schema.column(i).path for i in range(md.num_columns)]
+    return {
+        "use_dictionary": [c for c in leaves if c != ROW_ID_COLUMN],
+        "column_encoding": {ROW_ID_COLUMN: "DELTA_BINARY_PACKED"},
+    }
+
+
+def write_parquet_file(
+    storage: Storage,
+    path: str,
+    table: pa.Table,
+    *,
+    compression: str,
+    row_group_rows: int,
+    options: dict,
+    stat_columns: dict[str, tuple[int, str]],
+) -> StagedFile:
+    """Encode ``table`` (whose schema carries the field ids) as one Parquet
+    file in memory, checksum it (XXH3-128 of the bytes), store it at ``path``
+    and describe it, with statistics of the ``stat_columns`` read from the
+    footer just written (SPEC §Micro-partition files, §Statistics)."""
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, compression=compression, write_statistics=True, **options) as w:
+        w.write_table(table, row_group_size=row_group_rows)
+    buf = sink.getvalue()
+    data = memoryview(buf)
+    checksum = xxhash.xxh3_128_hexdigest(data)
+    storage.put(path, data)
+    stats = _footer_stats(buf, table, stat_columns)
+    return StagedFile(path, buf.size, table.num_rows, checksum, stats, now_ms())
+
+
+def _footer_stats(buf: pa.Buffer, table: pa.Table, columns: dict[str, tuple[int, str]]) -> PartitionStats:
+    md = pq.ParquetFile(pa.BufferReader(buf)).metadata
+    mins: dict[int, object] = {}
+    maxs: dict[int, object] = {}
+    nulls: dict[int, int] = {}
+    nans: dict[int, int] = {}
+    for ci in range(md.num_columns):
+        path = md.schema.column(ci).path
+        meta = columns.get(path)
+        if meta is None:
+            continue  # nested leaf: no stats (SPEC §Statistics)
+        fid, typ = meta
+        lo = hi = None
+        null_count = 0
+        exact_nulls = True
+        for rg in range(md.num_row_groups):
+            s = md.row_group(rg).column(ci).statistics
+            if s is None or not s.has_null_count:
+                exact_nulls = False
+            else:
+                null_count += s.null_count
+            if s is not None and s.has_min_max:
+                lo = s.min if lo is None or s.min < lo else lo
+                hi = s.max if hi is None or s.max > hi else hi
+        if exact_nulls:
+            nulls[fid] = null_count
+        enc_lo = encode_bound(typ, lo, is_max=False)
+        enc_hi = encode_bound(typ, hi, is_max=True)
+        if enc_lo is not None and enc_hi is not None:
+            mins[fid], maxs[fid] = enc_lo, enc_hi
+        if typ in ("float", "double"):
+            col = table.column(path)
+            nans[fid] = int(pc.sum(pc.is_nan(col)).as_py() or 0) if len(col) else 0
+    return PartitionStats(md.num_rows, mins, maxs, nulls, nans)
 
 
 def _chunks(batches: Iterable[pa.RecordBatch], target_rows: int) -> Iterable[list[pa.RecordBatch]]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import contextlib
+from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow.compute as pc
 
-from ctfile.log.transaction import Transaction
+from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
 from ctfile.writer import merge as merge_
+from ctfile.writer.change_writer import ChangeWriter
 
 
 class WriteTransaction(Transaction):
@@ -31,19 +33,66 @@ class WriteTransaction(Transaction):
     0
     >>> tx.result.committed, tx.result.app_transaction_replayed, t.to_arrow().num_rows
     (False, True, 2)
+
+    With ``ctfile.changeCapture = before_after`` in the version read, each
+    statement's change rows go to :attr:`changes`; a statement that raises
+    leaves none, and the commit consolidates the rows of statements that
+    touched the same rows (:mod:`ctfile.writer.change_writer`).
     """
+
+    _change_writer: ChangeWriter | None = None
+
+    @property
+    def changes(self) -> ChangeWriter | None:
+        """The change writer of the running statement (None when the
+        transaction does not capture changes)."""
+        return self._change_writer
+
+    @contextlib.contextmanager
+    def _statement(self) -> Iterator[None]:
+        """Run one statement: its change rows are staged when it returns and
+        discarded when it raises. The writer is made here, on the caller's
+        thread, before the statement's workers use it."""
+        if self._change_writer is None and self.captures_changes:
+            self._change_writer = ChangeWriter(self)
+        try:
+            yield
+        except BaseException:
+            if self._change_writer is not None:
+                self._change_writer.discard_statement()
+            raise
+        if self._change_writer is not None:
+            self._change_writer.finish_statement()
+
+    def commit(self) -> CommitResult:
+        if self._change_writer is not None and not self._done:
+            try:
+                self._change_writer.consolidate()
+            except BaseException:
+                self.abort()
+                raise
+        return super().commit()
 
     def insert(self, data: Any) -> int:
         self._check_open()
-        return 0 if self.is_replay else dml.insert(self, data)
+        if self.is_replay:
+            return 0
+        with self._statement():
+            return dml.insert(self, data)
 
     def delete(self, where: pc.Expression) -> int:
         self._check_open()
-        return 0 if self.is_replay else dml.delete(self, where)
+        if self.is_replay:
+            return 0
+        with self._statement():
+            return dml.delete(self, where)
 
     def update(self, where: pc.Expression | None, set: Mapping[str, Any]) -> int:
         self._check_open()
-        return 0 if self.is_replay else dml.update(self, where, set)
+        if self.is_replay:
+            return 0
+        with self._statement():
+            return dml.update(self, where, set)
 
     def merge(
         self,
@@ -56,12 +105,19 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return {"inserted": 0, "updated": 0, "deleted": 0}
-        return merge_.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
+        with self._statement():
+            return merge_.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
 
     def compact(self, *, target_rows: int | None = None) -> int:
         self._check_open()
-        return 0 if self.is_replay else dml.compact(self, target_rows=target_rows)
+        if self.is_replay:
+            return 0
+        with self._statement():
+            return dml.compact(self, target_rows=target_rows)
 
     def truncate(self) -> int:
         self._check_open()
-        return 0 if self.is_replay else dml.truncate(self)
+        if self.is_replay:
+            return 0
+        with self._statement():
+            return dml.truncate(self)

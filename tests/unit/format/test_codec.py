@@ -10,6 +10,7 @@ import pytest
 
 from ctfile.format.actions import (
     AddPartition,
+    ChangeFile,
     CheckpointHeader,
     CommitInfo,
     Metadata,
@@ -83,6 +84,9 @@ ALL_ACTIONS = [
     AddPartition(PART, data_change=True),
     AddPartition(Partition("data/p2.parquet", 1, 0, 0, 7, 5), data_change=False),
     RemovePartition(PART, deletion_timestamp=1_700_000_000_999, data_change=False),
+    RemovePartition(PART, deletion_timestamp=1_700_000_000_999, data_change=True, deletes_all_rows=True),
+    ChangeFile("_ct_changes/change-abc-00002.parquet", 2180, 10, 1_700_000_000_500, "ab" * 16, STATS),
+    ChangeFile("_ct_changes/c.parquet", 0, 1, 5),
     SetTransaction(app_id="stream-1", version=42, last_updated=1_700_000_000_000),
     CheckpointHeader(version=7, timestamp=1_700_000_000_123, next_row_id=110, num_partitions=1),
 ]
@@ -120,7 +124,7 @@ def test_round_trip_entry_keeps_order():
     assert decode_actions(data, where=WHERE) == ALL_ACTIONS
     # One action per line, each an object with exactly one key.
     keys = [next(iter(json.loads(line))) for line in data.decode().splitlines()]
-    assert keys == ["commitInfo", "protocol", "metadata", "add", "add", "remove", "txn", "checkpoint"]
+    assert keys == ["commitInfo", "protocol", "metadata", "add", "add", "remove", "remove", "change", "change", "txn", "checkpoint"]
 
 
 def test_minimal_commit_info_defaults():
@@ -358,7 +362,7 @@ def test_every_integer_of_every_action_is_range_checked():
     field of every action (add on the fast path, remove on the checked one),
     stats counts and bounds, schema field ids, metrics, the checkpoint header."""
     kinds = {path[0] for _, path in LONG_FIELDS}
-    assert kinds == {"commitInfo", "protocol", "metadata", "add", "remove", "txn", "checkpoint"}
+    assert kinds == {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
     leaves = {path[-1] for _, path in LONG_FIELDS}
     assert {"firstRowId", "numRecords", "nextRowId", "id", "elementId", "keyId", "numInsertedRows", "1", "2147483540"} <= leaves
 
@@ -375,6 +379,8 @@ def test_integer_beyond_a_long_is_corrupt(action, path, value):
 def _coupled(path) -> bool:
     """add/remove numRecords and firstRowId bound each other (their sum) and
     stats.numRecords must equal numRecords: tested on their own below."""
+    if path[0] == "change":  # stats.numRecords must equal numRecords
+        return path[1:] == ("numRecords",) or path[1:3] == ("stats", "numRecords")
     return path[0] in ("add", "remove") and (path[1] in ("numRecords", "firstRowId") or path[1:3] == ("stats", "numRecords"))
 
 
@@ -411,3 +417,58 @@ def test_non_finite_or_out_of_range_bound_is_corrupt(key, bound):
     stats = {"numRecords": 10, key: {"1": bound}}
     with pytest.raises(CorruptLogError, match=f"{key}: bound for field 1 is"):
         decode_actions(_entry(COMMIT, {"add": _add_body(stats=stats)}), where=WHERE)
+
+
+# ---------------------------------------------------------------- change capture (SPEC §change, §remove)
+
+
+def test_deletes_all_rows_is_written_only_when_true():
+    plain = action_to_json(RemovePartition(PART, deletion_timestamp=1, data_change=True))["remove"]
+    marked = action_to_json(RemovePartition(PART, deletion_timestamp=1, data_change=True, deletes_all_rows=True))
+    assert "deletesAllRows" not in plain
+    assert marked["remove"]["deletesAllRows"] is True
+    assert decode_actions(_line(marked), where=WHERE)[0].deletes_all_rows is True
+    with pytest.raises(CorruptLogError, match="deletesAllRows"):
+        decode_actions(_line({"remove": {**plain, "deletesAllRows": "yes"}}), where=WHERE)
+
+
+def _change_body(**override):
+    body = action_to_json(ChangeFile("_ct_changes/c.parquet", 10, 2, 5, "ab" * 16, None))["change"]
+    body.update(override)
+    return body
+
+
+@pytest.mark.parametrize("path", ["data/c.parquet", "c.parquet", "_ct_changesx/c.parquet", "_ct_log/c.parquet"])
+def test_a_change_outside_the_changes_directory_is_corrupt(path):
+    with pytest.raises(CorruptLogError, match=r"change file must be under _ct_changes/"):
+        decode_actions(_line({"change": _change_body(path=path)}), where=WHERE)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("numRecords", 0, "numRecords of change file .* must be >= 1"),
+    ("sizeBytes", -1, "sizeBytes"),
+    ("path", "../x.parquet", "path"),
+])
+def test_malformed_change_fields_are_corrupt(field, value, match):
+    with pytest.raises(CorruptLogError, match=match):
+        decode_actions(_line({"change": _change_body(**{field: value})}), where=WHERE)
+
+
+@pytest.mark.parametrize("field", ["path", "sizeBytes", "numRecords", "modificationTime"])
+def test_missing_required_change_field(field):
+    body = _change_body()
+    del body[field]
+    with pytest.raises(CorruptLogError, match=field):
+        decode_actions(_line({"change": body}), where=WHERE)
+
+
+def test_an_add_under_the_changes_directory_is_corrupt():
+    info = CommitInfo(timestamp=1, operation="WRITE", operation_parameters={}, read_version=6, data_change=True)
+    add = AddPartition(Partition("_ct_changes/p.parquet", 1, 1, 0, 7, 5), data_change=True)
+    with pytest.raises(CorruptLogError, match="names a change file"):
+        validate_commit_entry([info, add], version=7, where=WHERE)
+    change = ChangeFile("_ct_changes/p.parquet", 1, 1, 5)
+    with pytest.raises(CorruptLogError, match="more than one add/remove/change"):
+        validate_commit_entry(
+            [info, AddPartition(Partition("data/p.parquet", 1, 1, 0, 7, 5)), change, change], version=7, where=WHERE
+        )
