@@ -13,6 +13,14 @@ the output schema at the end:
 * ``append_only`` is a filter over the appended partitions on the stored
   ``_ct_row_id`` being null: no join, and no removed partition is read.
 * ``audit`` runs the minimum delta of each commit in turn.
+* With captured segments (plan shapes CAPTURED and MIXED, SPEC §Change
+  scans, "Using change files"), a captured commit's change is the images in
+  its change files, the fresh rows of the partitions it added and the rows
+  of those it removed with ``deletesAllRows``
+  (:mod:`ctfile.reader.captured`): ``default`` consolidates the images of
+  every segment per row id (:mod:`ctfile.reader.change_events`), a run of
+  commits that are not captured giving the rows of its minimum delta;
+  ``audit`` outputs each captured commit's images as its change.
 * *initial rows* put the rows of a snapshot first (the one before the
   interval; for ``default`` the one at its end, which is then the whole
   result).
@@ -69,7 +77,7 @@ class ChangeSet:
     plan : ChangePlan
         What it reads (planned from the log alone).
     plan_shape : PlanShape
-        EMPTY, ADDED_ONLY, REMOVED_ONLY, MINIMIZE or INITIAL_ROWS.
+        EMPTY, ADDED_ONLY, REMOVED_ONLY, MINIMIZE, INITIAL_ROWS, CAPTURED or MIXED.
     start_version, end_version : int
         The interval, both ends included.
     schema : pyarrow.Schema
