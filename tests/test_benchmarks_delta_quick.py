@@ -26,6 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_delta.py"
+SIDES = ROOT / "benchmarks" / "_delta_sides.py"
+HISTORY = ROOT / "benchmarks" / "_delta_history.py"
 RUNNER = ROOT / "benchmarks" / "run.py"
 
 pytest.importorskip("deltalake")
@@ -55,7 +57,7 @@ def _cdf(rows):
 
 
 def test_consolidate_cdf_nets_out_each_key():
-    bench = _module(SCRIPT)
+    bench = _module(SIDES)
     cdf = _cdf([
         (1, 1, "new", "insert", 2),                 # inserted: INSERT
         (2, 1, "old", "delete", 3),                 # deleted: DELETE
@@ -86,7 +88,7 @@ def test_consolidate_cdf_nets_out_each_key():
 
 
 def test_clone_table_links_data_and_copies_logs(tmp_path):
-    bench = _module(SCRIPT)
+    bench = _module(HISTORY)
     src = tmp_path / "src"
     (src / "_ct_log").mkdir(parents=True)
     (src / "data").mkdir()
@@ -100,6 +102,50 @@ def test_clone_table_links_data_and_copies_logs(tmp_path):
     assert (dst / "_ct_log" / "0.json").stat().st_ino != (src / "_ct_log" / "0.json").stat().st_ino
 
 
+def _files_bytes(paths) -> int:
+    return sum(p.stat().st_size for p in paths)
+
+
+def test_capture_status_counts_what_the_entry_names(tmp_path):
+    """The change data of a ctfile commit is read from its log entry: an
+    INSERT is captured with no change file; a DELETE of some rows of a
+    partition on a capture-off table is not captured; on a capture-on table
+    the entry's change files, whatever this build writes, are the files under
+    ``_ct_changes/`` and their bytes are the files' sizes on disk."""
+    import ctfile
+
+    sides = _module(SIDES)
+    data = pa.table({"k": pa.array(range(100), pa.int64()), "v": pa.array([f"r{i}" for i in range(100)])})
+    for capture in (False, True):
+        uri = tmp_path / f"t-{capture}"
+        t = ctfile.create_table(uri, data.schema, properties=sides.CAPTURE_PROPERTIES if capture else None)
+        ins = sides.capture_status(t, t.insert(data).version)
+        assert ins["captured"] and ins["change_files"] == ins["change_bytes"] == ins["removes"] == 0
+        st = sides.capture_status(t, t.delete(pa.compute.field("k") < 10).version)
+        assert st["removes"] == 1 and st["removes_whole"] == 0
+        on_disk = sorted((uri / "_ct_changes").glob("*")) if (uri / "_ct_changes").exists() else []
+        assert st["change_files"] == len(on_disk) and st["change_bytes"] == _files_bytes(on_disk)
+        assert st["captured"] == (st["change_files"] > 0)
+        if not capture:
+            assert not st["captured"] and st["change_files"] == 0
+
+
+def test_delta_cdc_counts_change_data_files(tmp_path):
+    """delta-rs's ``_change_data`` bytes of a commit are the sizes its entry's
+    ``cdc`` actions record, which are the files' sizes on disk."""
+    from deltalake import DeltaTable, write_deltalake
+
+    sides = _module(SIDES)
+    uri = tmp_path / "d"
+    write_deltalake(str(uri), pa.table({"k": pa.array(range(100), pa.int64())}), configuration=sides.CDF_CONFIG)
+    t = DeltaTable(str(uri))
+    assert sides.delta_cdc(uri, t.version()) == {"version": t.version(), "cdc_files": 0, "cdc_bytes": 0}
+    t.update(updates={"k": "k + 1000"}, predicate="k < 10")
+    st = sides.delta_cdc(uri, t.version())
+    files = sorted((uri / "_change_data").rglob("*.parquet"))
+    assert st["cdc_files"] == len(files) > 0 and st["cdc_bytes"] == _files_bytes(files)
+
+
 @pytest.mark.slow
 def test_bench_delta_quick_and_report(tmp_path):
     results = tmp_path / "results"
@@ -110,19 +156,28 @@ def test_bench_delta_quick_and_report(tmp_path):
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "### (1) DML" in r.stdout and "### (5) hidden-column bytes" in r.stdout
-    assert "Copy-on-write floor" in r.stdout and "Floor of a scan" in r.stdout
+    assert "Copy-on-write floor" in r.stdout and "Floor of a scan" in r.stdout and "### (6) change capture on" in r.stdout
     res = json.loads(out.read_text())
-    assert {"meta", "history", "dml", "append", "mindelta", "hidden", "all_pass"} <= set(res)
+    assert {"meta", "history", "dml", "append", "mindelta", "scans", "hidden", "all_pass"} <= set(res)
     assert res["meta"]["mode"] == "quick" and res["meta"]["sf"] == 0.01 and res["meta"]["runs"] >= 5
 
     h = res["history"]
     assert h["rows"] > 50_000
     assert [s["op"] for s in h["steps"]] == ["INSERT", "RF1", "RF2", "RF1", "RF2", "UPDATE", "MERGE", "COMPACT"]
     upd = h["steps"][5]
-    assert upd["ct"]["updated"] == upd["dl"]["updated"] > 0.008 * h["rows"]  # ~1% of the rows
+    assert upd["ct"]["updated"] == upd["cc"]["updated"] == upd["dl"]["updated"] > 0.008 * h["rows"]  # ~1% of the rows
     merge = h["steps"][6]
-    assert merge["ct"]["inserted"] == merge["dl"]["inserted"] == h["merge_inserts"] > 0
-    assert merge["ct"]["updated"] == merge["dl"]["updated"] == h["merge_updates"] > 0
+    assert merge["ct"]["inserted"] == merge["cc"]["inserted"] == merge["dl"]["inserted"] == h["merge_inserts"] > 0
+    assert merge["ct"]["updated"] == merge["cc"]["updated"] == merge["dl"]["updated"] == h["merge_updates"] > 0
+    for s in h["steps"][1:]:
+        # What each statement's entry names; the capture-on table's DML is
+        # captured exactly when it names change files or removes whole partitions.
+        cap = s["cc_capture"]
+        assert cap["captured"] == (cap["change_files"] > 0 or cap["removes_whole"] == cap["removes"])
+        assert (cap["change_bytes"] > 0) == (cap["change_files"] > 0)
+        assert s["dl_cdc"]["cdc_bytes"] >= 0
+    for s in h["steps"][5:7]:  # delta-rs's UPDATE and MERGE with CDF on write _change_data
+        assert s["dl_cdc"]["cdc_files"] > 0 and s["dl_cdc"]["cdc_bytes"] > 0
 
     d = res["dml"]
     assert set(d) == {"UPDATE", "DELETE", "MERGE", "RF1", "COMPACT", "e2e_total"}
@@ -132,7 +187,19 @@ def test_bench_delta_quick_and_report(tmp_path):
             assert _pos(e[key]), (op, key, e[key])
         assert len(e["runs_s"]["ctfile"]) == len(e["runs_s"]["delta"]) == res["meta"]["runs"]
         for key in ("inserted", "updated", "deleted", "scan_rows"):
-            assert e["rows"]["ct"][key] == e["rows"]["dl"][key], (op, key, e["rows"])
+            assert e["rows"]["ct"][key] == e["rows"]["cc"][key] == e["rows"]["dl"][key], (op, key, e["rows"])
+        # Capture on, in the same rounds: time vs capture off, bytes vs delta-rs, end to end.
+        c = e["capture"]
+        for key in ("ctfile_s", "vs_off", "e2e_s", "e2e_vs_delta", "scan_s", "e2e_vs_floor"):
+            assert _pos(c[key]), (op, key, c[key])
+        assert len(e["runs_s"]["ctfile_capture"]) == res["meta"]["runs"]
+        assert isinstance(c["pass_vs_off"], bool) and c["delta_cdc_bytes"] > 0
+        if c["captured"]:
+            assert c["bytes_vs_delta"] == pytest.approx(c["change_bytes"] / c["delta_cdc_bytes"])
+            assert isinstance(c["pass_bytes"], bool)
+        else:  # no change file written: no bytes figure, the scan fell back
+            assert c["change_bytes"] == 0 and c["bytes_vs_delta"] is None and c["pass_bytes"] is None
+        assert c["e2e_pass"] is None if op != "UPDATE" else isinstance(c["e2e_pass"], bool)
         assert isinstance(e["pass"], bool) and isinstance(e["e2e_pass"], bool)
         # The copy-on-write floor re-encoded the files the statement rewrote, in the same rounds.
         assert e["floor_files"] == e["rows"]["ct"]["files_removed"] > 0
@@ -147,6 +214,15 @@ def test_bench_delta_quick_and_report(tmp_path):
     assert all(_pos(a[k]) for k in ("ctfile_ms", "pyarrow_ms", "delta_ms", "ratio_vs_pyarrow", "ratio_vs_delta"))
     m = res["mindelta"]
     assert m["ctfile_rows"] == m["delta_net_rows"] > 0 and m["delta_cdf_rows"] >= m["delta_net_rows"]
+    mc = m["capture"]
+    assert mc["rows"] == m["ctfile_rows"] and _pos(mc["ms"]) and isinstance(mc["pass"], bool)
+    assert mc["interval_commits"] == 6 and 2 <= mc["interval_captured"] <= 6  # the two RF1s always are
+    sc = res["scans"]
+    assert set(sc) == {"UPDATE", "DELETE", "MERGE"}
+    for op, e in sc.items():
+        assert e["rows"]["ctfile"] == e["rows"]["ctfile_capture"] == e["rows"]["delta"] == d[op]["rows"]["ct"]["scan_rows"]
+        assert _pos(e["capture"]["ms"]) and isinstance(e["capture"]["pass"], bool)
+        assert e["capture"]["captured"] == d[op]["capture"]["captured"]
     assert m["removed_partitions"] > 0 and m["removed_rows"] > 0 and _pos(m["removed_decode_ms"])
     hb = res["hidden"]
     assert 0 < hb["UPDATE"]["hidden_bytes"] < hb["UPDATE"]["table_bytes"]
@@ -159,4 +235,9 @@ def test_bench_delta_quick_and_report(tmp_path):
     report = (results / "RESULTS.md").read_text()
     assert "## Misses" in report and "## Figures" in report
     assert "hidden-column bytes after the 1% UPDATE" in report and "minimum-delta change scan" in report
+    for figure in ("change scan of the UPDATE commit, capture on", "minimum-delta change scan over RF1..MERGE, capture on",
+                   "DELETE time, capture on", "change-file bytes of the MERGE", "UPDATE + the change scan consuming it, capture on",
+                   "MERGE + the change scan consuming it, capture on"):
+        assert f"| {figure}" in report, figure
+    assert "### (6) change capture on" in report
     assert "## ctfile vs delta-rs" in report  # bench_delta's own tables

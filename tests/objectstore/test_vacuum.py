@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pytest
 
 import ctfile
-from ctfile.format.actions import AddPartition, RemovePartition
-from ctfile.format.paths import LOG_DIR, checkpoint_path, commit_path
+from ctfile.format.actions import AddPartition, ChangeFile, RemovePartition
+from ctfile.format.paths import CHANGES_DIR, LOG_DIR, checkpoint_path, commit_path
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.vacuum import VacuumResult, vacuum
 
@@ -241,3 +241,67 @@ def test_a_missing_retained_entry_stops_the_vacuum_before_it_deletes(location):
         vacuum(ManifestLog(t.storage), retain=dt.timedelta(days=1), grace_period=0)  # no cached entries
     assert _files(t, "data") == before_data and added in before_data and live <= before_data
     assert _files(t, LOG_DIR) == before_log - {commit_path(4)}
+
+
+# ---------------------------------------------------------------- change files (SPEC §Change capture)
+
+
+def _captured_history(location):
+    """As :func:`_history`, on a table with change capture on: versions 2, 3
+    (a partial rewrite here) and 5 name change files."""
+    uri, opts = location
+    t = ctfile.create_table(
+        uri, SCHEMA, partition_rows=2, storage_options=opts, properties={"ctfile.changeCapture": "before_after"}
+    )
+    t.insert(pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "c", "d"]}, schema=SCHEMA))
+    t.update(pc.field("id") == 1, {"v": "A"})
+    t.delete(pc.field("id") == 3)
+    t.insert(pa.table({"id": [5], "v": ["e"]}, schema=SCHEMA))
+    t.update(pc.field("id") == 5, {"v": "E"})
+    t.insert(pa.table({"id": [6], "v": ["f"]}, schema=SCHEMA))
+    assert t.version == 6
+    assert [v for v in range(7) if _paths(t, [v], ChangeFile)] == [2, 3, 5]
+    return t
+
+
+def test_vacuum_deletes_change_files_with_their_history(location):
+    t = _captured_history(location)
+    base = 3
+    named = {v: _paths(t, [v], ChangeFile) for v in range(7)}
+    all_changes = _files(t, CHANGES_DIR)
+    assert all_changes == set().union(*named.values())
+    changes_from_base = _changes(t, base)
+    now = _now_for_base(t, base, retain_s=60)
+
+    dry = vacuum(t.log, retain=60, grace_period=0, dry_run=True, now_ms=now)
+    assert set(dry.deleted_change_files) == named[2] and _files(t, CHANGES_DIR) == all_changes
+    r = vacuum(t.log, retain=60, grace_period=0, now_ms=now)
+    assert r.oldest_version == base
+    # The change file of version 2 went with its entry; those of the
+    # retained entries 3..6 (version 3 is the base itself) stay.
+    assert set(r.deleted_change_files) == named[2] and r.deleted_change_files == dry.deleted_change_files
+    assert r.change_bytes_freed > 0 and r.bytes_freed > r.change_bytes_freed
+    assert set(r.deleted_change_files) <= set(r.deleted_files)
+    assert _files(t, CHANGES_DIR) == named[3] | named[5]
+    assert _changes(t, base) == changes_from_base
+    # Nothing left to do with the same cutoff; everything old goes with retain 0.
+    assert vacuum(t.log, retain=60, grace_period=0, now_ms=now).deleted_change_files == ()
+    last = t.vacuum(retain=0, grace_period=0)
+    assert set(last.deleted_change_files) == named[3] | named[5] and _files(t, CHANGES_DIR) == set()
+
+
+def test_unreferenced_change_files_go_after_the_grace_period(location):
+    """Change files of a transaction that never committed are kept while it
+    may still commit, then deleted; verify lists them as unreferenced."""
+    t = _captured_history(location)
+    uri, opts = location
+    tx = ctfile.open_table(uri, storage_options=opts).transaction()
+    tx.update(pc.field("id") == 2, {"v": "pending"})
+    (orphan,) = [f.path for f in tx.staged_changes()]
+    assert orphan in _files(t, CHANGES_DIR)
+    report = ctfile.verify_table(uri, storage_options=opts)
+    assert report.healthy and orphan in report.unreferenced_files
+    kept = t.vacuum(retain=0, grace_period=3600)
+    assert orphan not in kept.deleted_change_files and orphan in _files(t, CHANGES_DIR)
+    gone = t.vacuum(retain=0, grace_period=0)  # the transaction is abandoned: never committed
+    assert orphan in gone.deleted_change_files and orphan not in _files(t, CHANGES_DIR)

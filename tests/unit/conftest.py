@@ -9,6 +9,8 @@ import pyarrow as pa
 import pytest
 
 import ctfile
+from ctfile.format.paths import LOG_DIR
+from ctfile.log.storage import LocalStorage
 
 _counter = itertools.count()
 
@@ -63,3 +65,31 @@ def rows(n: int, start: int = 0) -> pa.Table:
 @pytest.fixture
 def make_rows():
     return rows
+
+
+class RacingStorage(LocalStorage):
+    """Local storage that runs ``before_put()`` once, just before the first
+    put-if-absent of a log entry at or above version ``at``."""
+
+    def __init__(self, root: str, *, at: int, before_put):
+        super().__init__(root)
+        self.at, self.before_put, self.fired = at, before_put, 0
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        name = path.rsplit("/", 1)[-1]
+        if path.startswith(LOG_DIR + "/") and name[:20].isdigit() and int(name[:20]) >= self.at and not self.fired:
+            self.fired += 1
+            self.before_put()
+        super().put_if_absent(path, data)
+
+
+@pytest.fixture
+def racing():
+    """``racing(t, before_put)``: the table at ``t.uri``, opened through a
+    :class:`RacingStorage` that runs ``before_put`` when its next statement
+    is about to commit (a concurrent commit lands just before it)."""
+
+    def make(t: ctfile.Table, before_put) -> ctfile.Table:
+        return ctfile.Table(RacingStorage(t.uri, at=t.version + 1, before_put=before_put))
+
+    return make

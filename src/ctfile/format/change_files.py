@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctfile.format.actions import ChangeFile, RemovePartition
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
@@ -137,6 +138,22 @@ def check_change_rows(table: pa.Table, *, uri: str, path: str, version: int) -> 
             f"its update_preimage {ids[k]} (SPEC §Change capture)"
         )
     return codes
+
+
+def is_captured(actions) -> bool:
+    """Whether a data-changing commit with ``actions`` is *captured* (SPEC
+    §Change capture): it names a change file, or every data-changing remove
+    it holds has ``deletesAllRows`` (a commit that removes nothing, such as
+    an INSERT, included).
+
+    Examples
+    --------
+    >>> is_captured([]), is_captured([ChangeFile("_ct_changes/c.parquet", 1, 1, 0)])
+    (True, True)
+    """
+    if any(isinstance(a, ChangeFile) for a in actions):
+        return True
+    return all(a.deletes_all_rows for a in actions if isinstance(a, RemovePartition) and a.data_change)
 
 
 def _corrupt(uri: str, path: str, version: int, detail: str) -> CorruptDataFileError:

@@ -107,6 +107,37 @@ def checkpoint_to_arrow(actions: Sequence[Action], partitions: Iterable[Partitio
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def checkpoint_table_actions_from_metadata(metadata: dict | None, *, where: str) -> tuple[CheckpointHeader, list[Action]]:
+    """The header and the table-level actions a checkpoint's Parquet
+    key-value ``metadata`` holds under :data:`METADATA_KEY`: all a reader
+    needs of the checkpoint but its partitions, found in the file's footer
+    without decoding a row.
+
+    Raises
+    ------
+    CorruptLogError
+        The key is missing, its value is not NDJSON of valid actions, or it
+        holds an ``add``, ``remove`` or ``commitInfo``, or no header.
+    """
+    raw = (metadata or {}).get(METADATA_KEY.encode())
+    if raw is None:
+        raise CorruptLogError(f"{where}: no {METADATA_KEY!r} key-value metadata (not a ctfile checkpoint)")
+    actions = decode_actions(raw, where=f"{where} {METADATA_KEY}")
+    misplaced = [type(a).__name__ for a in actions if isinstance(a, (AddPartition, RemovePartition, CommitInfo))]
+    if misplaced:
+        raise CorruptLogError(f"{where}: {METADATA_KEY} may hold only checkpoint/protocol/metadata/txn, found {misplaced}")
+    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
+    if header is None:
+        raise CorruptLogError(f"{where}: {METADATA_KEY} lacks the checkpoint header")
+    return header, actions
+
+
+def check_row_count(header: CheckpointHeader, num_rows: int, *, where: str) -> None:
+    """SPEC §Checkpoints: one row per live partition, as many as the header says."""
+    if num_rows != header.num_partitions:
+        raise CorruptLogError(f"{where}: the header says {header.num_partitions} partitions, the file holds {num_rows} rows")
+
+
 def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action], list[Partition]]:
     """The table-level actions and the partitions of a checkpoint table.
 
@@ -122,17 +153,7 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
         ``numPartitions`` differs from the number of rows, or partitions the
         header's ``version`` / ``nextRowId`` cannot hold.
     """
-    meta = table.schema.metadata or {}
-    raw = meta.get(METADATA_KEY.encode())
-    if raw is None:
-        raise CorruptLogError(f"{where}: no {METADATA_KEY!r} key-value metadata (not a ctfile checkpoint)")
-    actions = decode_actions(raw, where=f"{where} {METADATA_KEY}")
-    misplaced = [type(a).__name__ for a in actions if isinstance(a, (AddPartition, RemovePartition, CommitInfo))]
-    if misplaced:
-        raise CorruptLogError(f"{where}: {METADATA_KEY} may hold only checkpoint/protocol/metadata/txn, found {misplaced}")
-    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
-    if header is None:
-        raise CorruptLogError(f"{where}: {METADATA_KEY} lacks the checkpoint header")
+    header, actions = checkpoint_table_actions_from_metadata(table.schema.metadata, where=where)
 
     names = table.schema.names
     cols: dict[str, pa.ChunkedArray] = {}
@@ -149,8 +170,7 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
             raise CorruptLogError(f"{where}: column {name!r} holds {col.null_count} nulls")
         cols[name] = col
     n = table.num_rows
-    if n != header.num_partitions:
-        raise CorruptLogError(f"{where}: the header says {header.num_partitions} partitions, the file holds {n} rows")
+    check_row_count(header, n, where=where)
     if n:
         for name in _NON_NEGATIVE:
             low = pc.min(cols[name]).as_py()

@@ -530,9 +530,10 @@ def encode_actions(actions: Iterable[Action]) -> bytes:
     return "".join(encode_line(action_to_json(a)) + "\n" for a in actions).encode("utf-8")
 
 
-def parse_lines(data: bytes, *, where: str) -> list[tuple[int, Any]]:
+def parse_lines(data: bytes, *, where: str, first_lineno: int = 1) -> list[tuple[int, Any]]:
     """The JSON value of each non-blank line of NDJSON bytes, with its 1-based
-    line number (lines are split at ``"\n"`` only).
+    line number (lines are split at ``"\n"`` only; ``first_lineno`` is the
+    number of the first, for bytes cut from a larger file).
 
     Raises
     ------
@@ -550,7 +551,7 @@ def parse_lines(data: bytes, *, where: str) -> list[tuple[int, Any]]:
     out = []
     # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085...,
     # which json.dumps(ensure_ascii=False) leaves raw inside strings.
-    for lineno, line in enumerate(text.split("\n"), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=first_lineno):
         if not line.strip():
             continue
         try:

@@ -11,13 +11,19 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ctfile.format.actions import Action, CommitInfo
-from ctfile.format.checkpoint import checkpoint_from_arrow, checkpoint_to_arrow
-from ctfile.format.entries import decode_entry
+from ctfile.format.actions import Action, AddPartition, CommitInfo, RemovePartition
+from ctfile.format.checkpoint import (
+    check_row_count,
+    checkpoint_from_arrow,
+    checkpoint_table_actions_from_metadata,
+    checkpoint_to_arrow,
+)
+from ctfile.format.entries import decode_entry, decode_table_actions
 from ctfile.format.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 from ctfile.format.paths import (
     LAST_CHECKPOINT,
@@ -27,10 +33,19 @@ from ctfile.format.paths import (
     parse_checkpoint_name,
     parse_commit_name,
 )
-from ctfile.log.replay import TableState, apply_entries, checkpoint_table_actions, state_from_checkpoint
+from ctfile.log.replay import (
+    TableHead,
+    TableState,
+    apply_entries,
+    apply_table_actions,
+    checkpoint_table_actions,
+    head_from_checkpoint,
+    state_from_checkpoint,
+)
 from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
+_Start = TypeVar("_Start", TableState, TableHead)
 
 
 @dataclass(frozen=True)
@@ -52,11 +67,16 @@ class CheckpointInfo:
 
 class ManifestLog:
     """Read access to one table's ``_ct_log``. Entries are immutable, so decoded
-    entries are cached by version."""
+    entries (and the table-level actions of those decoded only in part) are
+    cached by version. The bytes of the files read for the table-level state
+    alone (:meth:`load_head`) are kept until the partition state decodes
+    them (:meth:`load_state`), so that each is fetched once."""
 
     def __init__(self, storage: Storage):
         self.storage = storage
         self._entries: dict[int, list[Action]] = {}
+        self._table_actions: dict[int, list[Action]] = {}
+        self._undecoded: dict[str, bytes] = {}  # path -> bytes
         self._lock = threading.Lock()
         self._parallel = not isinstance(storage, LocalStorage)
 
@@ -126,38 +146,82 @@ class ManifestLog:
         cached = self._entries.get(version)
         if cached is not None:
             return cached
+        actions = decode_entry(self._entry_bytes(version, keep=False), version=version, where=self._where(version))
+        self._remember(self._entries, version, actions)  # SPEC §Log entries: self-checked
+        return actions
+
+    def read_table_actions(self, version: int, *, keep: bool = True) -> list[Action]:
+        """The actions of the entry of ``version`` but its ``add`` and
+        ``remove`` lines, which are left undecoded
+        (:func:`~ctfile.format.entries.decode_table_actions` says what is
+        checked now and what when :meth:`read_entry` decodes them).
+        ``keep``: keep the bytes read for :meth:`read_entry` (for a state
+        about to be built from the same entries)."""
+        cached = self._table_actions.get(version)
+        if cached is None:
+            whole = self._entries.get(version)
+            if whole is not None:
+                return [a for a in whole if not isinstance(a, (AddPartition, RemovePartition))]
+            data = self._entry_bytes(version, keep=keep)
+            cached = decode_table_actions(data, version=version, where=self._where(version))
+            self._remember(self._table_actions, version, cached)
+        return cached
+
+    def _where(self, version: int) -> str:
+        return f"{self.storage.uri}/{commit_path(version)}"
+
+    def _entry_bytes(self, version: int, *, keep: bool) -> bytes:
         path = commit_path(version)
-        where = f"{self.storage.uri}/{path}"
         try:
-            data = self.storage.read_bytes(path)
+            return self._read(path, keep=keep)
         except FileNotFoundError as e:
             raise VersionNotFoundError(
                 f"version {version} is not in the log of {self.storage.uri} ({path} is missing)"
             ) from e
-        actions = decode_entry(data, version=version, where=where)  # SPEC §Log entries: self-checked
+
+    def _read(self, path: str, *, keep: bool) -> bytes:
+        """The bytes of ``path``: those kept since an earlier read if any
+        (and then no longer kept, unless ``keep``), else read now (and kept
+        if ``keep``: for a full decode later)."""
         with self._lock:
-            if len(self._entries) >= _ENTRY_CACHE_SIZE:
-                self._entries.clear()
-            self._entries[version] = actions
-        return actions
+            data = self._undecoded.pop(path, None)
+        if data is None:
+            data = self.storage.read_bytes(path)
+        if keep:
+            with self._lock:
+                if len(self._undecoded) >= _ENTRY_CACHE_SIZE:
+                    self._undecoded.clear()
+                self._undecoded[path] = data
+        return data
+
+    def _remember(self, cache: dict[int, list[Action]], version: int, actions: list[Action]) -> None:
+        with self._lock:
+            if len(cache) >= _ENTRY_CACHE_SIZE:
+                cache.clear()
+            cache[version] = actions
 
     def forget_entries_below(self, version: int) -> None:
         """Drop cached entries older than ``version`` (a vacuum deleted them:
         this process must not serve them either)."""
         with self._lock:
-            for v in [v for v in self._entries if v < version]:
-                del self._entries[v]
+            for cache in (self._entries, self._table_actions):
+                for v in [v for v in cache if v < version]:
+                    del cache[v]
+            self._undecoded.clear()
 
     def read_entries(self, start: int, end: int) -> list[list[Action]]:
         """Entries ``start..end`` inclusive, fetched concurrently on object stores."""
+        return self._each_version(self.read_entry, start, end)
+
+    def _each_version(self, read, start: int, end: int) -> list[list[Action]]:
         versions = range(start, end + 1)
         if self._parallel and len(versions) > 1:
             with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
-                return list(pool.map(self.read_entry, versions))
-        return [self.read_entry(v) for v in versions]
+                return list(pool.map(read, versions))
+        return [read(v) for v in versions]
 
     def commit_info(self, version: int) -> CommitInfo:
-        for a in self.read_entry(version):
+        for a in self.read_table_actions(version, keep=False):
             if isinstance(a, CommitInfo):
                 return a
         raise CorruptLogError(f"version {version} has no commitInfo")  # pragma: no cover
@@ -182,19 +246,37 @@ class ManifestLog:
         """
         path = checkpoint_path(version)
         where = f"{self.storage.uri}/{path}"
-        raw = self.storage.read_bytes(path)
+        raw = self._read(path, keep=False)
         try:
             table = pq.read_table(pa.BufferReader(raw), use_threads=False, page_checksum_verification=True)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise CorruptLogError(f"{where}: not a readable Parquet file ({e})") from e
         actions, partitions = checkpoint_from_arrow(table, where=where)
         state = state_from_checkpoint(actions, where=where, partitions=partitions)
-        if state.version != version:
-            raise CorruptLogError(f"{where}: checkpoint header says version {state.version}")
+        _check_checkpoint_version(state.version, version, where=where)
         if decode_stats:
             for p in partitions:
                 p.stats  # noqa: B018 -- decodes and keeps, or raises CorruptLogError
         return state
+
+    def read_checkpoint_head(self, version: int) -> TableHead:
+        """The table-level state the checkpoint of ``version`` holds, read
+        from its Parquet footer alone: the header, protocol (checked),
+        metadata and ``txn`` actions, and the number of rows. The rows, and
+        the page checksums, are checked when :meth:`read_checkpoint` reads
+        them; the errors are those of :meth:`read_checkpoint`."""
+        path = checkpoint_path(version)
+        where = f"{self.storage.uri}/{path}"
+        raw = self._read(path, keep=True)
+        try:
+            footer = pq.read_metadata(pa.BufferReader(raw))
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise CorruptLogError(f"{where}: not a readable Parquet file ({e})") from e
+        header, actions = checkpoint_table_actions_from_metadata(footer.metadata, where=where)
+        check_row_count(header, footer.num_rows, where=where)
+        head = head_from_checkpoint(actions, where=where)
+        _check_checkpoint_version(head.version, version, where=where)
+        return head
 
     def write_checkpoint(self, state: TableState) -> CheckpointInfo:
         """Write the checkpoint of ``state`` and point the hint at it.
@@ -221,6 +303,32 @@ class ManifestLog:
 
     def load_state(self, version: int | None = None, *, latest: int | None = None) -> TableState:
         """Replay to ``version`` (default: the latest) from the newest usable checkpoint."""
+        target = self._target(version, latest)
+        start = self._best_checkpoint(target, self.read_checkpoint)
+        first = self._first_to_replay(start, target)
+        state = apply_entries(
+            start, first, self.read_entries(first, target),
+            where=lambda v: f"{self.storage.uri}/{commit_path(v)}",
+        )
+        assert state is not None
+        return state
+
+    def load_head(self, version: int | None = None, *, latest: int | None = None) -> TableHead:
+        """The table-level state of ``version`` (default: the latest): what
+        :meth:`load_state` returns but the partitions, found from the same
+        checkpoint's footer and the table-level actions of the entries after
+        it, without decoding a partition. The checks left undone here are
+        done by :meth:`load_state` when the partitions are needed; the
+        protocol is checked here, with the same errors."""
+        target = self._target(version, latest)
+        head = self._best_checkpoint(target, self.read_checkpoint_head)
+        first = self._first_to_replay(head, target)
+        for v, actions in enumerate(self._each_version(self.read_table_actions, first, target), start=first):
+            head = apply_table_actions(head, v, actions, where=self._where(v))
+        assert head is not None
+        return head
+
+    def _target(self, version: int | None, latest: int | None) -> int:
         if latest is None:
             latest = self.latest_version()
         target = latest if version is None else version
@@ -229,33 +337,42 @@ class ManifestLog:
                 f"version {target} does not exist in {self.storage.uri}; "
                 f"available versions end at {latest}"
             )
-        start_state = self._best_checkpoint(target)
-        first = 0 if start_state is None else start_state.version + 1
-        if start_state is None and not self.storage.exists(commit_path(0)):
+        return target
+
+    def _first_to_replay(self, start: TableHead | TableState | None, target: int) -> int:
+        """The first entry to apply onto ``start``, the checkpoint replay starts from."""
+        if start is not None:
+            return start.version + 1
+        if not self.storage.exists(commit_path(0)):
             oldest = self.oldest_version()
             raise VersionNotFoundError(
                 f"version {target} of {self.storage.uri} can no longer be reconstructed: "
                 f"the log was cleaned up to version {oldest} and no checkpoint precedes {target}"
             )
-        state = apply_entries(
-            start_state, first, self.read_entries(first, target),
-            where=lambda v: f"{self.storage.uri}/{commit_path(v)}",
-        )
-        assert state is not None
-        return state
+        return 0
 
-    def _best_checkpoint(self, target: int) -> TableState | None:
-        hint = self.read_hint()
-        if hint is not None and hint <= target:
-            try:
-                return self.read_checkpoint(hint)
-            except (FileNotFoundError, CorruptLogError):
-                pass  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
-        for c in [c for c in reversed(self.list().checkpoints) if c <= target and c != hint]:
-            try:
-                return self.read_checkpoint(c)
-            except (FileNotFoundError, CorruptLogError):
+    def _best_checkpoint(self, target: int, read: Callable[[int], _Start]) -> _Start | None:
+        """``read`` of the newest checkpoint at or before ``target`` that it
+        accepts, trying first one whose bytes :meth:`load_head` kept (so the
+        state is built from the files the head was), then the hint's, then
+        the others, newest first."""
+
+        def candidates() -> Iterator[int | None]:
+            with self._lock:
+                kept = [parse_checkpoint_name(p.rsplit("/", 1)[-1]) for p in self._undecoded]
+            yield from sorted((c for c in kept if c is not None), reverse=True)
+            yield self.read_hint()
+            yield from reversed(self.list().checkpoints)
+
+        tried: set[int] = set()
+        for c in candidates():
+            if c is None or c > target or c in tried:
                 continue
+            tried.add(c)
+            try:
+                return read(c)
+            except (FileNotFoundError, CorruptLogError):
+                continue  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
         return None
 
     def oldest_version(self) -> int:
@@ -305,6 +422,11 @@ class ManifestLog:
                     f"not settled until the next commit"
                 )
         return lo
+
+
+def _check_checkpoint_version(found: int, version: int, *, where: str) -> None:
+    if found != version:
+        raise CorruptLogError(f"{where}: checkpoint header says version {found}")
 
 
 def _fmt_ms(ms: int) -> str:

@@ -3,6 +3,9 @@
 A :class:`TableState` is what a reader needs to serve a snapshot: protocol,
 metadata, the live partitions, the row-id counter and the commit timestamp.
 :func:`apply_entry` folds one log entry into a state; it is pure.
+A :class:`TableHead` is its table-level part, all that a change scan or the
+table's schema needs: :func:`apply_table_actions` folds the table-level
+actions of an entry into one, with the same rules, and never sees a partition.
 """
 
 from __future__ import annotations
@@ -42,6 +45,24 @@ class TableState:
     @property
     def num_records(self) -> int:
         return sum(p.num_records for p in self.partitions.values())
+
+    @property
+    def head(self) -> "TableHead":
+        return TableHead(self.version, self.timestamp, self.protocol, self.metadata, self.app_transactions)
+
+
+@dataclass(frozen=True)
+class TableHead:
+    """The table-level state of a version: what :class:`TableState` holds
+    but the live partitions and ``nextRowId``, which only ``add`` actions
+    change. Found from a checkpoint's key-value metadata and the entries'
+    table-level actions, without decoding a partition."""
+
+    version: int
+    timestamp: int
+    protocol: Protocol
+    metadata: Metadata
+    app_transactions: dict[str, SetTransaction] = field(default_factory=dict, hash=False)
 
 
 def check_reader_protocol(protocol: Protocol, *, where: str) -> None:
@@ -109,20 +130,14 @@ def _apply(
     state: TableState | None, version: int, actions: list[Action], *, where: str, owned: bool
 ) -> TableState:
     """``apply_entry``; ``owned``: the maps of ``state`` may be updated in place."""
-    if state is None and version != 0:
-        raise CorruptLogError(f"{where}: replay must start at version 0 or a checkpoint")
-    if state is not None and version != state.version + 1:
-        raise CorruptLogError(f"{where}: expected version {state.version + 1}, found {version}")
-    protocol = state.protocol if state else None
-    metadata = state.metadata if state else None
     if state is None:
         partitions, txns = {}, {}
     elif owned:
         partitions, txns = state.partitions, state.app_transactions
     else:
         partitions, txns = dict(state.partitions), dict(state.app_transactions)
+    head = _apply_head(None if state is None else state.head, version, actions, where=where, txns=txns)
     next_row_id = state.next_row_id if state else 0
-    timestamp = None
     for a in actions:
         if isinstance(a, AddPartition):
             p = a.partition
@@ -133,7 +148,32 @@ def _apply(
         elif isinstance(a, RemovePartition):
             if partitions.pop(a.path, None) is None:
                 raise CorruptLogError(f"{where}: remove of {a.path}, which is not live")
-        elif isinstance(a, CommitInfo):
+    return TableState(version, head.timestamp, head.protocol, head.metadata, partitions, next_row_id, txns)
+
+
+def apply_table_actions(head: TableHead | None, version: int, actions: list[Action], *, where: str) -> TableHead:
+    """Fold the table-level actions of the entry of ``version`` into ``head``
+    (None before version 0): the rules of SPEC §Log replay on the protocol
+    (checked, as a reader must), the metadata, ``txn`` and the commit
+    timestamp. Partition actions among ``actions`` are ignored, so they may
+    be left undecoded (:func:`~ctfile.format.entries.decode_table_actions`)."""
+    txns = {} if head is None else dict(head.app_transactions)
+    return _apply_head(head, version, actions, where=where, txns=txns)
+
+
+def _apply_head(
+    head: TableHead | None, version: int, actions: list[Action], *, where: str, txns: dict[str, SetTransaction]
+) -> TableHead:
+    """``apply_table_actions``, recording ``txn`` actions into ``txns``."""
+    if head is None and version != 0:
+        raise CorruptLogError(f"{where}: replay must start at version 0 or a checkpoint")
+    if head is not None and version != head.version + 1:
+        raise CorruptLogError(f"{where}: expected version {head.version + 1}, found {version}")
+    protocol = head.protocol if head else None
+    metadata = head.metadata if head else None
+    timestamp = None
+    for a in actions:
+        if isinstance(a, CommitInfo):
             timestamp = a.timestamp
         elif isinstance(a, Metadata):
             metadata = a
@@ -146,12 +186,12 @@ def _apply(
         raise CorruptLogError(f"{where}: no protocol/metadata by version {version}")
     if timestamp is None:
         raise CorruptLogError(f"{where}: entry has no commitInfo")
-    if state is not None and timestamp <= state.timestamp:
+    if head is not None and timestamp <= head.timestamp:
         raise CorruptLogError(
             f"{where}: commit timestamp {timestamp} is not after version "
-            f"{state.version}'s {state.timestamp} (SPEC §Commit timestamps)"
+            f"{head.version}'s {head.timestamp} (SPEC §Commit timestamps)"
         )
-    return TableState(version, timestamp, protocol, metadata, partitions, next_row_id, txns)
+    return TableHead(version, timestamp, protocol, metadata, txns)
 
 
 def state_from_checkpoint(
@@ -160,12 +200,7 @@ def state_from_checkpoint(
     """Rebuild the state a checkpoint holds (SPEC §Checkpoints): its table-level
     ``actions`` and its live ``partitions`` (``add`` actions among ``actions``
     count too)."""
-    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
-    protocol = next((a for a in actions if isinstance(a, Protocol)), None)
-    metadata = next((a for a in actions if isinstance(a, Metadata)), None)
-    if header is None or protocol is None or metadata is None:
-        raise CorruptLogError(f"{where}: checkpoint lacks its checkpoint/protocol/metadata actions")
-    check_reader_protocol(protocol, where=where)
+    header, head = _checkpoint_head(actions, where=where)
     live = {a.path: a.partition for a in actions if isinstance(a, AddPartition)}
     count = len(live)
     for p in partitions:
@@ -177,10 +212,26 @@ def state_from_checkpoint(
         )
     if len(live) != count:
         raise CorruptLogError(f"{where}: checkpoint lists {count - len(live)} partition paths more than once")
-    txns = {a.app_id: a for a in actions if isinstance(a, SetTransaction)}
     return TableState(
-        header.version, header.timestamp, protocol, metadata, live, header.next_row_id, txns
+        header.version, header.timestamp, head.protocol, head.metadata, live, header.next_row_id, head.app_transactions
     )
+
+
+def head_from_checkpoint(actions: list[Action], *, where: str) -> TableHead:
+    """The table-level state a checkpoint's table-level ``actions`` hold,
+    its protocol checked (the partitions it lists are not read)."""
+    return _checkpoint_head(actions, where=where)[1]
+
+
+def _checkpoint_head(actions: list[Action], *, where: str) -> tuple[CheckpointHeader, TableHead]:
+    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
+    protocol = next((a for a in actions if isinstance(a, Protocol)), None)
+    metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    if header is None or protocol is None or metadata is None:
+        raise CorruptLogError(f"{where}: checkpoint lacks its checkpoint/protocol/metadata actions")
+    check_reader_protocol(protocol, where=where)
+    txns = {a.app_id: a for a in actions if isinstance(a, SetTransaction)}
+    return header, TableHead(header.version, header.timestamp, protocol, metadata, txns)
 
 
 def checkpoint_table_actions(state: TableState) -> list[Action]:

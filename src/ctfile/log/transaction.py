@@ -64,6 +64,9 @@ PENDING = -1
 MAX_COMMIT_ATTEMPTS = 200
 #: Puts of one version whose outcome is unknown before the commit gives up.
 MAX_UNKNOWN_OUTCOMES = 5
+#: SPEC §Checkpoints: a version whose entry holds this many add and remove
+#: actions is checkpointed whatever ctfile.checkpointInterval says (unless 0).
+LARGE_ENTRY_ACTIONS = 1000
 # SPEC §Commit protocol: between attempts a writer sleeps a "full jitter"
 # delay, uniform in [0, min(cap, base * 2**attempts)). Exponential so that
 # many writers contending for one table spread out instead of retrying in
@@ -499,7 +502,8 @@ class Transaction:
         if self.on_commit is not None:
             self.on_commit(new_state)
         interval = TableProperties.from_mapping(new_state.metadata.properties).checkpoint_interval
-        if interval and new_state.version % interval == 0:
+        large = len(self._removed) + len(self._staged) >= LARGE_ENTRY_ACTIONS
+        if interval and (new_state.version % interval == 0 or large):
             try:
                 self.log.write_checkpoint(new_state)
             except (OSError, CtfileError) as e:  # advisory: the commit already stands

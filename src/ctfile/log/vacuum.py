@@ -11,18 +11,20 @@ Given a retention window ``retain`` and a grace period ``grace``, with
 2. A checkpoint of ``C`` is written (unless a valid one exists), so that
    replay can start there.
 3. Checkpoints and log entries older than ``C`` are deleted, oldest first.
-4. Only then are data files deleted: every file under ``data/`` that the
-   retained history does not reference (:func:`retained_files`: the live
-   partitions of ``C`` and every path an add or remove of an entry
-   ``C..latest`` names) and that is older than ``grace`` (a file younger than
-   that may belong to a transaction that has not committed yet). Deleting the
-   entries first means that a change scan over an expired interval fails
-   with ``StaleIntervalError`` before it could read a partially deleted set
-   of files.
+4. Only then are data files and change files deleted: every file under
+   ``data/`` and ``_ct_changes/`` that the retained history does not
+   reference (:func:`retained_files`: the live partitions of ``C`` and every
+   path an add, remove or change of an entry ``C..latest`` names) and that
+   is older than ``grace`` (a file younger than that may belong to a
+   transaction that has not committed yet). A change file thus goes with the
+   entry that names it (SPEC §Change capture). Deleting the entries first
+   means that a change scan over an expired interval fails with
+   ``StaleIntervalError`` before it could read a partially deleted set of
+   files.
 
 :func:`retained_files` is also what ``verify`` lists unreferenced files
-against, so the two never disagree about a file. ``data/`` and ``_ct_log/``
-are listed before anything is written or deleted, so a table whose storage
+against, so the two never disagree about a file. ``data/``, ``_ct_changes/``
+and ``_ct_log/`` are listed before anything is written or deleted, so a table whose storage
 refuses a listing (``data/`` itself a symbolic link out of the table root,
 SPEC §Table layout) is left untouched; a link out of the root inside them is
 left out of the listing, so never deleted.
@@ -42,9 +44,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ctfile.format.actions import AddPartition, RemovePartition
+from ctfile.format.actions import AddPartition, ChangeFile, RemovePartition
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
-from ctfile.format.paths import DATA_DIR, LAST_CHECKPOINT, LOG_DIR, checkpoint_path, commit_path
+from ctfile.format.paths import (
+    CHANGES_DIR,
+    DATA_DIR,
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    checkpoint_path,
+    commit_path,
+    is_change_file_path,
+)
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import TMP_PREFIX, FileInfo
@@ -69,6 +79,10 @@ class VacuumResult:
     :attr:`effective_retain_s` = max(retain, grace period) before the vacuum's
     clock: with ``retain_s < grace_period_s`` (:attr:`retain_extended`) the
     grace period decided.
+
+    ``bytes_freed`` counts the data and change files deleted;
+    ``deleted_change_files`` and ``change_bytes_freed`` are the change files
+    (SPEC §Change capture) among them.
     """
 
     dry_run: bool
@@ -82,10 +96,12 @@ class VacuumResult:
     retain_s: float
     grace_period_s: float
     history_cutoff_ms: int
+    deleted_change_files: tuple[str, ...] = ()
+    change_bytes_freed: int = 0
 
     @property
     def deleted_files(self) -> tuple[str, ...]:
-        return self.deleted_log_files + self.deleted_data_files + self.deleted_temp_files
+        return self.deleted_log_files + self.deleted_data_files + self.deleted_change_files + self.deleted_temp_files
 
     @property
     def effective_retain_s(self) -> float:
@@ -124,8 +140,8 @@ class VacuumPlan:
     anything is written or deleted (:func:`plan_vacuum`).
 
     ``keep`` is :func:`retained_files` of ``base..latest``; ``garbage`` the
-    data and temporary files the listings hold that are neither kept nor
-    younger than the grace period.
+    data, change and temporary files the listings hold that are neither kept
+    nor younger than the grace period.
     """
 
     retain_s: float
@@ -140,27 +156,32 @@ class VacuumPlan:
     data_listing: tuple[FileInfo, ...]
     log_listing: tuple[FileInfo, ...]
     keep: frozenset[str]
+    changes_listing: tuple[FileInfo, ...] = ()
 
-    def garbage(self, keep: set[str] | frozenset[str] | None = None) -> tuple[list[str], list[str], int]:
-        """(data files, temporary files, bytes of the data files) to delete,
-        against ``keep`` (default: the planned one)."""
-        return _garbage(list(self.data_listing), list(self.log_listing), self.keep if keep is None else keep,
-                        self.grace_cutoff_ms)
+    def garbage(self, keep: set[str] | frozenset[str] | None = None) -> "_Garbage":
+        """The data, change and temporary files to delete, against ``keep``
+        (default: the planned one)."""
+        return _garbage(
+            list(self.data_listing) + list(self.changes_listing), list(self.log_listing),
+            self.keep if keep is None else keep, self.grace_cutoff_ms,
+        )
 
     def result(self, *, dry_run: bool, latest: int, keep: set[str] | frozenset[str] | None = None) -> VacuumResult:
-        data_files, temp_files, freed = self.garbage(keep)
+        g = self.garbage(keep)
         return VacuumResult(
             dry_run=dry_run,
             version=latest,
             oldest_version=self.base,
             checkpoint_version=self.base if self.needs_checkpoint else None,
             deleted_log_files=self.expired_log,
-            deleted_data_files=tuple(data_files),
-            deleted_temp_files=tuple(temp_files),
-            bytes_freed=freed,
+            deleted_data_files=tuple(g.data_files),
+            deleted_temp_files=tuple(g.temp_files),
+            bytes_freed=g.data_bytes + g.change_bytes,
             retain_s=self.retain_s,
             grace_period_s=self.grace_period_s,
             history_cutoff_ms=self.history_cutoff_ms,
+            deleted_change_files=tuple(g.change_files),
+            change_bytes_freed=g.change_bytes,
         )
 
 
@@ -185,6 +206,7 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
     base = _retained_base(manifest, history_cutoff_ms, latest)
     # Listed first: a listing the storage refuses leaves the table untouched.
     data_listing = tuple(storage.list_dir(DATA_DIR))
+    changes_listing = tuple(storage.list_dir(CHANGES_DIR))
     log_listing = tuple(storage.list_dir(LOG_DIR))
     base_state = manifest.load_state(base, latest=latest)
     listing = manifest.list()
@@ -203,6 +225,7 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
         data_listing=data_listing,
         log_listing=log_listing,
         keep=frozenset(retained_files(manifest, base, latest, base_state=base_state)),
+        changes_listing=changes_listing,
     )
 
 
@@ -220,6 +243,7 @@ def run_vacuum(manifest: ManifestLog, plan: VacuumPlan) -> VacuumResult:
         keep.update(_paths_in_entries(manifest, plan.latest + 1, latest))
     result = plan.result(dry_run=False, latest=latest, keep=keep)
     manifest.storage.delete(result.deleted_data_files)
+    manifest.storage.delete(result.deleted_change_files)
     manifest.storage.delete(result.deleted_temp_files)
     return result
 
@@ -253,10 +277,10 @@ def vacuum(
     plan = plan_vacuum(manifest, retain=retain, grace_period=grace_period, now_ms=now_ms)
     result = plan.result(dry_run=True, latest=plan.latest) if dry_run else run_vacuum(manifest, plan)
     log.info(
-        "vacuum of %s%s: oldest version %d, %d log files, %d data files (%d bytes), %d temp files",
+        "vacuum of %s%s: oldest version %d, %d log files, %d data and %d change files (%d bytes), %d temp files",
         manifest.storage.uri, " (dry run)" if dry_run else "", result.oldest_version,
-        len(result.deleted_log_files), len(result.deleted_data_files), result.bytes_freed,
-        len(result.deleted_temp_files),
+        len(result.deleted_log_files), len(result.deleted_data_files), len(result.deleted_change_files),
+        result.bytes_freed, len(result.deleted_temp_files),
     )
     return result
 
@@ -266,8 +290,8 @@ def retained_files(
 ) -> set[str]:
     """The files the retained history ``base..latest`` references (SPEC §Vacuum).
 
-    The live partitions of version ``base`` plus every path that an add or a
-    remove of an entry ``base..latest`` names. The removes of entry ``base``
+    The live partitions of version ``base`` plus every path that an add, a
+    remove or a change of an entry ``base..latest`` names. The removes of entry ``base``
     itself count: a change scan starting at ``base`` reads them (the
     snapshot ``base - 1`` side). Vacuum deletes only files outside this set,
     and ``verify`` lists as unreferenced exactly the files outside it (with
@@ -306,25 +330,42 @@ def _expire_log(manifest: ManifestLog, base: int, expired: tuple[str, ...]) -> N
     _repair_hint(manifest, base)
 
 
+@dataclass
+class _Garbage:
+    """Unreferenced files older than the grace cutoff, each list sorted."""
+
+    data_files: list[str]
+    change_files: list[str]
+    temp_files: list[str]
+    data_bytes: int = 0
+    change_bytes: int = 0
+
+
 def _garbage(
-    data_listing: list[FileInfo], log_listing: list[FileInfo], keep: set[str], grace_cutoff_ms: int
-) -> tuple[list[str], list[str], int]:
-    """(unreferenced data files, temporary files, bytes of the data files)
-    older than the grace cutoff, each list sorted."""
-    data_files, temp_files, freed = [], [], 0
-    for info in data_listing + log_listing:
+    file_listing: list[FileInfo], log_listing: list[FileInfo], keep: set[str], grace_cutoff_ms: int
+) -> _Garbage:
+    """The data files (under ``data/``), change files (under ``_ct_changes/``)
+    and temporary files of the listings that ``keep`` does not hold and that
+    are older than the grace cutoff."""
+    out = _Garbage([], [], [])
+    for info in file_listing + log_listing:
         name = info.path.rsplit("/", 1)[-1]
         old_enough = info.mtime_ms is not None and info.mtime_ms < grace_cutoff_ms
         if name.startswith(TMP_PREFIX):
             if old_enough:
-                temp_files.append(info.path)
+                out.temp_files.append(info.path)
             continue
-        in_data = info.path.startswith(DATA_DIR + "/")
-        if not in_data or info.path in keep or not name.endswith(".parquet") or not old_enough:
+        if info.path in keep or not name.endswith(".parquet") or not old_enough:
             continue
-        data_files.append(info.path)
-        freed += info.size
-    return sorted(data_files), sorted(temp_files), freed
+        if info.path.startswith(DATA_DIR + "/"):
+            out.data_files.append(info.path)
+            out.data_bytes += info.size
+        elif is_change_file_path(info.path):
+            out.change_files.append(info.path)
+            out.change_bytes += info.size
+    for files in (out.data_files, out.change_files, out.temp_files):
+        files.sort()
+    return out
 
 
 def _valid_checkpoint(manifest: ManifestLog, version: int) -> bool:
@@ -336,7 +377,7 @@ def _valid_checkpoint(manifest: ManifestLog, version: int) -> bool:
 
 
 def _paths_in_entries(manifest: ManifestLog, start: int, end: int) -> set[str]:
-    """Every path an add or remove of the entries ``start..end`` names.
+    """Every path an add, remove or change of the entries ``start..end`` names.
 
     Raises
     ------
@@ -351,7 +392,7 @@ def _paths_in_entries(manifest: ManifestLog, start: int, end: int) -> set[str]:
         return out
     for entry in manifest.read_entries(start, end):
         for a in entry:
-            if isinstance(a, (AddPartition, RemovePartition)):
+            if isinstance(a, (AddPartition, RemovePartition, ChangeFile)):
                 out.add(a.path)
     return out
 

@@ -34,6 +34,10 @@ Partitions decode in parallel on a thread pool (:mod:`ctfile.reader.read_ahead`)
 started in the order they are consumed, a few ahead, each running a bounded
 number of rows ahead of its consumer, so memory stays bounded.
 
+Each side of the delta (the net added partitions, new images; the net
+removed ones, old images) is a :class:`~ctfile.reader.row_id_sets.Side`; each
+partition read is a :class:`_Read`.
+
 A ``filter`` on data columns is applied to every output row; an update whose
 old or new image fails the filter becomes a lone DELETE or INSERT with
 ``ISUPDATE`` false (Snowflake's rule that ``$ISUPDATE`` is computed last,
@@ -45,7 +49,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +62,7 @@ from ctfile.reader.change_rows import Chunk, filter_chunk
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_hidden, read_rows, same_columns
 from ctfile.reader.read_ahead import Streams
-from ctfile.reader.row_id_sets import classify
+from ctfile.reader.row_id_sets import Side, classify
 
 PAIR_MEMORY_BUDGET = 128 << 20
 _DECODED_BYTES_PER_STORED_BYTE = 8  # rough Parquet expansion for bucket sizing (lineitem: ~6)
@@ -118,113 +122,105 @@ class MinimumDelta:
             a_sel = [sel for _, sel in hidden[:len(added)]]
             r_rid = [rid for rid, _ in hidden[len(added):]]
             del hidden
-            a_pair, r_sel, r_pair, pair_ids = classify(added, a_rid, a_sel, removed, r_rid)
-            edges = self._bucket_edges(added, removed, pair_ids)
+            new, old, pair_ids = classify(added, a_rid, a_sel, removed, r_rid)
+            del a_rid, a_sel, r_rid
+            edges = self._bucket_edges(new, old, pair_ids)
             del pair_ids
-            reads = self._plan_reads(added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool)
-            del a_sel, r_sel
-            yield from self._run_reads(reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, **kw)
+            reads = self._plan_reads(new, old, pool)
+            # Planned: the selections are not needed any more (dropped here).
+            new, old = new.pairs_only(), old.pairs_only()
+            yield from self._run_reads(reads, new, old, edges, pool, **kw)
 
     # ------------------------------------------------------------ reading the needed rows once
 
-    def _plan_reads(self, added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool) -> list[_Read]:
+    def _plan_reads(self, new: Side, old: Side, pool) -> list[_Read]:
         """One read per partition holding a needed row: its lone rows and its
         halves of update pairs together, so each partition is decoded once.
         A removed partition whose copy-on-write successor shares columns
         (:meth:`_column_reuse`) reads only the other columns."""
-        reuse = self._column_reuse(added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool)
+        reuse = self._column_reuse(new, old, pool)
         names = self._data_schema.names
         reads: list[_Read] = []
-        for insert, parts, rids, sels, pairs in ((True, added, a_rid, a_sel, a_pair), (False, removed, r_rid, r_sel, r_pair)):
-            for i, p in enumerate(parts):
-                pos = _positions(sels[i])
+        for side in (new, old):
+            for i, p in enumerate(side.parts):
+                pos = side.positions(i)
                 if not len(pos):
                     continue
-                r = _Read(insert, i, p, pos, rids[i], pairs[i][pos])
-                if not insert and i in reuse:
-                    r.reuse_from, r.same = reuse[i]
-                    r.columns = [c for c in names if c not in r.same]
+                r = _Read(side.insert, i, p, pos, side.rids[i], side.pairs[i][pos])
+                if not side.insert and i in reuse:
+                    r.reuse = reuse[i]
+                    r.columns = [c for c in names if c not in r.reuse.same]
                 reads.append(r)
         return reads
 
-    def _column_reuse(self, added, a_rid, a_sel, a_pair, removed, r_rid, r_sel, r_pair, pool) -> dict[int, tuple[int, frozenset[str]]]:
-        """Removed partitions whose copy-on-write successor among ``added``
-        holds the same row ids in the same order, all of its needed rows being
-        update pairs with the same rows of the successor, with the table
-        columns whose values the two files share (:func:`same_columns`):
-        ``{removed index: (added index, columns)}``. The old images of those
+    def _column_reuse(self, new: Side, old: Side, pool) -> dict[int, _Reuse]:
+        """Removed partitions whose copy-on-write successor among the added
+        ones holds the same row ids in the same order, all of its needed rows
+        being update pairs with the same rows of the successor, with the
+        table columns whose values the two files share
+        (:func:`same_columns`), by removed index. The old images of those
         columns are then taken from the new images, not decoded again."""
         by_shape: dict[tuple[int, int, int], int] = {}
-        for j, rid in enumerate(a_rid):
-            if len(rid):
-                by_shape[(len(rid), int(rid[0]), int(rid[-1]))] = j
+        for j in range(len(new)):
+            shape = new.shape(j)
+            if shape is not None:
+                by_shape[shape] = j
         candidates = []
-        for i, (rid, pair) in enumerate(zip(r_rid, r_pair)):
-            if not len(rid) or not pair.any():
+        for i in range(len(old)):
+            if not old.pairs[i].any():
                 continue
-            j = by_shape.get((len(rid), int(rid[0]), int(rid[-1])))
-            if j is None or not np.array_equal(rid, a_rid[j]):
+            j = by_shape.get(old.shape(i))
+            if j is None or not np.array_equal(old.rids[i], new.rids[j]):
                 continue
             # Same ids in the same order: every needed row of both files is a
             # pair (a lone row would need every column), at the same position.
-            if not (np.array_equal(r_sel[i], pair) and np.array_equal(a_sel[j], a_pair[j]) and np.array_equal(pair, a_pair[j])):
+            if not (old.only_pairs(i) and new.only_pairs(j) and np.array_equal(old.pairs[i], new.pairs[j])):
                 continue
             candidates.append((i, j))
-        sames = pool.map(lambda ij: same_columns(self._files, removed[ij[0]], added[ij[1]], self._table_schema), candidates)
-        return {i: (j, frozenset(same)) for (i, j), same in zip(candidates, sames) if same}
+        sames = pool.map(lambda ij: same_columns(self._files, old.parts[ij[0]], new.parts[ij[1]], self._table_schema), candidates)
+        return {i: _Reuse(j, frozenset(same)) for (i, j), same in zip(candidates, sames) if same}
 
-    def _run_reads(self, reads, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
+    def _run_reads(self, reads, new: Side, old: Side, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
+        """Emit the rows of ``reads``: update pairs bucket by bucket (each
+        read streamed once across the buckets), then the lone rows."""
         kw = {"version": version, "timestamp_ms": timestamp_ms}
         buckets = len(edges) - 1
         pair_reads = [r for r in reads if r.pair.any()]
         lone_reads = [r for r in reads if not r.pair.any()]
         for r in pair_reads:
-            pk = np.flatnonzero(r.pair)
-            pid = r.ids(pk)
-            r.monotone = bool(np.all(pid[1:] > pid[:-1]))
-            n_before = np.searchsorted(pid, edges[1:]) if r.monotone else None
-            # Selected-row index just past the last pair of each bucket.
-            r.ends = None if n_before is None else np.where(n_before > 0, pk[np.maximum(n_before, 1) - 1] + 1, 0)
+            r.place(edges)
+        tail: Iterator[Chunk] = iter(())
         if buckets > 1 and not all(r.monotone for r in pair_reads):
             # Pair rows out of id order in some partition and several buckets:
             # read each partition's lone rows once, and its pair rows again
             # per bucket (the general path).
-            for r in pair_reads:
-                lone = ~r.pair
-                if lone.any():
-                    lone_reads.append(_Read(r.insert, r.index, r.part, r.positions[lone], r.rid, r.pair[lone]))
+            lone_reads += [lone for lone in map(_Read.lone_rows, pair_reads) if lone is not None]
             pair_reads = []
-            tail = self._pairs_by_rereading(added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, **kw)
-        else:
-            tail = iter(())
-        # Consumption order: bucket by bucket, new images before old (reused
-        # columns of an old image come from its new image), then lone rows.
-        first: list[list[_Read]] = [[] for _ in range(buckets)]
-        for r in pair_reads:
-            first[int(np.argmax(r.ends > 0)) if buckets > 1 else 0].append(r)
-        order = [r for group in first for r in sorted(group, key=lambda r: (not r.insert, int(r.ids(np.argmax(r.pair)))))]
-        pair_reads = list(order)  # consumed in this order, bucket by bucket
-        order = [r for r in order if r.columns != []]  # reads with nothing to decode never start
+            tail = self._pairs_by_rereading(new, old, edges, pool, **kw)
+        pair_reads = _consumption_order(pair_reads, buckets)
+        order = [r for r in pair_reads if r.columns != []]  # reads with nothing to decode never start
         order += lone_reads
         streams = Streams(pool, self._files, self._table_schema, order, self._batch_rows, use_threads=self._use_threads)
         try:
-            for b in range(buckets):
-                if not pair_reads:
-                    break
+            for b in range(buckets if pair_reads else 0):
                 yield from self._bucket(streams, pair_reads, b, buckets, **kw)
             for r in lone_reads:
-                cur = streams.cursor(r)
-                n = len(r.positions)
-                while cur.taken < n:
-                    k0 = cur.taken
-                    tables = cur.take(min(n, k0 + self._batch_rows))
-                    c = self._lone_chunk(_concat(tables, self._data_schema), r.ids(slice(k0, cur.taken)), r.insert, **kw)
-                    if c is not None:
-                        yield c
-                streams.close(r)
+                yield from self._lone_rows(streams, r, **kw)
             yield from tail
         finally:
             streams.close_all()
+
+    def _lone_rows(self, streams: Streams, r: _Read, *, version, timestamp_ms) -> Iterator[Chunk]:
+        """Emit the rows of a read of lone rows, a batch at a time."""
+        cur = streams.cursor(r)
+        n = len(r.positions)
+        while cur.taken < n:
+            k0 = cur.taken
+            tables = cur.take(min(n, k0 + self._batch_rows))
+            c = self._lone_chunk(_concat(tables, self._data_schema), r.ids(slice(k0, cur.taken)), r.insert, version=version, timestamp_ms=timestamp_ms)
+            if c is not None:
+                yield c
+        streams.close(r)
 
     def _bucket(self, streams, pair_reads, b, buckets, *, version, timestamp_ms) -> Iterator[Chunk]:
         """Emit the pairs of bucket ``b`` and the lone rows read with them."""
@@ -232,55 +228,66 @@ class MinimumDelta:
         sides: dict[bool, list[tuple[_Read, pa.Table, np.ndarray]]] = {True: [], False: []}
         new_piece: dict[int, tuple[pa.Table, np.ndarray]] = {}
         for r in sorted(pair_reads, key=lambda r: not r.insert):  # new images first (stable: in consumption order)
-            if r.finished:
+            lone, piece = self._take_bucket(streams, r, b, buckets, **kw)
+            if lone is not None:
+                yield lone
+            if piece is None:
                 continue
-            last = buckets == 1 or b == buckets - 1 or r.ends[b] == r.ends[-1]
-            # The last bucket of a read takes the lone rows after its last pair too.
-            end = len(r.positions) if last else int(r.ends[b])
-            if end <= r.taken:
-                continue
-            k0 = r.taken
-            # Rows of the read in this bucket, split into lone rows (emitted
-            # now) and pair rows; split piece by piece, so no take runs over
-            # a many-chunk table (which would concatenate it first).
-            is_pair = r.pair[k0:end]
-            ids = r.ids(slice(k0, end))
-            if r.columns == []:  # every column shared with the new image: nothing to read
-                data = None
-            else:
-                lone_t, pair_t = _split(streams.cursor(r).take(end), is_pair)
-                if lone_t:
-                    c = self._lone_chunk(_concat(lone_t, self._data_schema), ids[~is_pair], r.insert, **kw)
-                    if c is not None:
-                        yield c
-                data = _concat(pair_t, self._read_schema(r))
-                ids = ids[is_pair]
-            r.taken = end
-            if last:
-                r.finished = True
-                streams.close(r)
-            if not len(ids):
-                continue
+            data, ids = piece
             if r.insert:
                 new_piece[r.index] = (data, ids)
-            elif r.same is not None:
-                src, src_ids = new_piece[r.reuse_from]
+            elif r.reuse is not None:
+                src, src_ids = new_piece[r.reuse.source]
                 if not np.array_equal(src_ids, ids):
                     raise AssertionError("change scan: reused columns do not align")  # pragma: no cover
-                data = pa.Table.from_arrays(
-                    [src.column(c) if c in r.same else data.column(c) for c in self._data_schema.names],
-                    schema=self._data_schema,
-                )
+                data = self._merge_columns(src, data, r.reuse.same)
             sides[r.insert].append((r, data, ids))
         if not sides[True] and not sides[False]:
             return
-        new, new_ids = _assemble_side(sides[True], self._data_schema)
-        old, old_ids = _assemble_side(sides[False], self._data_schema)
+        new = _assemble_side(sides[True], self._data_schema)
+        old = _assemble_side(sides[False], self._data_schema)
         # Columns every old image of the bucket took from its new image need
         # no comparison.
         olds = [r for r, _, _ in sides[False]]
-        skip = frozenset.intersection(*[r.same for r in olds]) if olds and all(r.same for r in olds) else frozenset()
-        yield from self._emit_pairs((old, old_ids), (new, new_ids), version, timestamp_ms, skip=skip)
+        skip = frozenset.intersection(*[r.reuse.same for r in olds]) if olds and all(r.reuse is not None for r in olds) else frozenset()
+        yield from self._emit_pairs(old, new, version, timestamp_ms, skip=skip)
+
+    def _take_bucket(self, streams, r: _Read, b, buckets, *, version, timestamp_ms) -> tuple[Chunk | None, tuple[pa.Table | None, np.ndarray] | None]:
+        """Advance read ``r`` to the end of bucket ``b``: the lone rows passed
+        on the way (a chunk, or None) and its pair rows in the bucket
+        ``(table columns it reads, row ids)`` (None when it has none there).
+        The rows are split piece by piece, so no take runs over a many-chunk
+        table (which would concatenate it first)."""
+        if r.finished:
+            return None, None
+        end, last = r.bucket_end(b, buckets)
+        if end <= r.taken:
+            return None, None
+        k0 = r.taken
+        is_pair = r.pair[k0:end]
+        ids = r.ids(slice(k0, end))
+        lone = None
+        if r.columns == []:  # every column shared with the new image: nothing to read
+            data = None
+        else:
+            lone_t, pair_t = _split(streams.cursor(r).take(end), is_pair)
+            if lone_t:
+                lone = self._lone_chunk(_concat(lone_t, self._data_schema), ids[~is_pair], r.insert, version=version, timestamp_ms=timestamp_ms)
+            data = _concat(pair_t, self._read_schema(r))
+            ids = ids[is_pair]
+        r.taken = end
+        if last:
+            r.finished = True
+            streams.close(r)
+        return lone, ((data, ids) if len(ids) else None)
+
+    def _merge_columns(self, shared: pa.Table, rest: pa.Table | None, same: frozenset[str]) -> pa.Table:
+        """An old image: the columns ``same`` from its new image ``shared``,
+        the others from ``rest`` (the old file's other columns)."""
+        return pa.Table.from_arrays(
+            [shared.column(c) if c in same else rest.column(c) for c in self._data_schema.names],
+            schema=self._data_schema,
+        )
 
     def _read_schema(self, r: _Read) -> pa.Schema:
         if r.columns is None:
@@ -290,12 +297,12 @@ class MinimumDelta:
     def _lone_chunk(self, data: pa.Table, ids: np.ndarray, insert: bool, *, version, timestamp_ms) -> Chunk | None:
         return filter_chunk(data, ids, insert, self._filter, version=version, timestamp_ms=timestamp_ms)
 
-    def _bucket_edges(self, added, removed, pair_ids) -> np.ndarray:
+    def _bucket_edges(self, new: Side, old: Side, pair_ids) -> np.ndarray:
         """Row-id bucket bounds ``[lo, hi)`` for the update pairs, so that the
         pairs of one bucket fit the memory budget."""
         if not len(pair_ids):
             return np.empty(1, np.int64)
-        parts = list(added) + list(removed)
+        parts = list(new.parts) + list(old.parts)
         bytes_per_row = max(
             (p.size_bytes / p.num_records for p in parts if p.num_records), default=64
         ) * _DECODED_BYTES_PER_STORED_BYTE
@@ -307,49 +314,49 @@ class MinimumDelta:
 
     # ------------------------------------------------------------ general path: pairs out of id order
 
-    def _pairs_by_rereading(self, added, a_rid, a_pair, removed, r_rid, r_pair, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
+    def _pairs_by_rereading(self, new: Side, old: Side, edges, pool, *, version, timestamp_ms) -> Iterator[Chunk]:
         """Update pairs in row-id buckets, each bucket reading the pair rows
         with ids in its range from every partition (a partition is decoded
         once per bucket that needs it)."""
-        reuse = self._column_reuse(added, a_rid, a_pair, a_pair, removed, r_rid, r_pair, r_pair, pool)
+        new, old = new.pairs_only(), old.pairs_only()  # lone rows are read apart
+        reuse = self._column_reuse(new, old, pool)
         for lo, hi in zip(edges[:-1], edges[1:]):
-            new_pieces = self._read_pieces(added, a_rid, a_pair, lo, hi)
-            old_pieces = self._read_pieces(removed, r_rid, r_pair, lo, hi, reuse=reuse, new_pieces=new_pieces)
-            new = _assemble_side([(None, t, ids) for t, _, ids in new_pieces.values()], self._data_schema)
-            old = _assemble_side([(None, t, ids) for t, _, ids in old_pieces.values()], self._data_schema)
+            new_pieces = self._read_pieces(new, lo, hi)
+            old_pieces = self._read_pieces(old, lo, hi, reuse=reuse, new_pieces=new_pieces)
+            new_t = _assemble_side([(None, t, ids) for t, _, ids in new_pieces.values()], self._data_schema)
+            old_t = _assemble_side([(None, t, ids) for t, _, ids in old_pieces.values()], self._data_schema)
             del new_pieces, old_pieces
-            yield from self._emit_pairs(old, new, version, timestamp_ms)
-            del new, old
+            yield from self._emit_pairs(old_t, new_t, version, timestamp_ms)
+            del new_t, old_t
 
-    def _read_pieces(self, parts, rids, pairs, lo, hi, *, reuse=None, new_pieces=None) -> dict[int, tuple[pa.Table, np.ndarray, np.ndarray]]:
-        """Per partition index, the pair rows with ids in ``[lo, hi)``:
-        ``(table columns, positions, row ids)``, in file order."""
+    def _read_pieces(self, side: Side, lo, hi, *, reuse=None, new_pieces=None) -> dict[int, tuple[pa.Table, np.ndarray, np.ndarray]]:
+        """Per partition index of ``side``, the pair rows with ids in
+        ``[lo, hi)``: ``(table columns, positions, row ids)``, in file order."""
         pieces: dict[int, tuple[pa.Table, np.ndarray, np.ndarray]] = {}
-        for i, (p, rid, pair) in enumerate(zip(parts, rids, pairs)):
-            pos = np.flatnonzero(pair & (rid >= lo) & (rid < hi))
+        for i, p in enumerate(side.parts):
+            pos = side.pairs_in(i, lo, hi)
             if not len(pos):
                 continue
             match = reuse.get(i) if reuse else None
-            if match is not None and match[0] in new_pieces and np.array_equal(new_pieces[match[0]][1], pos):
+            if match is not None and match.source in new_pieces and np.array_equal(new_pieces[match.source][1], pos):
                 # Same rows at the same positions in both files: columns the
                 # files share come from the new image already read.
-                new_t, same = new_pieces[match[0]][0], match[1]
-                names = self._data_schema.names
-                diff = [c for c in names if c not in same]
+                diff = [c for c in self._data_schema.names if c not in match.same]
                 old_t = read_rows(self._files, p, self._table_schema, pos, columns=diff, use_threads=self._use_threads) if diff else None
-                t = pa.Table.from_arrays(
-                    [new_t.column(c) if c in same else old_t.column(c) for c in names], schema=self._data_schema
-                )
+                t = self._merge_columns(new_pieces[match.source][0], old_t, match.same)
             else:
                 t = read_rows(self._files, p, self._table_schema, pos, use_threads=self._use_threads)
-            pieces[i] = (t, pos, rid[pos])
+            pieces[i] = (t, pos, side.rids[i][pos])
         return pieces
 
     # ------------------------------------------------------------ pairs
 
-    def _emit_pairs(self, old_t, new_t, version, timestamp_ms, *, skip: frozenset = frozenset()) -> Iterator[Chunk]:
-        """The update pairs of one bucket, aligned by row id (see
-        :func:`~ctfile.reader.change_events.emit_pairs`)."""
+    def _emit_pairs(self, old_t: _Images, new_t: _Images, version, timestamp_ms, *, skip: frozenset = frozenset()) -> Iterator[Chunk]:
+        """Emit the update pairs of one bucket (both sides in row-id order)
+        with :func:`~ctfile.reader.change_events.emit_pairs`: a pair whose
+        values are all equal is dropped (the columns ``skip`` are known
+        equal, taken from the new images, and not compared); an image
+        failing the filter splits its pair."""
         (old, old_ids), (new, new_ids) = old_t, new_t
         if len(old_ids) != len(new_ids) or not np.array_equal(old_ids, new_ids):
             raise AssertionError("change scan: update pairs do not align by row id")  # pragma: no cover
@@ -359,9 +366,27 @@ class MinimumDelta:
         )
 
 
+@dataclass(frozen=True)
+class _Reuse:
+    """The columns of an old image taken from its copy-on-write successor's
+    new image (byte-identical column chunks) instead of being decoded."""
+
+    source: int  # the successor's index among the added partitions
+    same: frozenset[str]  # the shared columns (never empty)
+
+
+class _Images(NamedTuple):
+    """One side of a bucket's update pairs, in row-id order."""
+
+    table: pa.Table  # table columns
+    ids: np.ndarray  # row ids
+
+
 @dataclass(eq=False)
 class _Read:
-    """The rows of one partition a minimum delta needs, decoded once."""
+    """The rows of one partition a minimum delta needs, decoded once, and,
+    for a read holding update pairs, how far the bucket-by-bucket
+    consumption has taken it."""
 
     insert: bool  # an added partition (new images, INSERTs) or a removed one
     index: int  # the partition's index among the added or removed ones
@@ -370,10 +395,9 @@ class _Read:
     rid: np.ndarray  # row ids of every row of the partition
     pair: np.ndarray  # per needed row: half of an update pair (else a lone row)
     columns: list[str] | None = None  # None: every table column
-    reuse_from: int | None = None  # the added partition the other columns come from
-    same: frozenset | None = None
-    monotone: bool = True  # pair ids ascend in file order
-    ends: np.ndarray | None = None  # per bucket: needed-row index past its last pair
+    reuse: _Reuse | None = None  # where the other columns come from
+    monotone: bool = True  # pair ids ascend in file order (set by place)
+    ends: np.ndarray | None = None  # per bucket: needed-row index past its last pair (set by place)
     taken: int = 0  # needed rows consumed so far
     finished: bool = False
 
@@ -381,18 +405,50 @@ class _Read:
         """Row ids of needed rows ``k`` (an index, array or slice)."""
         return self.rid[self.positions[k]]
 
+    def place(self, edges: np.ndarray) -> None:
+        """Place the read's pairs in the row-id buckets ``edges``: whether its
+        pair ids ascend (then each bucket takes the next rows of its stream)
+        and where each bucket ends."""
+        pk = np.flatnonzero(self.pair)
+        pid = self.ids(pk)
+        self.monotone = bool(np.all(pid[1:] > pid[:-1]))
+        n_before = np.searchsorted(pid, edges[1:]) if self.monotone else None
+        # Selected-row index just past the last pair of each bucket.
+        self.ends = None if n_before is None else np.where(n_before > 0, pk[np.maximum(n_before, 1) - 1] + 1, 0)
+
+    def first_bucket(self, buckets: int) -> int:
+        """The first bucket holding one of the read's pairs."""
+        return int(np.argmax(self.ends > 0)) if buckets > 1 else 0
+
+    def bucket_end(self, b: int, buckets: int) -> tuple[int, bool]:
+        """The needed-row index bucket ``b`` consumes the read up to, and
+        whether that is the read's last bucket (which takes the lone rows
+        after its last pair too)."""
+        last = buckets == 1 or b == buckets - 1 or self.ends[b] == self.ends[-1]
+        return (len(self.positions) if last else int(self.ends[b])), bool(last)
+
+    def lone_rows(self) -> _Read | None:
+        """A read of this read's lone rows alone (None when it has none)."""
+        lone = ~self.pair
+        if not lone.any():
+            return None
+        return _Read(self.insert, self.index, self.part, self.positions[lone], self.rid, self.pair[lone])
+
+
+def _consumption_order(pair_reads: list[_Read], buckets: int) -> list[_Read]:
+    """The order the buckets consume ``pair_reads`` in: by first bucket, then
+    new images before old (reused columns of an old image come from its new
+    image), then by first pair id."""
+    first: list[list[_Read]] = [[] for _ in range(buckets)]
+    for r in pair_reads:
+        first[r.first_bucket(buckets)].append(r)
+    return [r for group in first for r in sorted(group, key=lambda r: (not r.insert, int(r.ids(np.argmax(r.pair)))))]
+
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     if not tables:
         return schema.empty_table()
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-
-
-def _positions(mask: np.ndarray) -> np.ndarray:
-    """Indices of ``mask``, as int32 when they fit (half the memory of the
-    index arrays a scan of a large change keeps)."""
-    pos = np.flatnonzero(mask)
-    return pos.astype(np.int32) if len(mask) < 2**31 else pos
 
 
 def _split(tables: list[pa.Table], is_pair: np.ndarray) -> tuple[list[pa.Table], list[pa.Table]]:
@@ -413,19 +469,16 @@ def _split(tables: list[pa.Table], is_pair: np.ndarray) -> tuple[list[pa.Table],
     return lone, pair
 
 
-def _assemble_side(pieces, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+def _assemble_side(pieces, schema: pa.Schema) -> _Images:
     """Concatenate one side's ``(read, table, ids)`` pieces, sorted by row id."""
     pieces = sorted((x for x in pieces if len(x[2])), key=lambda x: int(x[2][0]))
     if not pieces:
-        return schema.empty_table(), np.empty(0, np.int64)
+        return _Images(schema.empty_table(), np.empty(0, np.int64))
     tables = [t for _, t, _ in pieces]
     all_ids = np.concatenate([ids for _, _, ids in pieces])
     if len(all_ids) < 2 or bool(np.all(all_ids[1:] > all_ids[:-1])):
         # Already in id order (partitions and rows in id order, the usual
         # case): no reordering copy.
-        return _concat(tables, schema), all_ids
+        return _Images(_concat(tables, schema), all_ids)
     order = np.argsort(all_ids, kind="stable")
-    return _concat(tables, schema).take(pa.array(order)), all_ids[order]
-
-
-# ---------------------------------------------------------------- row-id sets
+    return _Images(_concat(tables, schema).take(pa.array(order)), all_ids[order])

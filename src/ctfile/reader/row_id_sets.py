@@ -2,18 +2,21 @@
 
 From the hidden values alone, :func:`classify` tells which rows of the
 interval's net added and net removed partitions are candidate INSERTs,
-candidate DELETEs and halves of update pairs. Row ids are dense (they count
-rows from 0), so :class:`IdSet` answers membership with a boolean table over
-the ids' range, in linear time, and falls back to a sorted array when the ids
-are sparse.
+candidate DELETEs and halves of update pairs, and returns each side of the
+delta as a :class:`Side`. Row ids are dense (they count rows from 0), so
+:class:`IdSet` answers membership with a boolean table over the ids' range,
+in linear time, and falls back to a sorted array when the ids are sparse.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from ctfile.format.actions import Partition
 from ctfile.reader.partition_reader import hidden_values_only_inherited
 
 # Row-id sets use a boolean table over the ids' range when the range is at
@@ -84,23 +87,87 @@ class IdSet:
         return self._sorted
 
 
-def classify(added, a_rid, a_sel, removed, r_rid):
-    """From the hidden values: which rows of each partition are halves of
-    update pairs, which removed rows are candidate DELETEs, and the sorted
-    pair ids. ``a_sel`` marks the added rows written in the interval."""
-    a_pair = [np.zeros(len(rid), dtype=bool) for rid in a_rid]
+@dataclass(frozen=True, eq=False)
+class Side:
+    """One side of a minimum delta: the net added partitions (``insert``:
+    new images, candidate INSERTs) or the net removed ones (old images,
+    candidate DELETEs), with, per partition (aligned with ``parts``), the row
+    id of each of its rows, the rows the delta needs (``selected``) and which
+    of those are halves of update pairs (``pairs``, a subset of
+    ``selected``).
+
+    >>> side = Side(True, ["p"], [np.array([4, 5, 6, 7])],
+    ...             [np.array([False, True, True, True])], [np.array([False, False, True, True])])
+    >>> side.positions(0).tolist(), side.pairs_in(0, 6, 7).tolist(), side.shape(0)
+    ([1, 2, 3], [2], (4, 4, 7))
+    >>> side.only_pairs(0), side.pairs_only().only_pairs(0)
+    (False, True)
+    """
+
+    insert: bool
+    parts: Sequence[Partition]
+    rids: Sequence[np.ndarray]  # per partition: the row id of every row
+    selected: Sequence[np.ndarray]  # per partition: bool per row, needed by the delta
+    pairs: Sequence[np.ndarray]  # per partition: bool per row, half of an update pair
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def positions(self, i: int) -> np.ndarray:
+        """Indices of the needed rows of partition ``i``, as int32 when they
+        fit (half the memory of the index arrays a scan of a large change
+        keeps)."""
+        mask = self.selected[i]
+        pos = np.flatnonzero(mask)
+        return pos.astype(np.int32) if len(mask) < 2**31 else pos
+
+    def pairs_in(self, i: int, lo: int, hi: int) -> np.ndarray:
+        """Indices of the pair rows of partition ``i`` with ids in ``[lo, hi)``."""
+        rid = self.rids[i]
+        return np.flatnonzero(self.pairs[i] & (rid >= lo) & (rid < hi))
+
+    def shape(self, i: int) -> tuple[int, int, int] | None:
+        """``(rows, first id, last id)`` of partition ``i`` (None when empty):
+        equal for a partition and a copy-on-write rewrite of it with the same
+        rows in the same order."""
+        rid = self.rids[i]
+        return (len(rid), int(rid[0]), int(rid[-1])) if len(rid) else None
+
+    def only_pairs(self, i: int) -> bool:
+        """Every needed row of partition ``i`` is half of an update pair."""
+        return np.array_equal(self.selected[i], self.pairs[i])
+
+    def pairs_only(self) -> Side:
+        """This side with only its update pairs needed (its lone rows taken
+        care of): the selection arrays are no longer referenced."""
+        return dataclasses.replace(self, selected=self.pairs)
+
+
+def classify(
+    added: Sequence[Partition],
+    a_rid: Sequence[np.ndarray],
+    a_sel: Sequence[np.ndarray],
+    removed: Sequence[Partition],
+    r_rid: Sequence[np.ndarray],
+) -> tuple[Side, Side, np.ndarray]:
+    """From the hidden values: the new side (``added``, whose rows ``a_sel``
+    were written in the interval), the old side (``removed``: its rows not
+    copied unchanged are needed) with the halves of update pairs of both, and
+    the sorted pair ids."""
+    no_pairs = [np.zeros(len(rid), dtype=bool) for rid in a_rid]
     if not removed:
-        return a_pair, [], [], np.empty(0, np.int64)
+        return Side(True, added, a_rid, a_sel, no_pairs), Side(False, removed, r_rid, [], []), np.empty(0, np.int64)
     ids = IdSet(list(a_rid) + list(r_rid))
     dense = [hidden_values_only_inherited(p) for p in removed]
     # U: ids of the unchanged copies; a removed row not in U was deleted or updated.
     ids.fill(a_rid, [~sel for sel in a_sel])
     r_sel = [~ids.contains(rid, d) for rid, d in zip(r_rid, dense)]
     if not any(sel.any() for sel in a_sel) or not any(sel.any() for sel in r_sel):
-        return a_pair, r_sel, [np.zeros(len(rid), dtype=bool) for rid in r_rid], np.empty(0, np.int64)
+        old = Side(False, removed, r_rid, r_sel, [np.zeros(len(rid), dtype=bool) for rid in r_rid])
+        return Side(True, added, a_rid, a_sel, no_pairs), old, np.empty(0, np.int64)
     # Ids on both sides are the updates.
     ids.fill(r_rid, r_sel)
     a_pair = [sel & ids.contains(rid) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel in zip(a_rid, a_sel)]
     ids.fill(a_rid, a_pair)
     r_pair = [sel & ids.contains(rid, d) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel, d in zip(r_rid, r_sel, dense)]
-    return a_pair, r_sel, r_pair, ids.members()
+    return Side(True, added, a_rid, a_sel, a_pair), Side(False, removed, r_rid, r_sel, r_pair), ids.members()

@@ -82,6 +82,12 @@ class Snapshot:
         return self._state.protocol
 
     @property
+    def change_capture(self) -> str:
+        """``ctfile.changeCapture`` of this version, as the writers of the next
+        commit apply it: ``none`` or ``before_after`` (SPEC §Change capture)."""
+        return TableProperties.from_mapping(self.metadata.properties).change_capture.value
+
+    @property
     def partitions(self) -> list[Partition]:
         return list(self._state.partitions.values())
 

@@ -8,6 +8,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from ctfile.format.actions import ChangeFile, CommitInfo
+from ctfile.format.change_files import is_captured
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.properties import IsolationLevel
 from ctfile.log.manifest import ManifestLog
@@ -29,6 +31,12 @@ class HistoryEntry:
     isolation_level: str = IsolationLevel.SNAPSHOT.value
     #: True if the commit only added rows and read nothing (SPEC §Conflict detection).
     is_blind_append: bool = False
+    #: SPEC §Change capture: whether a change scan can compute this commit's
+    #: change without reading the partitions it removed (None for a commit
+    #: that changes no data); and the change files it names, with their bytes.
+    captured: bool | None = None
+    change_files: int = 0
+    change_bytes: int = 0
 
 
 def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[HistoryEntry]:
@@ -39,7 +47,9 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
     first = oldest if limit is None else max(oldest, latest - limit + 1)
     out = []
     for v in range(latest, first - 1, -1):
-        ci = log.commit_info(v)
+        actions = log.read_entry(v)
+        ci = next(a for a in actions if isinstance(a, CommitInfo))
+        changes = [a for a in actions if isinstance(a, ChangeFile)]
         out.append(
             HistoryEntry(
                 version=v,
@@ -51,6 +61,9 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
                 read_version=ci.read_version,
                 isolation_level=ci.isolation_level,
                 is_blind_append=bool(ci.is_blind_append),
+                captured=is_captured(actions) if ci.data_change else None,
+                change_files=len(changes),
+                change_bytes=sum(c.size_bytes for c in changes),
             )
         )
     return out

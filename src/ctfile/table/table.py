@@ -15,7 +15,7 @@ from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, VersionNotFoundError
 from ctfile.format.paths import commit_path
 from ctfile.log.manifest import CheckpointInfo, ManifestLog
-from ctfile.log.replay import TableState, check_writer_protocol
+from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions, check_writer_protocol
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.change_plan import plan_changes, resolve_interval
@@ -39,10 +39,13 @@ class Table:
     def __init__(self, storage: Storage):
         self._storage = storage
         self._log = ManifestLog(storage)
+        # The table-level state of the latest version seen, and its full
+        # state once something needed the partitions (then of the same version).
+        self._head: TableHead | None = None
         self._state: TableState | None = None
 
     def __repr__(self) -> str:
-        v = self._state.version if self._state else "?"
+        v = self._head.version if self._head else "?"
         return f"Table({self._storage.uri!r}, version={v})"
 
     # ------------------------------------------------------------ state
@@ -60,39 +63,57 @@ class Table:
         return self._log
 
     def refresh(self) -> "Table":
-        """Load the latest version (the table otherwise caches its last known state)."""
-        latest = self._log.latest_version(known=None if self._state is None else self._state.version)
-        if self._state is None or self._state.version != latest:
-            if self._state is not None and latest > self._state.version:
-                # Roll forward from the cached state instead of a full replay.
-                from ctfile.log.replay import apply_entry
+        """Find the latest version (the table otherwise caches its last known state).
 
-                state = self._state
-                for v in range(state.version + 1, latest + 1):
-                    state = apply_entry(state, v, self._log.read_entry(v), where=commit_path(v))
-                self._state = state
-            else:
-                self._state = self._log.load_state(latest=latest)
+        Only its table-level state is read (protocol, checked; schema;
+        properties): the live partitions are read when a snapshot, a write or
+        a checkpoint first needs them, so a change scan from a newly opened
+        table reads the log entries of its interval, not the whole table.
+        """
+        known = None if self._head is None else self._head.version
+        latest = self._log.latest_version(known=known)
+        if latest == known:
+            return self
+        if self._state is not None and latest > self._state.version:
+            # Roll forward from the cached state instead of a full replay.
+            state = self._state
+            for v in range(state.version + 1, latest + 1):
+                state = apply_entry(state, v, self._log.read_entry(v), where=commit_path(v))
+            self._state, self._head = state, state.head
+        elif self._head is not None and latest > self._head.version:
+            head = self._head
+            for v in range(head.version + 1, latest + 1):
+                head = apply_table_actions(head, v, self._log.read_table_actions(v), where=commit_path(v))
+            self._state, self._head = None, head
+        else:
+            self._state, self._head = None, self._log.load_head(latest=latest)
         return self
 
-    def _current(self) -> TableState:
-        if self._state is None:
+    def _current_head(self) -> TableHead:
+        if self._head is None:
             self.refresh()
-        assert self._state is not None
+        assert self._head is not None
+        return self._head
+
+    def _current(self) -> TableState:
+        """The full state of the version :meth:`_current_head` names, built now if not yet."""
+        head = self._current_head()
+        if self._state is None:
+            self._state = self._log.load_state(head.version, latest=head.version)
         return self._state
 
     @property
     def version(self) -> int:
         """The latest version this object has seen (call :meth:`refresh` to update)."""
-        return self._current().version
+        return self._current_head().version
 
     @property
     def schema(self) -> pa.Schema:
-        return self._current().metadata.schema.to_arrow(field_ids=False)
+        return self._current_head().metadata.schema.to_arrow(field_ids=False)
 
     @property
     def properties(self) -> dict[str, str]:
-        return dict(self._current().metadata.properties)
+        return dict(self._current_head().metadata.properties)
 
     # ------------------------------------------------------------ reads
 
@@ -113,7 +134,7 @@ class Table:
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
             raise InvalidArgumentError(f"version must be an int, found {version!r}")
         self.refresh()
-        latest = self._current().version
+        latest = self._current_head().version
         if timestamp is not None:
             version = self._log.version_at_timestamp(timestamp_to_ms(timestamp), latest=latest, past_latest=False)
         if version is None or version == latest:
@@ -189,7 +210,7 @@ class Table:
         if not isinstance(initial_rows, bool):
             raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
         self.refresh()
-        state = self._current()
+        state = self._current_head()  # the partitions at the latest version are not needed
         if filter is not None:
             check_predicate(filter, state.metadata.schema.to_arrow(field_ids=False), what="filter")
         a, b = resolve_interval(
@@ -211,7 +232,7 @@ class Table:
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         """Committed versions, newest first, with their commit info."""
         self.refresh()
-        return read_history(self._log, self._current().version, limit=limit)
+        return read_history(self._log, self._current_head().version, limit=limit)
 
     # ------------------------------------------------------------ writes
 
@@ -268,12 +289,12 @@ class Table:
         """
         if not isinstance(app_id, str) or not app_id:
             raise InvalidArgumentError(f"app_id must be a non-empty string, found {app_id!r}")
-        done = self.refresh()._current().app_transactions.get(app_id)
+        done = self.refresh()._current_head().app_transactions.get(app_id)
         return None if done is None else done.version
 
     def _on_commit(self, state: TableState) -> None:
-        if self._state is None or state.version > self._state.version:
-            self._state = state
+        if self._head is None or state.version > self._head.version:
+            self._state, self._head = state, state.head
 
     def _run(self, operation: str, parameters: dict, fn, app: dict, *, rerun: bool = True) -> CommitResult:
         """One statement, re-run at the latest version after a conflict
@@ -479,7 +500,7 @@ class Table:
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
             raise InvalidArgumentError(f"version must be an int, found {version!r}")
         self.refresh()
-        latest = self._current().version
+        latest = self._current_head().version
         if version is None or version == latest:
             state = self._current()
         else:

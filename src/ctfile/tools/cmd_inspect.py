@@ -53,7 +53,22 @@ def _history_row(h: ctfile.HistoryEntry) -> dict:
         "read_version": h.read_version,
         "isolation_level": h.isolation_level,
         "blind_append": h.is_blind_append,
+        "captured": h.captured,
+        "change_files": h.change_files,
+        "change_bytes": h.change_bytes,
     }
+
+
+def _captured_cell(r: dict) -> str:
+    """``yes``/``no`` (SPEC §Change capture), with the change files if any;
+    empty for a commit that changes no data."""
+    if r["captured"] is None:
+        return ""
+    if not r["captured"]:
+        return "no"
+    if not r["change_files"]:
+        return "yes"
+    return f"yes, {r['change_files']} files ({out.fmt_bytes(r['change_bytes'])})"
 
 
 def _num(v: Any) -> str:
@@ -69,7 +84,9 @@ def history(
     """List the versions of a table, newest first.
 
     One row per version: commit time (UTC), operation and its parameters,
-    partitions added/removed, rows inserted/updated/deleted, data change.
+    partitions added/removed, rows inserted/updated/deleted, data change, and
+    whether the commit is captured (a change scan needs none of the
+    partitions it removed) with its change files.
     """
     with handle_errors(json_):
         entries = open_uri(uri, storage_option).history(limit=limit)
@@ -81,7 +98,7 @@ def history(
     for name, just in (
         ("version", "right"), ("time (UTC)", "left"), ("operation", "left"), ("parameters", "left"),
         ("+parts", "right"), ("-parts", "right"), ("inserted", "right"), ("updated", "right"),
-        ("deleted", "right"), ("data change", "left"),
+        ("deleted", "right"), ("data change", "left"), ("captured", "left"),
     ):
         t.add_column(name, justify=just, overflow="fold")
     for r in rows:
@@ -90,6 +107,7 @@ def history(
             str(r["version"]), out.fmt_time(r["timestamp"]), r["operation"], params,
             _num(r["partitions_added"]), _num(r["partitions_removed"]), _num(r["rows_inserted"]),
             _num(r["rows_updated"]), _num(r["rows_deleted"]), "yes" if r["data_change"] else "no",
+            _captured_cell(r),
         )
     out.console().print(t)
 
@@ -253,6 +271,7 @@ def show(
                 "writer_features": list(proto.writer_features),
             },
             "properties": dict(md.properties),
+            "change_capture": snap.change_capture,
             "schema": _schema_rows(schema.fields),
             "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
             "partitions": [_partition_dict(p, schema) for p in parts],
@@ -279,6 +298,7 @@ def show(
     )
     if info["properties"]:
         con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(info["properties"].items())))
+    con.print(f"change capture: {info['change_capture']}")
     st = RichTable(title="schema", title_justify="left")
     for c in ("field id", "column", "type", "nullable"):
         st.add_column(c, overflow="fold")

@@ -156,8 +156,10 @@ class VacuumOutput:
             "history_cutoff": out.fmt_ms(r.history_cutoff_ms),
             "deleted_log_files": list(r.deleted_log_files),
             "deleted_data_files": list(r.deleted_data_files),
+            "deleted_change_files": list(r.deleted_change_files),
             "deleted_temp_files": list(r.deleted_temp_files),
             "bytes_freed": r.bytes_freed,
+            "change_bytes_freed": r.change_bytes_freed,
             "notes": notes,
         })
 
@@ -169,8 +171,11 @@ class VacuumOutput:
         con = out.console()
         dry_run = info["dry_run"]
         verb = "would delete" if dry_run else "deleted"
+        changes = info["deleted_change_files"]
         con.print(
-            f"{verb} {len(info['deleted_data_files'])} data files ({out.fmt_bytes(info['bytes_freed'])}), "
+            f"{verb} {len(info['deleted_data_files'])} data files"
+            + (f" and {len(changes)} change files" if changes else "")
+            + f" ({out.fmt_bytes(info['bytes_freed'])}), "
             f"{len(info['deleted_log_files'])} log files and {len(info['deleted_temp_files'])} temporary files"
         )
         con.print(
@@ -181,7 +186,7 @@ class VacuumOutput:
         )
         for note in info["notes"]:
             con.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
-        for f in info["deleted_log_files"] + info["deleted_data_files"] + info["deleted_temp_files"]:
+        for f in info["deleted_log_files"] + info["deleted_data_files"] + changes + info["deleted_temp_files"]:
             con.print(f"  {f}", soft_wrap=True)
 
 

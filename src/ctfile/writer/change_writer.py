@@ -159,15 +159,19 @@ class ChangeWriter:
 
     # ------------------------------------------------------------ statements
 
-    def finish_statement(self) -> None:
-        """Write what is buffered and stage the statement's files in the transaction."""
+    def _flush(self) -> list[StagedFile]:
+        """Write what is buffered; the files written since the last flush, by path."""
         with self._lock:
             rest = self._take(final=True)
         for chunk, path in rest:
             self._write(chunk, path)
         with self._lock:
             files, self._written = self._written, []
-        self._tx.stage_changes(sorted(files, key=lambda f: f.path))
+        return sorted(files, key=lambda f: f.path)
+
+    def finish_statement(self) -> None:
+        """Write what is buffered and stage the statement's files in the transaction."""
+        self._tx.stage_changes(self._flush())
 
     def discard_statement(self) -> None:
         """Drop the rows and files of a statement that failed."""
@@ -183,17 +187,12 @@ class ChangeWriter:
         if not self.overlaps:
             return
         files = self._tx.staged_changes()
-        rows = pa.concat_tables([self._read(f) for f in files]) if files else None
-        if rows is not None:
+        if files:
+            rows = pa.concat_tables([self._read(f) for f in files])
             result = consolidate_rows(rows, self.schema.names, where=self._tx.storage.uri)
             with self._lock:
                 self._buffer, self._buffered = [result], result.num_rows
-                rest = self._take(final=True)
-            for chunk, path in rest:
-                self._write(chunk, path)
-        with self._lock:
-            written, self._written = self._written, []
-        self._tx.replace_changes(sorted(written, key=lambda f: f.path))
+        self._tx.replace_changes(self._flush())
         self.overlaps = False
 
     def _read(self, f: StagedFile) -> pa.Table:

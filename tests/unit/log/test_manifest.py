@@ -204,13 +204,20 @@ def test_corrupt_checkpoint_is_skipped(table12, corrupt):
     older checkpoint (5) instead; with that one bad too, from version 0."""
     log = _log(table12)
     expected = _full_replay(log, 12)
+    changes = ctfile.open_table(table12.uri).changes(start_version=11).to_arrow()
     good = log.storage.read_bytes(checkpoint_path(10))
     log.storage.put(checkpoint_path(10), CORRUPTIONS[corrupt](good))
     with pytest.raises(CorruptLogError):
         log.read_checkpoint(10)
+    # The table-level state, read from the footer when it is readable, is that of replay.
+    assert ManifestLog(LocalStorage(table12.storage.root)).load_head() == expected.head
     fresh = ManifestLog(LocalStorage(table12.storage.root))
     _assert_same_state(fresh.load_state(), expected)
     assert fresh.load_state(10).version == 10
+    # The lazy open: a change scan, then the state built from the files the head read (or older ones).
+    lazy = ctfile.open_table(table12.uri)
+    assert lazy.changes(start_version=11).to_arrow() == changes
+    _assert_same_state(lazy.snapshot().state, expected)
     # And the public API still opens it.
     assert ctfile.open_table(table12.uri).snapshot().num_records == table12.snapshot().num_records
     # With checkpoint 5 unreadable too, replay starts at version 0.
@@ -446,8 +453,9 @@ def test_entry_naming_a_path_twice_is_corrupt_whatever_the_order(new_table, make
     _append_entry(t, [info, *(pair if order == "add-then-remove" else pair[::-1])])
     with pytest.raises(CorruptLogError, match="data/x.parquet is named by more than one add/remove"):
         _log(t).load_state()
+    opened = ctfile.open_table(t.uri)  # finds the schema without decoding the partition actions
     with pytest.raises(CorruptLogError, match="data/x.parquet is named by more than one add/remove"):
-        ctfile.open_table(t.uri)
+        opened.snapshot()
 
 
 def test_next_row_id_is_the_maximum_over_adds_listed_out_of_order(new_table, make_rows):
@@ -499,8 +507,11 @@ def test_unsupported_protocol_in_checkpoint_is_not_skipped(table12):
     from dataclasses import replace
 
     log.write_checkpoint(replace(state, protocol=Protocol(min_reader_version=99)))
-    with pytest.raises(UnsupportedFeatureError):
+    with pytest.raises(UnsupportedFeatureError, match=r"00000000000000000010\.checkpoint\.parquet: table needs reader version 99"):
         _log(table12).load_state()
+    # The lazy open reads the protocol from the checkpoint's footer: the same refusal.
+    with pytest.raises(UnsupportedFeatureError, match=r"00000000000000000010\.checkpoint\.parquet: table needs reader version 99"):
+        ctfile.open_table(table12.uri)
 
 
 def test_unsupported_writer_protocol_blocks_writes_not_reads(new_table, make_rows):

@@ -224,6 +224,36 @@ def test_pairs_out_of_id_order(new_table, make_rows, monkeypatch, budget):
         assert set(d.per_path().values()) == {1}
 
 
+def test_pairs_out_of_id_order_reuse_columns(new_table, make_rows, monkeypatch):
+    """The general path (pairs out of id order, several buckets) also takes
+    the columns an update did not set from the new images: the old image
+    decodes only the column set, and the output is that of a scan without
+    column reuse."""
+    t = new_table(partition_rows=100)
+    for start in range(0, 40, 10):
+        t.insert(make_rows(10, start=start))  # 4 partitions: ids 0-9, 10-19, 20-29, 30-39
+    t.update(pc.field("id") < 10, {"x": 7})
+    assert t.compact(target_rows=100).committed  # one partition, ids out of order
+    v = t.update(mod(3, 0), {"s": "three"}).version  # rewrites it whole, rows in the same order
+    monkeypatch.setattr(min_delta, "PAIR_MEMORY_BUDGET", 200)
+    plain = t.changes(start_version=v, end_version=v).to_arrow()
+    real_same = min_delta.same_columns
+    monkeypatch.setattr(min_delta, "same_columns", lambda *a, **k: set())
+    unshared = t.changes(start_version=v, end_version=v).to_arrow()
+    monkeypatch.setattr(min_delta, "same_columns", real_same)
+    d = Decodes(monkeypatch)
+    buckets = count_buckets(monkeypatch)
+    cs = t.changes(start_version=v, end_version=v)
+    out = cs.to_arrow()
+    assert len(buckets) > 1
+    assert got(out) == expected(t, v, v)
+    assert out.equals(unshared) and out.equals(plain)
+    assert_pairs_adjacent(out)
+    (old,) = cs.plan.removed
+    assert {c for p, _, c in d.calls if p == old.path} == {("s",)}
+    assert d.per_path()[old.path] == len(buckets)  # its pair rows read again per bucket
+
+
 def test_sparse_row_ids_use_sorted_sets(mixed, monkeypatch):
     """Ids spanning a range far larger than their number are matched with a
     sorted array instead of a table over the range: same output."""

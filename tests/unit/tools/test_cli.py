@@ -705,6 +705,57 @@ def test_checkpoint_errors(fresh_people):
     assert not list((Path(fresh_people.uri) / "_ct_log").glob("*.checkpoint.parquet"))
 
 
+# ---------------------------------------------------------------- change capture (SPEC §Change capture)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> ctfile.Table:
+    """v1 insert 1..4 (partitionRows 2), v2 update id 1, v3 set capture on,
+    v4 update id 3, v5 delete ids 1, 2 (a whole partition)."""
+    t = ctfile.create_table(
+        tmp_path_factory.mktemp("cli") / "captured",
+        pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())]), partition_rows=2,
+    )
+    t.insert(pa.table({"id": [1, 2, 3, 4], "name": ["a", "b", "c", "d"]}))
+    t.update(pc.field("id") == 1, {"name": "A"})
+    t.set_properties({"ctfile.changeCapture": "before_after"})
+    t.update(pc.field("id") == 3, {"name": "C"})
+    t.delete(pc.field("id") <= 2)
+    return t
+
+
+def test_history_shows_which_commits_are_captured(captured):
+    versions = {v["version"]: v for v in run_json("history", captured.uri)["versions"]}
+    assert [versions[v]["captured"] for v in range(6)] == [None, True, False, None, True, True]
+    (change,) = [a for a in captured.log.read_entry(4) if type(a).__name__ == "ChangeFile"]
+    assert (versions[4]["change_files"], versions[4]["change_bytes"]) == (1, change.size_bytes)
+    assert versions[5]["change_files"] == 0 and versions[2]["change_files"] == 0
+    h = {e.version: e for e in captured.history()}
+    assert (h[4].captured, h[4].change_files, h[4].change_bytes) == (True, 1, change.size_bytes)
+    text = ok("history", captured.uri).stdout
+    assert "captured" in text and "1 files" in text
+
+
+def test_show_shows_the_change_capture_mode(captured):
+    assert run_json("show", captured.uri)["change_capture"] == "before_after"
+    assert run_json("show", captured.uri, "--version", "2")["change_capture"] == "none"
+    assert "change capture: before_after" in ok("show", captured.uri).stdout
+    assert "changeCapture" in run_json("show", captured.uri)["protocol"]["writer_features"]
+
+
+def test_vacuum_reports_change_files(tmp_path):
+    t = ctfile.create_table(
+        tmp_path / "t", pa.schema([pa.field("id", pa.int64(), nullable=False)]),
+        properties={"ctfile.changeCapture": "before_after"},
+    )
+    t.insert(pa.table({"id": [1, 2]}))
+    t.delete(pc.field("id") == 1)
+    t.insert(pa.table({"id": [3]}))
+    doc = run_json("vacuum", t.uri, "--retain", "0s", "--grace-period", "0s")
+    assert len(doc["deleted_change_files"]) == 1 and doc["change_bytes_freed"] > 0
+    assert doc["bytes_freed"] > doc["change_bytes_freed"]
+
+
 def test_diff_shows_captured_commits(new_table, make_rows):
     """With capture switched on mid-history, diff marks the captured commits,
     lists the change files a scan reads, and counts their bytes instead of

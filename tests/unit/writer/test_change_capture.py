@@ -281,19 +281,17 @@ def test_a_conflict_deletes_the_losers_change_files(ct):
     assert mine not in _change_dir(ct)
 
 
-def test_a_statement_re_run_after_a_conflict_commits_only_its_last_run(ct, tmp_path):
-    """Two processes' worth of statements on one table: each committed
-    entry names only change files of its own transaction, and no file is left."""
+def test_a_statement_re_run_after_a_conflict_discards_the_change_files_of_its_first_run(ct, racing):
+    """Table.update loses the race to a concurrent UPDATE of the same row and
+    is re-run at the winner's version: the commit names only the re-run's
+    change file, whose old image is the winner's row, and the first run's
+    file is gone."""
     other = ctfile.open_table(ct.uri)
-    tx = other.transaction(operation="UPDATE")
-    tx.update(pc.field("id") == 7, {"x": 1})
-    ct.update(pc.field("id") == 7, {"x": 2})  # commits first
-    with pytest.raises(CommitConflictError):
-        tx.commit()
-    other.update(pc.field("id") == 7, {"x": 3})  # a statement: reads the latest, re-run if needed
+    t = racing(ct, lambda: other.update(pc.field("id") == 7, {"x": 2}))
+    r = t.update(pc.field("id") == 7, {"x": 3})
+    assert r.committed and r.version == 3 and r.attempts >= 2
     assert change_rows(ct, 3) == [(7, 2, "s7", 7, 2, "update_preimage"), (7, 3, "s7", 7, None, "update_postimage")]
-    named = {c.path for v in (2, 3) for c in _changes(ct, v)}
-    assert _change_dir(ct) == named
+    assert _change_dir(ct) == {c.path for v in (2, 3) for c in _changes(ct, v)}
 
 
 def test_staging_change_files_without_capture_is_refused(new_table, make_rows):

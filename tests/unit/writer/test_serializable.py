@@ -3,7 +3,7 @@ appends, isolation levels, statement re-runs, and application transactions.
 
 Races are made deterministic in two ways: two transactions are opened on
 the same version and committed one after the other; or a single-statement
-method runs on a :class:`RacingStorage`, a real local storage that lets
+method runs on a ``RacingStorage`` (tests/unit/conftest.py), a real local storage that lets
 another writer commit just before the statement's log entry is put (the
 moment a real race is lost).
 """
@@ -20,8 +20,6 @@ import pytest
 import ctfile
 from ctfile.format.actions import AddPartition
 from ctfile.format.errors import CommitConflictError, ConflictKind
-from ctfile.format.paths import LOG_DIR
-from ctfile.log.storage import LocalStorage
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64()), ("s", pa.string())])
 
@@ -54,28 +52,6 @@ def table(tmp_path):
     return t
 
 
-class RacingStorage(LocalStorage):
-    """Local storage that runs ``before_put()`` once, just before the first
-    put-if-absent of a log entry at or above version ``at``."""
-
-    def __init__(self, root: str, *, at: int, before_put):
-        super().__init__(root)
-        self.at, self.before_put, self.fired = at, before_put, 0
-
-    def put_if_absent(self, path: str, data: bytes) -> None:
-        name = path.rsplit("/", 1)[-1]
-        if path.startswith(LOG_DIR + "/") and name[:20].isdigit() and int(name[:20]) >= self.at and not self.fired:
-            self.fired += 1
-            self.before_put()
-        super().put_if_absent(path, data)
-
-
-def racing(t: ctfile.Table, before_put) -> ctfile.Table:
-    """The table at ``t.uri``, opened through a :class:`RacingStorage` that
-    runs ``before_put`` when its next statement is about to commit."""
-    return ctfile.Table(RacingStorage(t.uri, at=t.version + 1, before_put=before_put))
-
-
 # ---------------------------------------------------------------- the defect
 
 
@@ -96,7 +72,7 @@ def test_concurrent_merges_of_a_new_key_do_not_duplicate_it(table):
     assert _ids(table)[500] == 1
 
 
-def test_a_losing_merge_statement_is_re_run_against_the_winner(table):
+def test_a_losing_merge_statement_is_re_run_against_the_winner(table, racing):
     """Table.merge re-reads and re-applies: the key is updated, not duplicated."""
     other = ctfile.open_table(table.uri)
     t = racing(table, lambda: other.merge(_rows([500], x=[1]), "id"))
@@ -144,7 +120,7 @@ def test_delete_conflicts_with_an_update_that_makes_a_row_match(table):
     assert ei.value.kind is ConflictKind.READ_PREDICATE
 
 
-def test_a_re_run_delete_removes_the_row_the_winner_moved_into_its_predicate(table):
+def test_a_re_run_delete_removes_the_row_the_winner_moved_into_its_predicate(table, racing):
     other = ctfile.open_table(table.uri)
     t = racing(table, lambda: other.update(pc.field("id") == 3, {"x": 5000}))
     r = t.delete(pc.field("x") >= 1000)
@@ -152,7 +128,7 @@ def test_a_re_run_delete_removes_the_row_the_winner_moved_into_its_predicate(tab
     assert 3 not in _ids(table)
 
 
-def test_no_lost_update_for_concurrent_increments(table):
+def test_no_lost_update_for_concurrent_increments(table, racing):
     other = ctfile.open_table(table.uri)
     t = racing(table, lambda: other.update(pc.field("id") == 4, {"x": pc.add(pc.field("x"), 1)}))
     t.update(pc.field("id") == 4, {"x": pc.add(pc.field("x"), 1)})
@@ -248,7 +224,7 @@ def test_compaction_of_a_partition_a_statement_rewrites_conflicts(tmp_path):
 # ---------------------------------------------------------------- statements that cannot be re-run
 
 
-def test_a_streamed_insert_is_not_re_run_after_a_conflict(table):
+def test_a_streamed_insert_is_not_re_run_after_a_conflict(table, racing):
     """A RecordBatchReader is read once: re-running would insert nothing, so
     the conflict (here: a concurrent schema/property change) is raised."""
     other = ctfile.open_table(table.uri)
@@ -261,7 +237,7 @@ def test_a_streamed_insert_is_not_re_run_after_a_conflict(table):
     assert 700 not in _ids(table)
 
 
-def test_a_streamed_merge_source_is_read_once_and_re_run(table):
+def test_a_streamed_merge_source_is_read_once_and_re_run(table, racing):
     other = ctfile.open_table(table.uri)
     t = racing(table, lambda: other.merge(_rows([500], x=[1]), "id"))
     data = _rows([500, 501], x=[2, 2])
@@ -270,7 +246,7 @@ def test_a_streamed_merge_source_is_read_once_and_re_run(table):
     assert _ids(table)[500] == 1 and _ids(table)[501] == 1
 
 
-def test_explicit_transaction_conflicts_reach_the_caller(table):
+def test_explicit_transaction_conflicts_reach_the_caller(table, racing):
     other = ctfile.open_table(table.uri)
     t = racing(table, lambda: other.merge(_rows([500], x=[1]), "id"))
     with pytest.raises(CommitConflictError):
@@ -303,7 +279,7 @@ def test_app_transactions_of_other_apps_are_independent(table):
     assert (table.app_version("a"), table.app_version("b"), table.app_version("c")) == (5, 1, None)
 
 
-def test_a_statement_re_run_after_the_winner_committed_its_batch_is_a_replay(table):
+def test_a_statement_re_run_after_the_winner_committed_its_batch_is_a_replay(table, racing):
     """Two runs of one batch race: the loser finds the batch committed."""
     other = ctfile.open_table(table.uri)
     batch = _rows([500], x=[1])

@@ -25,12 +25,17 @@ and reports every inconsistency it finds instead of stopping at the first:
 * **row_lineage** -- materialized row ids lie below ``firstRowId +
   numRecords`` and row versions at or below ``defaultRowVersion``;
 * **duplicate_row_id** -- row ids are unique within every checked snapshot;
-* **symlink** -- no symbolic link under ``_ct_log/`` or ``data/`` (nor on the
+* **change_rows**, **capture** -- the change files every retained entry
+  names exist, have the recorded size, checksum, row count and statistics,
+  hold rows that follow SPEC §Change capture in the numbers the commit's
+  metrics give, and a commit made while capture was on is captured
+  (:mod:`~ctfile.reader.verify.change_checks`);
+* **symlink** -- no symbolic link under ``_ct_log/``, ``data/`` or ``_ct_changes/`` (nor on the
   way to a checked data file) leads out of the table root (SPEC §Table
   layout, confinement); such a link is never followed, and the files behind
   it are not checked.
 
-The files under ``data/`` that the retained history does not reference
+The files under ``data/`` and ``_ct_changes/`` that the retained history does not reference
 (:func:`ctfile.log.vacuum.retained_files`, the set vacuum keeps) are listed in
 ``report.unreferenced_files``: they are not problems.
 

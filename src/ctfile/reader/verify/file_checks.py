@@ -82,7 +82,7 @@ def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, r
         pf = pq.ParquetFile(pa.BufferReader(data))
         n = pf.metadata.num_rows
     except Exception as e:  # pyarrow raises ArrowInvalid, OSError ... on a bad footer
-        bad("unreadable", f"not a readable Parquet file: {_short(e)}")
+        bad("unreadable", f"not a readable Parquet file: {short_error(e)}")
         return res
     res.rows = n
     if n != p.num_records:
@@ -91,7 +91,7 @@ def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, r
     try:
         table = pf.read(use_threads=False)
     except Exception as e:
-        bad("unreadable", f"the Parquet data cannot be decoded: {_short(e)}")
+        bad("unreadable", f"the Parquet data cannot be decoded: {short_error(e)}")
         return res
     by_id: dict[int, str] = {}
     for f in table.schema:
@@ -100,7 +100,7 @@ def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, r
     if not by_id:  # a file without field ids: hidden columns by name only
         by_id = {fid: name for fid, name in ((ROW_ID_FIELD_ID, ROW_ID_COLUMN), (ROW_VERSION_FIELD_ID, ROW_VERSION_COLUMN)) if name in table.column_names}
     if p.stats is not None:
-        for msg in _stats_mismatches(p.stats, table, by_id, field_types):
+        for msg in stats_mismatches(p.stats, table, by_id, field_types):
             bad("stats", msg)
     # Row lineage: materialized hidden values.
     rid_name, rv_name = by_id.get(ROW_ID_FIELD_ID), by_id.get(ROW_VERSION_FIELD_ID)
@@ -110,7 +110,7 @@ def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, r
         rid = rid.cast(pa.int64())
         rv = rv.cast(pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        bad("row_lineage", f"hidden columns are not int64: {_short(e)}")
+        bad("row_lineage", f"hidden columns are not int64: {short_error(e)}")
         return res
     rid, rv = materialize_hidden(p, rid, rv)
     ids = rid.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -127,12 +127,12 @@ def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, r
     return res
 
 
-def _short(e: Exception) -> str:
+def short_error(e: Exception) -> str:
     s = str(e).strip().splitlines()
     return s[0] if s else type(e).__name__
 
 
-def _stats_mismatches(stats: PartitionStats, table: pa.Table, by_id: dict[int, str], field_types: dict[int, str]) -> list[str]:
+def stats_mismatches(stats: PartitionStats, table: pa.Table, by_id: dict[int, str], field_types: dict[int, str]) -> list[str]:
     """Messages for each statistic the data contradicts."""
     out: list[str] = []
     n = table.num_rows

@@ -36,6 +36,7 @@ from ctfile.format.schema import Schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, check_reader_protocol
 from ctfile.log.storage import LocalStorage, Storage
+from ctfile.reader.verify.change_checks import ChangeCommit
 from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyReport
 
 
@@ -58,6 +59,8 @@ class Replay:
     partitions: dict[str, Partition] = field(default_factory=dict)
     steps: list[tuple[int, set[str] | None, list[str], list[str]]] = field(default_factory=list)
     schemas: list[Schema] = field(default_factory=list)
+    #: The commits with change files, or that had to be captured (SPEC §Change capture).
+    change_commits: list[ChangeCommit] = field(default_factory=list)
 
     def start(self, state: TableState) -> None:
         self.partitions.update(state.partitions)
@@ -253,12 +256,16 @@ class LogChecker(Recorder):
                 if state is None:
                     continue
                 rep.start(state)
+            read_properties = state.metadata.properties if state is not None else {}
             applied = self._apply(state, entry)
             if applied is None:
                 state = None
                 continue
             state, added, removed = applied
             rep.step(state, added, removed)
+            change_commit = ChangeCommit.of(v, entry.actions, state.metadata.schema, read_properties)
+            if change_commit is not None:
+                rep.change_commits.append(change_commit)
             if v in cps:
                 self._compare_checkpoint(state)
         return rep

@@ -10,7 +10,7 @@ from typing import Callable
 # Kinds of problem (VerifyProblem.check).
 CHECKS = (
     "log", "dense", "path", "replay", "checkpoint", "missing_file", "size", "checksum",
-    "unreadable", "row_count", "stats", "row_lineage", "duplicate_row_id", "symlink",
+    "unreadable", "row_count", "stats", "row_lineage", "duplicate_row_id", "symlink", "change_rows", "capture",
 )
 
 
@@ -41,7 +41,7 @@ class VerifyReport:
     ``problems`` make the table unhealthy; ``warnings`` are worth knowing but
     do not make a read fail or return wrong data (an unreadable checkpoint, a
     stale checkpoint hint, a vacuumed file of an old version).
-    ``unreferenced_files`` are the files under ``data/`` that the retained
+    ``unreferenced_files`` are the files under ``data/`` and ``_ct_changes/`` that the retained
     history does not reference (the files vacuum deletes once they are older
     than its grace period); empty when a problem prevents listing them.
     """

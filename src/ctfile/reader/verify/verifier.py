@@ -3,9 +3,11 @@ symbolic links out of the table root (**symlink**; none is followed), runs
 the log checks (:mod:`~ctfile.reader.verify.log_checks`), then checks the
 data files of the checked snapshots on a thread pool
 (:mod:`~ctfile.reader.verify.file_checks`) and row-id uniqueness per
-snapshot (**duplicate_row_id**), and lists the files under ``data/`` that
-the retained history does not reference
-(:func:`ctfile.log.vacuum.retained_files`, the set vacuum keeps).
+snapshot (**duplicate_row_id**), checks the change files every retained
+entry names (:mod:`~ctfile.reader.verify.change_checks`), and lists the
+files under ``data/`` and ``_ct_changes/`` that the retained history does
+not reference (:func:`ctfile.log.vacuum.retained_files`, the set vacuum
+keeps).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from ctfile.format.errors import CtfileError, InvalidArgumentError, TableNotFoundError
-from ctfile.format.paths import DATA_DIR, LOG_DIR
+from ctfile.format.paths import CHANGES_DIR, DATA_DIR, LOG_DIR
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.vacuum import retained_files
+from ctfile.reader.verify.change_checks import ChangeResult, check_change_commit
 from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
 from ctfile.reader.verify.log_checks import LogChecker, Replay
 from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
@@ -113,6 +116,7 @@ class _Verifier(Recorder):
                 version=latest,
             )
         self._check_data(replay)
+        self._check_changes(replay)
         self._list_unreferenced(replay.oldest, end)
         return self._sorted()
 
@@ -130,7 +134,7 @@ class _Verifier(Recorder):
         """Report every symbolic link under ``_ct_log/`` and ``data/`` that
         leaves the table root, without following it. True if the log itself
         lies behind one (then it cannot be read without following it)."""
-        links = self.storage.escaping_links([LOG_DIR, DATA_DIR])
+        links = self.storage.escaping_links([LOG_DIR, DATA_DIR, CHANGES_DIR])
         for link in links:
             self._link_problem(link)
         return any(link.path == LOG_DIR or link.path.startswith(LOG_DIR + "/") for link in links)
@@ -232,8 +236,32 @@ class _Verifier(Recorder):
         )
         self.report.problems.append(VerifyProblem("duplicate_row_id", msg, version, ", ".join(holders)))
 
+    def _check_changes(self, rep: Replay) -> None:
+        """The change files of every retained entry, and the capture of the
+        commits that had to be captured (SPEC §Change capture)."""
+        commits = rep.change_commits
+        if not commits:
+            return
+        field_types = types_by_field_id(rep.schemas)
+        if self._links:  # a change file behind a link out of the root is not opened
+            for c in commits:
+                c.files = list(self._confined({f.path: f for f in c.files}).values())
+
+        def check(c) -> ChangeResult:
+            return check_change_commit(self.storage, c, field_types)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(commits)))) as pool:
+            results = list(pool.map(check, commits))
+        for res in results:  # in version order
+            self.report.problems.extend(res.problems)
+            for _, r in res.results:
+                self.report.problems.extend(r.problems)
+                self.report.files_checked += 1
+                self.report.bytes_checked += r.size
+                self.report.rows_checked += r.rows
+
     def _list_unreferenced(self, oldest: int | None, latest: int) -> None:
-        """The files under ``data/`` outside :func:`retained_files` of the
+        """The files under ``data/`` and ``_ct_changes/`` outside :func:`retained_files` of the
         oldest reconstructable version: what vacuum deletes once they are
         older than its grace period. Not listed (left empty) when the retained
         history cannot be read or ``data/`` cannot be listed: the problems
@@ -242,7 +270,7 @@ class _Verifier(Recorder):
             return
         try:
             referenced = retained_files(self.log, oldest, latest)
-            infos = self.storage.list_dir(DATA_DIR)
+            infos = self.storage.list_dir(DATA_DIR) + self.storage.list_dir(CHANGES_DIR)
         except (CtfileError, OSError):
             return
         self.report.unreferenced_files = sorted(
