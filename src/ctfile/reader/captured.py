@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
-from ctfile.format.change_files import CHANGE_TYPE_COLUMN, POSTIMAGE_CODE, check_change_rows
+from ctfile.format.change_files import CHANGE_TYPE_COLUMN, POSTIMAGE_CODE, check_change_rows, is_captured
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.reader.change_events import Images
@@ -90,10 +90,10 @@ def captured_commit(version: int, timestamp: int, actions: Sequence) -> Captured
     """The :class:`CapturedCommit` of an entry's actions, or None when the
     commit is not captured (SPEC §Change capture: it has a data-changing
     ``remove`` without ``deletesAllRows`` and no ``change`` action)."""
+    if not is_captured(actions):
+        return None
     changes = tuple(a for a in actions if isinstance(a, ChangeFile))
     removes = [a for a in actions if isinstance(a, RemovePartition) and a.data_change]
-    if not changes and not all(r.deletes_all_rows for r in removes):
-        return None
     return CapturedCommit(
         version,
         timestamp,
