@@ -25,6 +25,13 @@ For every interval ``[a, b]`` with ``1 <= a <= b <= latest``:
 Also: initial_rows in each mode, and a random ``filter`` equals the
 unfiltered output filtered row by row (a pair losing one side becomes a lone
 row with ISUPDATE false).
+
+Change capture (SPEC §Change capture) is off, on from the start, or switched
+on (a metadata-only commit) at a drawn point of the history, so intervals
+read change files, partitions, or both (plan shapes CAPTURED and MIXED).
+Every scan is also planned from partitions alone on the same table
+(``plan_changes(..., use_change_files=False)``), and the two must return the
+same rows (as a multiset; update pairs adjacent either way).
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from hypothesis import strategies as st
 
 import ctfile
 from ctfile.reader import min_delta
+from ctfile.reader.change_plan import PlanShape, plan_changes
+from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.row_ids import row_id_strings, table_seed
 
 SCHEMA = pa.schema(
@@ -166,14 +175,18 @@ STATEMENTS = st.one_of(
     st.builds(Overwrite, NEW_ROWS),
     st.just(Compact()),
 )
+CAPTURE = {"ctfile.changeCapture": "before_after"}
+# Off, on from version 0, or switched on before the statement at this index.
+CAPTURES = st.one_of(st.just("off"), st.just("on"), st.integers(1, 7))
 HISTORIES = st.tuples(st.builds(Insert, NEW_ROWS), st.lists(STATEMENTS, min_size=3, max_size=7))
 
 
 class History:
     """Runs statements on a real table and on the model."""
 
-    def __init__(self, root: str, partition_rows: int):
-        self.table = ctfile.create_table(root, SCHEMA, partition_rows=partition_rows)
+    def __init__(self, root: str, partition_rows: int, *, capture: bool = False):
+        props = CAPTURE if capture else None
+        self.table = ctfile.create_table(root, SCHEMA, partition_rows=partition_rows, properties=props)
         self.live: dict[int, tuple] = {}  # uid -> (k, v)
         self.inserted: dict[int, list[tuple]] = {}  # version -> [(uid, k, v)] inserted by it
         self.data_change: dict[int, bool] = {}
@@ -193,6 +206,13 @@ class History:
             live = sorted(self.live)
             return ("uids", tuple(sorted({live[i % len(live)] for i in pred[1]})) if live else (-1,))
         return pred
+
+    def capture_on(self) -> None:
+        """Switch change capture on: a metadata-only commit."""
+        result = self.table.set_properties(CAPTURE)
+        assert result.committed
+        self.inserted[result.version] = []
+        self.data_change[result.version] = False
 
     def run(self, stmt) -> None:
         t = self.table
@@ -337,6 +357,41 @@ def summary(rows: list[dict]) -> list[tuple]:
     return srt((values(r), r[ACTION], r[ISUPDATE], r[ROW_ID], r.get(CVERSION)) for r in rows)
 
 
+def by_partitions(t: ctfile.Table, cs: ChangeSet) -> ChangeSet:
+    """``cs`` planned from partitions alone (no change file read)."""
+    snap = t.snapshot()
+    plan = plan_changes(t.log, cs.scan, latest=t.version, use_change_files=False)
+    return ChangeSet(t.storage, snap.metadata.schema, snap.metadata.table_id, cs.scan, plan)
+
+
+def check_pairs_adjacent(rows: list[dict], ctx) -> None:
+    """Every update pair is DELETE-then-INSERT (op 2 then 3), adjacent."""
+
+    def kind(r) -> tuple[str, bool]:
+        if "op" in r:
+            return ("INSERT" if r["op"] in (0, 3) else "DELETE", r["op"] >= 2)
+        return (r[ACTION], r[ISUPDATE])
+
+    for i, r in enumerate(rows):
+        if kind(r) == ("DELETE", True):
+            nxt = rows[i + 1]
+            assert kind(nxt) == ("INSERT", True) and nxt[ROW_ID] == r[ROW_ID], (ctx, r, nxt)
+
+
+def changes(t: ctfile.Table, ctx, **kw) -> list[dict]:
+    """The rows of ``t.changes(**kw)``, checked equal (as a multiset) to the
+    same scan planned from partitions alone."""
+    cs = t.changes(**kw)
+    rows = rows_of(cs.to_arrow())
+    if cs.plan_shape in (PlanShape.CAPTURED, PlanShape.MIXED):
+        ref = by_partitions(t, cs)
+        assert ref.plan_shape not in (PlanShape.CAPTURED, PlanShape.MIXED)
+        want = rows_of(ref.to_arrow())
+        assert srt(tuple(r.items()) for r in rows) == srt(tuple(r.items()) for r in want), (ctx, kw, "captured vs partitions")
+        check_pairs_adjacent(rows, (ctx, kw))
+    return rows
+
+
 def check_history(h: History, flt) -> int:
     t = ctfile.open_table(h.table.uri)  # read through a fresh handle
     latest = t.version
@@ -358,12 +413,18 @@ def check_history(h: History, flt) -> int:
             ctx = (a, b)
             # default
             cs = t.changes(start_version=a, end_version=b)
-            default = rows_of(cs.to_arrow())
+            default = changes(t, ctx, start_version=a, end_version=b)
             check_min_delta(default, snaps[a - 1], snaps[b], ctx)
             if not any(h.data_change[v] for v in range(a, b + 1)):
                 assert cs.plan_shape.value == "EMPTY" and not default, ctx
+            # changelog="op": the same rows, ACTION/ISUPDATE as one op code
+            op = changes(t, ctx, start_version=a, end_version=b, changelog="op")
+            codes = {("INSERT", False): 0, ("DELETE", False): 1, ("DELETE", True): 2, ("INSERT", True): 3}
+            assert srt((values(r), r["op"], r[ROW_ID]) for r in op) == srt(
+                (values(r), codes[r[ACTION], r[ISUPDATE]], r[ROW_ID]) for r in default
+            ), (ctx, "changelog op")
             # audit (vi)
-            audit = rows_of(t.changes(start_version=a, end_version=b, information="audit").to_arrow())
+            audit = changes(t, ctx, start_version=a, end_version=b, information="audit")
             versions = [r[CVERSION] for r in audit]
             assert versions == sorted(versions) and all(a <= x <= b for x in versions), (ctx, versions)
             for v in range(a, b + 1):
@@ -381,7 +442,7 @@ def check_history(h: History, flt) -> int:
             assert len({r[ROW_ID] for r in ao}) == len(ao)
             # filter: row by row over the unfiltered output
             for info, full in (("default", default), ("audit", audit)):
-                got = rows_of(t.changes(start_version=a, end_version=b, information=info, filter=to_expr(flt)).to_arrow())
+                got = changes(t, ctx, start_version=a, end_version=b, information=info, filter=to_expr(flt))
                 assert summary(got) == expected_filtered(full, flt), (ctx, info, flt)
             checked += 1
         # initial rows from a: default = snapshot(latest); the others start at snapshot(a - 1)
@@ -392,7 +453,7 @@ def check_history(h: History, flt) -> int:
         n0 = len(snaps[a - 1])
         assert srt((r[ROW_ID], values(r)) for r in ir_ao[:n0]) == srt(snaps[a - 1].items()), a
         assert srt(values(r) for r in ir_ao[n0:]) == srt(r for v in range(a, latest + 1) for r in h.inserted[v])
-        ir_audit = rows_of(t.changes(start_version=a, information="audit", initial_rows=True).to_arrow())
+        ir_audit = changes(t, a, start_version=a, information="audit", initial_rows=True)
         head = [r for r in ir_audit if r[CVERSION] == a - 1]
         assert ir_audit[: len(head)] == head and len(head) == n0
         assert srt((r[ROW_ID], values(r)) for r in head) == srt(snaps[a - 1].items())
@@ -406,13 +467,18 @@ def check_history(h: History, flt) -> int:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(history=HISTORIES, partition_rows=st.sampled_from([2, 3, 5]), flt=FILTERS, small_budget=st.booleans())
-def test_changes_match_snapshots(history, partition_rows, flt, small_budget):
+@given(
+    history=HISTORIES, partition_rows=st.sampled_from([2, 3, 5]), flt=FILTERS, small_budget=st.booleans(),
+    capture=CAPTURES,
+)
+def test_changes_match_snapshots(history, partition_rows, flt, small_budget, capture):
     first, rest = history
     budget = min_delta.PAIR_MEMORY_BUDGET
     with tempfile.TemporaryDirectory(prefix="ctfile-changes-") as root:
-        h = History(root, partition_rows)
-        for stmt in [first, *rest]:
+        h = History(root, partition_rows, capture=capture == "on")
+        for i, stmt in enumerate([first, *rest]):
+            if i == capture:
+                h.capture_on()
             h.run(stmt)
         if small_budget:  # update pairs aligned in many row-id buckets
             min_delta.PAIR_MEMORY_BUDGET = 4096

@@ -248,14 +248,13 @@ def test_max_rows_per_task_splits_a_partition_of_several_row_groups(spark, tmp_p
     assert sorted(r["count"] for r in per_task) == [200] * 5
 
 
-@pytest.fixture(scope="module")
-def changing_table(tmp_path_factory) -> ctfile.Table:
+def _changing_table(root, **kwargs) -> ctfile.Table:
     """Micro-partitions of 2 rows and every kind of change: v1 insert (5
     partitions); v2 update over several partitions; v3 delete; v4 insert;
     v5 merge (an update and an insert); v6 delete of rows inserted in v4."""
     import pyarrow.compute as pc
 
-    t = id_x_table(tmp_path_factory.mktemp("changes") / "t", 10, partition_rows=2)
+    t = id_x_table(root, 10, partition_rows=2, **kwargs)
     t.update(pc.field("id").isin([1, 4, 7]), {"x": pc.field("x") + 100})
     t.delete(pc.field("id").isin([2, 8]))
     schema = t.schema
@@ -264,6 +263,35 @@ def changing_table(tmp_path_factory) -> ctfile.Table:
     t.delete(pc.field("id") == 11)
     assert t.version == 6
     return t
+
+
+@pytest.fixture(scope="module")
+def changing_table(tmp_path_factory) -> ctfile.Table:
+    return _changing_table(tmp_path_factory.mktemp("changes") / "t")
+
+
+@pytest.fixture(scope="module")
+def captured_table(tmp_path_factory) -> ctfile.Table:
+    """The same history with change capture on: its DML commits have change files."""
+    return _changing_table(tmp_path_factory.mktemp("captured") / "t", properties={"ctfile.changeCapture": "before_after"})
+
+
+@pytest.mark.parametrize("mode", ["default", "audit"])
+def test_change_scans_of_a_captured_table(spark, captured_table, changing_table, mode):
+    # Tasks over change files (CAPTURED plans): several Spark partitions, and
+    # together the Python scan's rows, which equal the uncaptured twin's.
+    t = captured_table
+    for start in (2, 3):
+        cs = t.changes(information=mode, start_version=start)
+        assert str(cs.plan_shape) == "CAPTURED"
+        expected = cs.to_arrow()
+        df = read(spark, t.uri, changes=mode, maxRowsPerTask=1, startingVersion=str(start))
+        assert df.rdd.getNumPartitions() > 1, (mode, start)
+        got = df.toArrow()
+        assert sorted_rows(got.to_pylist()) == sorted_rows(expected.to_pylist()), (mode, start)
+        twin = changing_table.changes(information=mode, start_version=start).to_arrow()
+        drop = [c for c in ("METADATA$ROW_ID", "METADATA$COMMIT_TIMESTAMP") if c in twin.schema.names]
+        assert sorted_rows(got.drop_columns(drop).to_pylist()) == sorted_rows(twin.drop_columns(drop).to_pylist())
 
 
 @pytest.mark.parametrize("mode", ["default", "append_only", "audit"])

@@ -163,6 +163,30 @@ def test_source_starting_version_and_modes(spark, people, tmp_path):
     assert len(audit.rows) == 9
 
 
+def test_source_over_a_captured_table(spark, tmp_path):
+    # Micro-batches over DML commits with change capture on read change
+    # files (CAPTURED plans) and equal the Python change scans.
+    t = id_x_table(tmp_path / "t", 8, partition_rows=2, properties={"ctfile.changeCapture": "before_after"})  # v1
+    cols = ("id", "x", ACTION, ISUPDATE)
+    c = Collector(columns=cols)
+    ck = tmp_path / "ck"
+    run_source(spark, t.uri, c, ck)  # from now on
+    t.update(pc.field("id").isin([1, 6]), {"x": 100})  # v2
+    t.delete(pc.field("id") == 3)  # v3
+    insert(t, [20, 21])  # v4
+    assert str(t.changes(start_version=2).plan_shape) == "CAPTURED"
+    run_source(spark, t.uri, c, ck)
+    assert c.batches[-1][1] == sorted_rows(t.changes(start_version=2).to_arrow().to_pylist(), list(cols)) == [
+        (1, 1, "DELETE", True), (1, 100, "INSERT", True), (3, 3, "DELETE", False),
+        (6, 6, "DELETE", True), (6, 100, "INSERT", True), (20, 0, "INSERT", False), (21, 0, "INSERT", False),
+    ]
+    audit = Collector(columns=("id", "x", ACTION, "METADATA$COMMIT_VERSION"))
+    run_source(spark, t.uri, audit, tmp_path / "ck2", changes="audit", startingVersion=2, maxVersionsPerTrigger=1)
+    assert [b for b, _ in audit.batches] == [0, 1, 2]
+    expected = t.changes(start_version=2, information="audit").to_arrow().to_pylist()
+    assert audit.rows == sorted_rows(expected, list(audit.columns))
+
+
 # ---------------------------------------------------------------- sink
 
 

@@ -18,25 +18,30 @@ It never opens a partition the commit rewrote.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
-from ctfile.format.change_files import CHANGE_TYPE_COLUMN, POSTIMAGE_CODE, check_change_rows
+from ctfile.format.change_files import CHANGE_TYPE_COLUMN, POSTIMAGE_CODE, check_change_rows, is_captured
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.reader.change_events import Images
 from ctfile.reader.integrity import DataFiles
-from ctfile.reader.partition_reader import hidden_values_only_inherited, read_partition_table, read_rows
+from ctfile.reader.partition_reader import file_columns, hidden_values_only_inherited, read_partition_table, read_rows
 
 
 @dataclass(frozen=True)
 class CapturedCommit:
-    """What a captured commit's change is made of (see the module docstring)."""
+    """A segment of a change plan: what a captured commit's change is made
+    of (see the module docstring). A task may hold part of one (the sources
+    of some row ids), see :mod:`ctfile.reader.change_tasks`."""
 
     version: int
     timestamp: int
@@ -45,22 +50,50 @@ class CapturedCommit:
     deleted: tuple[Partition, ...] = ()  # partitions removed with deletesAllRows
 
     @property
+    def start_version(self) -> int:
+        return self.version
+
+    @property
+    def end_version(self) -> int:
+        return self.version
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        """The partitions a scan of this commit may open: its inserted
+        partitions that may hold fresh rows, and its ``deletesAllRows``
+        partitions. Never one it rewrote."""
+        return tuple(p for p in self.inserted if p.fresh_rows != 0) + self.deleted
+
+    @property
+    def num_records(self) -> int:
+        """Rows a scan of this commit reads at most (a task's cost estimate)."""
+        fresh = sum(p.num_records if p.fresh_rows is None else p.fresh_rows for p in self.inserted)
+        return sum(c.num_records for c in self.change_files) + fresh + sum(p.num_records for p in self.deleted)
+
+    @property
     def bytes_to_read(self) -> int:
         """Bytes of the files a scan of this commit may open (an upper bound:
-        an added partition without fresh rows is not opened)."""
-        return sum(c.size_bytes for c in self.change_files) + sum(
-            p.size_bytes for p in self.inserted if p.fresh_rows != 0
-        ) + sum(p.size_bytes for p in self.deleted)
+        an added partition whose statistics are missing is counted whole)."""
+        return sum(c.size_bytes for c in self.change_files) + sum(p.size_bytes for p in self.partitions)
+
+    def merged(self, other: "CapturedCommit") -> "CapturedCommit":
+        """This commit's sources and ``other``'s (two parts of one commit)."""
+        return dataclasses.replace(
+            self,
+            change_files=self.change_files + other.change_files,
+            inserted=self.inserted + other.inserted,
+            deleted=self.deleted + other.deleted,
+        )
 
 
 def captured_commit(version: int, timestamp: int, actions: Sequence) -> CapturedCommit | None:
     """The :class:`CapturedCommit` of an entry's actions, or None when the
     commit is not captured (SPEC §Change capture: it has a data-changing
     ``remove`` without ``deletesAllRows`` and no ``change`` action)."""
+    if not is_captured(actions):
+        return None
     changes = tuple(a for a in actions if isinstance(a, ChangeFile))
     removes = [a for a in actions if isinstance(a, RemovePartition) and a.data_change]
-    if not changes and not all(r.deletes_all_rows for r in removes):
-        return None
     return CapturedCommit(
         version,
         timestamp,
@@ -71,26 +104,34 @@ def captured_commit(version: int, timestamp: int, actions: Sequence) -> Captured
 
 
 def change_file_partition(c: ChangeFile, version: int) -> Partition:
-    """``c`` as the descriptor :class:`DataFiles` checks and opens: its
-    length, checksum and row count; ``version`` (the commit naming it) is
-    what a null ``_ct_row_version`` means and what errors name."""
-    return Partition(c.path, c.size_bytes, c.num_records, 0, version, c.modification_time, c.checksum)
+    """``c`` as the descriptor :class:`DataFiles` checks and opens (and
+    :func:`~ctfile.reader.pruning.prune` judges): its length, checksum, row
+    count and statistics; ``version`` (the commit naming it) is what a null
+    ``_ct_row_version`` means and what errors name."""
+    return Partition(c.path, c.size_bytes, c.num_records, 0, version, c.modification_time, c.checksum, c.stats)
 
 
 def read_change_file(files: DataFiles, c: ChangeFile, version: int, schema: Schema, *, use_threads: bool = True) -> Images:
-    """The images in change file ``c`` of commit ``version``, checked."""
+    """The images in change file ``c`` of commit ``version``, checked. Table
+    columns are found by field id, as in partitions (a column the file lacks
+    reads as nulls); the hidden and change-type columns must be there."""
     p = change_file_partition(c, version)
     data_schema = schema.to_arrow(field_ids=False)
     with files.open(p) as src:
         pf = files.parquet(src, p)
-        names = pf.schema_arrow.names
-        missing = [n for n in [*data_schema.names, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN] if n not in names]
+        missing = [n for n in (ROW_ID_COLUMN, CHANGE_TYPE_COLUMN) if n not in pf.schema_arrow.names]
         if missing:
             raise files.error(CorruptDataFileError, p, f"is not a change file: it lacks the columns {missing}")
-        t = pf.read(columns=[*data_schema.names, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN], use_threads=use_threads)
+        mapping = file_columns(pf, schema, data_schema.names)
+        read = [m for m in mapping.values() if m is not None]
+        t = pf.read(columns=[*read, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN], use_threads=use_threads)
     codes = check_change_rows(t, uri=files.storage.uri, path=c.path, version=version)
     data = pa.Table.from_arrays(
-        [_cast(t.column(f.name), f.type) for f in data_schema], schema=data_schema
+        [
+            pa.nulls(t.num_rows, f.type) if mapping[f.name] is None else _cast(t.column(mapping[f.name]), f.type)
+            for f in data_schema
+        ],
+        schema=data_schema,
     )
     rid = np.asarray(t.column(ROW_ID_COLUMN).to_numpy(), dtype=np.int64)
     return Images(data, rid, codes == POSTIMAGE_CODE)
@@ -139,9 +180,21 @@ def read_deleted(files: DataFiles, p: Partition, schema: Schema, *, use_threads:
     return Images(t.select(names), rid, np.zeros(t.num_rows, dtype=bool))
 
 
-def read_captured(files: DataFiles, c: CapturedCommit, schema: Schema, *, use_threads: bool = True) -> Images:
-    """All images of captured commit ``c`` (see the module docstring)."""
-    parts = [read_change_file(files, f, c.version, schema, use_threads=use_threads) for f in c.change_files]
-    parts += [read_inserts(files, p, schema, use_threads=use_threads) for p in c.inserted]
-    parts += [read_deleted(files, p, schema, use_threads=use_threads) for p in c.deleted]
+def reads_of(c: CapturedCommit, files: DataFiles, schema: Schema, *, use_threads: bool = True) -> list[Callable[[], Images]]:
+    """One call per file of captured commit ``c`` to read, each returning
+    that file's images: run them on a pool to read the files in parallel."""
+    kw = {"use_threads": use_threads}
+    out: list[Callable[[], Images]] = [functools.partial(read_change_file, files, f, c.version, schema, **kw) for f in c.change_files]
+    out += [functools.partial(read_inserts, files, p, schema, **kw) for p in c.inserted]
+    out += [functools.partial(read_deleted, files, p, schema, **kw) for p in c.deleted]
+    return out
+
+
+def read_captured(
+    files: DataFiles, c: CapturedCommit, schema: Schema, *, use_threads: bool = True, pool: Executor | None = None
+) -> Images:
+    """All images of captured commit ``c`` (see the module docstring), its
+    files read on ``pool`` when given."""
+    calls = reads_of(c, files, schema, use_threads=use_threads)
+    parts = list(pool.map(lambda f: f(), calls)) if pool is not None else [f() for f in calls]
     return Images.concat(parts, schema.to_arrow(field_ids=False))

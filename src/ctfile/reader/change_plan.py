@@ -21,23 +21,33 @@ A :class:`ChangePlan` (built by :func:`plan_changes` from a
 :class:`~ctfile.reader.change_spec.ChangeScan`) is what the scan reads:
 the :class:`InitialRows` snapshot, if the scan asks for initial rows, then a
 sequence of segments in version order. Each segment covers versions of the
-interval and says how their rows are found; today every segment is a
-:class:`PartitionDelta` (the net sets of its versions, or of one commit for
-``audit`` and ``append_only``).
+interval and says how their rows are found: a :class:`PartitionDelta` (the
+net sets of its versions, or of one commit for ``audit`` and
+``append_only``), or a :class:`~ctfile.reader.captured.CapturedCommit`
+(one captured commit, read from its change files, its inserted rows and its
+``deletesAllRows`` partitions; SPEC §Change scans, "Using change files").
+
+Captured segments are planned only for ``default`` and ``audit`` scans whose
+interval has a commit with a ``change`` action (plan shapes CAPTURED and
+MIXED); any other interval keeps the partition-based plan, since a commit
+without change files reads the same partitions either way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ctfile.format.actions import AddPartition, CommitInfo, Partition, RemovePartition
+from ctfile.format.actions import AddPartition, ChangeFile, CommitInfo, Partition, RemovePartition
 from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
 from ctfile.format.schema import ROW_VERSION_FIELD_ID
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
+from ctfile.reader.captured import CapturedCommit, captured_commit
 from ctfile.reader.change_spec import ChangeMode, ChangeScan
+
 
 class PlanShape(str, enum.Enum):
     """How a change scan is computed (Snowflake's plan shapes, section 3.2.3)."""
@@ -47,6 +57,8 @@ class PlanShape(str, enum.Enum):
     REMOVED_ONLY = "REMOVED_ONLY"
     MINIMIZE = "MINIMIZE"
     INITIAL_ROWS = "INITIAL_ROWS"
+    CAPTURED = "CAPTURED"  # every data-changing commit captured: change files, fresh rows, deletesAllRows
+    MIXED = "MIXED"  # some captured: the runs of the others from partitions
 
     def __str__(self) -> str:
         return self.value
@@ -54,12 +66,18 @@ class PlanShape(str, enum.Enum):
 
 @dataclass(frozen=True)
 class CommitChanges:
-    """The data-changing adds and removes of one commit."""
+    """The data-changing adds and removes of one commit, and what it is made
+    of when it is captured (SPEC §Change capture)."""
 
     version: int
     timestamp: int
     added: tuple[Partition, ...]
     removed: tuple[Partition, ...]
+    captured: CapturedCommit | None = None
+
+    @property
+    def change_files(self) -> tuple[ChangeFile, ...]:
+        return self.captured.change_files if self.captured is not None else ()
 
 
 @dataclass(frozen=True)
@@ -89,9 +107,13 @@ class PartitionDelta:
         return self.added + self.removed
 
 
-# The kinds of segment a plan holds, in version order. Today every segment is
-# computed from partitions; segments read from other sources join this union.
-Segment = PartitionDelta
+    def merged(self, other: "PartitionDelta") -> "PartitionDelta":
+        """This segment's partitions and ``other``'s (two parts of one segment)."""
+        return dataclasses.replace(self, added=self.added + other.added, removed=self.removed + other.removed)
+
+
+# The kinds of segment a plan holds, in version order.
+Segment = PartitionDelta | CapturedCommit
 
 
 @dataclass(frozen=True)
@@ -130,8 +152,16 @@ class ChangePlan:
         """Every partition a data-changing commit of the interval added."""
         return tuple(p for c in self.commits for p in c.added)
 
+    @property
+    def consolidates(self) -> bool:
+        """Whether a ``default`` scan of this plan consolidates the events of
+        its segments (SPEC §Change scans, "Using change files") rather than
+        reading one partition-based minimum delta."""
+        return self.shape in (PlanShape.CAPTURED, PlanShape.MIXED)
+
     def partitions_to_read(self) -> list[Partition]:
-        """The partitions the scan reads, each once (for ``ctfile diff`` and tests)."""
+        """The partitions the scan reads, each once (for ``ctfile diff`` and
+        tests): never one that a captured commit rewrote."""
         seen: dict[str, Partition] = {}
         for p in self.initial.partitions if self.initial is not None else ():
             seen.setdefault(p.path, p)
@@ -140,15 +170,22 @@ class ChangePlan:
                 seen.setdefault(p.path, p)
         return list(seen.values())
 
+    def change_files_to_read(self) -> list[ChangeFile]:
+        """The change files the scan reads (of its captured segments)."""
+        return [f for s in self.segments if isinstance(s, CapturedCommit) for f in s.change_files]
+
     @property
     def bytes_to_read(self) -> int:
-        return sum(p.size_bytes for p in self.partitions_to_read())
+        """Bytes of the partitions and change files the scan reads."""
+        return sum(p.size_bytes for p in self.partitions_to_read()) + sum(
+            f.size_bytes for f in self.change_files_to_read()
+        )
 
     def restricted(self, segments: Sequence[Segment], initial: InitialRows | None) -> "ChangePlan":
         """This plan reduced to ``segments`` and ``initial`` (a part of it, for
         one task). The summary keeps what those segments read: the net sets'
         partitions they read, and of each commit the partitions read by the
-        segments covering that commit's version."""
+        segments covering that commit's version (and its captured part)."""
         read = {p.path for s in segments for p in s.partitions}
 
         def keep(parts: tuple[Partition, ...], paths: set[str]) -> tuple[Partition, ...]:
@@ -156,9 +193,18 @@ class ChangePlan:
 
         commits = []
         for c in self.commits:
-            paths = {p.path for s in segments if s.start_version <= c.version <= s.end_version for p in s.partitions}
-            part = CommitChanges(c.version, c.timestamp, keep(c.added, paths), keep(c.removed, paths))
-            if part.added or part.removed:
+            covering = [s for s in segments if s.start_version <= c.version <= s.end_version]
+            paths = {p.path for s in covering for p in s.partitions}
+            captured = next((s for s in covering if isinstance(s, CapturedCommit)), None)
+            if captured is None and c.captured is not None:
+                # Read from partitions here: of what makes it captured, the
+                # summary keeps the partitions this part reads.
+                captured = dataclasses.replace(
+                    c.captured, change_files=(), inserted=keep(c.captured.inserted, paths),
+                    deleted=keep(c.captured.deleted, paths),
+                )
+            part = CommitChanges(c.version, c.timestamp, keep(c.added, paths), keep(c.removed, paths), captured)
+            if part.added or part.removed or part.change_files:
                 commits.append(part)
         shape = self.shape if segments or self.shape is PlanShape.INITIAL_ROWS else PlanShape.EMPTY
         return ChangePlan(
@@ -295,9 +341,13 @@ def may_hold_rows_written_since(p: Partition, a: int) -> bool:
     return False
 
 
-def plan_changes(log: ManifestLog, scan: ChangeScan, *, latest: int) -> ChangePlan:
+def plan_changes(log: ManifestLog, scan: ChangeScan, *, latest: int, use_change_files: bool = True) -> ChangePlan:
     """The plan of ``scan`` from the log entries of its interval (and, with
     initial rows, the snapshot at ``scan.initial_version``).
+
+    ``use_change_files=False`` plans from partitions alone, as if no commit
+    were captured (the result is the same, SPEC §Change capture; tests and
+    benchmarks compare the two).
 
     With initial rows in ``default`` mode the snapshot at the end of the
     interval as INSERTs is the whole result: the interval's entries are not
@@ -309,9 +359,17 @@ def plan_changes(log: ManifestLog, scan: ChangeScan, *, latest: int) -> ChangePl
     if scan.initial_rows and scan.mode is ChangeMode.DEFAULT:
         return ChangePlan(PlanShape.INITIAL_ROWS, initial=initial)
     a, b = scan.start_version, scan.end_version
-    added, removed, commits = interval_changes(log, a, b)
+    entries = list(zip(range(a, b + 1), read_interval(log, a, b)))
+    added, removed, commits = net_changes(entries)
+    if not use_change_files:
+        commits = tuple(dataclasses.replace(c, captured=None) for c in commits)
     shape = _shape(scan.mode, a, added, removed, commits)
-    segments = () if shape is PlanShape.EMPTY else _segments(scan.mode, a, b, added, removed, commits)
+    if shape is PlanShape.EMPTY:
+        segments: tuple[Segment, ...] = ()
+    elif shape in (PlanShape.CAPTURED, PlanShape.MIXED):
+        segments = _captured_segments(scan.mode, entries, commits)
+    else:
+        segments = _segments(scan.mode, a, b, added, removed, commits)
     return ChangePlan(shape, segments, initial, added, removed, commits)
 
 
@@ -321,12 +379,19 @@ def interval_changes(
     """The net added partitions, net removed partitions and data-changing
     commits of versions ``a..b`` (see the module docstring); all empty when
     no commit of the interval changed data."""
-    entries = read_interval(log, a, b)
+    return net_changes(list(zip(range(a, b + 1), read_interval(log, a, b))))
+
+
+def net_changes(
+    entries: Sequence[tuple[int, list]],
+) -> tuple[tuple[Partition, ...], tuple[Partition, ...], tuple[CommitChanges, ...]]:
+    """:func:`interval_changes` of the ``(version, actions)`` entries of
+    consecutive versions."""
     added: dict[str, Partition] = {}
     removed: dict[str, Partition] = {}
     commits: list[CommitChanges] = []
     compactions: list[tuple[list[str], list[str]]] = []
-    for v, entry in zip(range(a, b + 1), entries):
+    for v, entry in entries:
         info = next(x for x in entry if isinstance(x, CommitInfo))
         adds = [x for x in entry if isinstance(x, AddPartition)]
         rems = [x for x in entry if isinstance(x, RemovePartition)]
@@ -340,7 +405,7 @@ def interval_changes(
         data_adds = tuple(x.partition for x in adds if x.data_change)
         data_rems = tuple(x.partition for x in rems if x.data_change)
         if data_adds or data_rems:
-            commits.append(CommitChanges(v, info.timestamp, data_adds, data_rems))
+            commits.append(CommitChanges(v, info.timestamp, data_adds, data_rems, captured_commit(v, info.timestamp, entry)))
         nd_adds = [x.path for x in adds if not x.data_change]
         nd_rems = [x.path for x in rems if not x.data_change]
         if nd_adds or nd_rems:
@@ -366,6 +431,10 @@ def _shape(
         return PlanShape.EMPTY
     if mode is ChangeMode.APPEND_ONLY:
         return PlanShape.ADDED_ONLY if any(c.added for c in commits) else PlanShape.EMPTY
+    if any(c.change_files for c in commits):
+        # SPEC §Change scans, plan shapes: only an interval with a change
+        # action reads change files; any other keeps the shapes below.
+        return PlanShape.CAPTURED if all(c.captured is not None for c in commits) else PlanShape.MIXED
     if mode is ChangeMode.AUDIT:
         # Per-commit deltas: partitions added and removed inside the interval
         # still count (the net sets may cancel out to nothing).
@@ -400,3 +469,36 @@ def _segments(
     if mode is ChangeMode.AUDIT:
         return tuple(PartitionDelta.of_commit(c) for c in commits)
     return tuple(PartitionDelta.of_commit(c, with_removed=False) for c in commits if c.added)
+
+
+def _captured_segments(
+    mode: ChangeMode, entries: Sequence[tuple[int, list]], commits: tuple[CommitChanges, ...]
+) -> tuple[Segment, ...]:
+    """The segments of a CAPTURED or MIXED plan (SPEC §Change scans, "Using
+    change files"): each captured data-changing commit alone; for
+    ``default`` each maximal run of consecutive data-changing commits that
+    are not captured is one :class:`PartitionDelta` of the run's net sets
+    (its versions' entries, compactions among them included), for
+    ``audit`` each such commit is its own."""
+    if mode is ChangeMode.AUDIT:
+        return tuple(c.captured if c.captured is not None else PartitionDelta.of_commit(c) for c in commits)
+    first = entries[0][0] if entries else 0
+    segments: list[Segment] = []
+    run: list[CommitChanges] = []
+
+    def flush() -> None:
+        if run:
+            lo, hi = run[0].version, run[-1].version
+            added, removed, _ = net_changes(entries[lo - first:hi - first + 1])
+            if added or removed:
+                segments.append(PartitionDelta(lo, hi, added, removed))
+            run.clear()
+
+    for c in commits:
+        if c.captured is None:
+            run.append(c)
+        else:
+            flush()
+            segments.append(c.captured)
+    flush()
+    return tuple(segments)

@@ -13,6 +13,14 @@ the output schema at the end:
 * ``append_only`` is a filter over the appended partitions on the stored
   ``_ct_row_id`` being null: no join, and no removed partition is read.
 * ``audit`` runs the minimum delta of each commit in turn.
+* With captured segments (plan shapes CAPTURED and MIXED, SPEC §Change
+  scans, "Using change files"), a captured commit's change is the images in
+  its change files, the fresh rows of the partitions it added and the rows
+  of those it removed with ``deletesAllRows``
+  (:mod:`ctfile.reader.captured`): ``default`` consolidates the images of
+  every segment per row id (:mod:`ctfile.reader.change_events`), a run of
+  commits that are not captured giving the rows of its minimum delta;
+  ``audit`` outputs each captured commit's images as its change.
 * *initial rows* put the rows of a snapshot first (the one before the
   interval; for ``default`` the one at its end, which is then the whole
   result).
@@ -29,7 +37,10 @@ scan.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -40,6 +51,8 @@ from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.log.storage import Storage
+from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
+from ctfile.reader.change_events import Images, consolidate
 from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
 from ctfile.reader.change_spec import ChangeMode, ChangeScan
@@ -64,7 +77,7 @@ class ChangeSet:
     plan : ChangePlan
         What it reads (planned from the log alone).
     plan_shape : PlanShape
-        EMPTY, ADDED_ONLY, REMOVED_ONLY, MINIMIZE or INITIAL_ROWS.
+        EMPTY, ADDED_ONLY, REMOVED_ONLY, MINIMIZE, INITIAL_ROWS, CAPTURED or MIXED.
     start_version, end_version : int
         The interval, both ends included.
     schema : pyarrow.Schema
@@ -167,18 +180,68 @@ class ChangeSet:
             for seg in self.plan.segments:
                 yield from self._append_only(files, self._prune(seg.added), use_threads)
             return
-        md = MinimumDelta(
-            files, self._table_schema, filter=self.scan.row_filter, batch_rows=self._batch_rows,
+        with ThreadPoolExecutor(max_workers=READ_WORKERS) if use_threads else contextlib.nullcontext() as pool:
+            if self.scan.mode is ChangeMode.DEFAULT and self.plan.consolidates:
+                yield from self._consolidated(files, use_threads, pool)
+                return
+            md = self._minimum_delta(files, use_threads, filtered=True)
+            for seg in self.plan.segments:
+                # audit segments are single commits, whose rows carry the commit.
+                version = seg.start_version if self.scan.is_audit else None
+                timestamp = seg.timestamp if self.scan.is_audit else None
+                if isinstance(seg, CapturedCommit):
+                    images = read_captured(files, self._pruned_commit(seg), self._table_schema, use_threads=use_threads, pool=pool)
+                    yield from consolidate(
+                        [images], filter=self.scan.row_filter, batch_rows=self._batch_rows,
+                        version=version, timestamp_ms=timestamp,
+                    )
+                else:
+                    yield from md.run(
+                        self._prune(seg.added), self._prune(seg.removed), seg.start_version,
+                        version=version, timestamp_ms=timestamp,
+                    )
+
+    def _minimum_delta(self, files: DataFiles, use_threads: bool, *, filtered: bool) -> MinimumDelta:
+        return MinimumDelta(
+            files, self._table_schema, filter=self.scan.row_filter if filtered else None, batch_rows=self._batch_rows,
             workers=READ_WORKERS if use_threads else 1, use_threads=use_threads,
         )
+
+    def _consolidated(self, files: DataFiles, use_threads: bool, pool) -> Iterator[Chunk]:
+        """``default`` over captured segments (SPEC §Change scans, "Using
+        change files"): the events of every segment, consolidated per row
+        id, the filter applied once at the end. A run of commits that are
+        not captured gives the rows of its unfiltered partition-based minimum
+        delta; nothing is pruned by statistics, since a row's first or last
+        event may fail the filter while the consolidated row passes it. The
+        captured commits' files are read on ``pool``, all at once."""
+        md = self._minimum_delta(files, use_threads, filtered=False)
+        captured = [s for s in self.plan.segments if isinstance(s, CapturedCommit)]
+        calls = [(i, f) for i, c in enumerate(captured) for f in reads_of(c, files, self._table_schema, use_threads=use_threads)]
+        read = pool.map(lambda call: call[1](), calls) if pool is not None else (f() for _, f in calls)
+        per_commit: list[list[Images]] = [[] for _ in captured]
+        for (i, _), images in zip(calls, read):
+            per_commit[i].append(images)
+        captured_images = iter(per_commit)
+        segments = []
         for seg in self.plan.segments:
-            # audit segments are single commits, whose rows carry the commit.
-            version = seg.start_version if self.scan.is_audit else None
-            timestamp = seg.timestamp if self.scan.is_audit else None
-            yield from md.run(
-                self._prune(seg.added), self._prune(seg.removed), seg.start_version,
-                version=version, timestamp_ms=timestamp,
-            )
+            if isinstance(seg, CapturedCommit):
+                segments.append(Images.concat(next(captured_images), self._data_schema))
+            else:
+                segments.append(Images.from_chunks(list(md.run(seg.added, seg.removed, seg.start_version)), self._data_schema))
+        yield from consolidate(segments, filter=self.scan.row_filter, batch_rows=self._batch_rows)
+
+    def _pruned_commit(self, c: CapturedCommit) -> CapturedCommit:
+        """``c`` without the files whose statistics show no row passes the
+        filter (exact for one commit's own change: every row id's images of
+        the commit are in one file)."""
+        if self.scan.row_filter is None:
+            return c
+        keep = {p.path for p in self._prune([change_file_partition(f, c.version) for f in c.change_files])}
+        return dataclasses.replace(
+            c, change_files=tuple(f for f in c.change_files if f.path in keep),
+            inserted=tuple(self._prune(c.inserted)), deleted=tuple(self._prune(c.deleted)),
+        )
 
     def _prune(self, parts: Sequence[Partition]) -> list[Partition]:
         return prune(list(parts), self._table_schema, self.scan.row_filter)
@@ -212,23 +275,7 @@ class ChangeSet:
 
     def _append_only(self, files: DataFiles, parts: Sequence[Partition], use_threads: bool) -> Iterator[Chunk]:
         for p in parts:
-            fresh = self._fresh_positions(files, p)
+            fresh = fresh_positions(files, p)
             c = self._rows_chunk(files, p, fresh, p.first_row_id + fresh, insert=True, use_threads=use_threads)
             if c is not None:
                 yield c
-
-    def _fresh_positions(self, files: DataFiles, p: Partition) -> np.ndarray:
-        """Positions of rows whose stored ``_ct_row_id`` is null (inserted by
-        the partition's own commit)."""
-        n = p.num_records
-        s = p.stats
-        if hidden_values_only_inherited(p):
-            return np.arange(n, dtype=np.int64)
-        if s is not None and s.null_count.get(ROW_ID_FIELD_ID) == 0:
-            return np.empty(0, dtype=np.int64)
-        with files.open(p) as src:
-            pf = files.parquet(src, p)
-            if ROW_ID_COLUMN not in pf.schema_arrow.names:
-                return np.arange(n, dtype=np.int64)
-            col = pf.read(columns=[ROW_ID_COLUMN]).column(0)
-        return np.flatnonzero(np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool))

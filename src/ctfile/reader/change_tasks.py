@@ -26,12 +26,23 @@ are ``firstRowId .. firstRowId + numRecords - 1``, stored ids are bounded by
 the ``_ct_row_id`` statistics; without statistics the range is unbounded and
 the partition joins every group.
 
+The same holds for captured segments (SPEC §Change scans, "Using change
+files"): the consolidated change of a row id depends only on its events,
+which come from the sources holding that id: change files (their ids bounded
+by their ``_ct_row_id`` statistics), the partitions a captured commit added
+(fresh rows) or removed with ``deletesAllRows``, and the partitions of the
+runs computed from partitions.
+
 Each segment of the plan splits into units:
 
 * ``append_only``: one unit per appended partition (rows are independent).
-* ``default``: one unit per component of the net added and removed partitions.
-* ``audit``: one unit per component of each commit's added and removed
-  partitions (each commit's delta is computed on its own anyway).
+* ``default``: one unit per component of the net added and removed
+  partitions; with captured segments (plan shapes CAPTURED and MIXED), one
+  unit per component of the sources of all segments together, as the pieces
+  of each segment it reads (a row id's events in different segments must be
+  consolidated in one task).
+* ``audit``: one unit per component of each commit's sources (each commit's
+  delta is computed on its own anyway).
 * initial rows: one unit per partition of the initial snapshot.
 
 Units are packed into tasks of about ``max_rows_per_task`` rows (rows of the
@@ -49,10 +60,11 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from ctfile.format.actions import Partition
+from ctfile.format.actions import ChangeFile, Partition
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
 from ctfile.log.storage import Storage
-from ctfile.reader.change_plan import ChangePlan, Segment
+from ctfile.reader.captured import CapturedCommit
+from ctfile.reader.change_plan import ChangePlan, PartitionDelta, Segment
 from ctfile.reader.change_spec import ChangeMode, ChangeScan
 from ctfile.reader.pruning import prune
 from ctfile.reader.scan_task import storage_for
@@ -93,33 +105,29 @@ class ChangeTask:
 
 @dataclass
 class _Unit:
-    """Partitions that must be read by one task: initial-row partitions and
-    pieces of the plan's segments."""
+    """Partitions and change files that must be read by one task:
+    initial-row partitions and pieces of the plan's segments."""
 
     rows: int
     initial: list[Partition] = dataclasses.field(default_factory=list)
     segments: list[Segment] = dataclasses.field(default_factory=list)
 
     def absorb(self, other: "_Unit") -> None:
-        """Add ``other``'s partitions; pieces of one segment merge back into one
-        (exact: the minimum delta of a union of components is the union of
-        theirs, see the module docstring)."""
+        """Add ``other``'s sources; pieces of one segment merge into one
+        (exact: the change of a union of components is the union of theirs,
+        see the module docstring). Pieces stay in version order."""
         self.rows += other.rows
         self.initial += other.initial
         for piece in other.segments:
-            last = self.segments[-1] if self.segments else None
-            if last is not None and _same_segment(last, piece):
-                self.segments[-1] = dataclasses.replace(
-                    last, added=last.added + piece.added, removed=last.removed + piece.removed
-                )
-            else:
+            at = next((i for i, s in enumerate(self.segments) if _segment_key(s) == _segment_key(piece)), None)
+            if at is None:
                 self.segments.append(piece)
+            else:
+                self.segments[at] = self.segments[at].merged(piece)
 
 
-def _same_segment(a: Segment, b: Segment) -> bool:
-    return type(a) is type(b) and (a.start_version, a.end_version, a.timestamp) == (
-        b.start_version, b.end_version, b.timestamp
-    )
+def _segment_key(s: Segment) -> tuple:
+    return (type(s).__name__, s.start_version, s.end_version, s.timestamp)
 
 
 def row_id_range(p: Partition) -> tuple[float, float]:
@@ -144,27 +152,74 @@ def row_id_range(p: Partition) -> tuple[float, float]:
     return (min(lo, inherited[0]), max(hi, inherited[1]))
 
 
-def components(added: Sequence[Partition], removed: Sequence[Partition]) -> list[tuple[list[Partition], list[Partition]]]:
-    """Groups ``(added, removed)`` such that every row id's partitions fall in
-    one group: the connected components of overlapping row-id ranges, in
-    ascending range order, each side in its original order."""
-    items = [(row_id_range(p), 0, i) for i, p in enumerate(added)]
-    items += [(row_id_range(p), 1, i) for i, p in enumerate(removed)]
-    items.sort(key=lambda t: (t[0][0], t[0][1]))
-    groups: list[list[tuple[int, int]]] = []
+def change_file_row_id_range(c: ChangeFile) -> tuple[float, float]:
+    """Bounds of the row ids in change file ``c``, from its ``_ct_row_id``
+    statistics; ``(-inf, inf)`` without them."""
+    s = c.stats
+    lo = s.min_values.get(ROW_ID_FIELD_ID) if s is not None else None
+    hi = s.max_values.get(ROW_ID_FIELD_ID) if s is not None else None
+    if lo is None or hi is None:
+        return (-math.inf, math.inf)
+    return (int(lo), int(hi))
+
+
+def connected(ranges: Sequence[tuple[float, float]]) -> list[list[int]]:
+    """Indices of ``ranges`` grouped into the connected components of
+    overlapping ranges, in ascending range order, each group ascending."""
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i])
+    groups: list[list[int]] = []
     hi = -math.inf
-    for (lo, h), side, i in items:
+    for i in order:
+        lo, h = ranges[i]
         if not groups or lo > hi:
             groups.append([])
             hi = h
         else:
             hi = max(hi, h)
-        groups[-1].append((side, i))
+        groups[-1].append(i)
+    return [sorted(g) for g in groups]
+
+
+def components(added: Sequence[Partition], removed: Sequence[Partition]) -> list[tuple[list[Partition], list[Partition]]]:
+    """Groups ``(added, removed)`` such that every row id's partitions fall in
+    one group: the connected components of overlapping row-id ranges, in
+    ascending range order, each side in its original order."""
+    n = len(added)
     out = []
-    for g in groups:
-        a = sorted(i for side, i in g if side == 0)
-        r = sorted(i for side, i in g if side == 1)
-        out.append(([added[i] for i in a], [removed[i] for i in r]))
+    for g in connected([row_id_range(p) for p in [*added, *removed]]):
+        out.append(([added[i] for i in g if i < n], [removed[i - n] for i in g if i >= n]))
+    return out
+
+
+_SOURCE_FIELDS = {CapturedCommit: ("change_files", "inserted", "deleted"), PartitionDelta: ("added", "removed")}
+
+
+def _sources(seg: Segment) -> list[tuple[str, object, tuple[float, float]]]:
+    """``(field, source, row-id range)`` of each file ``seg`` reads; ``field``
+    names the segment field the source belongs to."""
+    if isinstance(seg, CapturedCommit):
+        out = [("change_files", c, change_file_row_id_range(c)) for c in seg.change_files]
+        out += [("inserted", p, row_id_range(p)) for p in seg.inserted]
+        return out + [("deleted", p, row_id_range(p)) for p in seg.deleted]
+    return [("added", p, row_id_range(p)) for p in seg.added] + [("removed", p, row_id_range(p)) for p in seg.removed]
+
+
+def _split_segments(segments: Sequence[Segment]) -> list[list[Segment]]:
+    """The sources of ``segments`` grouped so that every row id's sources,
+    in all of them, fall in one group (the components of their row-id
+    ranges); each group as the pieces of the segments it reads, in order."""
+    flat = [(k, field, src, rng) for k, seg in enumerate(segments) for field, src, rng in _sources(seg)]
+    out = []
+    for g in connected([rng for _, _, _, rng in flat]):
+        fields: dict[int, dict[str, list]] = {}
+        for i in g:
+            k, field, src, _ = flat[i]
+            fields.setdefault(k, {}).setdefault(field, []).append(src)
+        pieces = []
+        for k in sorted(fields):
+            empty = dict.fromkeys(_SOURCE_FIELDS[type(segments[k])], ())
+            pieces.append(dataclasses.replace(segments[k], **{**empty, **{f: tuple(v) for f, v in fields[k].items()}}))
+        out.append(pieces)
     return out
 
 
@@ -204,7 +259,8 @@ def plan_change_tasks(
 
 def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Unit]:
     """The smallest independent parts of ``plan``, in reading order (partitions
-    a ``filter`` prunes by statistics dropped)."""
+    a ``filter`` prunes by statistics dropped where the serial scan drops
+    them)."""
 
     def pruned(parts) -> list[Partition]:
         return prune(list(parts), table_schema, scan.row_filter)
@@ -212,14 +268,31 @@ def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Un
     units = []
     if plan.initial is not None:
         units += [_Unit(p.num_records, initial=[p]) for p in pruned(plan.initial.partitions)]
+    if scan.mode is ChangeMode.DEFAULT and plan.consolidates:
+        # One consolidation over every segment: a row id's events in all of
+        # them in one task; nothing pruned (see ChangeSet._consolidated).
+        for pieces in _split_segments(plan.segments):
+            units.append(_Unit(sum(_rows(p) for p in pieces), segments=pieces))
+        return units
     for seg in plan.segments:
         if scan.mode is ChangeMode.APPEND_ONLY:
             for p in pruned(seg.added):
                 fresh = p.fresh_rows
                 piece = dataclasses.replace(seg, added=(p,))
                 units.append(_Unit(p.num_records if fresh is None else fresh, segments=[piece]))
+        elif isinstance(seg, CapturedCommit):
+            # audit: the commit's own change, split by row ids.
+            for (piece,) in _split_segments([seg]):
+                units.append(_Unit(_rows(piece), segments=[piece]))
         else:
             for a, r in components(pruned(seg.added), pruned(seg.removed)):
                 piece = dataclasses.replace(seg, added=tuple(a), removed=tuple(r))
                 units.append(_Unit(sum(p.num_records for p in a + r), segments=[piece]))
     return units
+
+
+def _rows(seg: Segment) -> int:
+    """Rows of the files ``seg`` reads (a cost estimate)."""
+    if isinstance(seg, CapturedCommit):
+        return seg.num_records
+    return sum(p.num_records for p in seg.partitions)

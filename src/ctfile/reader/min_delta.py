@@ -57,8 +57,8 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
-from ctfile.reader.change_rows import Chunk, const, filter_chunk, filter_mask
-from ctfile.reader.expressions import is_distinct
+from ctfile.reader.change_events import emit_pairs
+from ctfile.reader.change_rows import Chunk, filter_chunk
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_hidden, read_rows, same_columns
 from ctfile.reader.read_ahead import Streams
@@ -352,54 +352,18 @@ class MinimumDelta:
     # ------------------------------------------------------------ pairs
 
     def _emit_pairs(self, old_t: _Images, new_t: _Images, version, timestamp_ms, *, skip: frozenset = frozenset()) -> Iterator[Chunk]:
-        """Emit the update pairs of one bucket (both sides in row-id order):
-        a pair whose values are all equal is dropped (the columns ``skip``
-        are known equal, taken from the new images, and not compared); an
-        image failing the filter splits its pair."""
+        """Emit the update pairs of one bucket (both sides in row-id order)
+        with :func:`~ctfile.reader.change_events.emit_pairs`: a pair whose
+        values are all equal is dropped (the columns ``skip`` are known
+        equal, taken from the new images, and not compared); an image
+        failing the filter splits its pair."""
         (old, old_ids), (new, new_ids) = old_t, new_t
         if len(old_ids) != len(new_ids) or not np.array_equal(old_ids, new_ids):
             raise AssertionError("change scan: update pairs do not align by row id")  # pragma: no cover
-        if len(old_ids) == 0:
-            return
-        both, lone_old, lone_new = self._pair_masks(old, new, skip)
-        yield from self._interleave(old, new, old_ids, np.flatnonzero(both), version, timestamp_ms)
-        for mask, table, insert in ((lone_old, old, False), (lone_new, new, True)):
-            sel = np.flatnonzero(mask)
-            if len(sel):
-                yield Chunk(table.take(pa.array(sel)), const(len(sel), insert), const(len(sel), False), old_ids[sel], version, timestamp_ms)
-
-    def _pair_masks(self, old: pa.Table, new: pa.Table, skip: frozenset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per pair: an update (both images pass the filter), a lone DELETE
-        (only the old one does), a lone INSERT (only the new one does); a
-        no-op pair is none of them."""
-        changed = np.zeros(old.num_rows, dtype=bool)
-        for name in self._data_schema.names:
-            if name not in skip:
-                changed |= is_distinct(old.column(name), new.column(name))
-        f_old = filter_mask(old, self._filter)
-        f_new = filter_mask(new, self._filter)
-        f_old = changed if f_old is None else changed & f_old
-        f_new = changed if f_new is None else changed & f_new
-        return f_old & f_new, f_old & ~f_new, f_new & ~f_old
-
-    def _interleave(self, old: pa.Table, new: pa.Table, ids: np.ndarray, both_idx: np.ndarray, version, timestamp_ms) -> Iterator[Chunk]:
-        """The pairs ``both_idx``: DELETE (old image) then INSERT (new image),
-        adjacent per row."""
-        # Interleaved a slice at a time so only one output batch's worth of
-        # rows is copied at once. Each slice first cuts both sides to the rows
-        # it spans (zero-copy), so a take never scans the whole bucket.
-        step = max(1, self._batch_rows // 2)
-        for s in range(0, len(both_idx), step):
-            idx = both_idx[s:s + step]
-            lo, hi = int(idx[0]), int(idx[-1]) + 1
-            k = len(idx)
-            take = np.empty(2 * k, dtype=np.int64)
-            take[0::2] = idx - lo
-            take[1::2] = idx - lo + (hi - lo)
-            data = pa.concat_tables([old.slice(lo, hi - lo), new.slice(lo, hi - lo)]).take(pa.array(take))
-            ins = np.zeros(2 * k, dtype=bool)
-            ins[1::2] = True
-            yield Chunk(data, ins, const(2 * k, True), np.repeat(ids[idx], 2), version, timestamp_ms)
+        yield from emit_pairs(
+            old, new, old_ids, filter=self._filter, batch_rows=self._batch_rows, version=version,
+            timestamp_ms=timestamp_ms, skip=skip,
+        )
 
 
 @dataclass(frozen=True)

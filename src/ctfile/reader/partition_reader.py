@@ -39,7 +39,7 @@ from ctfile.log.transaction import PENDING
 from ctfile.reader.integrity import DataFiles
 
 
-def _file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) -> dict[str, str | None]:
+def file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) -> dict[str, str | None]:
     """Map each wanted table column to the file's column name (None: absent)."""
     arrow = pf.schema_arrow
     by_id: dict[int, str] = {}
@@ -98,7 +98,7 @@ def read_partition(
         pf = files.parquet(src, p)
         if p.num_records == 0:
             return
-        mapping = _file_columns(pf, schema, wanted)
+        mapping = file_columns(pf, schema, wanted)
         file_names = pf.schema_arrow.names
         read_cols = [c for c in mapping.values() if c is not None]
         if hidden:
@@ -288,7 +288,7 @@ def iter_rows(
         md = pf.metadata
         if positions[0] < 0 or positions[-1] >= md.num_rows:
             raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
-        mapping = _file_columns(pf, schema, wanted)
+        mapping = file_columns(pf, schema, wanted)
         read_cols = list(dict.fromkeys(c for c in mapping.values() if c is not None))
 
         def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
@@ -390,7 +390,7 @@ def _same_columns(fa: pq.ParquetFile, fb: pq.ParquetFile, read_a, read_b, size_a
     ):
         return set()
     names = list(schema.names)
-    map_a, map_b = _file_columns(fa, schema, names), _file_columns(fb, schema, names)
+    map_a, map_b = file_columns(fa, schema, names), file_columns(fb, schema, names)
     arrow_a, arrow_b = fa.schema_arrow, fb.schema_arrow
     leaf_a = {ma.schema.column(i).path: i for i in range(ma.num_columns)}
     leaf_b = {mb.schema.column(i).path: i for i in range(mb.num_columns)}

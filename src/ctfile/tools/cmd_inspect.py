@@ -3,6 +3,8 @@ log and describing its versions without reading data files."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
@@ -343,6 +345,100 @@ def show(
 # ---------------------------------------------------------------- diff
 
 
+@dataclass(frozen=True)
+class DiffCommit:
+    """One data-changing commit of a diff's interval."""
+
+    version: int
+    timestamp: str
+    partitions_added: int
+    partitions_removed: int
+    captured: bool  # its change is known without reading the partitions it rewrote
+    change_files: int
+    change_bytes: int
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """What ``ctfile diff`` shows: the plan of a change scan, from the log alone."""
+
+    uri: str
+    start_version: int
+    end_version: int
+    information: str
+    plan_shape: str
+    partitions_added: list[dict]
+    partitions_removed: list[dict]
+    rows_added: int
+    rows_removed: int
+    partitions_to_read: list[str]
+    change_files_to_read: list[str]
+    bytes_to_read: int
+    commits: list[DiffCommit]
+
+    @classmethod
+    def of(cls, uri: str, cs: ctfile.ChangeSet) -> "DiffReport":
+        plan = cs.plan
+        return cls(
+            uri=uri,
+            start_version=cs.start_version,
+            end_version=cs.end_version,
+            information=cs.scan.mode.value,
+            plan_shape=str(cs.plan_shape),
+            partitions_added=[_partition_dict(p) for p in plan.added],
+            partitions_removed=[_partition_dict(p) for p in plan.removed],
+            rows_added=sum(p.num_records for p in plan.added),
+            rows_removed=sum(p.num_records for p in plan.removed),
+            partitions_to_read=[p.path for p in plan.partitions_to_read()],
+            change_files_to_read=[f.path for f in plan.change_files_to_read()],
+            bytes_to_read=plan.bytes_to_read,
+            commits=[
+                DiffCommit(
+                    c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed), c.captured is not None,
+                    len(c.change_files), sum(f.size_bytes for f in c.change_files),
+                )
+                for c in plan.commits
+            ],
+        )
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def print_text(self) -> None:
+        con = out.console()
+        con.print(Text(f"changes {self.start_version}..{self.end_version} of {self.uri} "
+                       f"(information={self.information})", style="bold"))
+        con.print(f"plan shape: {self.plan_shape}")
+        con.print(
+            f"net added: {len(self.partitions_added)} partitions, {self.rows_added} rows; "
+            f"net removed: {len(self.partitions_removed)} partitions, {self.rows_removed} rows"
+        )
+        files = f" and {len(self.change_files_to_read)} change files" if self.change_files_to_read else ""
+        con.print(f"a change scan reads {len(self.partitions_to_read)} partitions{files}, {self.bytes_to_read} bytes "
+                  f"({out.fmt_bytes(self.bytes_to_read)})")
+        if self.commits:
+            ct = RichTable(title="data-changing commits", title_justify="left")
+            for c, just in (("version", "right"), ("timestamp", "left"), ("+parts", "right"), ("-parts", "right"),
+                            ("captured", "left"), ("change files", "right")):
+                ct.add_column(c, justify=just)
+            for c in self.commits:
+                files = f"{c.change_files} ({out.fmt_bytes(c.change_bytes)})" if c.change_files else ""
+                ct.add_row(str(c.version), c.timestamp, str(c.partitions_added), str(c.partitions_removed),
+                           "yes" if c.captured else "no", files)
+            con.print(ct)
+        if self.partitions_added or self.partitions_removed:
+            t = RichTable(title_justify="left")
+            for c, just in (("", "left"), ("path", "left"), ("rows", "right"), ("size", "right"),
+                            ("firstRowId", "right"), ("added in", "right"), ("read", "left")):
+                t.add_column(c, justify=just, overflow="fold")
+            read = set(self.partitions_to_read)
+            for side, items in (("+", self.partitions_added), ("-", self.partitions_removed)):
+                for p in items:
+                    t.add_row(side, p["path"], str(p["num_records"]), out.fmt_bytes(p["size_bytes"]),
+                              str(p["first_row_id"]), f"v{p['default_row_version']}", "yes" if p["path"] in read else "")
+            con.print(t)
+
+
 def diff(
     uri: UriArg,
     start: Annotated[int, typer.Argument(metavar="START", help="First version of the interval (included).", show_default=False)],
@@ -353,56 +449,18 @@ def diff(
 ) -> None:
     """Plan a change scan of START..END without reading data files.
 
-    Shows the partitions added and removed in the interval (net), the plan
-    shape and the bytes a change scan would read.
+    Shows the partitions added and removed in the interval (net), its
+    data-changing commits and which are captured (their change files let a
+    scan skip the partitions they rewrote), the plan shape and the bytes a
+    change scan would read.
     """
-    information = information.value
     with handle_errors(json_):
-        cs = open_uri(uri, storage_option).changes(start_version=start, end_version=end, information=information)
-        plan = cs.plan
-        to_read = plan.partitions_to_read()
-        info = {
-            "uri": uri,
-            "start_version": cs.start_version,
-            "end_version": cs.end_version,
-            "information": information,
-            "plan_shape": str(cs.plan_shape),
-            "partitions_added": [_partition_dict(p) for p in plan.added],
-            "partitions_removed": [_partition_dict(p) for p in plan.removed],
-            "rows_added": sum(p.num_records for p in plan.added),
-            "rows_removed": sum(p.num_records for p in plan.removed),
-            "partitions_to_read": [p.path for p in to_read],
-            "bytes_to_read": plan.bytes_to_read,
-            "commits": [
-                {"version": c.version, "timestamp": out.fmt_ms(c.timestamp),
-                 "partitions_added": len(c.added), "partitions_removed": len(c.removed)}
-                for c in plan.commits
-            ],
-        }
+        cs = open_uri(uri, storage_option).changes(start_version=start, end_version=end, information=information.value)
+        report = DiffReport.of(uri, cs)
     if json_:
-        out.print_json(info)
-        return
-    con = out.console()
-    con.print(Text(f"changes {info['start_version']}..{info['end_version']} of {uri} "
-                   f"(information={information})", style="bold"))
-    con.print(f"plan shape: {info['plan_shape']}")
-    con.print(
-        f"net added: {len(info['partitions_added'])} partitions, {info['rows_added']} rows; "
-        f"net removed: {len(info['partitions_removed'])} partitions, {info['rows_removed']} rows"
-    )
-    con.print(f"a change scan reads {len(to_read)} partitions, {info['bytes_to_read']} bytes "
-              f"({out.fmt_bytes(info['bytes_to_read'])})")
-    if info["partitions_added"] or info["partitions_removed"]:
-        t = RichTable(title_justify="left")
-        for c, just in (("", "left"), ("path", "left"), ("rows", "right"), ("size", "right"),
-                        ("firstRowId", "right"), ("added in", "right"), ("read", "left")):
-            t.add_column(c, justify=just, overflow="fold")
-        read = set(info["partitions_to_read"])
-        for side, items in (("+", info["partitions_added"]), ("-", info["partitions_removed"])):
-            for p in items:
-                t.add_row(side, p["path"], str(p["num_records"]), out.fmt_bytes(p["size_bytes"]),
-                          str(p["first_row_id"]), f"v{p['default_row_version']}", "yes" if p["path"] in read else "")
-        con.print(t)
+        out.print_json(report.as_json())
+    else:
+        report.print_text()
 
 
 COMMANDS = (history, show, diff)

@@ -754,3 +754,29 @@ def test_vacuum_reports_change_files(tmp_path):
     doc = run_json("vacuum", t.uri, "--retain", "0s", "--grace-period", "0s")
     assert len(doc["deleted_change_files"]) == 1 and doc["change_bytes_freed"] > 0
     assert doc["bytes_freed"] > doc["change_bytes_freed"]
+
+
+def test_diff_shows_captured_commits(new_table, make_rows):
+    """With capture switched on mid-history, diff marks the captured commits,
+    lists the change files a scan reads, and counts their bytes instead of
+    the partitions the captured UPDATE rewrote."""
+    t = new_table(partition_rows=10)
+    t.insert(make_rows(30))  # v1
+    t.update(pc.field("id") == 1, {"s": "a"})  # v2: not captured
+    t.set_properties({"ctfile.changeCapture": "before_after"})  # v3
+    t.update(pc.field("id").isin([2, 22]), {"s": "b"})  # v4: captured, one change file
+    doc = run_json("diff", t.uri, "2", "4")
+    assert doc["plan_shape"] == "MIXED"
+    assert [(c["version"], c["captured"], c["change_files"]) for c in doc["commits"]] == [(2, False, 0), (4, True, 1)]
+    change = [a for a in t.log.read_entry(4) if type(a).__name__ == "ChangeFile"]
+    assert doc["change_files_to_read"] == [change[0].path]
+    assert doc["commits"][1]["change_bytes"] == change[0].size_bytes
+    # v4 rewrote a partition of v1 (not read: its change file has the old images)
+    # and v2's rewrite of row 1 (read: the net added of the run v2).
+    rewritten = {a.path: a.partition.default_row_version for a in t.log.read_entry(4) if type(a).__name__ == "RemovePartition"}
+    assert sorted(rewritten.values()) == [1, 2]
+    assert [v for p, v in rewritten.items() if p in doc["partitions_to_read"]] == [2]
+    cs = t.changes(start_version=2, end_version=4)
+    assert doc["bytes_to_read"] == cs.plan.bytes_to_read
+    text = ok("diff", t.uri, "4", "4").stdout
+    assert "CAPTURED" in text and "1 change files" in text and "captured" in text
