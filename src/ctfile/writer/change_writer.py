@@ -103,8 +103,11 @@ class ChangeWriter:
         new = new.set_column(
             len(self._columns) - 1, ROW_VERSION_COLUMN, pa.nulls(new.num_rows, pa.int64())
         )
+        # The two sides may differ in nullability (a column the statement
+        # set is rebuilt nullable): conform both to the buffer's schema.
         pairs = pa.concat_tables([
-            _with_type(old, ChangeType.UPDATE_PREIMAGE), _with_type(new, ChangeType.UPDATE_POSTIMAGE),
+            self._conform(_with_type(old, ChangeType.UPDATE_PREIMAGE)),
+            self._conform(_with_type(new, ChangeType.UPDATE_POSTIMAGE)),
         ])
         n = old.num_rows
         order = np.empty(2 * n, dtype=np.int64)
@@ -122,12 +125,16 @@ class ChangeWriter:
             self.overlaps = True
         return rows
 
-    def _append(self, rows: pa.Table) -> None:
-        """Buffer ``rows`` (whole pairs); write full files outside the lock."""
-        rows = pa.Table.from_arrays(
+    def _conform(self, rows: pa.Table) -> pa.Table:
+        """``rows`` (the buffer's columns in its order) in the buffer's schema."""
+        return pa.Table.from_arrays(
             [c if c.type.equals(f.type) else c.cast(f.type) for c, f in zip(rows.columns, self._buffer_schema)],
             schema=self._buffer_schema,
         )
+
+    def _append(self, rows: pa.Table) -> None:
+        """Buffer ``rows`` (whole pairs); write full files outside the lock."""
+        rows = self._conform(rows)
         with self._lock:
             self._buffer.append(rows)
             self._buffered += rows.num_rows
