@@ -138,10 +138,15 @@ def _partition_to_json(p: Partition) -> dict:
         "defaultRowVersion": p.default_row_version,
         "modificationTime": p.modification_time,
     }
-    if p.checksum is not None:
-        out["checksum"] = p.checksum
-    if p.stats is not None:
-        out["stats"] = stats_to_json(p.stats)
+    return _with_checksum_and_stats(out, p.checksum, p.stats)
+
+
+def _with_checksum_and_stats(out: dict[str, Any], checksum: str | None, stats: PartitionStats | None) -> dict:
+    """``out`` with the optional ``checksum`` and ``stats`` of a file's action."""
+    if checksum is not None:
+        out["checksum"] = checksum
+    if stats is not None:
+        out["stats"] = stats_to_json(stats)
     return out
 
 
@@ -178,11 +183,7 @@ def _change_file_to_json(c: ChangeFile) -> dict:
         "numRecords": c.num_records,
         "modificationTime": c.modification_time,
     }
-    if c.checksum is not None:
-        out["checksum"] = c.checksum
-    if c.stats is not None:
-        out["stats"] = stats_to_json(c.stats)
-    return out
+    return _with_checksum_and_stats(out, c.checksum, c.stats)
 
 
 def _change_file_from_json(obj: dict, where: str) -> ChangeFile:

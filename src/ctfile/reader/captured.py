@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
-from ctfile.format.change_files import CHANGE_TYPE_COLUMN, POSTIMAGE_CODE, check_change_rows, is_captured
+from ctfile.format.change_files import CHANGE_TYPE_COLUMN, DELETE_CODE, POSTIMAGE_CODE, check_change_rows, is_captured
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.reader.change_events import Images
@@ -134,7 +134,7 @@ def read_change_file(files: DataFiles, c: ChangeFile, version: int, schema: Sche
         schema=data_schema,
     )
     rid = np.asarray(t.column(ROW_ID_COLUMN).to_numpy(), dtype=np.int64)
-    return Images(data, rid, codes == POSTIMAGE_CODE)
+    return Images(data, rid, codes == POSTIMAGE_CODE, codes != DELETE_CODE)
 
 
 def _cast(col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:

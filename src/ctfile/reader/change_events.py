@@ -11,6 +11,11 @@ its first segment and the new image of its last. An old and a new image make
 an update pair (dropped when every column is equal, the no-op rule), an old
 image alone a DELETE, a new image alone an INSERT.
 
+A scan of a single captured commit (and each commit of an ``audit`` scan)
+needs no consolidation: :func:`emit_commit` outputs the commit's images as
+they stand, which the writer requirements of SPEC §Change capture make its
+minimum delta.
+
 Consolidation holds the images of the interval in memory (they are the
 change itself, which is what a captured scan reads); the partition-based
 path, :mod:`ctfile.reader.min_delta`, bounds its memory by row-id buckets
@@ -47,10 +52,17 @@ class Images:
     data: pa.Table
     row_id: np.ndarray  # int64
     new: np.ndarray  # bool
+    #: per row: half of an update pair, the old image immediately followed by
+    #: the new one (None: no pairs)
+    update: np.ndarray | None = None
 
     @classmethod
     def empty(cls, schema: pa.Schema) -> "Images":
         return cls(schema.empty_table(), np.empty(0, np.int64), np.empty(0, bool))
+
+    def pairs(self) -> np.ndarray:
+        """:attr:`update` as a bool array (all False when None)."""
+        return np.zeros(len(self), dtype=bool) if self.update is None else self.update
 
     @classmethod
     def concat(cls, parts: Sequence["Images"], schema: pa.Schema) -> "Images":
@@ -61,13 +73,14 @@ class Images:
             pa.concat_tables([p.data for p in parts]) if len(parts) > 1 else parts[0].data,
             np.concatenate([p.row_id for p in parts]),
             np.concatenate([p.new for p in parts]),
+            None if all(p.update is None for p in parts) else np.concatenate([p.pairs() for p in parts]),
         )
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk], schema: pa.Schema) -> "Images":
         """The images of a partition-based minimum delta's output: an INSERT
         row is a new image, a DELETE row an old one."""
-        return cls.concat([cls(c.data, c.row_id, np.asarray(c.insert, dtype=bool)) for c in chunks], schema)
+        return cls.concat([cls(c.data, c.row_id, np.asarray(c.insert, dtype=bool), c.update) for c in chunks], schema)
 
     def __len__(self) -> int:
         return self.data.num_rows
@@ -139,6 +152,38 @@ def consolidate(
                 rows, ids = rows.filter(pa.array(keep)), ids[keep]
             if rows.num_rows:
                 yield Chunk(rows, const(rows.num_rows, insert), const(rows.num_rows, False), ids, **kw)
+
+
+def emit_commit(
+    images: Images,
+    *,
+    filter: pc.Expression | None,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+) -> Iterator[Chunk]:
+    """One captured commit's change, in the order of its images, without
+    consolidation: a commit's images hold at most one event per row id, and
+    its update pairs are adjacent and never equal (SPEC §Change capture,
+    writer requirements), so they are its minimum delta as they stand. Only
+    the filter is applied: a pair of which one image fails it becomes the
+    other image alone, with ``METADATA$ISUPDATE`` false. Nothing is copied
+    when no filter is given."""
+    n = len(images)
+    if n == 0:
+        return
+    update = images.pairs()
+    keep = filter_mask(images.data, filter)
+    data, ids, new = images.data, images.row_id, images.new
+    if keep is not None:
+        pre = np.flatnonzero(update & ~new)  # each pair's old image; its new one is next
+        whole = keep[pre] & keep[pre + 1]
+        update = update.copy()
+        update[pre[~whole]] = False
+        update[pre[~whole] + 1] = False
+        data, ids, new, update = data.filter(pa.array(keep)), ids[keep], new[keep], update[keep]
+        if not len(ids):
+            return
+    yield Chunk(data, new, update, ids, version, timestamp_ms)
 
 
 def emit_pairs(

@@ -52,7 +52,7 @@ from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
-from ctfile.reader.change_events import Images, consolidate
+from ctfile.reader.change_events import Images, consolidate, emit_commit
 from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
 from ctfile.reader.change_spec import ChangeMode, ChangeScan
@@ -191,10 +191,7 @@ class ChangeSet:
                 timestamp = seg.timestamp if self.scan.is_audit else None
                 if isinstance(seg, CapturedCommit):
                     images = read_captured(files, self._pruned_commit(seg), self._table_schema, use_threads=use_threads, pool=pool)
-                    yield from consolidate(
-                        [images], filter=self.scan.row_filter, batch_rows=self._batch_rows,
-                        version=version, timestamp_ms=timestamp,
-                    )
+                    yield from emit_commit(images, filter=self.scan.row_filter, version=version, timestamp_ms=timestamp)
                 else:
                     yield from md.run(
                         self._prune(seg.added), self._prune(seg.removed), seg.start_version,
@@ -222,6 +219,9 @@ class ChangeSet:
         per_commit: list[list[Images]] = [[] for _ in captured]
         for (i, _), images in zip(calls, read):
             per_commit[i].append(images)
+        if len(self.plan.segments) == 1 and len(captured) == 1:  # one captured commit: its images are its minimum delta
+            yield from emit_commit(Images.concat(per_commit[0], self._data_schema), filter=self.scan.row_filter)
+            return
         captured_images = iter(per_commit)
         segments = []
         for seg in self.plan.segments:

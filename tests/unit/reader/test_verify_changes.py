@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
@@ -94,6 +95,31 @@ def test_change_rows_breaking_the_rules(new_table, make_rows):
     _edit_entry(t, 2, fix)
     (p,) = _problems(t, "change_rows")
     assert p.version == 2 and p.path == p2 and "update_postimage that does not follow" in p.message
+
+
+def test_an_update_pair_with_equal_images_is_reported(new_table, make_rows):
+    """Readers output a captured commit's pairs as they stand (no comparison),
+    so verify reports a pair whose images are equal (a writer broke the
+    no-op rule)."""
+    t = _table(new_table, make_rows)
+    (p2,) = _change_paths(t, 2)
+    path = Path(t.uri) / p2
+    table = pq.read_table(path)
+    pre = table.column("_ct_change_type").to_pylist().index("update_preimage")
+    rows = table.to_pylist()
+    rows[pre + 1] = {**rows[pre], "_ct_row_version": None, "_ct_change_type": "update_postimage"}
+    equal = pa.Table.from_pylist(rows, schema=table.schema)
+    pq.write_table(equal, path)
+    data = path.read_bytes()
+
+    def fix(obj):
+        if "change" in obj:
+            obj["change"].update(sizeBytes=len(data), checksum=xxhash.xxh3_128_hexdigest(data))
+            obj["change"].pop("stats")
+
+    _edit_entry(t, 2, fix)
+    (p,) = _problems(t, "change_rows")
+    assert p.version == 2 and p.path == p2 and f"equal images, the first at row {pre}" in p.message
 
 
 def test_change_rows_disagreeing_with_the_metrics(new_table, make_rows):

@@ -41,6 +41,7 @@ from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.properties import ChangeCapture, TableProperties
 from ctfile.format.schema import PARQUET_FIELD_ID_KEY, Schema
 from ctfile.log.storage import Storage
+from ctfile.reader.expressions import is_distinct
 from ctfile.reader.integrity import damage
 from ctfile.reader.verify.file_checks import FileResult, short_error, stats_mismatches
 from ctfile.reader.verify.report import VerifyProblem
@@ -158,7 +159,24 @@ def _check_one(
     except CorruptDataFileError as e:
         bad("change_rows", str(e))
         return res, None
+    equal = _equal_pairs(table, codes, c.schema.names)
+    if len(equal):
+        bad("change_rows", f"{len(equal)} update pair(s) with equal images, the first at row {int(equal[0])}: a "
+            "no-op update writes no change row, and readers output a commit's pairs as they stand (SPEC §Change capture)")
     return res, codes
+
+
+def _equal_pairs(table: pa.Table, codes: np.ndarray, columns: list[str]) -> np.ndarray:
+    """Rows of the update preimages whose postimage equals them in every
+    column of ``columns`` (null equals null)."""
+    pre = np.flatnonzero(codes == PREIMAGE_CODE)
+    if not len(pre):
+        return pre
+    old, new = table.take(pa.array(pre)), table.take(pa.array(pre + 1))
+    differs = np.zeros(len(pre), dtype=bool)
+    for name in columns:
+        differs |= is_distinct(old.column(name), new.column(name))
+    return pre[~differs]
 
 
 def _metric_problems(c: ChangeCommit, counts: np.ndarray) -> list[VerifyProblem]:
