@@ -14,7 +14,8 @@ from ctfile.format.errors import InvalidArgumentError, TableNotFoundError
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.storage import Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
-from ctfile.log.transaction import create_table_log, now_ms
+from ctfile.log.creation import create_table_log
+from ctfile.log.transaction import now_ms
 from ctfile.table.table import Table
 
 

@@ -27,7 +27,8 @@ from ctfile.format.paths import data_file_path
 from ctfile.format.properties import TableProperties, validate_properties
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.log.manifest import ManifestLog
-from ctfile.log.transaction import CommitResult, StagedFile, create_table_log, now_ms
+from ctfile.log.creation import create_table_log
+from ctfile.log.transaction import CommitResult, StagedFile, now_ms
 from ctfile.reader.scan_task import storage_for
 from ctfile.writer.input import Conformer, to_reader
 from ctfile.writer.partition_writer import PartitionWriter
