@@ -7,6 +7,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow.compute as pc
 
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
 from ctfile.writer import merge as merge_
@@ -49,10 +50,24 @@ class WriteTransaction(Transaction):
         return self._change_writer
 
     @contextlib.contextmanager
-    def _statement(self) -> Iterator[None]:
+    def _statement(self, *, compaction: bool = False) -> Iterator[None]:
         """Run one statement: its change rows are staged when it returns and
         discarded when it raises. The writer is made here, on the caller's
-        thread, before the statement's workers use it."""
+        thread, before the statement's workers use it.
+
+        A compaction commits ``dataChange: false`` for every action of its
+        entry (SPEC §Copy-on-write), so it cannot share a transaction with a
+        statement that changes rows: either order is refused before anything
+        is written (the rows changed would vanish from change scans)."""
+        if compaction and not self.is_empty:
+            raise InvalidArgumentError(
+                "compact() must be the only statement of its transaction: it commits dataChange false, and this "
+                "transaction already changed rows or metadata"
+            )
+        if not compaction and not self.data_change:
+            raise InvalidArgumentError(
+                "a transaction that compacted (dataChange false) cannot also change rows; commit the compaction first"
+            )
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
         try:
@@ -112,7 +127,7 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return 0
-        with self._statement():
+        with self._statement(compaction=True):
             return dml.compact(self, target_rows=target_rows)
 
     def truncate(self) -> int:
