@@ -41,11 +41,13 @@ def _result(r) -> tuple:
             r.num_copied_rows, r.num_added_partitions, r.num_removed_partitions)
 
 
-def run_history(uri: str, opts) -> dict:
+def run_history(uri: str, opts, *, capture: bool = False) -> dict:
     """Run the statements; return everything observable, minus timestamps."""
     out: dict = {}
-    t = ctfile.create_table(uri, SCHEMA, partition_rows=3, properties={"ctfile.checkpointInterval": "4"},
-                            storage_options=opts)
+    props = {"ctfile.checkpointInterval": "4"}
+    if capture:
+        props["ctfile.changeCapture"] = "before_after"
+    t = ctfile.create_table(uri, SCHEMA, partition_rows=3, properties=props, storage_options=opts)
     with pytest.raises(ctfile.TableExistsError):
         ctfile.create_table(uri, SCHEMA, storage_options=opts)
     rs = [
@@ -84,15 +86,25 @@ def run_history(uri: str, opts) -> dict:
     out["changes_initial"] = _sorted(t.changes(start_version=4, end_version=6, initial_rows=True).to_arrow())
     out["filtered"] = _sorted(t.snapshot(6).to_arrow(filter=pc.field("n") > 3))
     out["checkpoints"] = t.log.list().checkpoints
+    out["captured"] = [(h.version, h.captured, h.change_files) for h in t.history()]
+    out["plan_shapes"] = [str(t.changes(start_version=v, end_version=v).plan_shape) for v in range(1, t.version + 1)]
     return out
 
 
-def test_table_operations_match_local(tmp_path, moto_s3):
-    local = run_history(str(tmp_path / "local"), None)
-    s3 = run_history(moto_s3.new_uri("parity"), moto_s3.storage_options())
+@pytest.mark.parametrize("capture", [False, True], ids=["capture-off", "capture-on"])
+def test_table_operations_match_local(tmp_path, moto_s3, capture):
+    """With change capture on, the change files are written and read over S3
+    too, and every change scan equals the capture-off table's."""
+    local = run_history(str(tmp_path / "local"), None, capture=capture)
+    s3 = run_history(moto_s3.new_uri("parity"), moto_s3.storage_options(), capture=capture)
     assert local["checkpoints"] == [4, 8] and local["version"] == 9
     for key in local:
         assert s3[key] == local[key], key
+    if capture:
+        assert "CAPTURED" in s3["plan_shapes"] and any(n for _, _, n in s3["captured"])
+        off = run_history(str(tmp_path / "off"), None)
+        for key in ("results", "snapshots", "changes", "changes_filtered", "changes_initial"):
+            assert s3[key] == off[key], key
 
 
 def test_scan_tasks_and_storage_options_in_another_process(seaweedfs_s3, tmp_path):
