@@ -287,8 +287,3 @@ def _differs(a: pa.Table, b: pa.Table, columns: list[str]) -> np.ndarray:
         out |= is_distinct(a.column(name), b.column(name))
     return out
 
-
-def change_writer_for(tx: Transaction) -> ChangeWriter | None:
-    """The change writer of ``tx``, or None when it does not capture changes."""
-    return ChangeWriter(tx) if tx.captures_changes else None
-
