@@ -103,17 +103,31 @@ def select(segments: Sequence[Images]) -> Selection:
     rid = np.concatenate([s.row_id for s in segments]) if segments else np.empty(0, np.int64)
     new = np.concatenate([s.new for s in segments]) if segments else np.empty(0, bool)
     seg = np.concatenate([np.full(len(s), i, dtype=np.int64) for i, s in enumerate(segments)]) if segments else rid
-    order = np.lexsort((seg, rid))  # by row id, then segment
-    r, g, nw = rid[order], seg[order], new[order]
+    return first_old_last_new(rid, new, seg)
+
+
+def first_old_last_new(row_id: np.ndarray, new: np.ndarray, event: np.ndarray) -> Selection:
+    """Per row id, the old image of its first event and the new image of its
+    last, where image row ``i`` of row id ``row_id[i]`` belongs to event
+    ``event[i]`` (events ordered by number; an event holds at most one old and
+    one new image of a row id). Also the writer's rule for the change rows of
+    a multi-statement transaction (SPEC §Change capture).
+
+    Examples
+    --------
+    >>> sel = first_old_last_new(np.array([7, 7, 7, 8]), np.array([False, True, False, False]), np.array([0, 0, 1, 0]))
+    >>> sel.row_id.tolist(), sel.old.tolist(), sel.new.tolist()  # 7 updated then deleted; 8 deleted
+    ([7, 8], [0, 3], [-1, -1])
+    """
+    order = np.lexsort((event, row_id))  # by row id, then event
+    r, g, nw = row_id[order], event[order], new[order]
     starts = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1]))) if len(r) else np.empty(0, np.int64)
     ends = np.append(starts[1:], len(r))
-    first_seg = g[starts]
-    last_seg = g[ends - 1]
     group = np.repeat(np.arange(len(starts)), ends - starts)
     old_pick = np.full(len(starts), -1, dtype=np.int64)
     new_pick = np.full(len(starts), -1, dtype=np.int64)
-    is_old = ~nw & (g == first_seg[group])
-    is_new = nw & (g == last_seg[group])
+    is_old = ~nw & (g == g[starts][group])
+    is_new = nw & (g == g[ends - 1][group])
     old_pick[group[is_old]] = order[is_old]
     new_pick[group[is_new]] = order[is_new]
     return Selection(r[starts], old_pick, new_pick)

@@ -51,6 +51,7 @@ from ctfile.format.change_files import (
 from ctfile.format.properties import TableProperties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, Schema
 from ctfile.log.transaction import PENDING, StagedFile, Transaction
+from ctfile.reader.change_events import first_old_last_new
 from ctfile.reader.expressions import is_distinct
 from ctfile.writer.partition_writer import row_id_encoding, stat_columns, write_parquet_file
 
@@ -227,10 +228,12 @@ def consolidate_rows(rows: pa.Table, columns: list[str], *, where: str) -> pa.Ta
 
     ``rows`` are change rows in statement order: each ``delete`` row and each
     ``update_preimage``/``update_postimage`` pair is one event of its row id.
-    The result holds, per row id in the order of its first event, the old
-    image of its first event and the new image of its last: a ``delete`` if
-    the last event deleted the row, else an update pair, dropped when the two
-    images are equal in every column of ``columns`` (null equals null).
+    The result holds, per row id in row-id order, the old image of its first
+    event and the new image of its last
+    (:func:`~ctfile.reader.change_events.first_old_last_new`, the rule change
+    scans consolidate by): a ``delete`` if the last event deleted the row,
+    else an update pair, dropped when the two images are equal in every
+    column of ``columns`` (null equals null).
 
     Examples
     --------
@@ -247,34 +250,23 @@ def consolidate_rows(rows: pa.Table, columns: list[str], *, where: str) -> pa.Ta
     """
     codes = change_type_codes(rows.column(CHANGE_TYPE_COLUMN), uri=where, path="(staged change rows)", version=-1)
     ids = np.asarray(rows.column(ROW_ID_COLUMN).to_numpy(zero_copy_only=False), dtype=np.int64)
-    events = np.flatnonzero(codes != POSTIMAGE_CODE)  # the row of each event's old image
-    ev_ids = ids[events]
-    order = np.argsort(ev_ids, kind="stable")  # by row id, then event order
-    sorted_ids = ev_ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    ends = np.r_[starts[1:], len(sorted_ids)] - 1
-    first_old = events[order[starts]]
-    last = events[order[ends]]
-    # The new image of the last event: the row after its preimage, if any.
-    has_new = codes[last] == PREIMAGE_CODE
-    keep = np.argsort(first_old, kind="stable")  # row ids in the order of their first event
-    first_old, last, has_new = first_old[keep], last[keep], has_new[keep]
-    new_full = np.where(has_new, last + 1, -1)
-    same = np.zeros(len(first_old), dtype=bool)
+    post = codes == POSTIMAGE_CODE
+    event = np.cumsum(~post)  # a postimage belongs to the event of the preimage before it
+    sel = first_old_last_new(ids, post, event)
+    old, new = sel.old, sel.new
+    has_new = new >= 0
+    same = np.zeros(len(old), dtype=bool)
     if has_new.any():
-        pre = rows.take(pa.array(first_old[has_new]))
-        post = rows.take(pa.array(new_full[has_new]))
-        same[has_new] = ~_differs(pre, post, columns)
+        same[has_new] = ~_differs(rows.take(pa.array(old[has_new])), rows.take(pa.array(new[has_new])), columns)
     # Per row id: a delete (1 row), a pair (2 rows) or nothing (equal images).
     counts = np.where(~has_new, 1, np.where(same, 0, 2))
     offsets = np.cumsum(counts) - counts
     out_rows = np.empty(int(counts.sum()), dtype=np.int64)
     out_codes = np.empty(len(out_rows), dtype=np.int8)
-    one = counts >= 1
-    out_rows[offsets[one]] = first_old[one]
+    one, two = counts >= 1, counts == 2
+    out_rows[offsets[one]] = old[one]
     out_codes[offsets[one]] = np.where(has_new[one], PREIMAGE_CODE, DELETE_CODE)
-    two = counts == 2
-    out_rows[offsets[two] + 1] = new_full[two]
+    out_rows[offsets[two] + 1] = new[two]
     out_codes[offsets[two] + 1] = POSTIMAGE_CODE
     out = rows.take(pa.array(out_rows))
     types = pa.array(np.asarray(CHANGE_TYPES, dtype=object)[out_codes], pa.string()) if len(out_codes) else pa.array([], pa.string())
