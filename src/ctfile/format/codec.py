@@ -211,7 +211,11 @@ def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
 
 
 def action_to_json(a: Action) -> dict:
-    """The one-key JSON object for an action."""
+    """The one-key JSON object for an action.
+
+    One branch per action kind, in the order of SPEC §Log entries: long,
+    but each branch is the field table of its section, read side by side
+    with :func:`action_from_json`."""
     if isinstance(a, CommitInfo):
         body: dict[str, Any] = {
             "timestamp": a.timestamp,
@@ -313,7 +317,10 @@ def _commit_info_from_json(body: dict, w: str) -> CommitInfo:
 
 
 def action_from_json(obj: Any, where: str) -> Action | None:
-    """Decode one action; ``None`` for an unknown action key (ignored by readers)."""
+    """Decode one action; ``None`` for an unknown action key (ignored by readers).
+
+    One branch per action kind (the mirror of :func:`action_to_json`); the
+    larger bodies have their own functions."""
     if not isinstance(obj, dict) or len(obj) != 1:
         raise CorruptLogError(f"{where}: each line must be an object with exactly one action key, found {obj!r:.200}")
     (key, body), = obj.items()
