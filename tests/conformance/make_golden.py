@@ -27,14 +27,31 @@ v6    DELETE FROM people WHERE id = 1   (the last row of its partition:
       a ``remove`` with ``deletesAllRows`` and no change file)
 ====  ==========================================================
 
-``--capture`` regenerates only ``people-capture`` (the two are regenerated
-separately: regenerating ``people`` changes the SPEC examples copied from it).
+``golden/people-evolved/`` (revision 4, SPEC §Schema evolution) runs the
+statements of ``people`` (v1-v5), then changes the schema:
+
+====  ==========================================================
+v6    SCHEMA CHANGE add ``email`` string (comment), ``visits`` integer
+v7    UPDATE people SET email = 'walter@example.com', visits = 2
+      WHERE id = 3
+v8    SCHEMA CHANGE rename ``name`` to ``full_name``, widen ``visits``
+      to long, drop ``email`` (adds the ``schemaEvolution`` feature)
+v9    SCHEMA CHANGE drop ``visits`` (id 4, the highest: ``lastFieldId``)
+v10   SCHEMA CHANGE add ``email`` again (id 5: a new column, null in
+      every old row)   (and checkpoint 10)
+v11   INSERT (6, 'Bunny', 'bunny@example.com')
+====  ==========================================================
+
+``--capture`` / ``--evolve`` regenerate only ``people-capture`` /
+``people-evolved`` (each is regenerated separately: regenerating one changes
+the SPEC examples copied from it).
 
 Usage (from the repository root)::
 
     .venv/bin/python tests/conformance/make_golden.py            # regenerate people
     .venv/bin/python tests/conformance/make_golden.py --capture  # regenerate people-capture
-    .venv/bin/python tests/conformance/make_golden.py --examples [--capture] # print log lines
+    .venv/bin/python tests/conformance/make_golden.py --evolve   # regenerate people-evolved
+    .venv/bin/python tests/conformance/make_golden.py --examples [--capture | --evolve] # print log lines
 
 Regenerating replaces the whole ``golden/people`` directory: table id,
 transaction ids, file names, timestamps and checksums all change. The JSON
@@ -59,11 +76,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_DIR = os.path.join(HERE, "golden")
 PEOPLE = os.path.join(GOLDEN_DIR, "people")
 PEOPLE_CAPTURE = os.path.join(GOLDEN_DIR, "people-capture")
+PEOPLE_EVOLVED = os.path.join(GOLDEN_DIR, "people-evolved")
 
 # The expected contents, shared with test_golden.py.
 ROWS_V2 = {1: "Jeff", 2: "Donny", 3: "Walter", 4: "Maud", 5: "Uli"}
 ROWS_V5 = {1: "Jeffrey", 3: "Walter", 4: "Maude"}
 ROWS_V6 = {3: "Walter", 4: "Maude"}  # people-capture only
+# people-evolved, version 11: id -> (full_name, email).
+ROWS_EVOLVED = {1: ("Jeffrey", None), 3: ("Walter", None), 4: ("Maude", None), 6: ("Bunny", "bunny@example.com")}
 
 
 def build(target: str, *, capture: bool = False) -> None:
@@ -96,13 +116,49 @@ def build(target: str, *, capture: bool = False) -> None:
         raise SystemExit(f"unexpected final rows {got}")
 
 
-def regenerate(*, capture: bool = False) -> None:
-    target = PEOPLE_CAPTURE if capture else PEOPLE
+def evolve(target: str) -> None:
+    """``people`` v0-v5, then the schema changes of ``people-evolved``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    build(target)
+    t = ctfile.open_table(target)
+    steps = []
+    with t.update_schema() as u:
+        u.add_column("email", pa.string(), doc="primary contact").add_column("visits", pa.int32())
+    steps.append(u.result)
+    steps.append(t.update(pc.field("id") == 3, {"email": "walter@example.com", "visits": 2}))
+    with t.update_schema() as u:
+        u.rename_column("name", "full_name").widen_column("visits", pa.int64()).drop_column("email")
+    steps.append(u.result)
+    with t.update_schema() as u:
+        u.drop_column("visits")
+    steps.append(u.result)
+    with t.update_schema() as u:
+        u.add_column("email", pa.string())
+    steps.append(u.result)
+    steps.append(t.insert(pa.table({"id": [6], "full_name": ["Bunny"], "email": ["bunny@example.com"]}, schema=t.schema)))
+    for expected_version, result in enumerate(steps, start=6):
+        if result is None or not result.committed or result.version != expected_version:
+            raise SystemExit(f"unexpected commit result {result}")
+    rows = t.snapshot().to_arrow().sort_by("id").to_pylist()
+    got = {r["id"]: (r["full_name"], r["email"]) for r in rows}
+    if got != ROWS_EVOLVED:
+        raise SystemExit(f"unexpected final rows {got}")
+
+
+def regenerate(*, capture: bool = False, evolved: bool = False) -> None:
+    target = PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
     name = os.path.basename(target)
     os.makedirs(GOLDEN_DIR, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=GOLDEN_DIR)
     try:
-        build(os.path.join(tmp, name), capture=capture)
+        if evolved:
+            evolve(os.path.join(tmp, name))
+        else:
+            build(os.path.join(tmp, name), capture=capture)
         if os.path.exists(target):
             shutil.rmtree(target)
         os.replace(os.path.join(tmp, name), target)
@@ -113,13 +169,13 @@ def regenerate(*, capture: bool = False) -> None:
             print(os.path.relpath(os.path.join(root, name), HERE))
 
 
-def print_examples(*, capture: bool = False) -> None:
+def print_examples(*, capture: bool = False, evolved: bool = False) -> None:
     """Every log line of the golden table and the checkpoint's key-value
     metadata lines, pretty-printed; then the checkpoint's rows (and, for
     ``people-capture``, the rows of each change file)."""
     import pyarrow.parquet as pq
 
-    table_dir = PEOPLE_CAPTURE if capture else PEOPLE
+    table_dir = PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
     log_dir = os.path.join(table_dir, "_ct_log")
     for name in sorted(os.listdir(log_dir)):
         path = os.path.join(log_dir, name)
@@ -146,12 +202,14 @@ def print_examples(*, capture: bool = False) -> None:
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", action="store_true", help="print the golden log lines, pretty-printed")
-    ap.add_argument("--capture", action="store_true", help="the people-capture table instead of people")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--capture", action="store_true", help="the people-capture table instead of people")
+    which.add_argument("--evolve", action="store_true", help="the people-evolved table instead of people")
     args = ap.parse_args(argv)
     if args.examples:
-        print_examples(capture=args.capture)
+        print_examples(capture=args.capture, evolved=args.evolve)
     else:
-        regenerate(capture=args.capture)
+        regenerate(capture=args.capture, evolved=args.evolve)
 
 
 if __name__ == "__main__":

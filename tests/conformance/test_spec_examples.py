@@ -42,6 +42,7 @@ SRC = REPO / "src" / "ctfile"
 GOLDEN = HERE / "golden" / "people"
 # Examples of what only a table with change capture has (SPEC §Change capture).
 GOLDEN_CAPTURE = HERE / "golden" / "people-capture"
+GOLDEN_EVOLVED = HERE / "golden" / "people-evolved"
 
 ACTION_KEYS = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 STATS_KEYS = {"numRecords", "minValues", "maxValues", "nullCount", "nanCount"}
@@ -225,7 +226,7 @@ def _golden_checkpoint_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def golden_objects() -> list[dict]:
     out = []
-    for golden in (GOLDEN, GOLDEN_CAPTURE):
+    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED):
         for p in sorted((golden / "_ct_log").iterdir()):
             if paths.parse_commit_name(p.name) is not None or paths.parse_checkpoint_name(p.name) is not None:
                 out.extend(_golden_lines(p.name, golden))
@@ -367,7 +368,7 @@ FULL_ACTIONS = {
         is_blind_append=True, num_actions=2, actions_checksum="0123456789abcdef" * 2,
     ),
     "protocol": A.Protocol(),
-    "metadata": A.Metadata("id", _SCHEMA, 1, {"k": "v"}, "n", "d"),
+    "metadata": A.Metadata("id", _SCHEMA, 1, {"k": "v"}, "n", "d", last_field_id=99),
     "add": A.AddPartition(_PART, True),
     "remove": A.RemovePartition(_PART, 2, True, deletes_all_rows=True),
     "change": A.ChangeFile("_ct_changes/c.parquet", 10, 3, 5, "ab" * 16, _STATS),
@@ -529,7 +530,7 @@ def test_action_examples_are_copied_from_the_golden_table(spec, golden_objects):
         if kind in ACTION_KEYS and kind != "txn":
             assert obj in golden_objects, (
                 f"SPEC.md line {b.line}: this {kind} example is not a line of the golden tables "
-                f"{GOLDEN.relative_to(REPO)} or {GOLDEN_CAPTURE.relative_to(REPO)}"
+                f"{GOLDEN.relative_to(REPO)}, {GOLDEN_CAPTURE.relative_to(REPO)} or {GOLDEN_EVOLVED.relative_to(REPO)}"
             )
         if kind == "hint":
             assert obj == json.loads((GOLDEN / paths.LAST_CHECKPOINT).read_text())
@@ -642,8 +643,8 @@ def test_constants_quoted_in_spec_match_the_code(spec):
     assert f"reader version {A.READER_VERSION} and writer version {A.WRITER_VERSION}" in text
     for feature in sorted(A.SUPPORTED_WRITER_FEATURES):
         assert f"| `{feature}` |" in text, f"feature {feature} is not in the §Protocol table"
-    # The protocol example is what a new table gets.
-    (proto,) = [obj for _, obj in json_blocks(spec) if kind_of(obj) == "protocol"]
-    assert proto == codec.action_to_json(A.Protocol())
+    # The protocol example of §protocol is what a new table gets.
+    protos = [obj for b, obj in json_blocks(spec) if kind_of(obj) == "protocol" and b.section == "protocol"]
+    assert protos == [codec.action_to_json(A.Protocol())]
     for t in S.PRIMITIVE_TYPES:
         assert f"`{t}`" in "\n".join(section(spec, "Schema").lines)

@@ -24,11 +24,13 @@ FEATURE_SERIALIZABLE_WRITES = "serializableWrites"  # SPEC §Conflict detection
 FEATURE_ENTRY_CHECKSUMS = "entryChecksums"  # SPEC §Log entries: self-checking entries
 # Revision 3 (a writer feature, listed only by tables that turned capture on).
 FEATURE_CHANGE_CAPTURE = "changeCapture"  # SPEC §Change capture
-SUPPORTED_READER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS})
+FEATURE_SCHEMA_EVOLUTION = "schemaEvolution"  # SPEC §Schema evolution: projection by field id
+SUPPORTED_READER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_SCHEMA_EVOLUTION})
 SUPPORTED_WRITER_FEATURES = frozenset(
     {
         FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS,
         FEATURE_CHANGE_CAPTURE,
+        FEATURE_SCHEMA_EVOLUTION,
     }
 )
 
@@ -51,6 +53,14 @@ class Protocol:
             return self
         return replace(self, writer_features=(*self.writer_features, feature))
 
+    def with_reader_feature(self, feature: str) -> "Protocol":
+        """This protocol with ``feature`` among its reader and writer features
+        (every reader feature is also a writer feature, SPEC §Protocol)."""
+        out = self.with_writer_feature(feature)
+        if feature in out.reader_features:
+            return out
+        return replace(out, reader_features=(*out.reader_features, feature))
+
 
 @dataclass(frozen=True)
 class Metadata:
@@ -60,9 +70,17 @@ class Metadata:
     properties: dict[str, str] = field(default_factory=dict, hash=False)
     name: str | None = None
     description: str | None = None
+    #: SPEC §Schema evolution: the highest field id ever assigned (None: the
+    #: schema's highest, as for a table whose schema never lost a field).
+    last_field_id: int | None = None
 
     def with_schema(self, schema: Schema) -> "Metadata":
         return replace(self, schema=schema)
+
+    @property
+    def assigned_field_ids(self) -> int:
+        """The highest field id the table has assigned: new fields get ids above it."""
+        return max(self.last_field_id or 0, self.schema.max_field_id())
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,9 @@ def action_to_json(a: Action) -> dict:
             body["name"] = a.name
         if a.description is not None:
             body["description"] = a.description
+        if a.assigned_field_ids > a.schema.max_field_id():
+            # SPEC §Schema evolution: written when ids above the schema's were retired.
+            body["lastFieldId"] = a.assigned_field_ids
         return {"metadata": body}
     if isinstance(a, AddPartition):
         body = _partition_to_json(a.partition)
@@ -351,6 +354,7 @@ def action_from_json(obj: Any, where: str) -> Action | None:
             properties=props,
             name=_get(body, "name", str, w, default=None),
             description=_get(body, "description", str, w, default=None),
+            last_field_id=_get(body, "lastFieldId", int, w, default=None),
         )
     if key == "add":
         return AddPartition(_partition_from_json(body, w), _get(body, "dataChange", bool, w))

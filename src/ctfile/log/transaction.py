@@ -177,7 +177,7 @@ class Transaction:
         self._deletes_all_rows: set[str] = set()
         self._reads = ReadSet()
         self._metadata: Metadata | None = None
-        self._adds_capture_feature = False
+        self._features: dict[str, bool] = {}  # feature -> also a reader feature
         self._app_txn: SetTransaction | None = None
         self._replay = False
         #: SPEC §Conflict detection: the level is the read version's.
@@ -299,7 +299,15 @@ class Transaction:
         self._check_open()
         self._metadata = metadata
         capture = TableProperties.from_mapping(metadata.properties).change_capture
-        self._adds_capture_feature = capture is ChangeCapture.BEFORE_AFTER
+        if capture is ChangeCapture.BEFORE_AFTER:
+            self._features[FEATURE_CHANGE_CAPTURE] = False
+
+    def require_feature(self, feature: str, *, reader: bool) -> None:
+        """Add ``feature`` to the table's protocol in this commit (a reader
+        feature is also a writer feature); features are never removed
+        (SPEC §Protocol)."""
+        self._check_open()
+        self._features[feature] = self._features.get(feature, False) or reader
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
         """Commit batch ``version`` of application ``app_id`` exactly once (SPEC §txn).
@@ -333,6 +341,11 @@ class Transaction:
     # ------------------------------------------------------------ commit
 
     @property
+    def has_statements(self) -> bool:
+        """True once a statement staged or removed a partition or a change file."""
+        return bool(self._staged or self._removed or self._changes)
+
+    @property
     def is_empty(self) -> bool:
         return not (self._staged or self._removed or self._metadata or self._app_txn or self._changes)
 
@@ -351,9 +364,12 @@ class Transaction:
                 is_blind_append=self.is_blind_append,
             )
         ]
-        if self._adds_capture_feature and FEATURE_CHANGE_CAPTURE not in state.protocol.writer_features:
-            # Against the state committed on (a winner may have added it).
-            actions.append(state.protocol.with_writer_feature(FEATURE_CHANGE_CAPTURE))
+        # Against the state committed on (a winner may have added a feature).
+        protocol = state.protocol
+        for feature, reader in self._features.items():
+            protocol = protocol.with_reader_feature(feature) if reader else protocol.with_writer_feature(feature)
+        if protocol != state.protocol:
+            actions.append(protocol)
         if self._metadata is not None:
             actions.append(self._metadata)
         if self._app_txn is not None:

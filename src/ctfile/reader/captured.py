@@ -34,7 +34,8 @@ from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.reader.change_events import Images
 from ctfile.reader.integrity import DataFiles
-from ctfile.reader.partition_reader import file_columns, hidden_values_only_inherited, read_partition_table, read_rows
+from ctfile.reader.projection import Projection
+from ctfile.reader.partition_reader import hidden_values_only_inherited, read_partition_table, read_rows
 
 
 @dataclass(frozen=True)
@@ -122,23 +123,12 @@ def read_change_file(files: DataFiles, c: ChangeFile, version: int, schema: Sche
         missing = [n for n in (ROW_ID_COLUMN, CHANGE_TYPE_COLUMN) if n not in pf.schema_arrow.names]
         if missing:
             raise files.error(CorruptDataFileError, p, f"is not a change file: it lacks the columns {missing}")
-        mapping = file_columns(pf, schema, data_schema.names)
-        read = [m for m in mapping.values() if m is not None]
-        t = pf.read(columns=[*read, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN], use_threads=use_threads)
+        projection = Projection(pf.schema_arrow, schema, data_schema.names)
+        t = pf.read(columns=[*projection.read_columns, ROW_ID_COLUMN, CHANGE_TYPE_COLUMN], use_threads=use_threads)
     codes = check_change_rows(t, uri=files.storage.uri, path=c.path, version=version)
-    data = pa.Table.from_arrays(
-        [
-            pa.nulls(t.num_rows, f.type) if mapping[f.name] is None else _cast(t.column(mapping[f.name]), f.type)
-            for f in data_schema
-        ],
-        schema=data_schema,
-    )
+    data = pa.Table.from_arrays([projection.column(n, t, t.num_rows) for n in data_schema.names], schema=data_schema)
     rid = np.asarray(t.column(ROW_ID_COLUMN).to_numpy(), dtype=np.int64)
     return Images(data, rid, codes == POSTIMAGE_CODE, codes != DELETE_CODE)
-
-
-def _cast(col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray:
-    return col if col.type.equals(want) else col.cast(want)
 
 
 def fresh_positions(files: DataFiles, p: Partition) -> np.ndarray:

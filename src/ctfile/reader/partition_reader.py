@@ -37,23 +37,13 @@ from ctfile.format.schema import (
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import PENDING
 from ctfile.reader.integrity import DataFiles
+from ctfile.reader.projection import Projection
 
 
 def file_columns(pf: pq.ParquetFile, schema: Schema, columns: Sequence[str]) -> dict[str, str | None]:
-    """Map each wanted table column to the file's column name (None: absent)."""
-    arrow = pf.schema_arrow
-    by_id: dict[int, str] = {}
-    for f in arrow:
-        if f.metadata and PARQUET_FIELD_ID_KEY in f.metadata:
-            by_id[int(f.metadata[PARQUET_FIELD_ID_KEY])] = f.name
-    out: dict[str, str | None] = {}
-    for name in columns:
-        fid = schema.field(name).id
-        if by_id:
-            out[name] = by_id.get(fid)
-        else:  # files without field ids (foreign writers): match by name
-            out[name] = name if name in arrow.names else None
-    return out
+    """Map each wanted table column to the file's column name (None: absent),
+    by field id (SPEC §Schema evolution, projection)."""
+    return Projection(pf.schema_arrow, schema, columns).sources
 
 
 def materialize_hidden(
@@ -98,24 +88,16 @@ def read_partition(
         pf = files.parquet(src, p)
         if p.num_records == 0:
             return
-        mapping = file_columns(pf, schema, wanted)
+        projection = Projection(pf.schema_arrow, schema, wanted)
         file_names = pf.schema_arrow.names
-        read_cols = [c for c in mapping.values() if c is not None]
+        read_cols = list(projection.read_columns)
         if hidden:
             read_cols += [h for h in HIDDEN_COLUMNS if h in file_names]
         offset = 0
-        # Per wanted column, once: (file column or None, table type).
-        plan = [(mapping[name], f.type) for name, f in zip(wanted, out_fields)]
         iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
         for batch in iterator:
             n = batch.num_rows
-            arrays = []
-            for src_name, want in plan:
-                if src_name is None:
-                    arrays.append(pa.nulls(n, want))
-                else:
-                    col = batch.column(src_name)
-                    arrays.append(col if col.type.equals(want) else col.cast(want))
+            arrays = [projection.column(name, batch, n) for name in wanted]
             if hidden:
                 rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
                 rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
@@ -288,22 +270,11 @@ def iter_rows(
         md = pf.metadata
         if positions[0] < 0 or positions[-1] >= md.num_rows:
             raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
-        mapping = file_columns(pf, schema, wanted)
-        read_cols = list(dict.fromkeys(c for c in mapping.values() if c is not None))
+        projection = Projection(pf.schema_arrow, schema, wanted)
+        read_cols = projection.read_columns
 
         def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
-            arrays = []
-            for name in wanted:
-                col_name = mapping[name]
-                want = target.field(name).type
-                if col_name is None:
-                    arrays.append(pa.nulls(n, want))
-                    continue
-                col = batch.column(col_name)
-                if pa.types.is_dictionary(col.type):
-                    col = col.dictionary_decode()
-                arrays.append(col if col.type.equals(want) else col.cast(want))
-            return pa.Table.from_arrays(arrays, schema=out_schema)
+            return pa.Table.from_arrays([projection.column(name, batch, n) for name in wanted], schema=out_schema)
 
         if not read_cols:  # every wanted column is absent from the file: all nulls
             yield 0, assemble(len(positions), None)

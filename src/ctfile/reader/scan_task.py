@@ -23,6 +23,7 @@ from ctfile.log.storage import Storage, open_storage
 from ctfile.reader.expressions import referenced_columns
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import small_dictionary_columns
+from ctfile.reader.projection import Projection
 from ctfile.reader.pruning import prune
 
 _STORAGES: dict[tuple, Storage] = {}
@@ -68,9 +69,9 @@ class ScanTask:
         storage = storage_for(self.uri, self.storage_options)
         arrow = self.schema.to_arrow(field_ids=False)
         out_schema = pa.schema([arrow.field(c) for c in self.columns])
-        read_cols = list(self.columns)
+        wanted = list(self.columns)
         if self.filter is not None:
-            read_cols += [c for c in referenced_columns(self.filter, arrow) if c not in read_cols]
+            wanted += [c for c in referenced_columns(self.filter, arrow) if c not in wanted]
         files = DataFiles(storage)
         with files.open(self.partition) as source:
             pf = files.parquet(source, self.partition)
@@ -79,19 +80,14 @@ class ScanTask:
             groups = list(range(min(self.row_group_start, total), stop))
             if not groups:
                 return
+            # SPEC §Schema evolution: the file's columns are found by field id.
+            projection = Projection(pf.schema_arrow, self.schema, wanted)
+            read_cols = projection.read_columns
             dict_cols = small_dictionary_columns(pf, groups, read_cols)
             if dict_cols:
                 pf = files.parquet(source, self.partition, metadata=pf.metadata, read_dictionary=dict_cols)
-            types = {c: arrow.field(c).type for c in read_cols}
             for b in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=read_cols, use_threads=use_threads):
-                arrays = []
-                for name, col in zip(b.schema.names, b.columns):
-                    if pa.types.is_dictionary(col.type):
-                        col = col.dictionary.take(col.indices)
-                    if not col.type.equals(types[name]):
-                        col = col.cast(types[name])
-                    arrays.append(col)
-                b = pa.RecordBatch.from_arrays(arrays, names=b.schema.names)
+                b = pa.RecordBatch.from_arrays([projection.column(c, b, b.num_rows) for c in wanted], names=wanted)
                 if self.filter is not None:
                     b = b.filter(self.filter)
                 if b.num_rows:

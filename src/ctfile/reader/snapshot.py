@@ -17,16 +17,18 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from ctfile.format.actions import Metadata, Partition, Protocol
+from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition, Protocol
 from ctfile.format.properties import TableProperties
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.errors import InvalidArgumentError, UnsupportedFeatureError
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
-from ctfile.reader.expressions import check_predicate
+from ctfile.reader.expressions import check_predicate, referenced_columns
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_partition, read_partition_table
+from ctfile.reader.projection import Projection
 from ctfile.reader.pruning import partition_guarantees, prune
 from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 
@@ -118,15 +120,32 @@ class Snapshot:
             check_predicate(filter, self.schema, what="filter")
         return prune(self.partitions, self.table_schema, filter)
 
-    def _fragment(self, files: DataFiles, p: Partition, src) -> ds.ParquetFileFragment:
-        files.parquet(src, p)  # checks the row count
+    def _needed(self, cols: list[str], filter: pc.Expression | None) -> list[str]:
+        """``cols`` and the columns ``filter`` reads."""
+        if filter is None:
+            return cols
+        return list(dict.fromkeys(cols + referenced_columns(filter, self.schema)))
+
+    def _fragment(self, files: DataFiles, p: Partition, src, need: list[str]) -> ds.ParquetFileFragment | None:
+        """A dataset fragment over the verified file, or None when matching its
+        columns by name would misread it (a column renamed, dropped or widened
+        since it was written: SPEC §Schema evolution); read it with
+        :func:`read_partition` then."""
+        pf = files.parquet(src, p)  # checks the row count
+        if not Projection(pf.schema_arrow, self.table_schema, need).by_name:
+            return None
         return _PARQUET.make_fragment(src)
 
     def _read_one(self, files: DataFiles, p: Partition, cols: list[str], filter) -> pa.Table:
         """The rows of ``p`` (``cols``, matching ``filter``), through pyarrow's
-        dataset scanner over the verified file."""
+        dataset scanner over the verified file when it matches by name."""
+        need = self._needed(cols, filter)
         with files.open(p) as src:
-            return self._fragment(files, p, src).to_table(schema=self.schema, columns=cols, filter=filter)
+            fragment = self._fragment(files, p, src, need)
+            if fragment is not None:
+                return fragment.to_table(schema=self.schema, columns=cols, filter=filter)
+        t = read_partition_table(files, p, self.table_schema, columns=need)
+        return (t if filter is None else t.filter(filter)).select(cols)
 
     def to_arrow(
         self,
@@ -198,9 +217,18 @@ class Snapshot:
                     source = ahead.pop(0).result()
                     if i + FETCH_AHEAD < len(parts):
                         ahead.append(pool.submit(files.fetch, parts[i + FETCH_AHEAD]))
+                    need = self._needed(cols, filter)
                     with files.open(p, fetched=source) as src:
-                        fragment = self._fragment(files, p, src)
-                        yield from fragment.to_batches(schema=self.schema, columns=cols, filter=filter, **kw)
+                        fragment = self._fragment(files, p, src, need)
+                        if fragment is not None:
+                            yield from fragment.to_batches(schema=self.schema, columns=cols, filter=filter, **kw)
+                            continue
+                        for b in read_partition(files, p, self.table_schema, columns=need, batch_rows=kw.get("batch_size")):
+                            if filter is not None:
+                                b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
+                                b = b.to_batches()[0] if b.num_rows else None
+                            if b is not None:
+                                yield b.select(cols)
             finally:  # abandoned or failed: release what was fetched ahead
                 for f in ahead:
                     if not f.cancel() and f.exception() is None:
@@ -260,6 +288,7 @@ class Snapshot:
         matters, or check the table with ``ctfile verify`` first.
         """
         parts = self.partitions
+        self._check_by_name(parts)
         guarantees = []
         for p in parts:
             g = pc.scalar(True)
@@ -277,3 +306,27 @@ class Snapshot:
             filesystem=self._storage.arrow_filesystem,
             partitions=guarantees,
         )
+
+    def _check_by_name(self, parts: list[Partition]) -> None:
+        """Raise if an engine matching columns by name would misread a file.
+
+        Only a table whose protocol lists ``schemaEvolution`` can hold such a
+        file (SPEC §Schema evolution, protocol); its footers are read to find
+        out.
+        """
+        if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features:
+            return
+        fs = self._storage.arrow_filesystem
+
+        def misread(p: Partition) -> bool:
+            file_schema = pq.read_schema(self._storage.arrow_path(p.path), filesystem=fs)
+            return not Projection(file_schema, self.table_schema, self.table_schema.names).by_name
+
+        with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
+            bad = [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]
+        if bad:
+            raise UnsupportedFeatureError(
+                f"{len(bad)} partitions (first: {bad[0]}) were written before a column of the current schema was "
+                f"renamed, dropped or widened, and an engine that matches columns by name would misread them; "
+                f"read with to_arrow() or to_batches(), or run compact() to rewrite them"
+            )

@@ -5,6 +5,7 @@ scans, history) and writes (DML statements, transactions, maintenance).
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -23,6 +24,7 @@ from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
+from ctfile.table.schema_update import OPERATION as SCHEMA_CHANGE, UpdateSchema
 from ctfile.table.history import HistoryEntry, read_history, timestamp_to_ms
 from ctfile.writer.distributed import WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
@@ -223,7 +225,11 @@ class Table:
         )
         scan = ChangeScan(a, b, mode=mode, changelog=changelog, row_filter=filter, initial_rows=initial_rows)
         plan = plan_changes(self._log, scan, latest=state.version)
-        return ChangeSet(self._storage, state.metadata.schema, state.metadata.table_id, scan, plan)
+        # SPEC §Change scans, schema changes: the output has the schema of version b.
+        end = state if b == state.version else self._log.load_head(max(b, 0), latest=state.version)
+        if filter is not None and end is not state:
+            check_predicate(filter, end.metadata.schema.to_arrow(field_ids=False), what="filter")
+        return ChangeSet(self._storage, end.metadata.schema, state.metadata.table_id, scan, plan)
 
     def to_arrow(self, **kwargs) -> pa.Table:
         """Shorthand for ``snapshot().to_arrow(**kwargs)``."""
@@ -508,6 +514,34 @@ class Table:
         check_writer_protocol(state.protocol, where=self.uri)
         return self._log.write_checkpoint(state)
 
+    def update_schema(self) -> UpdateSchema:
+        """Change the schema, one version per block (SPEC §Schema evolution).
+
+        ``with table.update_schema() as u:`` then ``u.add_column``,
+        ``drop_column``, ``rename_column``, ``widen_column``,
+        ``make_nullable``, ``move_column`` (:class:`~ctfile.table.schema_update.UpdateSchema`).
+        No data file is rewritten: readers project old partitions by field id.
+
+        Raises
+        ------
+        SchemaMismatchError
+            At the call that asks for a change not allowed (naming the field
+            and the reason); the block then commits nothing.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [1]}))
+        >>> with t.update_schema() as u:
+        ...     _ = u.add_column("email", pa.string())
+        >>> t.to_arrow().to_pylist()
+        [{'id': 1, 'email': None}]
+        """
+        self.refresh()
+        run = lambda parameters, fn: self._run(SCHEMA_CHANGE, parameters, fn, {})  # noqa: E731
+        return UpdateSchema(self._current_head().metadata, run)
+
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (a metadata-only commit).
 
@@ -536,7 +570,7 @@ class Table:
         def fn(tx: WriteTransaction) -> None:
             tx.data_change = False  # no row changes: change scans skip this commit
             md = tx.metadata
-            tx.set_metadata(Metadata(md.table_id, md.schema, md.created_time, {**md.properties, **properties}, md.name, md.description))
+            tx.set_metadata(replace(md, properties={**md.properties, **properties}))
 
         return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})
 

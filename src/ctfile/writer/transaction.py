@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION
 from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.schema_evolution import (
+    SchemaChange,
+    SchemaEditor,
+    changes_need_feature,
+    diff_schemas,
+    replacement_schema,
+    retires_ids,
+)
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
 from ctfile.writer import merge as merge_
@@ -87,6 +98,49 @@ class WriteTransaction(Transaction):
                 self.abort()
                 raise
         return super().commit()
+
+    # ------------------------------------------------------------ schema changes
+
+    def _check_schema_change_first(self, what: str) -> None:
+        self._check_open()
+        if self.has_statements or self.metadata is not self.base.metadata:
+            raise InvalidArgumentError(
+                f"{what} must come before the statements of its transaction, and once: this transaction already "
+                f"wrote rows or changed the table's metadata"
+            )
+
+    def evolve_schema(self, edit: Callable[[SchemaEditor], None]) -> list[SchemaChange]:
+        """Change the schema in this transaction (SPEC §Schema evolution):
+        ``edit`` applies changes to a :class:`~ctfile.format.schema_evolution.SchemaEditor`
+        over the schema read. The statements that follow write with the new
+        schema. Adds the ``schemaEvolution`` feature when a change needs it.
+        Returns the changes (empty: nothing changed, nothing is set)."""
+        self._check_schema_change_first("a schema change")
+        md = self.metadata
+        editor = SchemaEditor(md.schema, md.assigned_field_ids)
+        edit(editor)
+        if editor.schema == md.schema:
+            return []
+        self.set_metadata(replace(md, schema=editor.schema, last_field_id=editor.last_field_id))
+        if changes_need_feature(editor.changes):
+            self.require_feature(FEATURE_SCHEMA_EVOLUTION, reader=True)
+        return list(editor.changes)
+
+    def replace_schema(self, schema: pa.Schema) -> list[SchemaChange]:
+        """Replace the schema by ``schema`` (Spark's ``overwriteSchema``):
+        fields of the same name and type keep their ids, others get new ones
+        (:func:`~ctfile.format.schema_evolution.replacement_schema`). Meant to
+        be followed by :meth:`truncate` and an insert: the rows written
+        before cannot be assumed to fit the new schema."""
+        self._check_schema_change_first("replacing the schema")
+        md = self.metadata
+        new, last = replacement_schema(md.schema, md.assigned_field_ids, schema)
+        if new == md.schema:
+            return []
+        self.set_metadata(replace(md, schema=new, last_field_id=last))
+        if retires_ids(md.schema, new):
+            self.require_feature(FEATURE_SCHEMA_EVOLUTION, reader=True)
+        return diff_schemas(md.schema, new)
 
     def insert(self, data: Any) -> int:
         self._check_open()

@@ -43,12 +43,15 @@ class FileResult:
 
 
 def types_by_field_id(schemas: Iterable[Schema]) -> dict[int, str]:
-    """Field id -> type name of every top-level primitive column any version had."""
+    """Field id -> type name of every top-level primitive column any version
+    had, in the latest of ``schemas`` (in version order) that has it: a
+    column is only ever widened (SPEC §Schema evolution), and the wide type
+    holds every bound written before."""
     out: dict[int, str] = {}
     for s in schemas:
         for f in s.fields:
             if isinstance(f.type, str):
-                out.setdefault(f.id, f.type)
+                out[f.id] = f.type
     out[ROW_ID_FIELD_ID] = "long"
     out[ROW_VERSION_FIELD_ID] = "long"
     return out

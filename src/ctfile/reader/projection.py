@@ -1,0 +1,203 @@
+"""Reading a file into a read schema by field id (SPEC §Schema evolution,
+projection).
+
+A data file or change file keeps the names, types and ids it was written
+with. A :class:`Projection` is planned once per file from its Arrow schema
+(pyarrow exposes each Parquet ``field_id``, nested ones included, as field
+metadata) and then applied to every batch read from it:
+
+- a field of the read schema whose id the file has is read from that file
+  column, whatever its name there, recursively through structs, lists and
+  maps;
+- a field whose id the file lacks is all nulls (added after the file);
+- a narrower type is cast to the read type (widened since the file);
+- file columns whose id the read schema lacks are not read (dropped).
+
+A file without field ids (not written by ctfile) is matched by name.
+:attr:`Projection.by_name` says whether a reader that matches top-level
+columns by name (pyarrow's dataset scanner, the fast path of snapshot
+reads) gets the same result: true for every file written since the last
+rename, drop or widening of the columns read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+import pyarrow as pa
+
+from ctfile.format.schema import (
+    PARQUET_FIELD_ID_KEY,
+    ArrayType,
+    DataType,
+    Field,
+    MapType,
+    Schema,
+    StructType,
+)
+
+
+@dataclass(frozen=True)
+class _Same:
+    """The file's values are already in the read type."""
+
+
+@dataclass(frozen=True)
+class _Cast:
+    type: pa.DataType
+
+
+@dataclass(frozen=True)
+class _Nulls:
+    type: pa.DataType
+
+
+@dataclass(frozen=True)
+class _Struct:
+    type: pa.DataType
+    children: tuple[tuple[int | None, "Plan"], ...]  # (file child index or None, plan)
+
+
+@dataclass(frozen=True)
+class _List:
+    type: pa.DataType
+    element: "Plan"
+
+
+@dataclass(frozen=True)
+class _Map:
+    type: pa.DataType
+    key: "Plan"
+    value: "Plan"
+
+
+Plan = Union[_Same, _Cast, _Nulls, _Struct, _List, _Map]
+_SAME = _Same()
+
+
+def field_id(f: pa.Field) -> int | None:
+    """The Parquet field id pyarrow attached to ``f``, if any."""
+    md = f.metadata
+    if md and PARQUET_FIELD_ID_KEY in md:
+        return int(md[PARQUET_FIELD_ID_KEY])
+    return None
+
+
+def _plan(file_type: pa.DataType, want: DataType, want_arrow: pa.DataType) -> Plan:
+    """How to turn values of ``file_type`` into ``want`` (ctfile type, with
+    ids) / ``want_arrow`` (the output type)."""
+    if pa.types.is_dictionary(file_type):
+        file_type = file_type.value_type
+    if isinstance(want, str):
+        return _SAME if file_type.equals(want_arrow) else _Cast(want_arrow)
+    if isinstance(want, StructType) and pa.types.is_struct(file_type):
+        by_id = {field_id(file_type.field(i)): i for i in range(file_type.num_fields)}
+        children = []
+        for f, out in zip(want.fields, want_arrow):
+            i = by_id.get(f.id)
+            if i is None and None in by_id:  # no ids in the file: by name
+                i = file_type.get_field_index(f.name) if file_type.get_field_index(f.name) >= 0 else None
+            children.append((None, _Nulls(out.type)) if i is None else (i, _plan(file_type.field(i).type, f.type, out.type)))
+        same = (
+            file_type.num_fields == len(children)
+            and all(i == k and isinstance(p, _Same) for k, (i, p) in enumerate(children))
+            and all(file_type.field(k).name == want.fields[k].name for k in range(len(children)))
+        )
+        return _SAME if same and file_type.equals(want_arrow) else _Struct(want_arrow, tuple(children))
+    if isinstance(want, ArrayType) and (pa.types.is_list(file_type) or pa.types.is_large_list(file_type)):
+        elem = _plan(file_type.value_type, want.element_type, want_arrow.value_type)
+        return _SAME if isinstance(elem, _Same) and file_type.equals(want_arrow) else _List(want_arrow, elem)
+    if isinstance(want, MapType) and pa.types.is_map(file_type):
+        key = _plan(file_type.key_type, want.key_type, want_arrow.key_type)
+        value = _plan(file_type.item_type, want.value_type, want_arrow.item_type)
+        same = isinstance(key, _Same) and isinstance(value, _Same) and file_type.equals(want_arrow)
+        return _SAME if same else _Map(want_arrow, key, value)
+    # A type that no allowed change produces: let the cast say what it found.
+    return _Cast(want_arrow)
+
+
+def _apply(plan: Plan, arr: pa.Array) -> pa.Array:
+    if pa.types.is_dictionary(arr.type):
+        # A take of the dictionary: faster than dictionary_decode's kernel.
+        arr = arr.dictionary.take(arr.indices)
+    if isinstance(plan, _Same):
+        return arr
+    if isinstance(plan, _Cast):
+        return arr.cast(plan.type)
+    if isinstance(plan, _Nulls):
+        return pa.nulls(len(arr), plan.type)
+    mask = arr.is_null() if arr.null_count else None
+    if isinstance(plan, _Struct):
+        children = [
+            pa.nulls(len(arr), out.type) if i is None else _apply(p, arr.field(i))
+            for (i, p), out in zip(plan.children, plan.type)
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(plan.type), mask=mask)
+    if isinstance(plan, _List):
+        return pa.ListArray.from_arrays(arr.offsets, _apply(plan.element, arr.values), type=plan.type, mask=mask)
+    return pa.MapArray.from_arrays(
+        arr.offsets, _apply(plan.key, arr.keys), _apply(plan.value, arr.items), type=plan.type, mask=mask
+    )
+
+
+def project_column(plan: Plan, col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``col`` (as read from the file) in the read type."""
+    if isinstance(plan, _Same) and not pa.types.is_dictionary(col.type):
+        return col
+    if isinstance(col, pa.ChunkedArray):
+        out_type = plan.type if not isinstance(plan, _Same) else col.type.value_type
+        return pa.chunked_array([_apply(plan, c) for c in col.chunks], type=out_type)
+    return _apply(plan, col)
+
+
+class Projection:
+    """The columns ``columns`` of read schema ``schema``, from a file whose
+    Arrow schema is ``file_schema``.
+
+    Attributes
+    ----------
+    sources : dict[str, str | None]
+        Each wanted column's file column name, None when the file lacks it.
+    read_columns : list[str]
+        The file columns to read, each once.
+    by_name : bool
+        Whether matching top-level columns by name, with no cast, gives the
+        same values (see the module docstring).
+    """
+
+    def __init__(self, file_schema: pa.Schema, schema: Schema, columns: Sequence[str]):
+        target = schema.to_arrow(field_ids=False)
+        by_id: dict[int, int] = {}
+        for i, f in enumerate(file_schema):
+            fid = field_id(f)
+            if fid is not None:
+                by_id[fid] = i
+        self.sources: dict[str, str | None] = {}
+        self._plans: dict[str, Plan] = {}
+        self.by_name = True
+        for name in columns:
+            f: Field = schema.field(name)
+            want = target.field(name).type
+            i = by_id.get(f.id) if by_id else file_schema.get_field_index(name)
+            if i is None or i < 0:
+                self.sources[name] = None
+                self._plans[name] = _Nulls(want)
+                # A name-matching reader would read a same-named column of
+                # another id (a dropped column whose name was added again).
+                self.by_name &= file_schema.get_field_index(name) < 0
+                continue
+            src = file_schema.field(i)
+            self.sources[name] = src.name
+            self._plans[name] = plan = _plan(src.type, f.type, want)
+            self.by_name &= src.name == name and isinstance(plan, _Same)
+        self.read_columns = list(dict.fromkeys(s for s in self.sources.values() if s is not None))
+
+    def column(self, name: str, data: pa.RecordBatch | pa.Table, n: int) -> pa.Array | pa.ChunkedArray:
+        """Wanted column ``name`` of ``n`` rows, from ``data`` read with
+        :attr:`read_columns` (``data`` may be None when nothing is read)."""
+        src = self.sources[name]
+        plan = self._plans[name]
+        if src is None:
+            return pa.nulls(n, plan.type)
+        return project_column(plan, data.column(src))
