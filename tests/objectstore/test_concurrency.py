@@ -174,6 +174,58 @@ def test_concurrent_appends_land_exactly_once(target, tmp_path):
     )
 
 
+# ---------------------------------------------------------------- schema changes
+
+
+def test_schema_changes_while_writers_append(target, tmp_path):
+    """Schema changes committed while 3 processes append (SPEC §Schema
+    evolution, concurrency): an append that read the old schema conflicts
+    with the change and re-runs at the new one, so every commit lands once
+    and every file a commit adds has the field ids of its version's schema."""
+    import pyarrow.parquet as pq
+
+    from ctfile.reader.projection import field_id
+
+    uri, opts, ep = target
+    ctfile.create_table(uri, SCHEMA, storage_options=opts)
+    jobs = [{"op": "append", "uri": uri, "storage_options": opts, "writer": w, "commits": 10, "rows": 2}
+            for w in range(3)]
+    go = tmp_path / "go"
+    procs, outs = [], []
+    for n, job in enumerate(jobs):
+        outs.append(tmp_path / f"s{n}.json")
+        procs.append(_start({**job, "go": str(go), "out": str(outs[-1])}, None, tmp_path / f"s{n}.err"))
+    _wait_ready(procs, outs, tmp_path)
+    go.write_text("go")
+    table = ctfile.open_table(uri, storage_options=opts)
+    changes = [lambda u: u.add_column("email", pa.string()), lambda u: u.add_column("note", pa.string(), first=True),
+               lambda u: u.make_nullable("w")]
+    for change in changes:
+        while table.refresh().version < 3 and all(p.poll() is None for p in procs):
+            time.sleep(0.01)  # land among the appends, not before them
+        with table.update_schema() as u:
+            change(u)
+    results = _wait_all(procs, outs)
+    assert all(c["committed"] for r in results for c in r["commits"])
+    table.refresh()
+    assert table.version == 30 + len(changes)
+    snap = table.snapshot().to_arrow()
+    assert snap.num_rows == 60 and snap.schema.names == ["note", "w", "seq", "i", "email"]
+    assert snap.column("email").null_count == 60
+    schemas = {}
+    for v in range(1, table.version + 1):
+        schemas[v] = table.snapshot(v).table_schema
+    for v, entry in enumerate(table.log.read_entries(1, table.version), start=1):
+        for a in entry:
+            if isinstance(a, AddPartition):
+                f = pq.read_schema(table.storage.arrow_path(a.partition.path), filesystem=table.storage.arrow_filesystem)
+                ids = {field_id(x) for x in f} - {ctfile.ROW_ID_FIELD_ID, ctfile.ROW_VERSION_FIELD_ID}
+                assert ids == {x.id for x in schemas[v].fields}, f"version {v} added a file of another schema"
+    assert table.changes(start_version=1).to_arrow().num_rows == 60
+    report = ctfile.verify_table(uri, storage_options=opts, all_versions=True)
+    assert report.healthy, report.problems
+
+
 # ---------------------------------------------------------------- conflicting DML
 
 

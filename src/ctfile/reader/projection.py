@@ -128,6 +128,11 @@ def _apply(plan: Plan, arr: pa.Array) -> pa.Array:
     if isinstance(plan, _Nulls):
         return pa.nulls(len(arr), plan.type)
     mask = arr.is_null() if arr.null_count else None
+    offsets = arr.offsets if not isinstance(plan, _Struct) else None
+    if mask is not None and offsets is not None and offsets.offset:
+        # pyarrow takes no validity mask with a sliced offsets array: copy
+        # the offsets (one integer per row) into a fresh array.
+        offsets = pa.array(offsets.to_numpy(), offsets.type)
     if isinstance(plan, _Struct):
         children = [
             pa.nulls(len(arr), out.type) if i is None else _apply(p, arr.field(i))
@@ -135,9 +140,9 @@ def _apply(plan: Plan, arr: pa.Array) -> pa.Array:
         ]
         return pa.StructArray.from_arrays(children, fields=list(plan.type), mask=mask)
     if isinstance(plan, _List):
-        return pa.ListArray.from_arrays(arr.offsets, _apply(plan.element, arr.values), type=plan.type, mask=mask)
+        return pa.ListArray.from_arrays(offsets, _apply(plan.element, arr.values), type=plan.type, mask=mask)
     return pa.MapArray.from_arrays(
-        arr.offsets, _apply(plan.key, arr.keys), _apply(plan.value, arr.items), type=plan.type, mask=mask
+        offsets, _apply(plan.key, arr.keys), _apply(plan.value, arr.items), type=plan.type, mask=mask
     )
 
 

@@ -328,5 +328,5 @@ class Snapshot:
             raise UnsupportedFeatureError(
                 f"{len(bad)} partitions (first: {bad[0]}) were written before a column of the current schema was "
                 f"renamed, dropped or widened, and an engine that matches columns by name would misread them; "
-                f"read with to_arrow() or to_batches(), or run compact() to rewrite them"
+                f"read with to_arrow() or to_batches(), which match columns by field id"
             )
