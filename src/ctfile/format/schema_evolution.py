@@ -15,6 +15,7 @@ names that contain a dot.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from dataclasses import dataclass, replace
 from typing import Sequence, Union
@@ -357,10 +358,38 @@ def diff_schemas(old: Schema, new: Schema) -> list[SchemaChange]:
             out.append(SchemaChange(ChangeKind.WIDEN, name, f"{_type_name(old_t)} -> {_type_name(t)}"))
         if nullable and not old_null:
             out.append(SchemaChange(ChangeKind.MAKE_NULLABLE, name))
-    kept_old = [f.name for f in old.fields if new.field_by_id(f.id)]
-    kept_new = [old.field_by_id(f.id).name for f in new.fields if old.field_by_id(f.id)]
-    if kept_old != kept_new:
-        out.append(SchemaChange(ChangeKind.MOVE, "", "top-level order"))
+    out.extend(_moves(old, new))
+    return out
+
+
+def _moves(old: Schema, new: Schema) -> list[SchemaChange]:
+    """The top-level fields kept by ``new`` that moved: the fewest whose
+    moving explains the new order (those outside a longest run of fields
+    whose old order ``new`` keeps)."""
+    position = {f.id: i for i, f in enumerate(old.fields)}
+    kept = [f for f in new.fields if f.id in position]
+    # Longest increasing subsequence of old positions (patience sorting).
+    tails: list[int] = []
+    tail_at: list[int] = []
+    parent = [-1] * len(kept)
+    for i, f in enumerate(kept):
+        k = bisect.bisect_left(tails, position[f.id])
+        if k == len(tails):
+            tails.append(position[f.id])
+            tail_at.append(i)
+        else:
+            tails[k], tail_at[k] = position[f.id], i
+        parent[i] = tail_at[k - 1] if k else -1
+    stay: set[int] = set()
+    i = tail_at[-1] if tail_at else -1
+    while i >= 0:
+        stay.add(i)
+        i = parent[i]
+    out = []
+    for i, f in enumerate(kept):
+        if i not in stay:
+            before = kept[i - 1].name if i else None
+            out.append(SchemaChange(ChangeKind.MOVE, f.name, f"after {before}" if before else "first"))
     return out
 
 

@@ -178,3 +178,14 @@ def test_replacement_keeps_ids_of_same_name_and_type_only():
     assert new.field("address").type == old.field("address").type  # nested ids kept too
     assert last == 21
     assert retires_ids(old, new)
+
+
+def test_diff_reports_the_fewest_moves():
+    old = schema_from_arrow(pa.schema([(c, pa.int8()) for c in "abcde"]))
+    e = SchemaEditor(old, 5)
+    e.move_column("e", first=True)
+    e.move_column("b", after="d")
+    moves = [(c.path, c.detail) for c in diff_schemas(old, e.schema) if c.kind is ChangeKind.MOVE]
+    assert e.schema.names == ["e", "a", "c", "d", "b"]
+    assert moves == [("e", "first"), ("b", "after d")]
+    assert diff_schemas(old, old) == []
