@@ -1,18 +1,29 @@
 """Commit times and history: :class:`HistoryEntry`, :func:`read_history`
-(``Table.history``) and :func:`timestamp_to_ms`, which turns a user's time
-into the milliseconds commit timestamps are kept in (SPEC §Commit timestamps)."""
+(``Table.history``), the schema's history (:class:`SchemaVersion`,
+:func:`read_schema_history` for ``Table.schema_history``,
+:func:`introduced_versions`) and :func:`timestamp_to_ms`, which turns a
+user's time into the milliseconds commit timestamps are kept in (SPEC
+§Commit timestamps)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Iterator, Sequence
 
-from ctfile.format.actions import ChangeFile, CommitInfo
+from ctfile.format.actions import Action, ChangeFile, CommitInfo, Metadata
 from ctfile.format.change_files import is_captured
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.properties import IsolationLevel
+from ctfile.format.schema import Schema
+from ctfile.format.schema_evolution import SchemaChange, diff_schemas, field_paths
 from ctfile.log.manifest import ManifestLog
+
+# The schema history reads entries newest first in batches of this many: on
+# an object store a batch is fetched concurrently, and a walk stopped by
+# ``limit`` reads at most one batch more than it needs.
+_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -37,23 +48,61 @@ class HistoryEntry:
     captured: bool | None = None
     change_files: int = 0
     change_bytes: int = 0
+    #: SPEC §Schema evolution: whether the commit's ``metadata`` changed the
+    #: schema (a ``SCHEMA CHANGE``, a Spark ``mergeSchema`` write, the
+    #: creation), and how (:func:`~ctfile.format.schema_evolution.diff_schemas`
+    #: of the schemas before and after). None: the entry sets the schema but
+    #: the schema before it is no longer known (the oldest entry of a
+    #: vacuumed history).
+    schema_changed: bool | None = False
+    schema_changes: tuple[SchemaChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """A version whose commit changed the table's schema, as
+    ``Table.schema_history()`` lists it.
+
+    ``changes`` is what changed from the schema before (for version 0, the
+    creation, every field as added). ``complete`` is False for the last item
+    of a history whose older versions were vacuumed: it is the oldest version
+    still available, whatever its commit did, ``schema`` is the schema there
+    and the changes that led to it are no longer known (``changes`` empty).
+    """
+
+    version: int
+    timestamp: dt.datetime
+    operation: str
+    schema: Schema
+    changes: tuple[SchemaChange, ...]
+    complete: bool = True
+
+
+def _check_limit(limit: Any) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
 def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[HistoryEntry]:
-    """Committed versions up to ``latest``, newest first (at most ``limit``)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
+    """Committed versions up to ``latest``, newest first (at most ``limit``),
+    with the schema changes of those whose ``metadata`` changed the schema."""
+    _check_limit(limit)
     oldest = log.oldest_version()
     first = oldest if limit is None else max(oldest, latest - limit + 1)
-    out = []
+    out, table_actions = [], []
     for v in range(latest, first - 1, -1):
         actions = log.read_entry(v)
         ci = next(a for a in actions if isinstance(a, CommitInfo))
         changes = [a for a in actions if isinstance(a, ChangeFile)]
+        table_actions.append((v, [a for a in actions if isinstance(a, (CommitInfo, Metadata))]))
         out.append(
             HistoryEntry(
                 version=v,
-                timestamp=dt.datetime.fromtimestamp(ci.timestamp / 1000, tz=dt.timezone.utc),
+                timestamp=_utc(ci.timestamp),
                 operation=ci.operation,
                 operation_parameters=dict(ci.operation_parameters),
                 operation_metrics=dict(ci.operation_metrics),
@@ -66,6 +115,106 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
                 change_bytes=sum(c.size_bytes for c in changes),
             )
         )
+    schema_versions = {s.version: s for s in _schema_versions(log, table_actions, oldest=oldest, latest=latest)}
+    return [_with_schema_change(h, schema_versions.get(h.version)) for h in out]
+
+
+def _with_schema_change(h: HistoryEntry, sv: SchemaVersion | None) -> HistoryEntry:
+    if sv is None:
+        return h
+    return dataclasses.replace(h, schema_changed=True if sv.complete else None, schema_changes=sv.changes)
+
+
+# ---------------------------------------------------------------- schema history
+
+
+def read_schema_history(log: ManifestLog, latest: int, *, limit: int | None = None) -> list[SchemaVersion]:
+    """The versions up to ``latest`` whose commit changed the schema, newest
+    first (at most ``limit``), from the table-level actions of the entries
+    (never a partition). Where older history was vacuumed the last item is
+    the oldest version available, with ``complete`` False."""
+    _check_limit(limit)
+    oldest = log.oldest_version()
+    out = _schema_versions(log, _newest_first(log, latest, oldest), oldest=oldest, latest=latest, limit=limit)
+    if oldest > 0 and (limit is None or len(out) < limit) and (not out or out[-1].version != oldest):
+        schema = log.load_head(oldest, latest=latest).metadata.schema
+        out.append(SchemaVersion(oldest, *_commit(log.commit_info(oldest)), schema, (), complete=False))
+    return out
+
+
+def _newest_first(log: ManifestLog, latest: int, lowest: int) -> Iterator[tuple[int, list[Action]]]:
+    """``(version, table-level actions)`` from ``latest`` down to ``lowest``."""
+    hi = latest
+    while hi >= lowest:
+        lo = max(lowest, hi - _BATCH + 1)
+        batch = log.read_table_actions_between(lo, hi, keep=False)
+        yield from zip(range(hi, lo - 1, -1), reversed(batch))
+        hi = lo - 1
+
+
+def _commit(ci: CommitInfo) -> tuple[dt.datetime, str]:
+    return _utc(ci.timestamp), ci.operation
+
+
+def _schema_versions(
+    log: ManifestLog, entries: Iterable[tuple[int, list[Action]]], *, oldest: int, latest: int,
+    limit: int | None = None,
+) -> list[SchemaVersion]:
+    """The schema changes among ``entries`` (newest first; at least their
+    ``metadata`` and ``commitInfo`` actions), at most ``limit``.
+
+    A ``metadata`` action changes the schema when its schema differs from
+    the one before: that of the next older ``metadata`` action among
+    ``entries``; for the oldest one, the schema of the version before it
+    (read from the log only then), none for version 0 (the creation adds
+    every field), unknown for the oldest version available when it is not 0.
+    """
+    out: list[SchemaVersion] = []
+    pending: tuple[int, CommitInfo, Schema] | None = None  # the oldest metadata seen, not yet compared
+    for v, actions in entries:
+        md = next((a for a in actions if isinstance(a, Metadata)), None)
+        if md is None:
+            continue
+        if pending is not None and pending[2] != md.schema:
+            pv, ci, schema = pending
+            out.append(SchemaVersion(pv, *_commit(ci), schema, tuple(diff_schemas(md.schema, schema))))
+            if len(out) == limit:
+                return out
+        pending = (v, next(a for a in actions if isinstance(a, CommitInfo)), md.schema)
+    if pending is None:
+        return out
+    v, ci, schema = pending
+    if v == oldest and v > 0:
+        out.append(SchemaVersion(v, *_commit(ci), schema, (), complete=False))
+        return out
+    before = Schema(()) if v == 0 else log.load_head(v - 1, latest=latest).metadata.schema
+    if before != schema:
+        out.append(SchemaVersion(v, *_commit(ci), schema, tuple(diff_schemas(before, schema))))
+    return out
+
+
+def introduced_versions(history: Sequence[SchemaVersion]) -> dict[int, int | None]:
+    """Every field id of the schemas in ``history`` (a whole schema history,
+    newest first, as ``Table.schema_history()`` returns it without
+    ``limit``), nested ids too, and the version that introduced it: the
+    oldest version whose schema has it. None for an id the oldest schema
+    available already has, when older history was vacuumed.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``history`` was cut by ``limit`` (it reaches neither version 0 nor
+        the oldest version available).
+    """
+    if history and history[-1].complete and history[-1].version != 0:
+        raise InvalidArgumentError(
+            f"introduced_versions needs the whole schema history; this one stops at version "
+            f"{history[-1].version} (cut by limit?)"
+        )
+    out: dict[int, int | None] = {}
+    for sv in reversed(history):
+        for fid in field_paths(sv.schema):
+            out.setdefault(fid, sv.version if sv.complete else None)
     return out
 
 

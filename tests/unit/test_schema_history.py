@@ -1,0 +1,170 @@
+"""``Table.schema_history()``, ``ctfile.introduced_versions`` and the schema
+marks of ``Table.history()`` (SPEC §Schema evolution), on real tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import ctfile
+from ctfile.format.entries import encode_entry_objects
+
+ADDRESS = pa.struct([("city", pa.string())])
+
+
+def _changes(sv) -> list[tuple[str, str, str]]:
+    return [(c.kind.value, c.path, c.detail) for c in sv.changes]
+
+
+def evolved(root: Path) -> ctfile.Table:
+    """v0 create (id int32 not null, name, legacy, address struct<city>);
+    v1 insert; v2 add email; v3 rename name -> full_name, drop legacy;
+    v4 set a property (metadata, same schema); v5 widen id, add address.zip;
+    v6 add legacy again (a new id)."""
+    t = ctfile.create_table(root, pa.schema([
+        pa.field("id", pa.int32(), nullable=False), ("name", pa.string()), ("legacy", pa.string()), ("address", ADDRESS),
+    ]))
+    t.insert(pa.table({"id": pa.array([1], pa.int32()), "name": ["a"], "legacy": ["x"], "address": [{"city": "c"}]}))
+    with t.update_schema() as u:
+        u.add_column("email", pa.string(), doc="primary contact")
+    with t.update_schema() as u:
+        u.rename_column("name", "full_name").drop_column("legacy")
+    t.set_properties({"owner": "data-eng"})
+    with t.update_schema() as u:
+        u.widen_column("id", pa.int64()).add_column("address.zip", pa.string())
+    with t.update_schema() as u:
+        u.add_column("legacy", pa.int64())
+    return t
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> ctfile.Table:
+    return evolved(tmp_path_factory.mktemp("schema-history") / "t")
+
+
+def test_schema_history_lists_every_schema_change_newest_first(table):
+    h = table.schema_history()
+    assert [(s.version, s.operation) for s in h] == [
+        (6, "SCHEMA CHANGE"), (5, "SCHEMA CHANGE"), (3, "SCHEMA CHANGE"), (2, "SCHEMA CHANGE"), (0, "CREATE TABLE"),
+    ]  # not v1 (no metadata) nor v4 (a metadata action with the same schema)
+    v6, v5, v3, v2, v0 = h
+    assert _changes(v0) == [("add", "id", "integer"), ("add", "name", "string"), ("add", "legacy", "string"),
+                            ("add", "address", "struct")]
+    assert _changes(v2) == [("add", "email", "string")]
+    assert _changes(v3) == [("drop", "legacy", ""), ("rename", "name", "full_name")]
+    assert _changes(v5) == [("widen", "id", "integer -> long"), ("add", "address.zip", "string")]
+    assert _changes(v6) == [("add", "legacy", "long")]
+    assert all(s.complete for s in h)
+    # Each item carries the schema of its version, with ids.
+    assert v3.schema.names == ["id", "full_name", "address", "email"]
+    assert v5.schema.field("id").type == "long" and v3.schema.field("id").type == "integer"
+    assert v2.schema.field("email").metadata == {"comment": "primary contact"}
+    assert v6.schema == table.snapshot().table_schema
+    # A dropped name added again is a new field: a new id, never the old one.
+    assert v0.schema.field("legacy").id == 3 and v6.schema.field("legacy").id == 8
+    assert {s.version: s.timestamp for s in h} == {e.version: e.timestamp for e in table.history() if e.version in {6, 5, 3, 2, 0}}
+
+
+def test_introduced_versions(table):
+    intro = ctfile.introduced_versions(table.schema_history())
+    current = ctfile.field_paths(table.snapshot().table_schema)
+    assert {current[fid]: intro[fid] for fid in current} == {
+        "id": 0, "full_name": 0, "address": 0, "address.city": 0, "address.zip": 5, "email": 2, "legacy": 6,
+    }
+    assert intro[3] == 0  # the dropped legacy: ids of older schemas are there too
+
+
+def test_schema_history_limit(table):
+    assert [s.version for s in table.schema_history(limit=2)] == [6, 5]
+    assert [s.version for s in table.schema_history(limit=5)] == [6, 5, 3, 2, 0]
+    assert [s.version for s in table.schema_history(limit=50)] == [6, 5, 3, 2, 0]
+    for bad in (0, -1, True, "2"):
+        with pytest.raises(ctfile.InvalidArgumentError, match="limit must be a positive int"):
+            table.schema_history(limit=bad)
+    with pytest.raises(ctfile.InvalidArgumentError, match="stops at version 5"):
+        ctfile.introduced_versions(table.schema_history(limit=2))
+
+
+def test_schema_history_reads_no_partition(tmp_path):
+    """Only the table-level actions are read: an ``add`` line that the full
+    decode rejects (written with a valid self-check) does not stop it, while
+    ``history()``, which reads whole entries, finds it."""
+    t = evolved(tmp_path / "t")
+    p = Path(t.uri) / "_ct_log" / f"{1:020d}.json"
+    lines = [json.loads(x) for x in p.read_text().splitlines()]
+    for obj in lines:
+        if "add" in obj:
+            obj["add"]["numRecords"] = -1
+    p.write_bytes(encode_entry_objects(lines))
+    fresh = ctfile.open_table(t.uri)
+    assert [s.version for s in fresh.schema_history()] == [6, 5, 3, 2, 0]
+    with pytest.raises(ctfile.CorruptLogError, match="numRecords"):
+        fresh.history()
+
+
+def test_history_marks_schema_changes(table):
+    marks = {h.version: (h.schema_changed, [str(c) for c in h.schema_changes]) for h in table.history()}
+    assert marks == {
+        6: (True, ["add legacy (long)"]),
+        5: (True, ["widen id (integer -> long)", "add address.zip (string)"]),
+        4: (False, []),
+        3: (True, ["drop legacy", "rename name (full_name)"]),
+        2: (True, ["add email (string)"]),
+        1: (False, []),
+        0: (True, ["add id (integer)", "add name (string)", "add legacy (string)", "add address (struct)"]),
+    }
+    # The oldest entry of a window (5, 3) is compared with the version before the window.
+    for limit in (2, 4):
+        window = table.history(limit=limit)
+        assert [(h.version, h.schema_changed, [str(c) for c in h.schema_changes]) for h in window] == [
+            (v, *marks[v]) for v in range(6, 6 - limit, -1)
+        ]
+
+
+def test_history_marks_a_data_commit_that_changes_the_schema(new_table):
+    """A write that evolves the schema in its own commit (Spark's
+    ``mergeSchema``) carries the ``metadata`` in a data-changing entry."""
+    t = new_table(pa.schema([("id", pa.int64())]))
+    t.insert(pa.table({"id": [1]}))
+    with t.transaction(operation="WRITE") as tx:
+        tx.evolve_schema(lambda e: e.add_column("score", pa.float64()))
+        tx.insert(pa.table({"id": [2], "score": [0.5]}))
+    latest = t.history(limit=1)[0]
+    assert (latest.operation, latest.data_change, latest.schema_changed) == ("WRITE", True, True)
+    assert [str(c) for c in latest.schema_changes] == ["add score (double)"]
+    assert [(s.version, s.operation) for s in t.schema_history()] == [(2, "WRITE"), (0, "CREATE TABLE")]
+
+
+def test_schema_history_after_vacuum(tmp_path):
+    """Expired history: the last item is the oldest version available, with
+    its schema and ``complete`` False; fields older than it were introduced
+    at an unknown version (None)."""
+    t = evolved(tmp_path / "t")
+    t.insert(pa.table({"id": [2], "full_name": ["b"], "email": ["e"], "legacy": [7]}))  # v7
+    assert t.vacuum(retain=0, grace_period=0).oldest_version == 7
+    with t.update_schema() as u:
+        u.add_column("phone", pa.string())  # v8
+    h = ctfile.open_table(t.uri).schema_history()
+    assert [(s.version, s.operation, s.complete) for s in h] == [(8, "SCHEMA CHANGE", True), (7, "INSERT", False)]
+    assert _changes(h[0]) == [("add", "phone", "string")]
+    assert h[1].changes == () and h[1].schema == t.snapshot(7).table_schema
+    intro = ctfile.introduced_versions(h)
+    schema = t.snapshot().table_schema
+    assert intro[schema.field("phone").id] == 8
+    assert {intro[fid] for fid, path in ctfile.field_paths(schema).items() if path != "phone"} == {None}
+    assert [s.version for s in ctfile.open_table(t.uri).schema_history(limit=1)] == [8]
+
+
+def test_schema_history_when_the_oldest_version_is_a_schema_change(new_table):
+    t = new_table(pa.schema([("id", pa.int64())]))
+    with t.update_schema() as u:
+        u.add_column("email", pa.string())  # v1, then the oldest version available
+    t.vacuum(retain=0, grace_period=0)
+    fresh = ctfile.open_table(t.uri)
+    (only,) = fresh.schema_history()
+    assert (only.version, only.complete, only.changes, only.schema.names) == (1, False, (), ["id", "email"])
+    (h,) = fresh.history()
+    assert (h.version, h.schema_changed, h.schema_changes) == (1, None, ())  # changed, but from what is unknown
