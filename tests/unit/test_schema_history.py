@@ -12,37 +12,14 @@ import pytest
 import ctfile
 from ctfile.format.entries import encode_entry_objects
 
-ADDRESS = pa.struct([("city", pa.string())])
-
 
 def _changes(sv) -> list[tuple[str, str, str]]:
     return [(c.kind.value, c.path, c.detail) for c in sv.changes]
 
 
-def evolved(root: Path) -> ctfile.Table:
-    """v0 create (id int32 not null, name, legacy, address struct<city>);
-    v1 insert; v2 add email; v3 rename name -> full_name, drop legacy;
-    v4 set a property (metadata, same schema); v5 widen id, add address.zip;
-    v6 add legacy again (a new id)."""
-    t = ctfile.create_table(root, pa.schema([
-        pa.field("id", pa.int32(), nullable=False), ("name", pa.string()), ("legacy", pa.string()), ("address", ADDRESS),
-    ]))
-    t.insert(pa.table({"id": pa.array([1], pa.int32()), "name": ["a"], "legacy": ["x"], "address": [{"city": "c"}]}))
-    with t.update_schema() as u:
-        u.add_column("email", pa.string(), doc="primary contact")
-    with t.update_schema() as u:
-        u.rename_column("name", "full_name").drop_column("legacy")
-    t.set_properties({"owner": "data-eng"})
-    with t.update_schema() as u:
-        u.widen_column("id", pa.int64()).add_column("address.zip", pa.string())
-    with t.update_schema() as u:
-        u.add_column("legacy", pa.int64())
-    return t
-
-
 @pytest.fixture(scope="module")
-def table(tmp_path_factory) -> ctfile.Table:
-    return evolved(tmp_path_factory.mktemp("schema-history") / "t")
+def table(tmp_path_factory, evolved_table) -> ctfile.Table:
+    return evolved_table(tmp_path_factory.mktemp("schema-history") / "t")
 
 
 def test_schema_history_lists_every_schema_change_newest_first(table):
@@ -88,11 +65,11 @@ def test_schema_history_limit(table):
         ctfile.introduced_versions(table.schema_history(limit=2))
 
 
-def test_schema_history_reads_no_partition(tmp_path):
+def test_schema_history_reads_no_partition(tmp_path, evolved_table):
     """Only the table-level actions are read: an ``add`` line that the full
     decode rejects (written with a valid self-check) does not stop it, while
     ``history()``, which reads whole entries, finds it."""
-    t = evolved(tmp_path / "t")
+    t = evolved_table(tmp_path / "t")
     p = Path(t.uri) / "_ct_log" / f"{1:020d}.json"
     lines = [json.loads(x) for x in p.read_text().splitlines()]
     for obj in lines:
@@ -138,11 +115,11 @@ def test_history_marks_a_data_commit_that_changes_the_schema(new_table):
     assert [(s.version, s.operation) for s in t.schema_history()] == [(2, "WRITE"), (0, "CREATE TABLE")]
 
 
-def test_schema_history_after_vacuum(tmp_path):
+def test_schema_history_after_vacuum(tmp_path, evolved_table):
     """Expired history: the last item is the oldest version available, with
     its schema and ``complete`` False; fields older than it were introduced
     at an unknown version (None)."""
-    t = evolved(tmp_path / "t")
+    t = evolved_table(tmp_path / "t")
     t.insert(pa.table({"id": [2], "full_name": ["b"], "email": ["e"], "legacy": [7]}))  # v7
     assert t.vacuum(retain=0, grace_period=0).oldest_version == 7
     with t.update_schema() as u:
@@ -168,3 +145,24 @@ def test_schema_history_when_the_oldest_version_is_a_schema_change(new_table):
     assert (only.version, only.complete, only.changes, only.schema.names) == (1, False, (), ["id", "email"])
     (h,) = fresh.history()
     assert (h.version, h.schema_changed, h.schema_changes) == (1, None, ())  # changed, but from what is unknown
+
+
+@pytest.mark.parametrize("checkpoint", [4, 5])
+def test_schema_history_starts_after_a_gap_in_the_log(tmp_path, evolved_table, checkpoint):
+    """Entries 0..4 gone (as an interrupted cleanup leaves them), with an
+    older checkpoint (2) and one at ``checkpoint``: the history starts at the
+    oldest checkpoint from which every later entry is there."""
+    t = evolved_table(tmp_path / "t")
+    t.checkpoint(version=2)
+    t.checkpoint(version=checkpoint)
+    start = t.snapshot(checkpoint)
+    for v in range(5):
+        (Path(t.uri) / "_ct_log" / f"{v:020d}.json").unlink()
+    h = ctfile.open_table(t.uri).schema_history()
+    assert (h[-1].version, h[-1].complete, h[-1].changes) == (checkpoint, False, ())
+    assert (h[-1].schema, h[-1].timestamp) == (start.table_schema, start.timestamp)
+    if checkpoint == 4:  # v5 is compared with the checkpoint of v4, whose entry is gone
+        assert [(s.version, s.operation) for s in h] == [(6, "SCHEMA CHANGE"), (5, "SCHEMA CHANGE"), (4, None)]
+        assert _changes(h[1]) == [("widen", "id", "integer -> long"), ("add", "address.zip", "string")]
+    else:
+        assert [(s.version, s.operation) for s in h] == [(6, "SCHEMA CHANGE"), (5, "SCHEMA CHANGE")]

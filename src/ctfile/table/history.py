@@ -18,7 +18,7 @@ from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import SchemaChange, diff_schemas, field_paths
-from ctfile.log.manifest import ManifestLog
+from ctfile.log.manifest import LogListing, ManifestLog
 
 # The schema history reads entries newest first in batches of this many: on
 # an object store a batch is fetched concurrently, and a walk stopped by
@@ -72,7 +72,9 @@ class SchemaVersion:
 
     version: int
     timestamp: dt.datetime
-    operation: str
+    #: The commit's operation; None for an oldest version whose entry is
+    #: gone (only its checkpoint is left).
+    operation: str | None
     schema: Schema
     changes: tuple[SchemaChange, ...]
     complete: bool = True
@@ -131,15 +133,33 @@ def _with_schema_change(h: HistoryEntry, sv: SchemaVersion | None) -> HistoryEnt
 def read_schema_history(log: ManifestLog, latest: int, *, limit: int | None = None) -> list[SchemaVersion]:
     """The versions up to ``latest`` whose commit changed the schema, newest
     first (at most ``limit``), from the table-level actions of the entries
-    (never a partition). Where older history was vacuumed the last item is
-    the oldest version available, with ``complete`` False."""
+    (never a partition). Where older history is gone the last item is the
+    oldest version the history can start from (:func:`_history_start`),
+    with ``complete`` False."""
     _check_limit(limit)
-    oldest = log.oldest_version()
-    out = _schema_versions(log, _newest_first(log, latest, oldest), oldest=oldest, latest=latest, limit=limit)
-    if oldest > 0 and (limit is None or len(out) < limit) and (not out or out[-1].version != oldest):
-        schema = log.load_head(oldest, latest=latest).metadata.schema
-        out.append(SchemaVersion(oldest, *_commit(log.commit_info(oldest)), schema, (), complete=False))
+    listing = log.list()
+    start = _history_start(listing, latest)
+    lowest = start + 1 if start else 0
+    out = _schema_versions(log, _newest_first(log, latest, lowest), oldest=start, latest=latest, limit=limit)
+    if start and (limit is None or len(out) < limit):
+        head = log.load_head(start, latest=latest)
+        operation = log.commit_info(start).operation if start in listing.commits else None
+        out.append(SchemaVersion(start, _utc(head.timestamp), operation, head.metadata.schema, (), complete=False))
     return out
+
+
+def _history_start(listing: LogListing, latest: int) -> int:
+    """0 when the log holds every entry up to ``latest``; else the oldest
+    checkpoint from which the entries up to ``latest`` are all there (after
+    a vacuum, the oldest version retained). Entries older than a gap are
+    of no use: the schema after the gap is known from the checkpoint."""
+    have = set(listing.commits)
+    first = latest
+    while first - 1 in have:
+        first -= 1
+    if first == 0:
+        return 0
+    return min((c for c in listing.checkpoints if first - 1 <= c <= latest), default=first)
 
 
 def _newest_first(log: ManifestLog, latest: int, lowest: int) -> Iterator[tuple[int, list[Action]]]:
