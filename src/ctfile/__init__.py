@@ -28,7 +28,7 @@ from ctfile.format.schema_evolution import ChangeKind, SchemaChange, field_paths
 from ctfile.log.transaction import CommitResult
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
-from ctfile.table import HistoryEntry, SchemaVersion, Table, create_table, introduced_versions, open_table
+from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.transaction import WriteTransaction
 
@@ -54,7 +54,7 @@ __all__ = [
     "SchemaVersion",
     "SchemaChange",
     "ChangeKind",
-    "introduced_versions",
+    "IntroducedVersions",
     "field_paths",
     "WriteTransaction",
     "WriteJob",

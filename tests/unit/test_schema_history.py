@@ -1,4 +1,4 @@
-"""``Table.schema_history()``, ``ctfile.introduced_versions`` and the schema
+"""``Table.schema_history()``, ``Table.introduced_versions()`` and the schema
 marks of ``Table.history()`` (SPEC §Schema evolution), on real tables."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 
 import ctfile
 from ctfile.format.entries import encode_entry_objects
+from ctfile.log.storage import LocalStorage
 
 
 def _changes(sv) -> list[tuple[str, str, str]]:
@@ -45,13 +46,48 @@ def test_schema_history_lists_every_schema_change_newest_first(table):
     assert {s.version: s.timestamp for s in h} == {e.version: e.timestamp for e in table.history() if e.version in {6, 5, 3, 2, 0}}
 
 
+def first_having(history, fid: int) -> int | None:
+    """The oracle: the oldest version in ``history`` whose schema has ``fid``
+    (None when it is the oldest schema available and history was cut)."""
+    sv = next(s for s in reversed(history) if fid in ctfile.field_paths(s.schema))
+    return sv.version if sv.complete else None
+
+
 def test_introduced_versions(table):
-    intro = ctfile.introduced_versions(table.schema_history())
-    current = ctfile.field_paths(table.snapshot().table_schema)
-    assert {current[fid]: intro[fid] for fid in current} == {
+    intro = table.introduced_versions()
+    paths = ctfile.field_paths(table.snapshot().table_schema)
+    assert {paths[fid]: v for fid, v in intro.items()} == {
         "id": 0, "full_name": 0, "address": 0, "address.city": 0, "address.zip": 5, "email": 2, "legacy": 6,
     }
-    assert intro[3] == 0  # the dropped legacy: ids of older schemas are there too
+    assert (intro.version, intro.oldest_version, len(intro)) == (6, 0, 7)
+    # Of an older version: the ids of its schema (the dropped legacy, id 3, too).
+    assert table.introduced_versions(version=2) == {1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 2}
+    for bad, error in ((99, ctfile.VersionNotFoundError), (-1, ctfile.VersionNotFoundError),
+                       ("2", ctfile.InvalidArgumentError), (True, ctfile.InvalidArgumentError)):
+        with pytest.raises(error):
+            table.introduced_versions(version=bad)
+
+
+@pytest.mark.parametrize("interval", [1, 2, 3, 100])
+def test_introduced_versions_agree_with_the_schema_history(tmp_path, interval):
+    """Found through checkpoints (every ``interval`` versions) and a few
+    entries, the answer is the oracle's at every version: the first version
+    of the schema history whose schema has the id."""
+    t = ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]),
+                            properties={"ctfile.checkpointInterval": str(interval)})
+    for i in range(12):
+        t.insert(pa.table({"id": [i]}))
+        if i % 3 == 1:
+            with t.update_schema() as u:
+                u.add_column(f"c{i}", pa.struct([("a", pa.int32())]))
+        if i == 7:
+            with t.update_schema() as u:
+                u.drop_column("c1")
+    history = t.schema_history()
+    fresh = ctfile.open_table(t.uri)
+    for v in range(t.version + 1):
+        intro = fresh.introduced_versions(version=v)
+        assert dict(intro) == {fid: first_having([s for s in history if s.version <= v], fid) for fid in intro}, v
 
 
 def test_schema_history_limit(table):
@@ -61,8 +97,6 @@ def test_schema_history_limit(table):
     for bad in (0, -1, True, "2"):
         with pytest.raises(ctfile.InvalidArgumentError, match="limit must be a positive int"):
             table.schema_history(limit=bad)
-    with pytest.raises(ctfile.InvalidArgumentError, match="stops at version 5"):
-        ctfile.introduced_versions(table.schema_history(limit=2))
 
 
 def test_schema_history_reads_no_partition(tmp_path, evolved_table):
@@ -128,10 +162,11 @@ def test_schema_history_after_vacuum(tmp_path, evolved_table):
     assert [(s.version, s.operation, s.complete) for s in h] == [(8, "SCHEMA CHANGE", True), (7, "INSERT", False)]
     assert _changes(h[0]) == [("add", "phone", "string")]
     assert h[1].changes == () and h[1].schema == t.snapshot(7).table_schema
-    intro = ctfile.introduced_versions(h)
+    intro = ctfile.open_table(t.uri).introduced_versions()
     schema = t.snapshot().table_schema
-    assert intro[schema.field("phone").id] == 8
+    assert intro.oldest_version == 7 and intro[schema.field("phone").id] == 8
     assert {intro[fid] for fid, path in ctfile.field_paths(schema).items() if path != "phone"} == {None}
+    assert dict(intro) == {fid: first_having(h, fid) for fid in intro}
     assert [s.version for s in ctfile.open_table(t.uri).schema_history(limit=1)] == [8]
 
 
@@ -166,3 +201,36 @@ def test_schema_history_starts_after_a_gap_in_the_log(tmp_path, evolved_table, c
         assert _changes(h[1]) == [("widen", "id", "integer -> long"), ("add", "address.zip", "string")]
     else:
         assert [(s.version, s.operation) for s in h] == [(6, "SCHEMA CHANGE"), (5, "SCHEMA CHANGE")]
+
+
+class CountingStorage(LocalStorage):
+    """Local storage that records the log entries it reads."""
+
+    def __init__(self, root: str):
+        super().__init__(root)
+        self.entries_read: list[str] = []
+
+    def read_bytes(self, path: str) -> bytes:
+        if path.endswith(".json") and path.rsplit("/", 1)[-1][:20].isdigit():
+            self.entries_read.append(path)
+        return super().read_bytes(path)
+
+
+def test_introduced_versions_reads_a_few_entries_not_the_log(tmp_path):
+    """60 versions, a checkpoint every 10, a column added at version 36:
+    ``introduced_versions`` reads entry 0 (the creation's ids) and the
+    entries of one checkpoint interval (31..40); ``schema_history`` reads
+    them all."""
+    t = ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]), properties={"ctfile.checkpointInterval": "10"})
+    for i in range(59):
+        t.insert(pa.table({"id": [i]}))
+        if t.version == 35:
+            with t.update_schema() as u:
+                u.add_column("email", pa.string())
+    assert t.version == 60
+    counting = CountingStorage(t.uri)
+    assert dict(ctfile.Table(counting).introduced_versions()) == {1: 0, 2: 36}
+    assert sorted(counting.entries_read) == [f"_ct_log/{v:020d}.json" for v in (0, *range(31, 41))]
+    counting = CountingStorage(t.uri)
+    ctfile.Table(counting).schema_history()
+    assert len(counting.entries_read) == 61

@@ -1,24 +1,27 @@
 """Commit times and history: :class:`HistoryEntry`, :func:`read_history`
 (``Table.history``), the schema's history (:class:`SchemaVersion`,
-:func:`read_schema_history` for ``Table.schema_history``,
-:func:`introduced_versions`) and :func:`timestamp_to_ms`, which turns a
+:func:`read_schema_history` for ``Table.schema_history``;
+:class:`IntroducedVersions`, :func:`read_introduced_versions` for
+``Table.introduced_versions``) and :func:`timestamp_to_ms`, which turns a
 user's time into the milliseconds commit timestamps are kept in (SPEC
 §Commit timestamps)."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ctfile.format.actions import Action, ChangeFile, CommitInfo, Metadata
 from ctfile.format.change_files import is_captured
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import SchemaChange, diff_schemas, field_paths
 from ctfile.log.manifest import LogListing, ManifestLog
+from ctfile.log.replay import TableHead
 
 # The schema history reads entries newest first in batches of this many: on
 # an object store a batch is fetched concurrently, and a walk stopped by
@@ -68,6 +71,17 @@ class SchemaVersion:
     of a history whose older versions were vacuumed: it is the oldest version
     still available, whatever its commit did, ``schema`` is the schema there
     and the changes that led to it are no longer known (``changes`` empty).
+
+    Examples
+    --------
+    >>> import ctfile, pyarrow as pa, tempfile
+    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    >>> with t.update_schema() as u:
+    ...     _ = u.rename_column("name", "full_name").add_column("email", pa.string())
+    >>> [(s.version, s.operation, [str(c) for c in s.changes]) for s in t.schema_history()]
+    [(1, 'SCHEMA CHANGE', ['rename name (full_name)', 'add email (string)']), (0, 'CREATE TABLE', ['add id (long)', 'add name (string)'])]
+    >>> dict(t.introduced_versions()), t.introduced_versions(version=0).oldest_version
+    ({1: 0, 2: 0, 3: 1}, 0)
     """
 
     version: int
@@ -213,29 +227,106 @@ def _schema_versions(
     return out
 
 
-def introduced_versions(history: Sequence[SchemaVersion]) -> dict[int, int | None]:
-    """Every field id of the schemas in ``history`` (a whole schema history,
-    newest first, as ``Table.schema_history()`` returns it without
-    ``limit``), nested ids too, and the version that introduced it: the
-    oldest version whose schema has it. None for an id the oldest schema
-    available already has, when older history was vacuumed.
+class IntroducedVersions(Mapping[int, Optional[int]]):
+    """Per field id of the schema of :attr:`version` (nested ids too), the
+    version that introduced it: the first version whose schema has it; None
+    for an id that the oldest version available (:attr:`oldest_version`, 0
+    unless older history was vacuumed) already had. A read-only mapping."""
 
-    Raises
-    ------
-    InvalidArgumentError
-        ``history`` was cut by ``limit`` (it reaches neither version 0 nor
-        the oldest version available).
+    def __init__(self, versions: dict[int, int | None], *, version: int, oldest_version: int):
+        self._versions = dict(versions)
+        self.version = version
+        self.oldest_version = oldest_version
+
+    def __getitem__(self, field_id: int) -> int | None:
+        return self._versions[field_id]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._versions)
+
+    def __len__(self) -> int:
+        return len(self._versions)
+
+    def __repr__(self) -> str:
+        return f"IntroducedVersions({self._versions!r}, version={self.version}, oldest_version={self.oldest_version})"
+
+
+def read_introduced_versions(log: ManifestLog, current: TableHead, version: int | None = None) -> IntroducedVersions:
+    """:meth:`ctfile.Table.introduced_versions` of ``version`` (default: that
+    of ``current``, the latest).
+
+    SPEC §Schema evolution assigns ids in increasing order and the highest
+    id assigned (``lastFieldId``) never decreases, so the version that
+    introduced id X is the first whose ``Metadata.assigned_field_ids``
+    reaches X. The ids the creation assigned need entry 0 alone. Later ones
+    are found by :func:`_search_introductions`: a listing of the log (for
+    its checkpoints; on S3 one request per 1,000 files), a binary search
+    over the checkpoints' footers, then one scan of the table-level actions
+    of the entries between two checkpoints per bracket: not the whole log.
     """
-    if history and history[-1].complete and history[-1].version != 0:
-        raise InvalidArgumentError(
-            f"introduced_versions needs the whole schema history; this one stops at version "
-            f"{history[-1].version} (cut by limit?)"
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidArgumentError(f"version must be an int, found {version!r}")
+    latest = current.version
+    head = current if version is None or version == latest else log.load_head(version, latest=latest)
+    ids = list(field_paths(head.metadata.schema))
+    try:
+        created = next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata)).assigned_field_ids
+    except VersionNotFoundError:
+        created = 0  # vacuumed: every id is searched for
+    later = [fid for fid in ids if fid > created]
+    found, oldest = _search_introductions(log, head, later, latest=latest) if later else ({}, 0)
+    return IntroducedVersions({fid: found.get(fid, 0) for fid in ids}, version=head.version, oldest_version=oldest)
+
+
+def _search_introductions(
+    log: ManifestLog, head: TableHead, field_ids: list[int], *, latest: int
+) -> tuple[dict[int, int | None], int]:
+    """The version that introduced each of ``field_ids`` (ids of the schema
+    of ``head``), and the oldest version the search could see
+    (:func:`_history_start`; None for an id it already had)."""
+    listing = log.list()
+    start = _history_start(listing, head.version)
+    known = {head.version: head.metadata}
+
+    def assigned(v: int) -> int:
+        if v not in known:
+            known[v] = _metadata_at(log, v, listing, latest=latest)
+        return known[v].assigned_field_ids
+
+    # The versions whose metadata is cheap to read, ascending: the start, the checkpoints, the version asked.
+    marks = sorted({start, head.version, *(c for c in listing.checkpoints if start < c < head.version)})
+    scans: dict[int, list[tuple[int, int]]] = {}  # bracket end -> (version, assigned) of its metadata actions
+
+    def introduced(fid: int) -> int | None:
+        if fid <= assigned(start):
+            return None if start else 0
+        i = bisect.bisect_left(marks, fid, lo=1, key=assigned)  # the first mark that has fid
+        lo, hi = marks[i - 1], marks[i]
+        if hi not in scans:
+            entries = zip(range(lo + 1, hi + 1), log.read_table_actions_between(lo + 1, hi, keep=False))
+            scans[hi] = [(v, a.assigned_field_ids) for v, actions in entries for a in actions if isinstance(a, Metadata)]
+        for v, ids in scans[hi]:
+            if ids >= fid:
+                return v
+        raise CorruptLogError(
+            f"{log.storage.uri}: field id {fid} is assigned at version {hi} but by no entry of versions {lo + 1}..{hi}"
         )
-    out: dict[int, int | None] = {}
-    for sv in reversed(history):
-        for fid in field_paths(sv.schema):
-            out.setdefault(fid, sv.version if sv.complete else None)
-    return out
+
+    return {fid: introduced(fid) for fid in field_ids}, start
+
+
+def _metadata_at(log: ManifestLog, version: int, listing: LogListing, *, latest: int) -> Metadata:
+    """The metadata of ``version``: from entry 0 for the creation, from the
+    checkpoint's footer when there is one that reads, else by
+    :meth:`ManifestLog.load_head`."""
+    if version == 0:
+        return next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata))
+    if version in listing.checkpoints:
+        try:
+            return log.read_checkpoint_head(version).metadata
+        except (FileNotFoundError, CorruptLogError):
+            pass  # SPEC §Checkpoints: a bad checkpoint is skipped; load_head finds another way
+    return log.load_head(version, latest=latest).metadata
 
 
 def timestamp_to_ms(ts: Any, *, what: str = "timestamp") -> int:

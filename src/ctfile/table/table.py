@@ -25,7 +25,10 @@ from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.table.schema_update import OPERATION as SCHEMA_CHANGE, UpdateSchema
-from ctfile.table.history import HistoryEntry, SchemaVersion, read_history, read_schema_history, timestamp_to_ms
+from ctfile.table.history import (
+    HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
+    timestamp_to_ms,
+)
 from ctfile.writer.distributed import WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
 from ctfile.writer.merge import merge_keys
@@ -243,23 +246,18 @@ class Table:
     def schema_history(self, *, limit: int | None = None) -> list[SchemaVersion]:
         """The versions whose commit changed the schema, newest first, each
         with its schema and changes (:class:`~ctfile.table.history.SchemaVersion`;
-        the last item says whether older history was vacuumed). Reads the
-        log entries, not a partition. :func:`ctfile.introduced_versions` of
-        the result gives the version that introduced each field id.
-
-        Examples
-        --------
-        >>> import ctfile, pyarrow as pa, tempfile
-        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("name", pa.string())]))
-        >>> with t.update_schema() as u:
-        ...     _ = u.rename_column("name", "full_name").add_column("email", pa.string())
-        >>> [(s.version, [str(c) for c in s.changes]) for s in t.schema_history()]
-        [(1, ['rename name (full_name)', 'add email (string)']), (0, ['add id (long)', 'add name (string)'])]
-        >>> ctfile.introduced_versions(t.schema_history())
-        {1: 0, 2: 0, 3: 1}
-        """
+        the last says whether older history was vacuumed). Reads the log
+        entries (newest first, until ``limit``), never a partition."""
         self.refresh()
         return read_schema_history(self._log, self._current_head().version, limit=limit)
+
+    def introduced_versions(self, *, version: int | None = None) -> IntroducedVersions:
+        """Per field id of the schema of ``version`` (default: latest; nested
+        ids too), the version that introduced it (None: before the oldest
+        version available). Reads checkpoint footers and a few entries
+        (:func:`~ctfile.table.history.read_introduced_versions`)."""
+        self.refresh()
+        return read_introduced_versions(self._log, self._current_head(), version)
 
     # ------------------------------------------------------------ writes
 

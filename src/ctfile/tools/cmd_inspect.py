@@ -14,7 +14,7 @@ from rich.text import Text
 import ctfile
 from ctfile.tools import _output as out
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
-from ctfile.tools.cmd_schema import change_summary, field_rows, fields_table, oldest_version
+from ctfile.tools.cmd_schema import change_summary, field_rows, fields_table
 
 DEFAULT_SHOWN_PARTITIONS = 50
 
@@ -58,16 +58,16 @@ def _history_row(h: ctfile.HistoryEntry) -> dict:
         "change_files": h.change_files,
         "change_bytes": h.change_bytes,
         "schema_changed": h.schema_changed,
-        "schema_changes": h.schema_changes,
+        "schema_changes": [c.to_json() for c in h.schema_changes],
     }
 
 
-def _schema_cell(r: dict) -> str:
+def _schema_cell(h: ctfile.HistoryEntry) -> str:
     """The commit's schema changes in short (SPEC §Schema evolution); empty
     when it changed none."""
-    if r["schema_changed"] is None:
+    if h.schema_changed is None:
         return "set (the schema before was vacuumed)"
-    return change_summary(r["schema_changes"]) if r["schema_changed"] else ""
+    return change_summary(h.schema_changes) if h.schema_changed else ""
 
 
 def _captured_cell(r: dict) -> str:
@@ -105,8 +105,6 @@ def history(
         entries = open_uri(uri, storage_option).history(limit=limit)
     rows = [_history_row(h) for h in entries]
     if json_:
-        for r in rows:
-            r["schema_changes"] = [c.to_json() for c in r["schema_changes"]]
         out.print_json({"uri": uri, "versions": rows})
         return
     t = RichTable(title=f"history of {uri}", title_justify="left")
@@ -116,13 +114,13 @@ def history(
         ("deleted", "right"), ("data change", "left"), ("captured", "left"), ("schema", "left"),
     ):
         t.add_column(name, justify=just, overflow="fold")
-    for r in rows:
+    for h, r in zip(entries, rows):
         params = out.json_line(r["parameters"]) if r["parameters"] else ""
         t.add_row(
             str(r["version"]), out.fmt_time(r["timestamp"]), r["operation"], params,
             _num(r["partitions_added"]), _num(r["partitions_removed"]), _num(r["rows_inserted"]),
             _num(r["rows_updated"]), _num(r["rows_deleted"]), "yes" if r["data_change"] else "no",
-            _captured_cell(r), _schema_cell(r),
+            _captured_cell(r), _schema_cell(h),
         )
     out.console().print(t)
 
@@ -230,8 +228,8 @@ def show(
         table = open_uri(uri, storage_option)
         snap = table.snapshot(version, timestamp=timestamp)
         md, proto, schema = snap.metadata, snap.protocol, snap.table_schema
-        schema_history = table.schema_history()
-        fields = field_rows(schema, ctfile.introduced_versions(schema_history))
+        introduced = table.introduced_versions(version=snap.version)
+        fields = field_rows(schema, introduced)
         parts = snap.partitions
         info = {
             "uri": uri,
@@ -253,7 +251,7 @@ def show(
             "properties": dict(md.properties),
             "change_capture": snap.change_capture,
             "schema": [f.as_json() for f in fields],
-            "oldest_version": oldest_version(schema_history),
+            "oldest_version": introduced.oldest_version,
             "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
             "partitions": [_partition_dict(p, schema) for p in parts],
         }

@@ -4,8 +4,10 @@ share (SPEC §Schema evolution).
 
 A schema is listed field by field with its id, nested fields (struct
 fields, list ``element``, map ``key`` and ``value``) under their parent,
-and the version that introduced each id, from ``Table.schema_history()``:
-a command reads the log's table-level actions for it, never a data file.
+and the version that introduced each id (``Table.introduced_versions``:
+checkpoint footers and a few log entries). ``ctfile schema`` lists the
+schema's history too (``Table.schema_history``: the table-level actions of
+every log entry). None reads a data file.
 """
 
 from __future__ import annotations
@@ -79,65 +81,58 @@ class FieldRow:
     nullable: bool
     comment: str | None
     introduced_in: int | None
-    depth: int  # for the text layout only
+    # For the text layout only: its own name, and how deep it is nested.
+    leaf: str
+    depth: int
 
     def as_json(self) -> dict:
         d = dataclasses.asdict(self)
-        del d["depth"]
+        del d["leaf"], d["depth"]
         return d
 
 
-def field_rows(schema: Any, introduced: dict[int, int | None]) -> list[FieldRow]:
+def field_rows(schema: Any, introduced: ctfile.IntroducedVersions) -> list[FieldRow]:
     """Every field of ``schema`` (a ``ctfile.format.Schema``) in pre-order,
-    nested ones after their parent; ``introduced`` as
-    :func:`ctfile.introduced_versions` gives it."""
+    nested ones after their parent, with the version that introduced it."""
     rows: list[FieldRow] = []
 
-    def add(fid: int, name: str, t: Any, nullable: bool, comment: str | None, depth: int) -> None:
-        rows.append(FieldRow(fid, name, _type_str(t), nullable, comment, introduced.get(fid), depth))
+    def add(fid: int, parent: str, leaf: str, t: Any, nullable: bool, comment: str | None, depth: int) -> None:
+        name = f"{parent}.{leaf}" if parent else leaf
+        rows.append(FieldRow(fid, name, _type_str(t), nullable, comment, introduced.get(fid), leaf, depth))
         nested(t, name, depth + 1)
 
     def nested(t: Any, name: str, depth: int) -> None:
         if hasattr(t, "element_type"):
-            add(t.element_id, f"{name}.element", t.element_type, t.contains_null, None, depth)
+            add(t.element_id, name, "element", t.element_type, t.contains_null, None, depth)
         elif hasattr(t, "key_type"):
-            add(t.key_id, f"{name}.key", t.key_type, False, None, depth)
-            add(t.value_id, f"{name}.value", t.value_type, t.value_contains_null, None, depth)
+            add(t.key_id, name, "key", t.key_type, False, None, depth)
+            add(t.value_id, name, "value", t.value_type, t.value_contains_null, None, depth)
         elif hasattr(t, "fields"):
             for f in t.fields:
-                add(f.id, f"{name}.{f.name}" if name else f.name, f.type, f.nullable, f.metadata.get("comment"), depth)
+                add(f.id, name, f.name, f.type, f.nullable, f.metadata.get("comment"), depth)
 
     nested(schema, "", 0)
     return rows
 
 
-def introduced_text(version: int | None, oldest: int) -> str:
-    return f"before v{oldest}" if version is None else f"v{version}"
-
-
-def fields_table(rows: Sequence[FieldRow], *, oldest: int, title: str = "schema") -> RichTable:
-    """The fields as a table; nested ones indented under their parent."""
-    t = RichTable(title=title, title_justify="left")
+def fields_table(rows: Sequence[FieldRow], *, oldest: int) -> RichTable:
+    """The fields as a table, nested ones indented under their parent; a
+    field older than the history available (``oldest``) was introduced
+    "before" it."""
+    t = RichTable(title="schema", title_justify="left")
     for c in ("field id", "column", "type", "nullable", "introduced", "comment"):
         t.add_column(c, overflow="fold")
     for r in rows:
-        leaf = r.name.rsplit(".", 1)[-1] if r.depth else r.name
+        introduced = f"before v{oldest}" if r.introduced_in is None else f"v{r.introduced_in}"
         t.add_row(
-            str(r.id), "  " * r.depth + leaf, r.type, "yes" if r.nullable else "no",
-            introduced_text(r.introduced_in, oldest), r.comment or "",
+            str(r.id), "  " * r.depth + r.leaf, r.type, "yes" if r.nullable else "no", introduced, r.comment or "",
         )
     return t
-
-
-def oldest_version(history: Sequence[ctfile.SchemaVersion]) -> int:
-    """The oldest version the schema history reaches (0 unless vacuumed)."""
-    return history[-1].version if history and not history[-1].complete else 0
 
 
 # ---------------------------------------------------------------- ctfile schema
 
 _VACUUMED = "oldest version available: the schema changes before it were vacuumed"
-
 
 
 @dataclass(frozen=True)
@@ -154,18 +149,16 @@ class SchemaReport:
 
     @classmethod
     def of(cls, uri: str, table: ctfile.Table, version: int | None) -> "SchemaReport":
+        introduced = table.introduced_versions(version=version)  # VersionNotFoundError for a version not there
         history = table.schema_history()
-        latest, oldest = table.version, oldest_version(history)
-        version = latest if version is None else version
-        if not 0 <= version <= latest:
-            raise ctfile.VersionNotFoundError(f"version {version} does not exist in {uri}; the latest version is {latest}")
-        if version < oldest:
+        upto = [s for s in history if s.version <= introduced.version]
+        if not upto:
             raise ctfile.VersionNotFoundError(
-                f"version {version} of {uri} can no longer be read: the history before version {oldest} was vacuumed"
+                f"version {introduced.version} of {uri} is older than its schema history, which starts at "
+                f"version {history[-1].version} (older entries are gone)"
             )
-        upto = [s for s in history if s.version <= version]
-        fields = field_rows(upto[0].schema, ctfile.introduced_versions(history))
-        return cls(uri, version, latest, oldest, fields, upto)
+        fields = field_rows(upto[0].schema, introduced)
+        return cls(uri, introduced.version, table.version, introduced.oldest_version, fields, upto)
 
     def as_json(self) -> dict:
         return {
@@ -197,7 +190,9 @@ class SchemaReport:
 
 def schema(
     uri: UriArg,
-    version: Annotated[Optional[int], typer.Option("--version", "-v", help="Show the schema of this version (default: latest).")] = None,
+    version: Annotated[
+        Optional[int], typer.Option("--version", "-v", help="Show the schema of this version (default: latest).")
+    ] = None,
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
 ) -> None:

@@ -121,10 +121,23 @@ def test_schema_after_vacuum(tmp_path, evolved_table):
     ]
     out = ok("schema", t.uri)
     assert "before v7" in out and "were vacuumed" in out
-    assert "history before version 7 was vacuumed" in one_line_error("schema", t.uri, "--version", "6")
+    assert "can no longer be reconstructed" in one_line_error("schema", t.uri, "--version", "6")
     show = run_json("show", t.uri)
     assert show["oldest_version"] == 7 and {f["name"]: f["introduced_in"] for f in show["schema"]}["phone"] == 8
     assert "before v7" in ok("show", t.uri)
+
+
+def test_schema_of_a_version_older_than_the_schema_history(tmp_path, evolved_table):
+    """Entries 0..4 gone but a checkpoint of version 2 left: version 2 can
+    be read, but the schema history starts at the checkpoint of 5."""
+    t = evolved_table(tmp_path / "t")
+    t.checkpoint(version=2)
+    t.checkpoint(version=5)
+    for v in range(5):
+        (tmp_path / "t" / "_ct_log" / f"{v:020d}.json").unlink()
+    assert "older than its schema history, which starts at version 5" in one_line_error("schema", t.uri, "-v", "2")
+    doc = run_json("schema", t.uri)
+    assert doc["oldest_version"] == 5 and [s["version"] for s in doc["history"]] == [6, 5]
 
 
 def test_show_prints_ids_and_introducing_versions(table):
@@ -179,3 +192,14 @@ def test_schema_on_s3(moto_s3):
     assert [s["version"] for s in doc["history"]] == [2, 0]
     assert doc["history"][0]["changes"] == [{"change": "rename", "path": "name", "detail": "full_name"},
                                             {"change": "add", "path": "email", "detail": "string"}]
+
+
+def test_history_when_the_oldest_version_retained_set_the_schema(tmp_path):
+    t = ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]))
+    with t.update_schema() as u:
+        u.add_column("email", pa.string())  # v1, the oldest version once vacuumed
+    t.vacuum(retain=0, grace_period=0)
+    (v1,) = run_json("history", t.uri)["versions"]
+    assert (v1["version"], v1["schema_changed"], v1["schema_changes"]) == (1, None, [])
+    r = runner.invoke(app, ["history", t.uri], env={"COLUMNS": "400"})
+    assert r.exit_code == 0 and "set (the schema before was vacuumed)" in r.stdout, r.stdout + r.stderr
