@@ -24,10 +24,11 @@ from ctfile.format.errors import (
 )
 from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
+from ctfile.format.schema_evolution import ChangeKind, SchemaChange, field_paths
 from ctfile.log.transaction import CommitResult
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
-from ctfile.table import HistoryEntry, Table, create_table, open_table
+from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.transaction import WriteTransaction
 
@@ -50,6 +51,11 @@ __all__ = [
     "ChangeTask",
     "CommitResult",
     "HistoryEntry",
+    "SchemaVersion",
+    "SchemaChange",
+    "ChangeKind",
+    "IntroducedVersions",
+    "field_paths",
     "WriteTransaction",
     "WriteJob",
     "ROW_ID_COLUMN",

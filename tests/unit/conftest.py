@@ -93,3 +93,35 @@ def racing():
         return ctfile.Table(RacingStorage(t.uri, at=t.version + 1, before_put=before_put))
 
     return make
+
+
+_ADDRESS = pa.struct([("city", pa.string())])
+
+
+def _evolved_table(root: Path) -> ctfile.Table:
+    """v0 create (id int32 not null, name, legacy, address struct<city>);
+    v1 insert; v2 add email; v3 rename name -> full_name, drop legacy;
+    v4 set a property (metadata, same schema); v5 widen id, add address.zip;
+    v6 add legacy again (a new id)."""
+    t = ctfile.create_table(root, pa.schema([
+        pa.field("id", pa.int32(), nullable=False), ("name", pa.string()), ("legacy", pa.string()), ("address", _ADDRESS),
+    ]))
+    t.insert(pa.table({"id": pa.array([1], pa.int32()), "name": ["a"], "legacy": ["x"], "address": [{"city": "c"}]}))
+    with t.update_schema() as u:
+        u.add_column("email", pa.string(), doc="primary contact")
+    with t.update_schema() as u:
+        u.rename_column("name", "full_name").drop_column("legacy")
+    t.set_properties({"owner": "data-eng"})
+    with t.update_schema() as u:
+        u.widen_column("id", pa.int64()).add_column("address.zip", pa.string())
+    with t.update_schema() as u:
+        u.add_column("legacy", pa.int64())
+    return t
+
+
+@pytest.fixture(scope="session")
+def evolved_table():
+    """``evolved_table(root)``: a table whose columns were added (nested too),
+    renamed, dropped, widened and added again under a dropped name (SPEC
+    §Schema evolution); :func:`_evolved_table` lists the versions."""
+    return _evolved_table

@@ -412,6 +412,19 @@ def _walk(t: DataType, path: tuple[str, ...]):
         yield from _walk(t.value_type, (*path, "value"))
 
 
+def field_paths(schema: Schema) -> dict[int, str]:
+    """Every id of ``schema`` (fields, list elements, map keys and values,
+    nested ones too) and its path, in the depth-first pre-order of SPEC §Schema.
+
+    Examples
+    --------
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> field_paths(schema_from_arrow(pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string()))])))
+    {1: 'id', 2: 'tags', 3: 'tags.element'}
+    """
+    return {fid: ".".join(path) for fid, (path, _, _) in _walk(StructType(schema.fields), ())}
+
+
 def _parent_kept(path, before, after, fid) -> bool:
     """A dropped id is reported only where its parent survived (the top of
     the dropped subtree)."""

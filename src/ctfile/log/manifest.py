@@ -7,6 +7,7 @@ alone; ``_last_checkpoint`` is a hint that saves listing the log directory
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -213,6 +214,11 @@ class ManifestLog:
         """Entries ``start..end`` inclusive, fetched concurrently on object stores."""
         return self._each_version(self.read_entry, start, end)
 
+    def read_table_actions_between(self, start: int, end: int, *, keep: bool = True) -> list[list[Action]]:
+        """:meth:`read_table_actions` of entries ``start..end`` inclusive,
+        fetched concurrently on object stores."""
+        return self._each_version(functools.partial(self.read_table_actions, keep=keep), start, end)
+
     def _each_version(self, read, start: int, end: int) -> list[list[Action]]:
         versions = range(start, end + 1)
         if self._parallel and len(versions) > 1:
@@ -323,7 +329,7 @@ class ManifestLog:
         target = self._target(version, latest)
         head = self._best_checkpoint(target, self.read_checkpoint_head)
         first = self._first_to_replay(head, target)
-        for v, actions in enumerate(self._each_version(self.read_table_actions, first, target), start=first):
+        for v, actions in enumerate(self.read_table_actions_between(first, target), start=first):
             head = apply_table_actions(head, v, actions, where=self._where(v))
         assert head is not None
         return head

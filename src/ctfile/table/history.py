@@ -1,18 +1,32 @@
 """Commit times and history: :class:`HistoryEntry`, :func:`read_history`
-(``Table.history``) and :func:`timestamp_to_ms`, which turns a user's time
-into the milliseconds commit timestamps are kept in (SPEC §Commit timestamps)."""
+(``Table.history``), the schema's history (:class:`SchemaVersion`,
+:func:`read_schema_history` for ``Table.schema_history``;
+:class:`IntroducedVersions`, :func:`read_introduced_versions` for
+``Table.introduced_versions``) and :func:`timestamp_to_ms`, which turns a
+user's time into the milliseconds commit timestamps are kept in (SPEC
+§Commit timestamps)."""
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
-from ctfile.format.actions import ChangeFile, CommitInfo
+from ctfile.format.actions import Action, ChangeFile, CommitInfo, Metadata
 from ctfile.format.change_files import is_captured
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.properties import IsolationLevel
-from ctfile.log.manifest import ManifestLog
+from ctfile.format.schema import Schema
+from ctfile.format.schema_evolution import SchemaChange, diff_schemas, field_paths
+from ctfile.log.manifest import LogListing, ManifestLog
+from ctfile.log.replay import TableHead
+
+# The schema history reads entries newest first in batches of this many: on
+# an object store a batch is fetched concurrently, and a walk stopped by
+# ``limit`` reads at most one batch more than it needs.
+_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -37,23 +51,74 @@ class HistoryEntry:
     captured: bool | None = None
     change_files: int = 0
     change_bytes: int = 0
+    #: SPEC §Schema evolution: whether the commit's ``metadata`` changed the
+    #: schema (a ``SCHEMA CHANGE``, a Spark ``mergeSchema`` write, the
+    #: creation), and how (:func:`~ctfile.format.schema_evolution.diff_schemas`
+    #: of the schemas before and after). None: the entry sets the schema but
+    #: the schema before it is no longer known (the oldest entry of a
+    #: vacuumed history).
+    schema_changed: bool | None = False
+    schema_changes: tuple[SchemaChange, ...] = ()
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """A version whose commit changed the table's schema, as
+    ``Table.schema_history()`` lists it.
+
+    ``changes`` is what changed from the schema before (for version 0, the
+    creation, every field as added). ``complete`` is False for the last item
+    of a history whose older versions were vacuumed: it is the oldest version
+    still available, whatever its commit did, ``schema`` is the schema there
+    and the changes that led to it are no longer known (``changes`` empty).
+
+    Examples
+    --------
+    >>> import ctfile, pyarrow as pa, tempfile
+    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    >>> with t.update_schema() as u:
+    ...     _ = u.rename_column("name", "full_name").add_column("email", pa.string())
+    >>> [(s.version, s.operation, [str(c) for c in s.changes]) for s in t.schema_history()]
+    [(1, 'SCHEMA CHANGE', ['rename name (full_name)', 'add email (string)']), (0, 'CREATE TABLE', ['add id (long)', 'add name (string)'])]
+    >>> dict(t.introduced_versions()), t.introduced_versions(version=0).oldest_version
+    ({1: 0, 2: 0, 3: 1}, 0)
+    """
+
+    version: int
+    timestamp: dt.datetime
+    #: The commit's operation; None for an oldest version whose entry is
+    #: gone (only its checkpoint is left).
+    operation: str | None
+    schema: Schema
+    changes: tuple[SchemaChange, ...]
+    complete: bool = True
+
+
+def _check_limit(limit: Any) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
 def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[HistoryEntry]:
-    """Committed versions up to ``latest``, newest first (at most ``limit``)."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
+    """Committed versions up to ``latest``, newest first (at most ``limit``),
+    with the schema changes of those whose ``metadata`` changed the schema."""
+    _check_limit(limit)
     oldest = log.oldest_version()
     first = oldest if limit is None else max(oldest, latest - limit + 1)
-    out = []
+    out, table_actions = [], []
     for v in range(latest, first - 1, -1):
         actions = log.read_entry(v)
         ci = next(a for a in actions if isinstance(a, CommitInfo))
         changes = [a for a in actions if isinstance(a, ChangeFile)]
+        table_actions.append((v, [a for a in actions if isinstance(a, (CommitInfo, Metadata))]))
         out.append(
             HistoryEntry(
                 version=v,
-                timestamp=dt.datetime.fromtimestamp(ci.timestamp / 1000, tz=dt.timezone.utc),
+                timestamp=_utc(ci.timestamp),
                 operation=ci.operation,
                 operation_parameters=dict(ci.operation_parameters),
                 operation_metrics=dict(ci.operation_metrics),
@@ -66,7 +131,202 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
                 change_bytes=sum(c.size_bytes for c in changes),
             )
         )
+    schema_versions = {s.version: s for s in _schema_versions(log, table_actions, oldest=oldest, latest=latest)}
+    return [_with_schema_change(h, schema_versions.get(h.version)) for h in out]
+
+
+def _with_schema_change(h: HistoryEntry, sv: SchemaVersion | None) -> HistoryEntry:
+    if sv is None:
+        return h
+    return dataclasses.replace(h, schema_changed=True if sv.complete else None, schema_changes=sv.changes)
+
+
+# ---------------------------------------------------------------- schema history
+
+
+def read_schema_history(log: ManifestLog, latest: int, *, limit: int | None = None) -> list[SchemaVersion]:
+    """The versions up to ``latest`` whose commit changed the schema, newest
+    first (at most ``limit``), from the table-level actions of the entries
+    (never a partition). Where older history is gone the last item is the
+    oldest version the history can start from (:func:`_history_start`),
+    with ``complete`` False."""
+    _check_limit(limit)
+    listing = log.list()
+    start = _history_start(listing, latest)
+    lowest = start + 1 if start else 0
+    out = _schema_versions(log, _newest_first(log, latest, lowest), oldest=start, latest=latest, limit=limit)
+    if start and (limit is None or len(out) < limit):
+        head = log.load_head(start, latest=latest)
+        operation = log.commit_info(start).operation if start in listing.commits else None
+        out.append(SchemaVersion(start, _utc(head.timestamp), operation, head.metadata.schema, (), complete=False))
     return out
+
+
+def _history_start(listing: LogListing, latest: int) -> int:
+    """0 when the log holds every entry up to ``latest``; else the oldest
+    checkpoint from which the entries up to ``latest`` are all there (after
+    a vacuum, the oldest version retained). Entries older than a gap are
+    of no use: the schema after the gap is known from the checkpoint."""
+    have = set(listing.commits)
+    first = latest
+    while first - 1 in have:
+        first -= 1
+    if first == 0:
+        return 0
+    return min((c for c in listing.checkpoints if first - 1 <= c <= latest), default=first)
+
+
+def _newest_first(log: ManifestLog, latest: int, lowest: int) -> Iterator[tuple[int, list[Action]]]:
+    """``(version, table-level actions)`` from ``latest`` down to ``lowest``."""
+    hi = latest
+    while hi >= lowest:
+        lo = max(lowest, hi - _BATCH + 1)
+        batch = log.read_table_actions_between(lo, hi, keep=False)
+        yield from zip(range(hi, lo - 1, -1), reversed(batch))
+        hi = lo - 1
+
+
+def _commit(ci: CommitInfo) -> tuple[dt.datetime, str]:
+    return _utc(ci.timestamp), ci.operation
+
+
+def _schema_versions(
+    log: ManifestLog, entries: Iterable[tuple[int, list[Action]]], *, oldest: int, latest: int,
+    limit: int | None = None,
+) -> list[SchemaVersion]:
+    """The schema changes among ``entries`` (newest first; at least their
+    ``metadata`` and ``commitInfo`` actions), at most ``limit``.
+
+    A ``metadata`` action changes the schema when its schema differs from
+    the one before: that of the next older ``metadata`` action among
+    ``entries``; for the oldest one, the schema of the version before it
+    (read from the log only then), none for version 0 (the creation adds
+    every field), unknown for the oldest version available when it is not 0.
+    """
+    out: list[SchemaVersion] = []
+    pending: tuple[int, CommitInfo, Schema] | None = None  # the oldest metadata seen, not yet compared
+    for v, actions in entries:
+        md = next((a for a in actions if isinstance(a, Metadata)), None)
+        if md is None:
+            continue
+        if pending is not None and pending[2] != md.schema:
+            pv, ci, schema = pending
+            out.append(SchemaVersion(pv, *_commit(ci), schema, tuple(diff_schemas(md.schema, schema))))
+            if len(out) == limit:
+                return out
+        pending = (v, next(a for a in actions if isinstance(a, CommitInfo)), md.schema)
+    if pending is None:
+        return out
+    v, ci, schema = pending
+    if v == oldest and v > 0:
+        out.append(SchemaVersion(v, *_commit(ci), schema, (), complete=False))
+        return out
+    before = Schema(()) if v == 0 else log.load_head(v - 1, latest=latest).metadata.schema
+    if before != schema:
+        out.append(SchemaVersion(v, *_commit(ci), schema, tuple(diff_schemas(before, schema))))
+    return out
+
+
+class IntroducedVersions(Mapping[int, Optional[int]]):
+    """Per field id of the schema of :attr:`version` (nested ids too), the
+    version that introduced it: the first version whose schema has it; None
+    for an id that the oldest version available (:attr:`oldest_version`, 0
+    unless older history was vacuumed) already had. A read-only mapping."""
+
+    def __init__(self, versions: dict[int, int | None], *, version: int, oldest_version: int):
+        self._versions = dict(versions)
+        self.version = version
+        self.oldest_version = oldest_version
+
+    def __getitem__(self, field_id: int) -> int | None:
+        return self._versions[field_id]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._versions)
+
+    def __len__(self) -> int:
+        return len(self._versions)
+
+    def __repr__(self) -> str:
+        return f"IntroducedVersions({self._versions!r}, version={self.version}, oldest_version={self.oldest_version})"
+
+
+def read_introduced_versions(log: ManifestLog, current: TableHead, version: int | None = None) -> IntroducedVersions:
+    """:meth:`ctfile.Table.introduced_versions` of ``version`` (default: that
+    of ``current``, the latest).
+
+    SPEC §Schema evolution assigns ids in increasing order and the highest
+    id assigned (``lastFieldId``) never decreases, so the version that
+    introduced id X is the first whose ``Metadata.assigned_field_ids``
+    reaches X. The ids the creation assigned need entry 0 alone. Later ones
+    are found by :func:`_search_introductions`: a listing of the log (for
+    its checkpoints; on S3 one request per 1,000 files), a binary search
+    over the checkpoints' footers, then one scan of the table-level actions
+    of the entries between two checkpoints per bracket: not the whole log.
+    """
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidArgumentError(f"version must be an int, found {version!r}")
+    latest = current.version
+    head = current if version is None or version == latest else log.load_head(version, latest=latest)
+    ids = list(field_paths(head.metadata.schema))
+    try:
+        created = next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata)).assigned_field_ids
+    except VersionNotFoundError:
+        created = 0  # vacuumed: every id is searched for
+    later = [fid for fid in ids if fid > created]
+    found, oldest = _search_introductions(log, head, later, latest=latest) if later else ({}, 0)
+    return IntroducedVersions({fid: found.get(fid, 0) for fid in ids}, version=head.version, oldest_version=oldest)
+
+
+def _search_introductions(
+    log: ManifestLog, head: TableHead, field_ids: list[int], *, latest: int
+) -> tuple[dict[int, int | None], int]:
+    """The version that introduced each of ``field_ids`` (ids of the schema
+    of ``head``), and the oldest version the search could see
+    (:func:`_history_start`; None for an id it already had)."""
+    listing = log.list()
+    start = _history_start(listing, head.version)
+    known = {head.version: head.metadata}
+
+    def assigned(v: int) -> int:
+        if v not in known:
+            known[v] = _metadata_at(log, v, listing, latest=latest)
+        return known[v].assigned_field_ids
+
+    # The versions whose metadata is cheap to read, ascending: the start, the checkpoints, the version asked.
+    marks = sorted({start, head.version, *(c for c in listing.checkpoints if start < c < head.version)})
+    scans: dict[int, list[tuple[int, int]]] = {}  # bracket end -> (version, assigned) of its metadata actions
+
+    def introduced(fid: int) -> int | None:
+        if fid <= assigned(start):
+            return None if start else 0
+        i = bisect.bisect_left(marks, fid, lo=1, key=assigned)  # the first mark that has fid
+        lo, hi = marks[i - 1], marks[i]
+        if hi not in scans:
+            entries = zip(range(lo + 1, hi + 1), log.read_table_actions_between(lo + 1, hi, keep=False))
+            scans[hi] = [(v, a.assigned_field_ids) for v, actions in entries for a in actions if isinstance(a, Metadata)]
+        for v, ids in scans[hi]:
+            if ids >= fid:
+                return v
+        raise CorruptLogError(
+            f"{log.storage.uri}: field id {fid} is assigned at version {hi} but by no entry of versions {lo + 1}..{hi}"
+        )
+
+    return {fid: introduced(fid) for fid in field_ids}, start
+
+
+def _metadata_at(log: ManifestLog, version: int, listing: LogListing, *, latest: int) -> Metadata:
+    """The metadata of ``version``: from entry 0 for the creation, from the
+    checkpoint's footer when there is one that reads, else by
+    :meth:`ManifestLog.load_head`."""
+    if version == 0:
+        return next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata))
+    if version in listing.checkpoints:
+        try:
+            return log.read_checkpoint_head(version).metadata
+        except (FileNotFoundError, CorruptLogError):
+            pass  # SPEC §Checkpoints: a bad checkpoint is skipped; load_head finds another way
+    return log.load_head(version, latest=latest).metadata
 
 
 def timestamp_to_ms(ts: Any, *, what: str = "timestamp") -> int:

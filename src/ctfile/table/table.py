@@ -25,7 +25,10 @@ from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.table.schema_update import OPERATION as SCHEMA_CHANGE, UpdateSchema
-from ctfile.table.history import HistoryEntry, read_history, timestamp_to_ms
+from ctfile.table.history import (
+    HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
+    timestamp_to_ms,
+)
 from ctfile.writer.distributed import WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
 from ctfile.writer.merge import merge_keys
@@ -238,6 +241,22 @@ class Table:
         """Committed versions, newest first, with their commit info."""
         self.refresh()
         return read_history(self._log, self._current_head().version, limit=limit)
+
+    def schema_history(self, *, limit: int | None = None) -> list[SchemaVersion]:
+        """The versions whose commit changed the schema, newest first, each
+        with its schema and changes (:class:`~ctfile.table.history.SchemaVersion`;
+        the last says whether older history was vacuumed). Reads the log
+        entries (newest first, until ``limit``), never a partition."""
+        self.refresh()
+        return read_schema_history(self._log, self._current_head().version, limit=limit)
+
+    def introduced_versions(self, *, version: int | None = None) -> IntroducedVersions:
+        """Per field id of the schema of ``version`` (default: latest; nested
+        ids too), the version that introduced it (None: before the oldest
+        version available). Reads checkpoint footers and a few entries
+        (:func:`~ctfile.table.history.read_introduced_versions`)."""
+        self.refresh()
+        return read_introduced_versions(self._log, self._current_head(), version)
 
     # ------------------------------------------------------------ writes
 

@@ -14,6 +14,7 @@ from rich.text import Text
 import ctfile
 from ctfile.tools import _output as out
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
+from ctfile.tools.cmd_schema import change_summary, field_rows, fields_table
 
 DEFAULT_SHOWN_PARTITIONS = 50
 
@@ -56,7 +57,17 @@ def _history_row(h: ctfile.HistoryEntry) -> dict:
         "captured": h.captured,
         "change_files": h.change_files,
         "change_bytes": h.change_bytes,
+        "schema_changed": h.schema_changed,
+        "schema_changes": [c.to_json() for c in h.schema_changes],
     }
+
+
+def _schema_cell(h: ctfile.HistoryEntry) -> str:
+    """The commit's schema changes in short (SPEC §Schema evolution); empty
+    when it changed none."""
+    if h.schema_changed is None:
+        return "set (the schema before was vacuumed)"
+    return change_summary(h.schema_changes) if h.schema_changed else ""
 
 
 def _captured_cell(r: dict) -> str:
@@ -84,9 +95,11 @@ def history(
     """List the versions of a table, newest first.
 
     One row per version: commit time (UTC), operation and its parameters,
-    partitions added/removed, rows inserted/updated/deleted, data change, and
+    partitions added/removed, rows inserted/updated/deleted, data change,
     whether the commit is captured (a change scan needs none of the
-    partitions it removed) with its change files.
+    partitions it removed) with its change files, and the schema changes of
+    the commits that changed the schema (a SCHEMA CHANGE, a mergeSchema
+    write, the creation).
     """
     with handle_errors(json_):
         entries = open_uri(uri, storage_option).history(limit=limit)
@@ -98,60 +111,21 @@ def history(
     for name, just in (
         ("version", "right"), ("time (UTC)", "left"), ("operation", "left"), ("parameters", "left"),
         ("+parts", "right"), ("-parts", "right"), ("inserted", "right"), ("updated", "right"),
-        ("deleted", "right"), ("data change", "left"), ("captured", "left"),
+        ("deleted", "right"), ("data change", "left"), ("captured", "left"), ("schema", "left"),
     ):
         t.add_column(name, justify=just, overflow="fold")
-    for r in rows:
+    for h, r in zip(entries, rows):
         params = out.json_line(r["parameters"]) if r["parameters"] else ""
         t.add_row(
             str(r["version"]), out.fmt_time(r["timestamp"]), r["operation"], params,
             _num(r["partitions_added"]), _num(r["partitions_removed"]), _num(r["rows_inserted"]),
             _num(r["rows_updated"]), _num(r["rows_deleted"]), "yes" if r["data_change"] else "no",
-            _captured_cell(r),
+            _captured_cell(r), _schema_cell(h),
         )
     out.console().print(t)
 
 
 # ---------------------------------------------------------------- show
-
-
-def _type_str(t: Any) -> str:
-    """A ctfile type as text (duck-typed over the schema model)."""
-    if isinstance(t, str):
-        return t
-    if hasattr(t, "element_type"):
-        return f"array<{_type_str(t.element_type)}>"
-    if hasattr(t, "key_type"):
-        return f"map<{_type_str(t.key_type)}, {_type_str(t.value_type)}>"
-    if hasattr(t, "fields"):
-        return "struct<" + ", ".join(f"{f.name}: {_type_str(f.type)}" for f in t.fields) + ">"
-    return str(t)
-
-
-def _schema_rows(fields: Any, prefix: str = "") -> list[dict]:
-    """Every field with its id, nested ones (list element, map key/value,
-    struct fields) as dotted names."""
-    rows = []
-    for f in fields:
-        name = f"{prefix}{f.name}"
-        rows.append({"id": f.id, "name": name, "type": _type_str(f.type), "nullable": f.nullable})
-        rows.extend(_nested_rows(f.type, name))
-    return rows
-
-
-def _nested_rows(t: Any, name: str) -> list[dict]:
-    if hasattr(t, "element_type"):
-        return [{"id": t.element_id, "name": f"{name}.element", "type": _type_str(t.element_type), "nullable": t.contains_null}] + _nested_rows(t.element_type, f"{name}.element")
-    if hasattr(t, "key_type"):
-        return (
-            [{"id": t.key_id, "name": f"{name}.key", "type": _type_str(t.key_type), "nullable": False}]
-            + _nested_rows(t.key_type, f"{name}.key")
-            + [{"id": t.value_id, "name": f"{name}.value", "type": _type_str(t.value_type), "nullable": t.value_contains_null}]
-            + _nested_rows(t.value_type, f"{name}.value")
-        )
-    if hasattr(t, "fields"):
-        return _schema_rows(t.fields, f"{name}.")
-    return []
 
 
 def _column_names(schema: Any) -> dict[int, str]:
@@ -243,15 +217,19 @@ def show(
 ) -> None:
     """Describe one version: schema, protocol, partitions, statistics.
 
-    Schema with field ids, protocol and features, properties, every partition
-    with its row count, size and per-column statistics, and a summary of the
-    hidden row-lineage columns.
+    Schema with field ids and the version that introduced each field,
+    protocol and features, properties, every partition with its row count,
+    size and per-column statistics, and a summary of the hidden row-lineage
+    columns.
     """
     with handle_errors(json_):
         if version is not None and timestamp is not None:
             raise ctfile.InvalidArgumentError("give --version or --timestamp, not both")
-        snap = open_uri(uri, storage_option).snapshot(version, timestamp=timestamp)
+        table = open_uri(uri, storage_option)
+        snap = table.snapshot(version, timestamp=timestamp)
         md, proto, schema = snap.metadata, snap.protocol, snap.table_schema
+        introduced = table.introduced_versions(version=snap.version)
+        fields = field_rows(schema, introduced)
         parts = snap.partitions
         info = {
             "uri": uri,
@@ -272,7 +250,8 @@ def show(
             },
             "properties": dict(md.properties),
             "change_capture": snap.change_capture,
-            "schema": _schema_rows(schema.fields),
+            "schema": [f.as_json() for f in fields],
+            "oldest_version": introduced.oldest_version,
             "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
             "partitions": [_partition_dict(p, schema) for p in parts],
         }
@@ -299,12 +278,7 @@ def show(
     if info["properties"]:
         con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(info["properties"].items())))
     con.print(f"change capture: {info['change_capture']}")
-    st = RichTable(title="schema", title_justify="left")
-    for c in ("field id", "column", "type", "nullable"):
-        st.add_column(c, overflow="fold")
-    for r in info["schema"]:
-        st.add_row(str(r["id"]), r["name"], r["type"], "yes" if r["nullable"] else "no")
-    con.print(st)
+    con.print(fields_table(fields, oldest=info["oldest_version"]))
     h = info["hidden_columns"]
     ht = RichTable(
         title=f"hidden columns ({ctfile.ROW_ID_COLUMN} field id {ctfile.ROW_ID_FIELD_ID}, "

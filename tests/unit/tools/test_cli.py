@@ -200,8 +200,8 @@ def test_show_json(people):
     doc = run_json("show", people.uri)
     assert doc["version"] == 5 and doc["num_records"] == 3 and doc["num_partitions"] == 2
     assert doc["schema"] == [
-        {"id": 1, "name": "id", "type": "long", "nullable": False},
-        {"id": 2, "name": "name", "type": "string", "nullable": True},
+        {"id": 1, "name": "id", "type": "long", "nullable": False, "comment": None, "introduced_in": 0},
+        {"id": 2, "name": "name", "type": "string", "nullable": True, "comment": None, "introduced_in": 0},
     ]
     assert doc["protocol"]["min_reader_version"] >= 1 and "rowLineage" in doc["protocol"]["reader_features"]
     assert sum(p["num_records"] for p in doc["partitions"]) == 3
