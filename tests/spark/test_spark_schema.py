@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import ctfile
-from spark_helpers import id_x_table, read, sorted_rows
+from spark_helpers import Collector, id_x_table, read, sorted_rows
 
 ACTION, ISUPDATE = "METADATA$ACTION", "METADATA$ISUPDATE"
 BASE = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int32()), ("name", pa.string())])
@@ -33,6 +33,16 @@ def save(df, path, mode="append", **options):
     for k, v in options.items():
         w = w.option(k, v)
     w.save(str(path))
+
+
+def refused(t: ctfile.Table, df, **options) -> str:
+    """The message of a write of ``df`` into ``t`` that must fail and leave
+    ``t`` untouched (same version, schema and data files)."""
+    before = (t.refresh().version, t.schema, data_files(t.uri))
+    with pytest.raises(Exception) as ei:
+        save(df, t.uri, **options)
+    assert (t.refresh().version, t.schema, data_files(t.uri)) == before
+    return str(ei.value)
 
 
 # ---------------------------------------------------------------- batch writes
@@ -57,37 +67,28 @@ def test_merge_schema_adds_and_widens_in_the_version_of_the_rows(spark, tmp_path
 
 def test_a_mismatched_write_without_an_option_fails_naming_the_columns(spark, tmp_path):
     t = base_table(tmp_path / "t")
-    before = data_files(t.uri)
     df = spark.createDataFrame([(3, 30, "c", "c@x")], "id bigint, n int, name string, email string")
-    with pytest.raises(Exception) as ei:
-        save(df, t.uri)
-    text = str(ei.value)
+    text = refused(t, df)
     assert "SchemaMismatchError" in text and "columns ['email'] are not in the table" in text
     assert "set option mergeSchema to true" in text
-    assert t.refresh().version == 1 and data_files(t.uri) == before and t.schema == BASE
 
 
 def test_merge_schema_refuses_an_incompatible_type_before_writing(spark, tmp_path):
     t = base_table(tmp_path / "t")
-    before = data_files(t.uri)
     # name double cannot be cast into the table's string, nor widened; the
     # new column email would be added, but nothing is written at all.
     df = spark.createDataFrame([(3, 30, 1.5, "c@x")], "id bigint, n int, name double, email string")
-    with pytest.raises(Exception) as ei:
-        save(df, t.uri, mergeSchema="true")
-    text = str(ei.value)
+    text = refused(t, df, mergeSchema="true")
     assert "SchemaMismatchError" in text and "column 'name' has type double, expected string" in text
     assert "mergeSchema adds columns and widens types" in text
-    assert t.refresh().version == 1 and data_files(t.uri) == before and t.schema == BASE
+    assert t.schema == BASE
 
 
 def test_overwrite_schema_replaces_schema_and_rows_and_its_change_scan(spark, tmp_path):
     t = base_table(tmp_path / "t")
     df = spark.createDataFrame([(7, 0.5), (8, 1.5)], "id bigint, score double")
-    with pytest.raises(Exception) as ei:  # not in an append
-        save(df, t.uri, overwriteSchema="true")
-    assert "InvalidArgumentError" in str(ei.value) and "use it with mode('overwrite')" in str(ei.value)
-    assert t.refresh().version == 1
+    text = refused(t, df, overwriteSchema="true")  # not in an append
+    assert "InvalidArgumentError" in text and "use it with mode('overwrite')" in text
     save(df, t.uri, mode="overwrite", overwriteSchema="true")
     t.refresh()
     assert t.version == 2
@@ -103,21 +104,6 @@ def test_overwrite_schema_replaces_schema_and_rows_and_its_change_scan(spark, tm
 
 
 # ---------------------------------------------------------------- the streaming source
-
-
-class Collector:
-    """foreachBatch sink recording each micro-batch's columns and rows."""
-
-    def __init__(self, columns):
-        self.columns = list(columns)
-        self.batches: list[tuple[list[str], list[tuple]]] = []
-
-    def __call__(self, df, batch_id):
-        self.batches.append((df.columns, sorted_rows(df, self.columns)))
-
-    @property
-    def rows(self) -> list[tuple]:
-        return sorted(r for _, rs in self.batches for r in rs)
 
 
 def start_stream(spark, path, collector, checkpoint, **options):
@@ -148,8 +134,8 @@ def test_stream_continues_across_added_columns(spark, tmp_path):
     finally:
         q.stop()
     assert c.rows[-1] == (3, "w", "INSERT")
-    assert {tuple(cols[:3]) for cols, _ in c.batches} == {("id", "x", "c")}
-    assert not any("d" in cols for cols, _ in c.batches)
+    assert {tuple(cols[:3]) for cols in c.columns_seen} == {("id", "x", "c")}
+    assert not any("d" in cols for cols in c.columns_seen)
 
 
 def test_stream_fails_on_a_rename_naming_the_version_unless_allowed(spark, tmp_path):
