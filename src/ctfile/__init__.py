@@ -24,12 +24,12 @@ from ctfile.format.errors import (
 )
 from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
-from ctfile.format.schema_evolution import ChangeKind, SchemaChange, field_paths
+from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
 from ctfile.log.transaction import CommitResult
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
-from ctfile.writer.distributed import WriteJob
+from ctfile.writer.distributed import SchemaMode, WriteJob
 from ctfile.writer.transaction import WriteTransaction
 
 __version__ = "0.1.0"
@@ -53,15 +53,20 @@ __all__ = [
     "HistoryEntry",
     "SchemaVersion",
     "SchemaChange",
-    "ChangeKind",
+    "SchemaChangeKind",
+    "diff_schemas",
     "IntroducedVersions",
     "field_paths",
     "WriteTransaction",
     "WriteJob",
+    "SchemaMode",
     "ROW_ID_COLUMN",
     "ROW_VERSION_COLUMN",
     "ROW_ID_FIELD_ID",
     "ROW_VERSION_FIELD_ID",
+    "SchemaChange",
+    "SchemaChangeKind",
+    "diff_schemas",
     "TABLE_PROPERTIES",
     "validate_properties",
     "CtfileError",

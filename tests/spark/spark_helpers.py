@@ -74,6 +74,29 @@ def sorted_rows(df_or_rows, columns=None) -> list[tuple]:
     return sorted(out, key=lambda t: tuple((v is not None, v) for v in t))
 
 
+class Collector:
+    """A foreachBatch sink that records (batch id, rows) in the driver, and
+    each batch's column names in :attr:`columns_seen`."""
+
+    def __init__(self, columns=("id", "METADATA$ACTION", "METADATA$ISUPDATE")):
+        self.columns = list(columns)
+        self.batches: list[tuple[int, list[tuple]]] = []
+        self.columns_seen: list[list[str]] = []
+        self.fail_batch: int | None = None
+
+    def __call__(self, df, batch_id):
+        rows = sorted_rows(df, self.columns)
+        if batch_id == self.fail_batch:
+            self.fail_batch = None
+            raise RuntimeError(f"injected failure in batch {batch_id}")
+        self.batches.append((batch_id, rows))
+        self.columns_seen.append(df.columns)
+
+    @property
+    def rows(self) -> list[tuple]:
+        return sorted(r for _, rs in self.batches for r in rs)
+
+
 def make_people(root) -> ctfile.Table:
     """The worked example of the core issue.
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import ctfile
 from ctfile import InvalidArgumentError
 from ctfile.spark_datasource.options import ReadOptions, parse_read_options, parse_write_options
 from spark_helpers import id_x_table
@@ -64,6 +65,7 @@ def test_read_keys_are_case_insensitive_and_values_are_parsed():
         ({"changes": "default", "endingVersion": "1", "endingTimestamp": "2024-01-01"},
          "endingVersion or endingTimestamp, not both"),
         ({"changes": "default", "maxVersionsPerTrigger": "2"}, "option maxVersionsPerTrigger applies to streaming"),
+        ({"changes": "default", "allowSchemaChanges": "true"}, "option allowSchemaChanges applies to streaming reads"),
         ({"maxRowsPerTask": "0"}, "option maxRowsPerTask must be >= 1"),
         ({"pushdownPruning": "maybe"}, "option pushdownPruning must be one of auto, true, false, found 'maybe'"),
         ({"storageOptions": "{not json"}, "option storageOptions must be a JSON object"),
@@ -89,6 +91,7 @@ def test_read_needs_a_path():
         ({"changes": "default", "endingVersion": "3"}, "endingVersion/endingTimestamp are for batch reads"),
         ({"changes": "default", "endingTimestamp": "2024-01-01"}, "endingVersion/endingTimestamp are for batch reads"),
         ({"changes": "default", "maxVersionsPerTrigger": "0"}, "option maxVersionsPerTrigger must be >= 1"),
+        ({"changes": "default", "allowSchemaChanges": "yes"}, "option allowSchemaChanges must be true or false, found 'yes'"),
     ],
 )
 def test_streaming_option_errors(options, message):
@@ -121,6 +124,23 @@ def test_write_options():
         parse_write_options({"path": P, "versionasof": "1"})
     with pytest.raises(InvalidArgumentError, match="needs a table path"):
         parse_write_options({})
+
+
+def test_schema_options():
+    s = parse_read_options({"path": P, "changes": "default", "allowschemachanges": "TRUE"}, streaming=True)
+    assert s.allow_schema_changes
+    assert not parse_read_options({"path": P, "changes": "default"}, streaming=True).allow_schema_changes
+    assert parse_write_options({"path": P}).schema_mode is None
+    assert parse_write_options({"path": P, "mergeschema": "true"}).schema_mode is ctfile.SchemaMode.MERGE
+    w = parse_write_options({"path": P, "overwriteSchema": "True", "mergeSchema": "false"})
+    assert (w.schema_mode, w.schema_option) == (ctfile.SchemaMode.OVERWRITE, "overwriteSchema")
+    for options, message in [
+        ({"mergeschema": "1"}, "option mergeSchema must be true or false, found '1'"),
+        ({"overwriteschema": "yes"}, "option overwriteSchema must be true or false, found 'yes'"),
+        ({"mergeschema": "true", "overwriteschema": "true"}, "give option mergeSchema or overwriteSchema, not both"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=message):
+            parse_write_options({"path": P, **options})
 
 
 def test_write_options_set_table_properties_through_the_properties_table():

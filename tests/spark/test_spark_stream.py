@@ -18,7 +18,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 import ctfile
 from ctfile.spark_datasource.stream import CtfileStreamWriter
-from spark_helpers import id_x_table, read, sorted_rows, spark_env
+from spark_helpers import Collector, id_x_table, read, sorted_rows, spark_env
 
 ACTION, ISUPDATE = "METADATA$ACTION", "METADATA$ISUPDATE"
 CHILD = Path(__file__).resolve().parent / "_stream_child.py"
@@ -27,26 +27,6 @@ ID_X = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64())]
 
 def insert(t: ctfile.Table, ids, x=0) -> int:
     return t.insert(pa.table({"id": list(ids), "x": [x] * len(ids)}, schema=ID_X)).version
-
-
-class Collector:
-    """A foreachBatch sink that records (batch id, rows) in the driver."""
-
-    def __init__(self, columns=("id", ACTION, ISUPDATE)):
-        self.columns = list(columns)
-        self.batches: list[tuple[int, list[tuple]]] = []
-        self.fail_batch: int | None = None
-
-    def __call__(self, df, batch_id):
-        rows = sorted_rows(df, self.columns)
-        if batch_id == self.fail_batch:
-            self.fail_batch = None
-            raise RuntimeError(f"injected failure in batch {batch_id}")
-        self.batches.append((batch_id, rows))
-
-    @property
-    def rows(self) -> list[tuple]:
-        return sorted(r for _, rs in self.batches for r in rs)
 
 
 def run_source(spark, path, collector, checkpoint, **options):

@@ -44,7 +44,7 @@ _WIDER = {t: set(_INTEGERS[i + 1:]) for i, t in enumerate(_INTEGERS)} | {"float"
 _COLLECTION_PARTS = ("element", "key", "value")
 
 
-class ChangeKind(enum.Enum):
+class SchemaChangeKind(enum.Enum):
     """The kinds of schema change (SPEC §Schema evolution, allowed changes)."""
 
     ADD = "add"
@@ -61,7 +61,7 @@ class SchemaChange:
     except for ADD, whose path is the new field's), and a detail for people
     (the new name, the new type)."""
 
-    kind: ChangeKind
+    kind: SchemaChangeKind
     path: str
     detail: str = ""
 
@@ -74,7 +74,7 @@ class SchemaChange:
         """True when readers of revision 3 would misread the result (SPEC
         §Schema evolution, protocol): anything but top-level adds, moves and
         nullability."""
-        return not (self.top_level and self.kind in (ChangeKind.ADD, ChangeKind.MOVE, ChangeKind.MAKE_NULLABLE))
+        return not (self.top_level and self.kind in (SchemaChangeKind.ADD, SchemaChangeKind.MOVE, SchemaChangeKind.MAKE_NULLABLE))
 
     def to_json(self) -> dict:
         out = {"change": self.kind.value, "path": self.path}
@@ -165,7 +165,7 @@ class SchemaEditor:
 
         self._edit_struct(parent, edit, "add a field to")
         self.last_field_id = next_id[0]
-        self.changes.append(SchemaChange(ChangeKind.ADD, ".".join(parts), _type_name(new.type)))
+        self.changes.append(SchemaChange(SchemaChangeKind.ADD, ".".join(parts), _type_name(new.type)))
 
     def drop_column(self, path: Path) -> None:
         """Drop a field; its ids are retired, never reused."""
@@ -178,7 +178,7 @@ class SchemaEditor:
         if len(parts) == 1 and len(self.schema.fields) == 1:
             raise SchemaMismatchError(f"cannot drop {parts[0]!r}: it is the table's only column")
         self._edit_struct(parts[:-1], edit, "drop a field of")
-        self.changes.append(SchemaChange(ChangeKind.DROP, ".".join(parts)))
+        self.changes.append(SchemaChange(SchemaChangeKind.DROP, ".".join(parts)))
 
     def rename_column(self, path: Path, new_name: str) -> None:
         """Give a field a new name; its id, and so its values, stay."""
@@ -192,7 +192,7 @@ class SchemaEditor:
             return tuple(replace(f, name=new_name) if f.name == parts[-1] else f for f in fields)
 
         self._edit_struct(parts[:-1], edit, "rename a field of")
-        self.changes.append(SchemaChange(ChangeKind.RENAME, ".".join(parts), new_name))
+        self.changes.append(SchemaChange(SchemaChangeKind.RENAME, ".".join(parts), new_name))
 
     def widen_column(self, path: Path, type: pa.DataType) -> None:
         """Widen a primitive field, list element or map value (SPEC §Schema
@@ -211,7 +211,7 @@ class SchemaEditor:
                 f"a type (byte -> short -> integer -> long, float -> double, decimal(p,s) -> decimal(p',s) with p' > p)"
             )
         self._set_slot(parts, lambda f: replace(f, type=new), lambda t, k: _with_child(t, k, type=new))
-        self.changes.append(SchemaChange(ChangeKind.WIDEN, where, f"{_type_name(old)} -> {_type_name(new)}"))
+        self.changes.append(SchemaChange(SchemaChangeKind.WIDEN, where, f"{_type_name(old)} -> {_type_name(new)}"))
 
     def make_nullable(self, path: Path) -> None:
         """Let a field (or a list element, map value) hold nulls."""
@@ -220,7 +220,7 @@ class SchemaEditor:
             raise SchemaMismatchError(f"cannot make {'.'.join(parts)!r} nullable: map keys are never null")
         self._type_at(parts)
         self._set_slot(parts, lambda f: replace(f, nullable=True), lambda t, k: _with_child(t, k, nullable=True))
-        self.changes.append(SchemaChange(ChangeKind.MAKE_NULLABLE, ".".join(parts)))
+        self.changes.append(SchemaChange(SchemaChangeKind.MAKE_NULLABLE, ".".join(parts)))
 
     def move_column(self, path: Path, *, after: str | None = None, first: bool = False) -> None:
         """Move a field first, or after sibling ``after``, within its struct."""
@@ -233,7 +233,7 @@ class SchemaEditor:
             return _place(fields, parts[-1], after=after, first=first, where=".".join(parts))
 
         self._edit_struct(parts[:-1], edit, "move a field of")
-        self.changes.append(SchemaChange(ChangeKind.MOVE, ".".join(parts), "first" if first else f"after {after}"))
+        self.changes.append(SchemaChange(SchemaChangeKind.MOVE, ".".join(parts), "first" if first else f"after {after}"))
 
     # ------------------------------------------------------------ navigation
 
@@ -343,21 +343,21 @@ def diff_schemas(old: Schema, new: Schema) -> list[SchemaChange]:
     and moved, in the new schema's order (drops first)."""
     before = dict(_walk(StructType(old.fields), ()))
     after = dict(_walk(StructType(new.fields), ()))
-    out = [SchemaChange(ChangeKind.DROP, ".".join(p)) for fid, (p, _, _) in before.items()
+    out = [SchemaChange(SchemaChangeKind.DROP, ".".join(p)) for fid, (p, _, _) in before.items()
            if fid not in after and _parent_kept(p, before, after, fid)]
     for fid, (path, t, nullable) in after.items():
         name = ".".join(path)
         if fid not in before:
             if _new_parent(fid, after, before):
-                out.append(SchemaChange(ChangeKind.ADD, name, _type_name(t)))
+                out.append(SchemaChange(SchemaChangeKind.ADD, name, _type_name(t)))
             continue
         old_path, old_t, old_null = before[fid]
         if old_path[-1] != path[-1]:
-            out.append(SchemaChange(ChangeKind.RENAME, ".".join(old_path), path[-1]))
+            out.append(SchemaChange(SchemaChangeKind.RENAME, ".".join(old_path), path[-1]))
         if isinstance(t, str) and t != old_t:
-            out.append(SchemaChange(ChangeKind.WIDEN, name, f"{_type_name(old_t)} -> {_type_name(t)}"))
+            out.append(SchemaChange(SchemaChangeKind.WIDEN, name, f"{_type_name(old_t)} -> {_type_name(t)}"))
         if nullable and not old_null:
-            out.append(SchemaChange(ChangeKind.MAKE_NULLABLE, name))
+            out.append(SchemaChange(SchemaChangeKind.MAKE_NULLABLE, name))
     out.extend(_moves(old, new))
     return out
 
@@ -389,7 +389,7 @@ def _moves(old: Schema, new: Schema) -> list[SchemaChange]:
     for i, f in enumerate(kept):
         if i not in stay:
             before = kept[i - 1].name if i else None
-            out.append(SchemaChange(ChangeKind.MOVE, f.name, f"after {before}" if before else "first"))
+            out.append(SchemaChange(SchemaChangeKind.MOVE, f.name, f"after {before}" if before else "first"))
     return out
 
 

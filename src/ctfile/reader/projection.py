@@ -27,6 +27,7 @@ from typing import Sequence, Union
 
 import pyarrow as pa
 
+from ctfile.format.errors import SchemaMismatchError
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
     ArrayType,
@@ -205,4 +206,11 @@ class Projection:
         plan = self._plans[name]
         if src is None:
             return pa.nulls(n, plan.type)
-        return project_column(plan, data.column(src))
+        try:
+            return project_column(plan, data.column(src))
+        except pa.ArrowInvalid as e:
+            # Only a read schema older than a widening casts to a narrower
+            # type (Table.changes(read_schema=...)): the file is not damaged.
+            raise SchemaMismatchError(
+                f"column {src!r} of the file holds a value that column {name!r} of the read schema cannot hold: {e}"
+            ) from e

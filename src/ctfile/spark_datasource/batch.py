@@ -60,7 +60,7 @@ from pyspark.sql.types import StructType
 import ctfile
 from ctfile.spark_datasource.filters import to_expression
 from ctfile.spark_datasource.options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
-from ctfile.spark_datasource.types import conform_batch, spark_arrow_schema
+from ctfile.spark_datasource.types import conform_batch, spark_arrow_schema, spark_schema
 
 
 # PySpark versions verified not to reuse a planned read across queries of one
@@ -196,10 +196,18 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
     the table properties the options set. An existing table keeps its
     properties (the writers use them): an option that asks for a value the
     table does not have fails here, like a schema mismatch, before any task
-    writes a file, rather than being ignored.
+    writes a file, rather than being ignored. ``mergeSchema`` and
+    ``overwriteSchema`` plan the schema change the job commits with its rows
+    (:class:`ctfile.SchemaMode`); a table created by the job takes the
+    DataFrame's schema either way.
     """
     arrow = spark_arrow_schema(schema)
     mode = "overwrite" if overwrite else "append"
+    if opts.schema_mode is ctfile.SchemaMode.OVERWRITE and not overwrite:
+        raise ctfile.InvalidArgumentError(
+            "option overwriteSchema replaces the schema and so every row: use it with mode('overwrite') "
+            "(outputMode('complete') for a stream); to add columns or widen types in an append, use mergeSchema"
+        )
     try:
         table = open_for(opts)
     except ctfile.TableNotFoundError:
@@ -215,7 +223,19 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
                 f"{found}; a write sets table properties only when it creates the table: drop the option, "
                 f"or change the property with ctfile.open_table(...).set_properties(...)"
             )
-    return table.write_job(mode=mode, schema=arrow)
+    try:
+        return table.write_job(mode=mode, schema=arrow, schema_mode=opts.schema_mode)
+    except ctfile.SchemaMismatchError as e:
+        raise ctfile.SchemaMismatchError(f"{e}; {_SCHEMA_HINTS[opts.schema_mode]}") from None
+
+
+_SCHEMA_HINTS = {
+    None: "set option mergeSchema to true to add the DataFrame's new columns and widen types, or "
+    "overwriteSchema (with mode('overwrite')) to replace the schema",
+    ctfile.SchemaMode.MERGE: "mergeSchema adds columns and widens types (byte -> short -> int -> long, "
+    "float -> double, decimal precision up); any other change of type needs overwriteSchema with mode('overwrite')",
+    ctfile.SchemaMode.OVERWRITE: "overwriteSchema replaces the schema by the DataFrame's",
+}
 
 
 def _same_property(key: str, stored: str | None, wanted: str) -> bool:
@@ -258,9 +278,9 @@ def _chain(first, rest):
 
 
 def reader_schema(options) -> StructType:
-    """The Spark schema of a read with these options (snapshot or change scan)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    """The Spark schema of a read with these options (snapshot or change
+    scan). A stream's is that of the latest version now (SPEC §Change scans,
+    streams), its data columns nullable with ``allowSchemaChanges``."""
     opts = parse_read_options(options, streaming=None)  # serves read and readStream
     table = open_for(opts)
     if opts.is_change_scan:
@@ -269,6 +289,4 @@ def reader_schema(options) -> StructType:
         arrow = table.snapshot(timestamp=opts.timestamp_as_of).schema
     else:
         arrow = table.snapshot(opts.version_as_of).schema
-    from ctfile.spark_datasource.types import arrow_for_spark
-
-    return from_arrow_schema(arrow_for_spark(arrow))
+    return spark_schema(arrow, nullable=set(table.schema.names) if opts.allow_schema_changes else set())

@@ -34,6 +34,7 @@ READ_OPTIONS = {
     "initialRows": "true: start from the empty table (initial rows as inserts)",
     "changelog": "op: render changes as a two-event changelog",
     "maxVersionsPerTrigger": "streaming: at most this many versions per micro-batch",
+    "allowSchemaChanges": "streaming: true reads across drops, renames and widenings, by field id in the query's schema",
     "maxRowsPerTask": "rows per Spark task: splits large partitions of a snapshot, packs parts of a change scan",
     "pushdownPruning": "auto | true | false: prune micro-partitions with pushed-down filters",
     "storageOptions": "JSON object of fsspec storage options",
@@ -41,6 +42,8 @@ READ_OPTIONS = {
 WRITE_OPTIONS = {
     "path": "table URI",
     "txnAppId": "streaming sink: application id for exactly-once commits",
+    "mergeSchema": "true: add the DataFrame's new columns and widen types, in the version of the write",
+    "overwriteSchema": "true, with mode overwrite: replace the schema by the DataFrame's",
     "partitionRows": "target rows per micro-partition of a new table (table property ctfile.partitionRows)",
     "storageOptions": "JSON object of fsspec storage options",
     # Set by Spark or by users of writeStream; accepted and used as a default txnAppId.
@@ -167,6 +170,7 @@ class ReadOptions:
     initial_rows: bool = False
     changelog: ctfile.Changelog | None = None
     max_versions_per_trigger: int | None = None
+    allow_schema_changes: bool = False
     max_rows_per_task: int | None = None
     pushdown_pruning: str = "auto"
     raw: dict = field(default_factory=dict, hash=False, compare=False)
@@ -213,8 +217,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     if streaming and (ending_version is not None or "endingtimestamp" in opts):
         raise InvalidArgumentError("a streaming read has no end: endingVersion/endingTimestamp are for batch reads")
     max_versions = _int(opts, "maxVersionsPerTrigger", minimum=1)
-    if max_versions is not None and streaming is False:
-        raise InvalidArgumentError("option maxVersionsPerTrigger applies to streaming reads (spark.readStream)")
+    for name in ("maxVersionsPerTrigger", "allowSchemaChanges"):
+        if name.lower() in opts and streaming is False:
+            raise InvalidArgumentError(f"option {name} applies to streaming reads (spark.readStream)")
     return ReadOptions(
         path=_path(opts),
         storage_options=_storage_options(opts),
@@ -228,6 +233,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         initial_rows=_bool(opts, "initialRows"),
         changelog=changelog,
         max_versions_per_trigger=max_versions,
+        allow_schema_changes=_bool(opts, "allowSchemaChanges"),
         max_rows_per_task=_int(opts, "maxRowsPerTask", minimum=1),
         pushdown_pruning=_choice(opts, "pushdownPruning", ("auto", "true", "false"), "auto"),
         raw=opts,
@@ -237,12 +243,29 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
 @dataclass(frozen=True)
 class WriteOptions:
     """``properties``: the table properties of a table the write creates
-    (keys as in ``ctfile.TABLE_PROPERTIES``), already validated."""
+    (keys as in ``ctfile.TABLE_PROPERTIES``), already validated.
+    ``schema_mode``: ``mergeSchema`` / ``overwriteSchema`` (None: neither)."""
 
     path: str
     storage_options: dict | None = None
     txn_app_id: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    schema_mode: ctfile.SchemaMode | None = None
+
+    @property
+    def schema_option(self) -> str | None:
+        """The option that set :attr:`schema_mode`, as documented (for messages)."""
+        return None if self.schema_mode is None else _SCHEMA_OPTIONS[self.schema_mode]
+
+
+_SCHEMA_OPTIONS = {ctfile.SchemaMode.MERGE: "mergeSchema", ctfile.SchemaMode.OVERWRITE: "overwriteSchema"}
+
+
+def _schema_mode(opts: Mapping[str, str]) -> ctfile.SchemaMode | None:
+    chosen = [mode for mode, name in _SCHEMA_OPTIONS.items() if _bool(opts, name)]
+    if len(chosen) > 1:
+        raise InvalidArgumentError("give option mergeSchema or overwriteSchema, not both")
+    return chosen[0] if chosen else None
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -253,4 +276,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         storage_options=_storage_options(opts),
         txn_app_id=opts.get("txnappid") or opts.get("checkpointlocation"),
         properties=_table_properties(opts),
+        schema_mode=_schema_mode(opts),
     )

@@ -8,8 +8,8 @@ as ``tinyint`` (ByteType) with the same values 0-3.
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructField, StructType
 
 
 def arrow_for_spark(schema: pa.Schema) -> pa.Schema:
@@ -19,6 +19,14 @@ def arrow_for_spark(schema: pa.Schema) -> pa.Schema:
             f = f.with_type(pa.int8() if f.type.bit_width == 8 else pa.int64())
         fields.append(f)
     return pa.schema(fields)
+
+
+def spark_schema(schema: pa.Schema, *, nullable: frozenset[str] | set[str] = frozenset()) -> StructType:
+    """The Spark schema of reads that yield ``schema``, the columns named in
+    ``nullable`` made nullable (a stream with ``allowSchemaChanges`` reads a
+    column dropped after it started as nulls)."""
+    out = from_arrow_schema(arrow_for_spark(schema))
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) if f.name in nullable else f for f in out.fields])
 
 
 def spark_arrow_schema(schema: StructType) -> pa.Schema:

@@ -15,6 +15,7 @@ from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, VersionNotFoundError
 from ctfile.format.paths import commit_path
+from ctfile.format.schema import Schema
 from ctfile.log.manifest import CheckpointInfo, ManifestLog
 from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions, check_writer_protocol
 from ctfile.log.storage import Storage
@@ -29,11 +30,16 @@ from ctfile.table.history import (
     HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
     timestamp_to_ms,
 )
-from ctfile.writer.distributed import WriteJob, plan_write
+from ctfile.writer.distributed import SchemaMode, WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
 from ctfile.writer.merge import merge_keys
 from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
+
+
+def _check_version(version: Any) -> None:
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidArgumentError(f"version must be an int, found {version!r}")
 
 
 class Table:
@@ -120,6 +126,23 @@ class Table:
     def properties(self) -> dict[str, str]:
         return dict(self._current_head().metadata.properties)
 
+    def schema_at(self, version: int | None = None) -> Schema:
+        """The schema of ``version`` (default: latest) with its field ids
+        (:class:`ctfile.format.Schema`), from the table-level state alone;
+        :class:`VersionNotFoundError` for a version the log does not hold.
+
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.update_schema().add_column("email", pa.string()).commit()
+        >>> [(f.id, f.name) for f in t.schema_at(0).fields], [(f.id, f.name) for f in t.schema_at().fields]
+        ([(1, 'id')], [(1, 'id'), (2, 'email')])
+        """
+        _check_version(version)
+        head = self.refresh()._current_head()
+        if version is None or version == head.version:
+            return head.metadata.schema
+        return self._log.load_head(version, latest=head.version).metadata.schema
+
     # ------------------------------------------------------------ reads
 
     def snapshot(self, version: int | None = None, *, timestamp: Any = None) -> Snapshot:
@@ -136,8 +159,7 @@ class Table:
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both")
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-            raise InvalidArgumentError(f"version must be an int, found {version!r}")
+        _check_version(version)
         self.refresh()
         latest = self._current_head().version
         if timestamp is not None:
@@ -161,6 +183,7 @@ class Table:
         initial_rows: bool = False,
         changelog: str | None = None,
         filter: pc.Expression | None = None,
+        read_schema: Schema | None = None,
     ) -> ChangeSet:
         """What changed in versions ``start_version..end_version`` (both included).
 
@@ -190,6 +213,10 @@ class Table:
             (:class:`~ctfile.Changelog`).
         filter : pyarrow.compute.Expression, optional
             A predicate on data columns; prunes partitions by statistics.
+        read_schema : ctfile.format.Schema, optional
+            Project the rows by field id into this schema of the table (from
+            :meth:`schema_at`) instead of that of ``end_version``, as a stream
+            whose schema was fixed when it started does (SPEC §Change scans).
 
         Raises
         ------
@@ -214,6 +241,8 @@ class Table:
         changelog = Changelog.parse(changelog)
         if not isinstance(initial_rows, bool):
             raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
+        if read_schema is not None and not isinstance(read_schema, Schema):
+            raise InvalidArgumentError(f"read_schema must be a ctfile.format.Schema, found {type(read_schema).__name__}")
         self.refresh()
         state = self._current_head()  # the partitions at the latest version are not needed
         a, b = resolve_interval(
@@ -224,14 +253,14 @@ class Table:
             start_timestamp_ms=None if start_timestamp is None else timestamp_to_ms(start_timestamp, what="start_timestamp"),
             end_timestamp_ms=None if end_timestamp is None else timestamp_to_ms(end_timestamp, what="end_timestamp"),
         )
-        # SPEC §Change scans, schema changes: the output has the schema of
-        # version b, and a filter names that schema's columns.
-        end = state if b == state.version else self._log.load_head(max(b, 0), latest=state.version)
+        if read_schema is None:  # SPEC §Change scans, schema changes: the output has the schema of version b
+            end = state if b == state.version else self._log.load_head(max(b, 0), latest=state.version)
+            read_schema = end.metadata.schema
         if filter is not None:
-            check_predicate(filter, end.metadata.schema.to_arrow(field_ids=False), what="filter")
+            check_predicate(filter, read_schema.to_arrow(field_ids=False), what="filter")
         scan = ChangeScan(a, b, mode=mode, changelog=changelog, row_filter=filter, initial_rows=initial_rows)
         plan = plan_changes(self._log, scan, latest=state.version)
-        return ChangeSet(self._storage, end.metadata.schema, state.metadata.table_id, scan, plan)
+        return ChangeSet(self._storage, read_schema, state.metadata.table_id, scan, plan)
 
     def to_arrow(self, **kwargs) -> pa.Table:
         """Shorthand for ``snapshot().to_arrow(**kwargs)``."""
@@ -423,15 +452,18 @@ class Table:
         """
         return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows), {})
 
-    def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None) -> WriteJob:
+    def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None,
+                  schema_mode: SchemaMode | str | None = None) -> WriteJob:
         """Plan a write whose files other processes produce (see :class:`ctfile.WriteJob`).
 
         ``schema``, the schema of the data to be written, is checked now,
         before any file exists: a mismatch raises :class:`SchemaMismatchError`
-        naming the columns.
+        naming the columns. With ``schema_mode`` (:class:`~ctfile.SchemaMode`:
+        ``"merge"``, ``"overwrite"``) the write changes the schema instead,
+        in the version of its rows.
         """
         self.refresh()
-        return plan_write(self._current(), self._storage, schema, mode=mode)
+        return plan_write(self._current(), self._storage, schema, mode=mode, schema_mode=schema_mode)
 
     def vacuum(
         self,
@@ -521,8 +553,7 @@ class Table:
         >>> t.log.read_hint(), ctfile.open_table(t.uri).to_arrow().num_rows
         (2, 3)
         """
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-            raise InvalidArgumentError(f"version must be an int, found {version!r}")
+        _check_version(version)
         self.refresh()
         latest = self._current_head().version
         if version is None or version == latest:

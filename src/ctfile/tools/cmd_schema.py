@@ -31,12 +31,12 @@ SUMMARY_CHANGES = 4
 
 # How one change reads in text, by kind (``--json`` gives kind, path, detail).
 _CHANGE_TEXT = {
-    ctfile.ChangeKind.ADD: lambda c: f"add {c.path} ({c.detail})",
-    ctfile.ChangeKind.DROP: lambda c: f"drop {c.path}",
-    ctfile.ChangeKind.RENAME: lambda c: f"rename {c.path} -> {c.detail}",
-    ctfile.ChangeKind.WIDEN: lambda c: f"widen {c.path} ({c.detail})",
-    ctfile.ChangeKind.MAKE_NULLABLE: lambda c: f"make {c.path} nullable",
-    ctfile.ChangeKind.MOVE: lambda c: f"move {c.path}" if c.path else f"reorder ({c.detail})",
+    ctfile.SchemaChangeKind.ADD: lambda c: f"add {c.path} ({c.detail})",
+    ctfile.SchemaChangeKind.DROP: lambda c: f"drop {c.path}",
+    ctfile.SchemaChangeKind.RENAME: lambda c: f"rename {c.path} -> {c.detail}",
+    ctfile.SchemaChangeKind.WIDEN: lambda c: f"widen {c.path} ({c.detail})",
+    ctfile.SchemaChangeKind.MAKE_NULLABLE: lambda c: f"make {c.path} nullable",
+    ctfile.SchemaChangeKind.MOVE: lambda c: f"move {c.path}" if c.path else f"reorder ({c.detail})",
 }
 
 

@@ -8,6 +8,14 @@ every file of the job. This is how the Spark data source writes, and it is
 public so other engines can do the same.
 
 Schema checks happen when the job is planned, before any file is written.
+A job may also change the schema (:class:`SchemaMode`): ``MERGE`` adds the
+incoming columns the table lacks and widens the types it can
+(:mod:`ctfile.writer.schema_merge`; Spark's ``mergeSchema``), ``OVERWRITE``
+replaces the schema with the incoming one (Spark's ``overwriteSchema``, with
+mode ``overwrite``). The files are written with the new schema's ids, and the
+commit makes the schema change first in the same version as the rows (SPEC
+§Schema evolution).
+
 ``commit`` with an ``app_id`` records a ``txn`` action (SPEC §txn), and skips
 a batch that application already committed, which gives a streaming sink
 exactly-once output across restarts.
@@ -15,6 +23,7 @@ exactly-once output across restarts.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -26,15 +35,78 @@ from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, Tabl
 from ctfile.format.paths import data_file_path
 from ctfile.format.properties import TableProperties, validate_properties
 from ctfile.format.schema import Schema, schema_from_arrow
+from ctfile.format.schema_evolution import diff_schemas, replacement_schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.creation import create_table_log
 from ctfile.log.transaction import CommitResult, StagedFile, now_ms
 from ctfile.reader.scan_task import storage_for
 from ctfile.writer.input import Conformer, to_reader
 from ctfile.writer.partition_writer import PartitionWriter
+from ctfile.writer.schema_merge import MergePlan, plan_merge
 from ctfile.writer.transaction import WriteTransaction
 
 MODES = ("append", "overwrite")
+
+
+class SchemaMode(str, enum.Enum):
+    """How a write changes the table's schema to fit its data (default: it
+    does not, and a mismatch fails).
+
+    ``MERGE``: add the data's columns the table lacks and widen the types
+    SPEC §Schema evolution allows, in the version that writes the rows.
+    ``OVERWRITE``: replace the schema by the data's (with mode
+    ``overwrite`` only: the rows written before are removed).
+
+    Examples
+    --------
+    >>> import ctfile, pyarrow as pa, tempfile
+    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int32())]))
+    >>> data = pa.table({"id": pa.array([1], pa.int64()), "email": ["a@b"]})
+    >>> job = t.write_job(schema=data.schema, schema_mode="merge")
+    >>> job.commit(job.write(data)).version, t.refresh().schema.names, str(t.schema.field("id").type)
+    (1, ['id', 'email'], 'int64')
+    >>> SchemaMode.parse("merge") is SchemaMode.MERGE, SchemaMode.parse(None)
+    (True, None)
+    >>> SchemaMode.parse("append")
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.InvalidArgumentError: schema_mode must be one of merge, overwrite (or None), found 'append'
+    """
+
+    MERGE = "merge"
+    OVERWRITE = "overwrite"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: Any, *, what: str = "schema_mode") -> "SchemaMode | None":
+        if value is None or isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{what} must be one of {', '.join(m.value for m in cls)} (or None), found {value!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class SchemaUpdate:
+    """The schema change a job commits with its rows: the table schema it
+    was planned from (``read``), and the merge steps or the replacing Arrow
+    schema that turn it into the job's schema."""
+
+    mode: SchemaMode
+    read: Schema
+    merge: MergePlan | None = None
+    replacement: pa.Schema | None = None
+
+    def apply(self, tx: WriteTransaction) -> None:
+        if self.mode is SchemaMode.MERGE:
+            tx.evolve_schema(self.merge.apply)
+        else:
+            tx.replace_schema(self.replacement)
 
 
 @dataclass(frozen=True)
@@ -43,6 +115,8 @@ class WriteJob:
 
     ``read_version`` is None when the table did not exist at planning time;
     :meth:`commit` then creates it (version 0) before committing the files.
+    ``schema`` is the schema the files are written with; ``schema_update``,
+    when set, the change that makes it the table's at commit.
     """
 
     uri: str
@@ -52,6 +126,7 @@ class WriteJob:
     read_version: int | None
     mode: str
     job_id: str
+    schema_update: SchemaUpdate | None = None
 
     @classmethod
     def for_new_table(
@@ -123,24 +198,52 @@ class WriteJob:
         latest = log.latest_version()
         planned = self.read_version if self.read_version is not None and not against_latest else latest
         base = log.load_state(planned, latest=latest)
-        if base.metadata.schema != self.schema:
-            self.abort(files)
-            raise SchemaMismatchError(
-                f"the schema of {self.uri} changed since this write was planned; "
-                f"expected {self.schema.names}, found {base.metadata.schema.names}"
-            )
-        tx = WriteTransaction(log, base, operation="WRITE", parameters={"mode": self.mode, "jobId": self.job_id})
+        params = {"mode": self.mode, "jobId": self.job_id}
+        if self.schema_update is not None:
+            params["schemaMode"] = self.schema_update.mode.value
+        tx = WriteTransaction(log, base, operation="WRITE", parameters=params)
         if app_id is not None:
             # Before staging: a batch already committed is a replay (SPEC §txn),
             # whose files are discarded; a concurrent commit of the same batch
             # is recognised when the commit rebases.
             tx.set_app_transaction(app_id, app_version)
+        if not tx.is_replay:
+            try:
+                self._update_schema(tx)
+            except SchemaMismatchError:
+                tx.abort()
+                self.abort(files)
+                raise
         if self.mode == "overwrite":
             tx.truncate()
         tx.stage(list(files))
         if not tx.is_replay:
             tx.add_metrics(inserted=sum(f.num_records for f in files))
         return tx.commit()
+
+    def _update_schema(self, tx: WriteTransaction) -> None:
+        """Make the job's schema the one ``tx`` commits, or raise.
+
+        A table already in the job's schema needs nothing (a streaming sink's
+        later batches, after its first one merged). A table still in the
+        schema the job was planned from gets the job's change first in the
+        transaction (SPEC §Schema evolution, merging write); the ids it
+        assigns must be those the files were written with. Any other schema
+        changed concurrently: the files do not fit it."""
+        found = tx.metadata.schema
+        if found == self.schema:
+            return
+        update = self.schema_update
+        planned_from = self.schema if update is None else update.read
+        if update is not None and found == update.read:
+            update.apply(tx)
+            if tx.metadata.schema == self.schema:
+                return
+        changes = "; ".join(str(c) for c in diff_schemas(planned_from, found)) or "new field ids were assigned"
+        raise SchemaMismatchError(
+            f"the schema of {self.uri} changed since this write was planned (at version {self.read_version}): "
+            f"{changes}; the files were written for {self.schema.names}; plan the write again"
+        )
 
     def abort(self, files: Iterable[StagedFile]) -> None:
         """Delete the files of a job that will not be committed."""
@@ -152,13 +255,46 @@ def _check_mode(mode: str) -> None:
         raise InvalidArgumentError(f"mode must be one of {MODES}, found {mode!r}")
 
 
-def plan_write(table_state, storage, schema: pa.Schema | None, *, mode: str) -> WriteJob:
+def plan_write(
+    table_state, storage, schema: pa.Schema | None, *, mode: str, schema_mode: SchemaMode | str | None = None,
+) -> WriteJob:
     """A job against an existing table at ``table_state``; checks ``schema``
-    (the incoming data's) before anything is written."""
+    (the incoming data's) before anything is written, and with
+    ``schema_mode`` plans the schema change the commit makes (see
+    :class:`SchemaMode`).
+
+    Raises
+    ------
+    SchemaMismatchError
+        The data does not fit the table's schema (or, with ``MERGE``, the
+        merged schema), naming the columns; nothing is written.
+    InvalidArgumentError
+        An unknown mode, ``OVERWRITE`` without mode ``overwrite``, or a
+        schema mode without ``schema``.
+    """
     _check_mode(mode)
+    schema_mode = SchemaMode.parse(schema_mode)
+    md = table_state.metadata
+    update = None
+    target = md.schema
+    if schema_mode is not None:
+        if schema is None:
+            raise InvalidArgumentError(f"schema_mode {schema_mode} needs the schema of the data to be written")
+        if schema_mode is SchemaMode.OVERWRITE and mode != "overwrite":
+            raise InvalidArgumentError(
+                f"schema_mode overwrite replaces the schema and so every row: it needs mode 'overwrite', found {mode!r}"
+            )
+        if schema_mode is SchemaMode.MERGE:
+            merge = plan_merge(md.schema, md.assigned_field_ids, schema)
+            target, update = merge.schema, SchemaUpdate(schema_mode, md.schema, merge=merge)
+        else:
+            target, _ = replacement_schema(md.schema, md.assigned_field_ids, schema)
+            update = SchemaUpdate(schema_mode, md.schema, replacement=schema)
+        if target == md.schema:
+            update = None  # nothing to change: the job is an ordinary write
     if schema is not None:
-        Conformer(table_state.metadata.schema, what="written data").check_schema(schema)
+        Conformer(target, what="written data").check_schema(schema)
     return WriteJob(
-        storage.uri, storage.storage_options, table_state.metadata.schema,
-        dict(table_state.metadata.properties), table_state.version, mode, uuid.uuid4().hex,
+        storage.uri, storage.storage_options, target, dict(md.properties), table_state.version, mode,
+        uuid.uuid4().hex, update,
     )

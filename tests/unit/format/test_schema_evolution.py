@@ -8,7 +8,7 @@ import pytest
 from ctfile.format.errors import SchemaMismatchError
 from ctfile.format.schema import ArrayType, MapType, StructType, schema_from_arrow
 from ctfile.format.schema_evolution import (
-    ChangeKind,
+    SchemaChangeKind,
     SchemaEditor,
     can_widen,
     changes_need_feature,
@@ -71,7 +71,7 @@ def test_nested_changes_by_path():
     assert isinstance(attrs, MapType) and attrs.value_type == "double"
     assert e.schema.field("id").nullable
     assert [c.kind for c in e.changes] == [
-        ChangeKind.ADD, ChangeKind.RENAME, ChangeKind.WIDEN, ChangeKind.WIDEN, ChangeKind.WIDEN, ChangeKind.MAKE_NULLABLE,
+        SchemaChangeKind.ADD, SchemaChangeKind.RENAME, SchemaChangeKind.WIDEN, SchemaChangeKind.WIDEN, SchemaChangeKind.WIDEN, SchemaChangeKind.MAKE_NULLABLE,
     ]
 
 
@@ -164,8 +164,8 @@ def test_diff_schemas_reports_each_kind_by_field_id():
     e.add_column("tags2", pa.list_(pa.struct([("k", pa.string())])))
     diff = {(c.kind, c.path) for c in diff_schemas(schema_from_arrow(BASE), e.schema)}
     assert diff == {
-        (ChangeKind.RENAME, "name"), (ChangeKind.DROP, "address"), (ChangeKind.WIDEN, "n32"),
-        (ChangeKind.MAKE_NULLABLE, "id"), (ChangeKind.ADD, "email"), (ChangeKind.ADD, "tags2"),
+        (SchemaChangeKind.RENAME, "name"), (SchemaChangeKind.DROP, "address"), (SchemaChangeKind.WIDEN, "n32"),
+        (SchemaChangeKind.MAKE_NULLABLE, "id"), (SchemaChangeKind.ADD, "email"), (SchemaChangeKind.ADD, "tags2"),
     }
 
 
@@ -185,7 +185,7 @@ def test_diff_reports_the_fewest_moves():
     e = SchemaEditor(old, 5)
     e.move_column("e", first=True)
     e.move_column("b", after="d")
-    moves = [(c.path, c.detail) for c in diff_schemas(old, e.schema) if c.kind is ChangeKind.MOVE]
+    moves = [(c.path, c.detail) for c in diff_schemas(old, e.schema) if c.kind is SchemaChangeKind.MOVE]
     assert e.schema.names == ["e", "a", "c", "d", "b"]
     assert moves == [("e", "first"), ("b", "after d")]
     assert diff_schemas(old, old) == []
