@@ -5,7 +5,7 @@ Pure functions over :class:`~ctfile.format.schema.Schema`: a
 each against the schema it has so far, and :func:`diff_schemas` tells what
 changed between two schemas by field id (for history, and for whether the
 change needs the ``schemaEvolution`` protocol feature). Nothing here does
-I/O; :mod:`ctfile.table.schema_update` commits the result.
+I/O; :mod:`ctfile.table.maintenance` commits the result.
 
 A *path* names a field from the top level, joined by ``.``, with
 ``element`` for a list's element and ``key`` / ``value`` for a map's

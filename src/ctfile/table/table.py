@@ -4,20 +4,16 @@ scans, history) and writes (DML statements, transactions, maintenance).
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format import properties as table_properties
-from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, VersionNotFoundError
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema
-from ctfile.log.manifest import CheckpointInfo, ManifestLog
-from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions, check_writer_protocol
+from ctfile.log.manifest import ManifestLog
+from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.change_plan import plan_changes, resolve_interval
@@ -25,7 +21,7 @@ from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
-from ctfile.table.schema_update import OPERATION as SCHEMA_CHANGE, UpdateSchema
+from ctfile.table.maintenance import TableMaintenance, check_version
 from ctfile.table.history import (
     HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
     timestamp_to_ms,
@@ -37,12 +33,7 @@ from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
 
 
-def _check_version(version: Any) -> None:
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise InvalidArgumentError(f"version must be an int, found {version!r}")
-
-
-class Table:
+class Table(TableMaintenance):
     """A ctfile table. Reads go through :meth:`snapshot` and :meth:`changes`;
     every DML method commits one version and returns a
     :class:`~ctfile.log.transaction.CommitResult`."""
@@ -137,7 +128,7 @@ class Table:
         >>> [(f.id, f.name) for f in t.schema_at(0).fields], [(f.id, f.name) for f in t.schema_at().fields]
         ([(1, 'id')], [(1, 'id'), (2, 'email')])
         """
-        _check_version(version)
+        check_version(version)
         head = self.refresh()._current_head()
         if version is None or version == head.version:
             return head.metadata.schema
@@ -159,7 +150,7 @@ class Table:
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give version or timestamp, not both")
-        _check_version(version)
+        check_version(version)
         self.refresh()
         latest = self._current_head().version
         if timestamp is not None:
@@ -464,162 +455,3 @@ class Table:
         """
         self.refresh()
         return plan_write(self._current(), self._storage, schema, mode=mode, schema_mode=schema_mode)
-
-    def vacuum(
-        self,
-        *,
-        retain: dt.timedelta | float | None = None,
-        grace_period: dt.timedelta | float | None = None,
-        dry_run: bool = False,
-    ):
-        """Expire history older than ``max(retain, grace_period)`` and delete files no retained version needs.
-
-        Versions committed within ``retain`` (default 7 days) stay readable:
-        snapshots, time travel and change scans starting there keep working;
-        older ones raise ``VersionNotFoundError`` / ``StaleIntervalError``.
-        History is expired only beyond the grace period too (a transaction
-        younger than it may still commit on an old version), so a ``retain``
-        shorter than ``grace_period`` keeps ``grace_period`` of history:
-        ``retain=0`` alone keeps 24 hours; pass ``grace_period`` as well to go
-        lower. The result reports the effective window
-        (``effective_retain_s``, ``history_cutoff_ms``, ``retain_extended``).
-        A checkpoint is written for the oldest retained version, older log
-        entries and checkpoints are deleted, then the data files that only
-        expired versions used, and unreferenced files (left by failed or
-        crashed writers) older than ``grace_period`` (default 24 hours; a
-        younger file may belong to a transaction that has not committed yet).
-        With ``dry_run`` nothing changes and the result lists what would be
-        deleted. Returns a :class:`ctfile.log.vacuum.VacuumResult` (SPEC §Vacuum).
-
-        Examples
-        --------
-        >>> import ctfile, pyarrow as pa, tempfile
-        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
-        >>> _ = t.insert(pa.table({"id": [1]}))
-        >>> _ = t.overwrite(pa.table({"id": [2]}))  # version 2 removes the file of version 1
-        >>> _ = t.insert(pa.table({"id": [3]}))
-        >>> r = t.vacuum(retain=0, grace_period=0)
-        >>> r.oldest_version, len(r.deleted_data_files), t.to_arrow().column("id").to_pylist()
-        (3, 1, [2, 3])
-        >>> r = t.vacuum(retain=0)  # the default grace period (24 h) keeps the history
-        >>> r.retain_extended, r.effective_retain_s / 3600
-        (True, 24.0)
-        """
-        from ctfile.log.vacuum import vacuum
-
-        self.refresh()
-        return vacuum(self._log, retain=retain, grace_period=grace_period, dry_run=dry_run)
-
-    def checkpoint(self, *, version: int | None = None) -> CheckpointInfo:
-        """Write the checkpoint of the latest version now (SPEC §Checkpoints).
-
-        A checkpoint holds the whole state of one version (live partitions
-        with their statistics, schema, protocol), so that opening the table
-        reads it plus the log entries committed after it, instead of every
-        entry since version 0. Writers already write one after every version
-        that is a multiple of the table property ``ctfile.checkpointInterval``
-        (default 100); call this after a large batch of commits, or to replace
-        a checkpoint that is missing or unreadable. An existing checkpoint of
-        the same version is overwritten (with the same content), and the
-        checkpoint hint ``_ct_log/_last_checkpoint`` moves forward to it.
-
-        Parameters
-        ----------
-        version : int, optional
-            Checkpoint this committed version instead of the latest.
-
-        Returns
-        -------
-        ctfile.log.manifest.CheckpointInfo
-            The ``version`` checkpointed, the file's ``path`` relative to the
-            table root, ``num_partitions`` (live partitions) and ``size_bytes``.
-
-        Raises
-        ------
-        VersionNotFoundError
-            ``version`` is beyond the latest or can no longer be reconstructed.
-        UnsupportedFeatureError
-            The table needs writer features this ctfile does not implement.
-
-        Examples
-        --------
-        >>> import ctfile, pyarrow as pa, tempfile
-        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
-        >>> _ = t.insert(pa.table({"id": [1, 2]}))
-        >>> _ = t.insert(pa.table({"id": [3]}))
-        >>> info = t.checkpoint()
-        >>> info.version, info.path, info.num_partitions
-        (2, '_ct_log/00000000000000000002.checkpoint.parquet', 2)
-        >>> t.log.read_hint(), ctfile.open_table(t.uri).to_arrow().num_rows
-        (2, 3)
-        """
-        _check_version(version)
-        self.refresh()
-        latest = self._current_head().version
-        if version is None or version == latest:
-            state = self._current()
-        else:
-            state = self._log.load_state(version, latest=latest)
-        check_writer_protocol(state.protocol, where=self.uri)
-        return self._log.write_checkpoint(state)
-
-    def update_schema(self) -> UpdateSchema:
-        """Change the schema, one version per block (SPEC §Schema evolution).
-
-        ``with table.update_schema() as u:`` then ``u.add_column``,
-        ``drop_column``, ``rename_column``, ``widen_column``,
-        ``make_nullable``, ``move_column`` (:class:`~ctfile.table.schema_update.UpdateSchema`).
-        No data file is rewritten: readers project old partitions by field id.
-
-        Raises
-        ------
-        SchemaMismatchError
-            At the call that asks for a change not allowed (naming the field
-            and the reason); the block then commits nothing.
-
-        Examples
-        --------
-        >>> import ctfile, pyarrow as pa, tempfile
-        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
-        >>> _ = t.insert(pa.table({"id": [1]}))
-        >>> with t.update_schema() as u:
-        ...     _ = u.add_column("email", pa.string())
-        >>> t.to_arrow().to_pylist()
-        [{'id': 1, 'email': None}]
-        """
-        self.refresh()
-        run = lambda parameters, fn: self._run(SCHEMA_CHANGE, parameters, fn, {})  # noqa: E731
-        return UpdateSchema(self._current_head().metadata, run)
-
-    def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
-        """Set table properties (a metadata-only commit).
-
-        ``ctfile.`` keys are checked against the table of known properties
-        (SPEC §Table properties) before anything is written; other keys are
-        the user's and are kept as given.
-
-        Raises
-        ------
-        InvalidArgumentError
-            An unknown ``ctfile.`` key, or a value its property does not accept.
-
-        Examples
-        --------
-        >>> import ctfile, pyarrow as pa, tempfile
-        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
-        >>> t.set_properties({"ctfile.partitionRows": "500", "owner": "data-eng"}).version
-        1
-        >>> t.set_properties({"ctfile.partitionRows": "big"})
-        Traceback (most recent call last):
-        ...
-        ctfile.format.errors.InvalidArgumentError: table property ctfile.partitionRows must be a positive integer, found 'big'
-        """
-        properties = table_properties.validate_properties(properties)
-
-        def fn(tx: WriteTransaction) -> None:
-            tx.data_change = False  # no row changes: change scans skip this commit
-            md = tx.metadata
-            tx.set_metadata(replace(md, properties={**md.properties, **properties}))
-
-        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})
-
