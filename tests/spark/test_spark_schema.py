@@ -45,6 +45,29 @@ def refused(t: ctfile.Table, df, **options) -> str:
     return str(ei.value)
 
 
+# ---------------------------------------------------------------- batch reads
+
+
+def test_a_dataframe_defined_before_a_schema_change_refuses_to_read_after_it(spark, tmp_path):
+    """Spark fixes a DataFrame's schema when it is defined; a read planned
+    after a rename must not hand it columns matched by position."""
+    t = base_table(tmp_path / "t")
+    snap = spark.read.format("ctfile").load(t.uri)
+    changes = spark.read.format("ctfile").option("changes", "default").option("startingVersion", 1).load(t.uri)
+    with t.update_schema() as u:
+        u.add_column("email", pa.string())
+    assert sorted(r["name"] for r in snap.collect()) == ["a", "b"]  # added columns are left out
+    with pytest.raises(Exception, match="define the DataFrame again"):
+        changes.collect()  # a change scan's rows hold every column
+    before_rename = spark.read.format("ctfile").load(t.uri)
+    with t.update_schema() as u:
+        u.rename_column("name", "full_name").move_column("email", first=True)
+    with pytest.raises(Exception, match="define the DataFrame again"):
+        before_rename.collect()
+    fresh = spark.read.format("ctfile").load(t.uri)
+    assert sorted(r["full_name"] for r in fresh.collect()) == ["a", "b"]
+
+
 # ---------------------------------------------------------------- batch writes
 
 

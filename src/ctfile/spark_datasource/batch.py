@@ -140,17 +140,43 @@ class CtfileReader(DataSourceReader):
             out = out & e
         return out
 
+    def _check_schema(self, arrow: pa.Schema, version: int) -> None:
+        """Refuse to read a version whose columns are not the DataFrame's.
+
+        Spark fixed the DataFrame's schema when it was defined; a read of the
+        latest version planned after a schema change (a rename, drop,
+        widening or move) would otherwise hand Spark columns it matches by
+        position. Columns added since are left out of a snapshot read, as
+        Delta does; a change scan's rows hold every column, so any
+        difference is refused.
+        """
+        now = spark_schema(arrow)
+        by_name = {f.name: f for f in now.fields}
+        wanted = self.spark_schema.fields
+        if self.options.is_change_scan:
+            same = [(f.name, f.dataType) for f in now.fields] == [(f.name, f.dataType) for f in wanted]
+        else:
+            same = all(f.name in by_name and by_name[f.name].dataType == f.dataType for f in wanted)
+        if not same:
+            raise ctfile.SchemaMismatchError(
+                f"{self.options.path}: the schema of version {version} "
+                f"({', '.join(f'{f.name} {f.dataType.simpleString()}' for f in now.fields)}) no longer matches "
+                f"the DataFrame's ({', '.join(f'{f.name} {f.dataType.simpleString()}' for f in wanted)}), which "
+                f"was defined before a schema change (SPEC §Schema evolution); define the DataFrame again"
+            )
+
     def partitions(self):
         table = open_for(self.options)
         if self.options.is_change_scan:
-            tasks = change_set(table, self.options, self._filter()).tasks(
-                max_rows_per_task=self.options.max_rows_per_task
-            )
+            cs = change_set(table, self.options, self._filter())
+            self._check_schema(cs.schema, cs.end_version)
+            tasks = cs.tasks(max_rows_per_task=self.options.max_rows_per_task)
             return [InputPartition(t) for t in tasks] or [InputPartition(None)]
         if self.options.timestamp_as_of is not None:
             snap = table.snapshot(timestamp=self.options.timestamp_as_of)
         else:
             snap = table.snapshot(self.options.version_as_of)
+        self._check_schema(snap.schema, snap.version)
         tasks = snap.scan_tasks(
             columns=self.spark_schema.fieldNames(),
             filter=self._filter(),
