@@ -213,8 +213,6 @@ class Table:
             raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
         self.refresh()
         state = self._current_head()  # the partitions at the latest version are not needed
-        if filter is not None:
-            check_predicate(filter, state.metadata.schema.to_arrow(field_ids=False), what="filter")
         a, b = resolve_interval(
             self._log,
             state.version,
@@ -223,12 +221,13 @@ class Table:
             start_timestamp_ms=None if start_timestamp is None else timestamp_to_ms(start_timestamp, what="start_timestamp"),
             end_timestamp_ms=None if end_timestamp is None else timestamp_to_ms(end_timestamp, what="end_timestamp"),
         )
+        # SPEC §Change scans, schema changes: the output has the schema of
+        # version b, and the filter names its columns.
+        end = state if b == state.version else self._log.load_head(max(b, 0), latest=state.version)
+        if filter is not None:
+            check_predicate(filter, end.metadata.schema.to_arrow(field_ids=False), what="filter")
         scan = ChangeScan(a, b, mode=mode, changelog=changelog, row_filter=filter, initial_rows=initial_rows)
         plan = plan_changes(self._log, scan, latest=state.version)
-        # SPEC §Change scans, schema changes: the output has the schema of version b.
-        end = state if b == state.version else self._log.load_head(max(b, 0), latest=state.version)
-        if filter is not None and end is not state:
-            check_predicate(filter, end.metadata.schema.to_arrow(field_ids=False), what="filter")
         return ChangeSet(self._storage, end.metadata.schema, state.metadata.table_id, scan, plan)
 
     def to_arrow(self, **kwargs) -> pa.Table:

@@ -40,3 +40,18 @@ def test_a_pair_differing_only_in_a_dropped_column_is_not_output(tmp_path, captu
     # Ending at v2, b is there and the pair is output.
     assert summary(t.changes(start_version=2, end_version=2, information=information)) == [
         (1, "x", "p", "DELETE", True), (1, "x", "changed", "INSERT", True)]
+
+
+def test_a_filter_names_the_columns_of_the_interval_end(tmp_path):
+    """A filter is checked against the schema the scan outputs (that of the
+    end version), not the latest: a column dropped or renamed later can be
+    filtered on, and one that only exists later cannot."""
+    t = people(tmp_path / "t", capture=False)
+    with t.update_schema() as u:
+        u.rename_column("a", "a2")  # v4
+    cs = t.changes(start_version=2, end_version=2, filter=pc.field("b") == "changed")
+    assert summary(cs) == [(1, "x", "changed", "INSERT", False)]
+    assert summary(t.changes(start_version=1, end_version=2, filter=pc.field("a") == "y")) == [(2, "y", "q", "INSERT", False)]
+    with pytest.raises(ctfile.SchemaMismatchError, match="a2"):
+        t.changes(start_version=1, end_version=2, filter=pc.field("a2") == "y")
+    assert t.changes(start_version=1, filter=pc.field("a2") == "y").to_arrow().column("a2").to_pylist() == ["y"]
