@@ -3,7 +3,8 @@ current revision), ``golden/people-r1`` (the same statements, written by
 revision 1 and kept so that newer code must keep reading it) and
 ``golden/people-capture`` (the same statements with change capture on, SPEC
 §Change capture, and a sixth version deleting a partition's last row) read
-two ways:
+two ways (and ``golden/people-evolved``, the same statements followed by
+schema changes, SPEC §Schema evolution, at the end of this file):
 
 * through the public API, which must give the worked example's snapshots,
   row lineage and time travel;
@@ -26,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import xxhash
@@ -56,7 +58,7 @@ GENERATIONS = {
 }
 CAPTURE = "people-capture"
 sys.path.insert(0, str(HERE))
-from make_golden import ROWS_V2, ROWS_V5, ROWS_V6  # noqa: E402
+from make_golden import ROWS_EVOLVED, ROWS_V2, ROWS_V5, ROWS_V6  # noqa: E402
 
 LATEST = 5  # of every generation but people-capture (6)
 # The snapshots of Appendix B, and the materialized lineage of §Row lineage:
@@ -79,8 +81,35 @@ CHANGE_ROWS = {
 }
 
 
+# people-evolved (SPEC §Schema evolution, Appendix B): versions 0-5 are
+# those of people, then the schema changes of make_golden.py.
+EVOLVED = "people-evolved"
+EVOLVED_LATEST = 11
+EVOLVED_OPERATIONS = OPERATIONS[:6] + ["SCHEMA CHANGE", "UPDATE", "SCHEMA CHANGE", "SCHEMA CHANGE", "SCHEMA CHANGE", "INSERT"]
+WALTER = "walter@example.com"
+# Each version's schema: (field id, name, type, nullable) in column order.
+PEOPLE_FIELDS = ((1, "id", "long", False), (2, "name", "string", True))
+_V6_FIELDS = PEOPLE_FIELDS + ((3, "email", "string", True), (4, "visits", "integer", True))
+_V8_FIELDS = ((1, "id", "long", False), (2, "full_name", "string", True), (4, "visits", "long", True))
+_V10_FIELDS = ((1, "id", "long", False), (2, "full_name", "string", True), (5, "email", "string", True))
+EVOLVED_FIELDS = {**dict.fromkeys(range(6), PEOPLE_FIELDS), 6: _V6_FIELDS, 7: _V6_FIELDS, 8: _V8_FIELDS,
+                  9: _V8_FIELDS[:2], 10: _V10_FIELDS, 11: _V10_FIELDS}
+# The snapshots from version 6 on, each row in its version's column order,
+# with its row id and row version.
+EVOLVED_ROWS = {
+    6: [((1, "Jeffrey", None, None), 0, 3), ((3, "Walter", None, None), 2, 2), ((4, "Maude", None, None), 3, 4)],
+    7: [((1, "Jeffrey", None, None), 0, 3), ((3, "Walter", WALTER, 2), 2, 7), ((4, "Maude", None, None), 3, 4)],
+    8: [((1, "Jeffrey", None), 0, 3), ((3, "Walter", 2), 2, 7), ((4, "Maude", None), 3, 4)],
+    9: [((1, "Jeffrey"), 0, 3), ((3, "Walter"), 2, 7), ((4, "Maude"), 3, 4)],
+    # The email of version 10 is a new column (id 5): Walter's old email (id 3) never reappears.
+    10: [((1, "Jeffrey", None), 0, 3), ((3, "Walter", None), 2, 7), ((4, "Maude", None), 3, 4)],
+    11: [((1, "Jeffrey", None), 0, 3), ((3, "Walter", None), 2, 7), ((4, "Maude", None), 3, 4),
+         ((6, "Bunny", "bunny@example.com"), 15, 11)],
+}
+
+
 def latest(root: Path) -> int:
-    return 6 if root.name == CAPTURE else LATEST
+    return {CAPTURE: 6, EVOLVED: EVOLVED_LATEST}.get(root.name, LATEST)
 
 
 def final_lineage(root: Path) -> dict:
@@ -90,6 +119,15 @@ def final_lineage(root: Path) -> dict:
 @pytest.fixture(params=sorted(GENERATIONS))
 def root(tmp_path, request) -> Path:
     """A copy of one generation's golden table (named like it)."""
+    dst = tmp_path / request.param
+    shutil.copytree(GOLDEN / request.param, dst)
+    return dst
+
+
+@pytest.fixture(params=[*sorted(GENERATIONS), EVOLVED])
+def any_root(tmp_path, request) -> Path:
+    """A copy of any golden table, ``people-evolved`` included (for the rules
+    of the log that do not depend on what the statements were)."""
     dst = tmp_path / request.param
     shutil.copytree(GOLDEN / request.param, dst)
     return dst
@@ -219,18 +257,21 @@ def test_a_corrupt_checkpoint_is_skipped(root):
 # ---------------------------------------------------------------- the raw files against SPEC.md
 
 
-def test_log_directory_names(root):
+def test_log_directory_names(any_root):
+    root = any_root
     names = sorted(p.name for p in (root / paths.LOG_DIR).iterdir())
+    checkpoints = (5, 10) if root.name == EVOLVED else (5,)
     assert names == sorted(
         [f"{v:020d}.json" for v in range(latest(root) + 1)]
-        + [f"{5:020d}.checkpoint.parquet", "_last_checkpoint"]
+        + [f"{v:020d}.checkpoint.parquet" for v in checkpoints] + ["_last_checkpoint"]
     )
     for v in range(latest(root) + 1):
         assert re.fullmatch(r"[0-9]{20}\.json", f"{v:020d}.json")
         assert paths.parse_commit_name(f"{v:020d}.json") == v
 
 
-def test_entries_are_newline_terminated_single_key_lines(root):
+def test_entries_are_newline_terminated_single_key_lines(any_root):
+    root = any_root
     for v in range(latest(root) + 1):
         data = raw_entry(root, v)
         assert data.endswith(b"\n")
@@ -245,10 +286,11 @@ def test_entries_are_newline_terminated_single_key_lines(root):
             codec.decode_actions(data[:-1], where=f"v{v}")
 
 
-def test_entries_check_themselves_or_are_of_revision_1(root):
+def test_entries_check_themselves_or_are_of_revision_1(any_root):
     """SPEC §Log entries, rule 8, recomputed by hand: a commitInfo (first line)
     records numActions and the XXH3-128 of the other lines, or (revision 1)
     neither."""
+    root = any_root
     for v in range(latest(root) + 1):
         data = raw_entry(root, v)
         lines = data.split(b"\n")[:-1]
@@ -472,8 +514,9 @@ def test_change_files_of_people_capture(tmp_path):
     assert rows(t.snapshot(6).to_arrow()) == ROWS_V6
 
 
-def test_readers_ignore_unknown_actions_and_fields(root):
+def test_readers_ignore_unknown_actions_and_fields(any_root):
     """SPEC §Log entries: unknown action keys and unknown fields are ignored."""
+    root = any_root
     data = raw_entry(root, 3)
     lines = [json.loads(line) for line in data.decode().split("\n") if line]
     for obj in lines:
@@ -500,3 +543,204 @@ def test_lines_split_only_at_newline(tmp_path):
     t2 = ctfile.open_table(str(tmp_path / "t"))
     assert sorted(t2.to_arrow().column("s").to_pylist()) == sorted(text)
     assert t2.snapshot().metadata.description == "x\u2028y"
+
+
+# ---------------------------------------------------------------- people-evolved (SPEC §Schema evolution)
+
+
+@pytest.fixture
+def evolved_root(tmp_path) -> Path:
+    dst = tmp_path / EVOLVED
+    shutil.copytree(GOLDEN / EVOLVED, dst)
+    return dst
+
+
+@pytest.fixture
+def evolved(evolved_root) -> ctfile.Table:
+    return ctfile.open_table(str(evolved_root))
+
+
+def fields_of(schema) -> tuple:
+    return tuple((f.id, f.name, f.type, f.nullable) for f in schema.fields)
+
+
+def evolved_snapshot(v: int) -> list[tuple]:
+    """Version ``v`` of Appendix B: (row, row id, row version) by id."""
+    if v in EVOLVED_ROWS:
+        return EVOLVED_ROWS[v]
+    return [((i, n), r, rv) for i, (n, r, rv) in sorted(LINEAGE.get(v, {}).items())]
+
+
+def test_evolved_history(evolved):
+    assert evolved.version == EVOLVED_LATEST
+    assert [h.operation for h in reversed(evolved.history())] == EVOLVED_OPERATIONS
+    got = {r[0][0]: (r[0][1], r[0][2]) for r in EVOLVED_ROWS[EVOLVED_LATEST]}
+    assert got == ROWS_EVOLVED  # what make_golden.py checked when it wrote the table
+
+
+@pytest.mark.parametrize("version", range(EVOLVED_LATEST + 1))
+def test_evolved_every_version_in_its_schema(evolved, version):
+    """SPEC §Schema evolution, reader requirements: a snapshot of version v
+    reads every partition into the schema of v, by field id."""
+    snap = evolved.snapshot(version)
+    want_fields = EVOLVED_FIELDS[version]
+    assert fields_of(snap.table_schema) == want_fields
+    names = [n for _, n, _, _ in want_fields]
+    assert snap.schema.names == names
+    want = evolved_snapshot(version)
+    t = snap.to_arrow(include_hidden=True).sort_by("id")
+    assert t.column_names == names + list(HIDDEN_COLUMNS)
+    assert [tuple(r.values()) for r in t.select(names).to_pylist()] == [r for r, _, _ in want]
+    assert list(zip(t.column(ROW_ID_COLUMN).to_pylist(), t.column(ROW_VERSION_COLUMN).to_pylist())) == [
+        (rid, rv) for _, rid, rv in want]
+    plain = snap.to_arrow().sort_by("id")
+    assert plain.schema == snap.schema and [tuple(r.values()) for r in plain.to_pylist()] == [r for r, _, _ in want]
+    streamed = pa.Table.from_batches(list(snap.to_batches()), schema=snap.schema).sort_by("id")
+    assert streamed.equals(plain)
+
+
+def test_evolved_types_are_those_of_each_version(evolved):
+    """visits is read as integer before the widening of version 8 and as long
+    from it, from the same file; email of version 6 has its comment."""
+    assert evolved.snapshot(7).schema.field("visits").type == pa.int32()
+    assert evolved.snapshot(8).schema.field("visits").type == pa.int64()
+    assert evolved.snapshot(6).table_schema.field("email").metadata == {"comment": "primary contact"}
+    assert evolved.snapshot(10).table_schema.field("email").metadata == {}
+
+
+def test_evolved_field_ids_and_last_field_id(evolved_root, evolved):
+    """SPEC §Schema evolution, id assignment: new fields take ids above
+    lastFieldId, which a schema written without its highest id records."""
+    assigned = {v: evolved.snapshot(v).metadata.assigned_field_ids for v in range(EVOLVED_LATEST + 1)}
+    assert assigned == {**dict.fromkeys(range(6), 2), **dict.fromkeys(range(6, 10), 4), 10: 5, 11: 5}
+    raw = {}
+    for v in range(EVOLVED_LATEST + 1):
+        for line in raw_entry(evolved_root, v).decode().splitlines():
+            if line.startswith('{"metadata"'):
+                raw[v] = json.loads(line)["metadata"].get("lastFieldId")
+    assert raw == {0: None, 6: None, 8: None, 9: 4, 10: None}
+    assert evolved.snapshot(9).metadata.last_field_id == 4
+
+
+def test_evolved_protocol_feature_from_version_8(evolved_root, evolved):
+    """SPEC §Schema evolution, protocol: adding columns (version 6) needs no
+    feature; the rename, widening and drop of version 8 add schemaEvolution,
+    in the entry of version 8."""
+    for v in range(EVOLVED_LATEST + 1):
+        p = evolved.snapshot(v).protocol
+        has = A.FEATURE_SCHEMA_EVOLUTION in p.reader_features
+        assert has == (v >= 8) and (A.FEATURE_SCHEMA_EVOLUTION in p.writer_features) == has, v
+    protocols = {v: a for v in range(EVOLVED_LATEST + 1) for a in entry(evolved_root, v) if isinstance(a, A.Protocol)}
+    assert sorted(protocols) == [0, 8]
+    assert protocols[8] == protocols[0].with_reader_feature(A.FEATURE_SCHEMA_EVOLUTION)
+
+
+def test_evolved_schema_change_entries(evolved_root):
+    """A schema change is a metadata-only commit: commitInfo (SCHEMA CHANGE,
+    dataChange false, the changes), metadata, and at version 8 protocol."""
+    want = {
+        6: [{"change": "add", "path": "email", "detail": "string"}, {"change": "add", "path": "visits", "detail": "integer"}],
+        8: [{"change": "rename", "path": "name", "detail": "full_name"},
+            {"change": "widen", "path": "visits", "detail": "integer -> long"}, {"change": "drop", "path": "email"}],
+        9: [{"change": "drop", "path": "visits"}],
+        10: [{"change": "add", "path": "email", "detail": "string"}],
+    }
+    for v in range(6, EVOLVED_LATEST + 1):
+        actions = entry(evolved_root, v)
+        entries.validate_commit_entry(actions, version=v, where=f"v{v}")
+        info = actions[0]
+        assert isinstance(info, A.CommitInfo) and info.operation == EVOLVED_OPERATIONS[v] and info.read_version == v - 1
+        kinds = [type(a) for a in actions[1:]]
+        if v in want:
+            assert info.data_change is False and info.operation_parameters == {"changes": want[v]}
+            assert kinds == ([A.Protocol] if v == 8 else []) + [A.Metadata], v
+            assert fields_of(actions[-1].schema) == EVOLVED_FIELDS[v]
+        else:
+            assert info.data_change is True and A.Metadata not in kinds and A.Protocol not in kinds, v
+
+
+def test_evolved_data_files_keep_their_field_ids(evolved_root, evolved):
+    """SPEC §Schema evolution: no file is rewritten by a schema change, and
+    later commits write the new schema's names and ids. The UPDATE of
+    version 7 wrote email (3) and visits (4); the INSERT of version 11 writes
+    full_name under id 2 and the new email under id 5."""
+    by_version = {v: a.partition for v in range(EVOLVED_LATEST + 1) for a in entry(evolved_root, v)
+                  if isinstance(a, A.AddPartition)}
+    assert sorted(by_version) == [1, 2, 3, 4, 5, 7, 11]
+    for v, want in ((7, [("id", 1), ("name", 2), ("email", 3), ("visits", 4), (ROW_ID_COLUMN, ROW_ID_FIELD_ID),
+                         (ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID)]),
+                    (11, [("id", 1), ("full_name", 2), ("email", 5)])):
+        _, pf = _parquet(evolved_root, by_version[v])
+        assert [(f.name, int(f.metadata[PARQUET_FIELD_ID_KEY])) for f in pf.schema_arrow] == want, v
+    p7 = by_version[7]
+    assert p7.stats.min_values[3] == WALTER and p7.stats.min_values[4] == 2 and p7.stats.null_count[3] == 1
+    for p in evolved.snapshot(EVOLVED_LATEST).partitions:  # written by versions 5, 7 and 11, none rewritten since
+        data, _ = _parquet(evolved_root, p)
+        assert len(data) == p.size_bytes and xxhash.xxh3_128_hexdigest(data) == p.checksum
+    # An engine matching columns by name would read full_name of the older files as nulls.
+    with pytest.raises(ctfile.UnsupportedFeatureError, match="renamed, dropped or widened"):
+        evolved.snapshot(EVOLVED_LATEST).to_dataset()
+
+
+def change_rows(cs) -> list[tuple]:
+    """The rows of a change scan as tuples, in output order, METADATA$ROW_ID left out."""
+    return [tuple(v for k, v in r.items() if k != "METADATA$ROW_ID") for r in cs.to_arrow().to_pylist()]
+
+
+def test_evolved_change_scans_in_the_end_schema(evolved):
+    """SPEC §Change scans, schema changes: rows in the schema of the end of
+    the interval; old images projected into it; pairs compared in it; schema
+    changes are not data changes."""
+    t = evolved
+    u, d, i = ("DELETE", True), ("INSERT", True), ("INSERT", False)
+    cs = t.changes(start_version=7, end_version=7)  # the end schema is version 7's
+    assert cs.schema.names[:4] == ["id", "name", "email", "visits"]
+    assert change_rows(cs) == [(3, "Walter", None, None, *u), (3, "Walter", WALTER, 2, *d)]
+    cs = t.changes(start_version=7, end_version=8)  # renamed, widened, email dropped
+    assert cs.schema.names[:3] == ["id", "full_name", "visits"] and cs.schema.field("visits").type == pa.int64()
+    assert change_rows(cs) == [(3, "Walter", None, *u), (3, "Walter", 2, *d)]
+    assert [r["op"] for r in t.changes(start_version=7, end_version=8, changelog="op").to_arrow().to_pylist()] == [2, 3]
+    # Ending at 9, the UPDATE changed only dropped columns: its images are equal, no pair.
+    assert t.changes(start_version=7, end_version=9).to_arrow().num_rows == 0
+    assert t.changes(start_version=7, end_version=9, information="audit").to_arrow().num_rows == 0
+    # Versions 8-10 change only the schema.
+    for info in ("default", "append_only", "audit"):
+        cs = t.changes(start_version=8, end_version=10, information=info)
+        assert cs.plan_shape.value == "EMPTY" and cs.to_arrow().num_rows == 0
+    # 6..11: Walter's update is invisible in the schema of 11 (email is the new column 5).
+    assert change_rows(t.changes(start_version=6, end_version=11)) == [(6, "Bunny", "bunny@example.com", *i)]
+    audit = t.changes(start_version=6, end_version=11, information="audit").to_arrow().to_pylist()
+    assert [(r["id"], r["METADATA$COMMIT_VERSION"]) for r in audit] == [(6, 11)]
+    # 5..7: the DELETE of version 5 in the schema of 7 (email and visits null), then Walter's pair.
+    rows = change_rows(t.changes(start_version=5, end_version=7))
+    assert sorted(rows, key=repr) == sorted([(2, "Donny", None, None, "DELETE", False), (5, "Uli", None, None, "DELETE", False),
+                                             (3, "Walter", None, None, *u), (3, "Walter", WALTER, 2, *d)], key=repr)
+    # The whole history in the schema of 11: the rows of version 11 as inserts.
+    rows = change_rows(t.changes(start_version=1, end_version=11))
+    assert sorted(rows, key=repr) == [(*r, *i) for r, _, _ in EVOLVED_ROWS[11]]
+    assert sorted(change_rows(t.changes(start_version=1, information="append_only")), key=repr) == [
+        (1, "Jeff", None, *i), (2, "Donny", None, *i), (3, "Walter", None, *i), (4, "Maud", None, *i),
+        (5, "Uli", None, *i), (6, "Bunny", "bunny@example.com", *i)]
+    # A filter names the columns of the end schema.
+    assert change_rows(t.changes(start_version=7, end_version=8, filter=pc.field("visits") == 2)) == [(3, "Walter", 2, "INSERT", False)]
+
+
+def test_evolved_checkpoint_10_is_the_replayed_state(evolved_root):
+    """SPEC §Checkpoints: the checkpoint of version 10 holds its protocol (with
+    schemaEvolution), its metadata (the schema with the new email, id 5) and
+    its live partitions, equal to the replay of entries 0-10; reading
+    without checkpoints gives the same table."""
+    state = None
+    for v in range(11):
+        state = apply_entry(state, v, entry(evolved_root, v), where=f"v{v}")
+    cp = ManifestLog(LocalStorage(str(evolved_root))).read_checkpoint(10)
+    assert cp == state
+    assert fields_of(cp.metadata.schema) == EVOLVED_FIELDS[10]
+    assert A.FEATURE_SCHEMA_EVOLUTION in cp.protocol.reader_features
+    assert json.loads((evolved_root / paths.LAST_CHECKPOINT).read_text()) == {"version": 10, "numPartitions": 2}
+    with_cp = ctfile.open_table(str(evolved_root)).snapshot().to_arrow(include_hidden=True)
+    for v in (5, 10):
+        (evolved_root / paths.checkpoint_path(v)).unlink()
+    (evolved_root / paths.LAST_CHECKPOINT).unlink()
+    replayed = ctfile.open_table(str(evolved_root)).snapshot().to_arrow(include_hidden=True)
+    assert replayed.sort_by("id").equals(with_cp.sort_by("id"))

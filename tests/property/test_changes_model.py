@@ -47,15 +47,13 @@ from hypothesis import strategies as st
 
 import ctfile
 from ctfile.reader import min_delta
-from ctfile.reader.change_plan import PlanShape, plan_changes
-from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.row_ids import row_id_strings, table_seed
+
+from change_checks import ACTION, CTS, CVERSION, ISUPDATE, OP_CODES, ROW_ID, filtered, scan_rows, srt
 
 SCHEMA = pa.schema(
     [pa.field("uid", pa.int64(), nullable=False), pa.field("k", pa.int64()), pa.field("v", pa.string())]
 )
-ACTION, ISUPDATE, ROW_ID = "METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"
-CVERSION, CTS = "METADATA$COMMIT_VERSION", "METADATA$COMMIT_TIMESTAMP"
 
 K = st.one_of(st.none(), st.integers(-1, 3))
 V = st.sampled_from([None, "a", "b", "c"])
@@ -294,11 +292,6 @@ class History:
 # ---------------------------------------------------------------- checks
 
 
-def srt(xs) -> list:
-    """Sort values that may hold None."""
-    return sorted(xs, key=repr)
-
-
 def rows_of(table: pa.Table) -> list[dict]:
     return table.to_pylist()
 
@@ -344,52 +337,11 @@ def check_min_delta(rows: list[dict], before: dict, after: dict, ctx) -> None:
 
 
 def expected_filtered(rows: list[dict], pred) -> list[tuple]:
-    kept = [r for r in rows if holds(pred, r)]
-    # A pair is one ROW_ID within one commit (audit lists a row once per commit).
-    n_upd = Counter((r[ROW_ID], r.get(CVERSION)) for r in kept if r[ISUPDATE])
-    return srt(
-        (values(r), r[ACTION], bool(r[ISUPDATE] and n_upd[r[ROW_ID], r.get(CVERSION)] == 2), r[ROW_ID], r.get(CVERSION))
-        for r in kept
-    )
+    return summary(filtered(rows, lambda r: holds(pred, r)))
 
 
 def summary(rows: list[dict]) -> list[tuple]:
     return srt((values(r), r[ACTION], r[ISUPDATE], r[ROW_ID], r.get(CVERSION)) for r in rows)
-
-
-def by_partitions(t: ctfile.Table, cs: ChangeSet) -> ChangeSet:
-    """``cs`` planned from partitions alone (no change file read)."""
-    snap = t.snapshot()
-    plan = plan_changes(t.log, cs.scan, latest=t.version, use_change_files=False)
-    return ChangeSet(t.storage, snap.metadata.schema, snap.metadata.table_id, cs.scan, plan)
-
-
-def check_pairs_adjacent(rows: list[dict], ctx) -> None:
-    """Every update pair is DELETE-then-INSERT (op 2 then 3), adjacent."""
-
-    def kind(r) -> tuple[str, bool]:
-        if "op" in r:
-            return ("INSERT" if r["op"] in (0, 3) else "DELETE", r["op"] >= 2)
-        return (r[ACTION], r[ISUPDATE])
-
-    for i, r in enumerate(rows):
-        if kind(r) == ("DELETE", True):
-            nxt = rows[i + 1]
-            assert kind(nxt) == ("INSERT", True) and nxt[ROW_ID] == r[ROW_ID], (ctx, r, nxt)
-
-
-def changes(t: ctfile.Table, ctx, **kw) -> list[dict]:
-    """The rows of ``t.changes(**kw)``, checked equal (as a multiset) to the
-    same scan planned from partitions alone."""
-    cs = t.changes(**kw)
-    rows = rows_of(cs.to_arrow())
-    if cs.plan_shape in (PlanShape.CAPTURED, PlanShape.MIXED):
-        ref = by_partitions(t, cs)
-        assert ref.plan_shape not in (PlanShape.CAPTURED, PlanShape.MIXED)
-        want = rows_of(ref.to_arrow())
-        assert srt(tuple(r.items()) for r in rows) == srt(tuple(r.items()) for r in want), (ctx, kw, "captured vs partitions")
-        check_pairs_adjacent(rows, (ctx, kw))
-    return rows
 
 
 def check_history(h: History, flt) -> int:
@@ -413,18 +365,17 @@ def check_history(h: History, flt) -> int:
             ctx = (a, b)
             # default
             cs = t.changes(start_version=a, end_version=b)
-            default = changes(t, ctx, start_version=a, end_version=b)
+            default = scan_rows(t, ctx, start_version=a, end_version=b)
             check_min_delta(default, snaps[a - 1], snaps[b], ctx)
             if not any(h.data_change[v] for v in range(a, b + 1)):
                 assert cs.plan_shape.value == "EMPTY" and not default, ctx
             # changelog="op": the same rows, ACTION/ISUPDATE as one op code
-            op = changes(t, ctx, start_version=a, end_version=b, changelog="op")
-            codes = {("INSERT", False): 0, ("DELETE", False): 1, ("DELETE", True): 2, ("INSERT", True): 3}
+            op = scan_rows(t, ctx, start_version=a, end_version=b, changelog="op")
             assert srt((values(r), r["op"], r[ROW_ID]) for r in op) == srt(
-                (values(r), codes[r[ACTION], r[ISUPDATE]], r[ROW_ID]) for r in default
+                (values(r), OP_CODES[r[ACTION], r[ISUPDATE]], r[ROW_ID]) for r in default
             ), (ctx, "changelog op")
             # audit (vi)
-            audit = changes(t, ctx, start_version=a, end_version=b, information="audit")
+            audit = scan_rows(t, ctx, start_version=a, end_version=b, information="audit")
             versions = [r[CVERSION] for r in audit]
             assert versions == sorted(versions) and all(a <= x <= b for x in versions), (ctx, versions)
             for v in range(a, b + 1):
@@ -442,7 +393,7 @@ def check_history(h: History, flt) -> int:
             assert len({r[ROW_ID] for r in ao}) == len(ao)
             # filter: row by row over the unfiltered output
             for info, full in (("default", default), ("audit", audit)):
-                got = changes(t, ctx, start_version=a, end_version=b, information=info, filter=to_expr(flt))
+                got = scan_rows(t, ctx, start_version=a, end_version=b, information=info, filter=to_expr(flt))
                 assert summary(got) == expected_filtered(full, flt), (ctx, info, flt)
             checked += 1
         # initial rows from a: default = snapshot(latest); the others start at snapshot(a - 1)
@@ -453,7 +404,7 @@ def check_history(h: History, flt) -> int:
         n0 = len(snaps[a - 1])
         assert srt((r[ROW_ID], values(r)) for r in ir_ao[:n0]) == srt(snaps[a - 1].items()), a
         assert srt(values(r) for r in ir_ao[n0:]) == srt(r for v in range(a, latest + 1) for r in h.inserted[v])
-        ir_audit = changes(t, a, start_version=a, information="audit", initial_rows=True)
+        ir_audit = scan_rows(t, a, start_version=a, information="audit", initial_rows=True)
         head = [r for r in ir_audit if r[CVERSION] == a - 1]
         assert ir_audit[: len(head)] == head and len(head) == n0
         assert srt((r[ROW_ID], values(r)) for r in head) == srt(snaps[a - 1].items())

@@ -248,6 +248,10 @@ def type_from_arrow(t: pa.DataType, next_id: list[int], where: str) -> DataType:
             raise SchemaMismatchError(f"{where}: decimal precision {t.precision} > 38 is not supported")
         return f"decimal({t.precision},{t.scale})"
     if pa.types.is_struct(t):
+        if t.num_fields == 0:  # SPEC §Schema, writer requirements
+            raise SchemaMismatchError(
+                f"{where}: a struct needs at least one field (Parquet cannot store an empty one); found {t}"
+            )
         return StructType(tuple(_field_from_arrow(t.field(i), next_id, where) for i in range(t.num_fields)))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         eid = _take_id(next_id)

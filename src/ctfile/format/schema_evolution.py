@@ -177,6 +177,12 @@ class SchemaEditor:
 
         if len(parts) == 1 and len(self.schema.fields) == 1:
             raise SchemaMismatchError(f"cannot drop {parts[0]!r}: it is the table's only column")
+        parent = self._type_at(parts[:-1]) if len(parts) > 1 else None
+        if isinstance(parent, StructType) and len(parent.fields) == 1:  # Parquet cannot store an empty struct
+            where = ".".join(parts[:-1])
+            raise SchemaMismatchError(
+                f"cannot drop {'.'.join(parts)!r}: it is the only field of {where!r}; drop {where!r} instead"
+            )
         self._edit_struct(parts[:-1], edit, "drop a field of")
         self.changes.append(SchemaChange(SchemaChangeKind.DROP, ".".join(parts)))
 

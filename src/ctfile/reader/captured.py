@@ -29,13 +29,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
-from ctfile.format.change_files import CHANGE_TYPE_COLUMN, DELETE_CODE, POSTIMAGE_CODE, check_change_rows, is_captured
+from ctfile.format.change_files import (
+    CHANGE_TYPE_COLUMN,
+    CHANGE_TYPE_FIELD_ID,
+    DELETE_CODE,
+    POSTIMAGE_CODE,
+    check_change_rows,
+    is_captured,
+)
 from ctfile.format.errors import CorruptDataFileError
-from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
+from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_FIELD_ID, Schema
 from ctfile.reader.change_events import Images
 from ctfile.reader.integrity import DataFiles
-from ctfile.reader.projection import Projection
+from ctfile.reader.projection import Projection, field_ids
 from ctfile.reader.partition_reader import hidden_values_only_inherited, read_partition_table, read_rows
+
+
+# The field ids of a change file's columns that are not table columns.
+_CHANGE_FILE_IDS = frozenset({ROW_ID_FIELD_ID, ROW_VERSION_FIELD_ID, CHANGE_TYPE_FIELD_ID})
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,9 @@ def change_file_partition(c: ChangeFile, version: int) -> Partition:
 def read_change_file(files: DataFiles, c: ChangeFile, version: int, schema: Schema, *, use_threads: bool = True) -> Images:
     """The images in change file ``c`` of commit ``version``, checked. Table
     columns are found by field id, as in partitions (a column the file lacks
-    reads as nulls); the hidden and change-type columns must be there."""
+    reads as nulls); the hidden and change-type columns must be there.
+    When ``schema`` lacks a field the file has (dropped since the commit),
+    update pairs that differed only there are equal and left out."""
     p = change_file_partition(c, version)
     data_schema = schema.to_arrow(field_ids=False)
     with files.open(p) as src:
@@ -128,7 +141,9 @@ def read_change_file(files: DataFiles, c: ChangeFile, version: int, schema: Sche
     codes = check_change_rows(t, uri=files.storage.uri, path=c.path, version=version)
     data = pa.Table.from_arrays([projection.column(n, t, t.num_rows) for n in data_schema.names], schema=data_schema)
     rid = np.asarray(t.column(ROW_ID_COLUMN).to_numpy(), dtype=np.int64)
-    return Images(data, rid, codes == POSTIMAGE_CODE, codes != DELETE_CODE)
+    images = Images(data, rid, codes == POSTIMAGE_CODE, codes != DELETE_CODE)
+    dropped = field_ids(pf.schema_arrow) - field_ids(schema.to_arrow()) - _CHANGE_FILE_IDS
+    return images.without_equal_pairs() if dropped else images
 
 
 def fresh_positions(files: DataFiles, p: Partition) -> np.ndarray:

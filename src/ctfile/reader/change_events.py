@@ -64,6 +64,23 @@ class Images:
         """:attr:`update` as a bool array (all False when None)."""
         return np.zeros(len(self), dtype=bool) if self.update is None else self.update
 
+    def without_equal_pairs(self) -> "Images":
+        """These images less the update pairs whose old and new image are
+        equal in every column. A captured commit's pairs are never equal in
+        the schema the commit wrote them with, but may be in a read schema
+        that dropped the only columns they differ in (SPEC §Change scans,
+        schema changes)."""
+        update = self.pairs()
+        pre = np.flatnonzero(update & ~self.new)  # each pair's old image; its new one is next
+        if not len(pre):
+            return self
+        changed = changed_rows(self.data.take(pa.array(pre)), self.data.take(pa.array(pre + 1)))
+        if changed.all():
+            return self
+        keep = np.ones(len(self), dtype=bool)
+        keep[pre[~changed]] = keep[pre[~changed] + 1] = False
+        return Images(self.data.filter(pa.array(keep)), self.row_id[keep], self.new[keep], update[keep])
+
     @classmethod
     def concat(cls, parts: Sequence["Images"], schema: pa.Schema) -> "Images":
         parts = [p for p in parts if p.data.num_rows]
@@ -220,10 +237,7 @@ def emit_pairs(
     n = len(ids)
     if n == 0:
         return
-    changed = np.zeros(n, dtype=bool)
-    for name in old.schema.names:
-        if name not in skip:
-            changed |= is_distinct(old.column(name), new.column(name))
+    changed = changed_rows(old, new, skip=skip)
     f_old, f_new = filter_mask(old, filter), filter_mask(new, filter)
     f_old = changed if f_old is None else changed & f_old
     f_new = changed if f_new is None else changed & f_new
@@ -246,3 +260,14 @@ def emit_pairs(
         pick = np.flatnonzero(mask)
         if len(pick):
             yield Chunk(table.take(pa.array(pick)), const(len(pick), insert), const(len(pick), False), ids[pick], version, timestamp_ms)
+
+
+def changed_rows(old: pa.Table, new: pa.Table, *, skip: frozenset = frozenset()) -> np.ndarray:
+    """Per row, whether ``old[i]`` and ``new[i]`` differ in a column not in
+    ``skip`` (SQL IS DISTINCT FROM: null equals null): the update-pair
+    comparison of SPEC §Change scans."""
+    changed = np.zeros(old.num_rows, dtype=bool)
+    for name in old.schema.names:
+        if name not in skip:
+            changed |= is_distinct(old.column(name), new.column(name))
+    return changed

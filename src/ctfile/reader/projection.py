@@ -85,6 +85,27 @@ def field_id(f: pa.Field) -> int | None:
     return None
 
 
+def field_ids(t: pa.Schema | pa.DataType) -> set[int]:
+    """Every Parquet field id in ``t``: its fields' and, recursively, those
+    of their struct fields, list elements, map keys and values.
+
+    Examples
+    --------
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> sorted(field_ids(schema_from_arrow(pa.schema([("a", pa.struct([("b", pa.list_(pa.int32()))]))])).to_arrow()))
+    [1, 2, 3]
+    """
+    fields = list(t) if isinstance(t, pa.Schema) else [t.field(i) for i in range(t.num_fields)]
+    out: set[int] = set()
+    for f in fields:
+        fid = field_id(f)
+        if fid is not None:
+            out.add(fid)
+        if f.type.num_fields:  # struct, list, map (its entries struct)
+            out |= field_ids(f.type)
+    return out
+
+
 def _plan(file_type: pa.DataType, want: DataType, want_arrow: pa.DataType) -> Plan:
     """How to turn values of ``file_type`` into ``want`` (ctfile type, with
     ids) / ``want_arrow`` (the output type)."""
