@@ -665,6 +665,12 @@ def check_snapshot(t: ctfile.Table, v: int, model: Version) -> None:
     streamed = [b for b in snap.to_batches(batch_rows=2)]
     assert all(b.schema.equals(want_schema) for b in streamed), v
     assert srt(r for b in streamed for r in b.to_pylist()) == want, v
+    # A filter and a column subset, by the names of this version.
+    f, last = s.primitives()[-1], s.fields[-1]
+    kw = {"columns": [last.name], "filter": pc.field(f.name).is_null()}
+    want = srt({last.name: named(r[last.id], last.type)} for r in model.rows.values() if r[f.id] is None)
+    assert srt(snap.to_arrow(**kw).to_pylist()) == want, (v, kw)
+    assert srt(r for b in snap.to_batches(**kw) for r in b.to_pylist()) == want, (v, kw)
 
 
 def delta(before: dict, after: dict, fields, table_id: str) -> list[dict]:
