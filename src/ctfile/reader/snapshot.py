@@ -5,7 +5,9 @@ file is verified against its ``add`` action before its rows are returned
 (SPEC §Micro-partition files, reader requirements). Ordinary reads scan each
 verified file with pyarrow's dataset scanner (columns matched by name,
 row groups skipped by their footer statistics, the filter applied), several
-partitions at a time.
+partitions at a time; a file that matching by name would misread (written
+before a rename, drop or widening, SPEC §Schema evolution) is read through
+its projection by field id instead, from the same verified source.
 """
 
 from __future__ import annotations
