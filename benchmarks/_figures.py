@@ -1,4 +1,4 @@
-"""The figures of ``RESULTS.md``: one row per goal of issues 7, 12 and 13
+"""The figures of ``RESULTS.md``: one row per goal of issues 7, 12, 13 and 14
 (and the object-store figures of issue 5), built from the scripts' JSON
 results alone.
 
@@ -142,6 +142,18 @@ def _cold_figures(cold: dict) -> list[dict]:
             "itself", f"<= {m['goal']}x", f"{r['ratio']:.2f}x",
             f"{r['large_ms']:.2f} ms vs {r['small_ms']:.2f} ms (CPU ratio {r['cpu_ratio']:.2f})", r["pass"], "cold")
         for shape, r in cold["scan"].items()
+    ]
+
+
+def _schema_figures(schema: dict) -> list[dict]:
+    """Issue 14: reads after a schema change vs the same read before it."""
+    m = schema["meta"]
+    what = {"added": "add_column", "renamed": "rename_column"}
+    return [
+        fig(f"schema_{read}_{k}", f"snapshot {read}() of a {m['partitions']:,}-partition table after {what[k]}",
+            "the same read before the schema change", f"<= {m['goal']}x", f"{r['ratio'][k]:.2f}x",
+            f"{r['ms'][k]:.0f} ms vs {r['ms']['before']:.0f} ms (CPU ratio {r['cpu_ratio'][k]:.2f})", r["pass"][k], "schema")
+        for read, r in schema["reads"].items() for k in ("added", "renamed")
     ]
 
 
@@ -360,7 +372,7 @@ def capture_figures(delta: dict) -> list[dict]:
 
 
 def figures(res: dict[str, dict]) -> list[dict]:
-    """The figures of issues 7, 12 and 13, in the issues' order, from whatever results exist."""
+    """The figures of issues 7, 12, 13 and 14, from whatever results exist."""
     core, changes, delta, spark = (res.get(k) for k in ("core", "changes", "delta", "spark"))
     has = lambda r, k: bool(r and r.get(k))  # noqa: E731
     out: list[dict] = []
@@ -373,6 +385,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _e2e_figures(delta) if has(delta, "dml") else []
     out += _changes_figures(changes) if changes else []
     out += _cold_figures(res["cold"]) if has(res.get("cold"), "scan") else []
+    out += _schema_figures(res["schema"]) if has(res.get("schema"), "reads") else []
     out += _spark_figure(spark) if spark else []
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []

@@ -4,6 +4,7 @@
     ./dev bench                 # full suite (SF 1; the first run builds cached tables)
     ./dev bench --quick         # tiny scale of every script (smoke run; results kept apart)
     ./dev bench --only delta,spark
+    ./dev bench --only schema    # one script; its figures join the others' in the report
     ./dev bench --report-only   # regenerate RESULTS.md from the JSON results already present
 
 Each ``bench_*.py`` runs as its own subprocess with its own flags (``--quick``
@@ -11,7 +12,7 @@ in quick mode, ``--out`` where the script has it) and writes its JSON results
 under the results directory (``benchmarks/results/``; ``benchmarks/results/quick/``
 with ``--quick``). This script records the machine, the load average around
 each script and each exit code in ``suite.json``, then renders the markdown
-report from the JSON files alone: the figures of issues 7, 12 and 13 against
+report from the JSON files alone: the figures of issues 7, 12, 13 and 14 against
 their goals (``_figures.py``), the misses first with what limits them
 (``_report_text.py``, or composed from the run's own measurements), then each
 script's own tables. Full
@@ -46,6 +47,7 @@ SCRIPTS = {
     "core": ("bench_core.py", "core.json", "bulk insert vs pq.write_table; open at 10,000 vs 100 versions; snapshot scans checked vs unchecked"),
     "changes": ("bench_changes.py", "changes.json", "append-only scan, MINIMIZE vs ADDED_ONLY, table size, streaming RSS, change scans checked vs unchecked"),
     "cold": ("bench_cold.py", "cold.json", "cold one-commit change scan and open + snapshot, 10,000 vs 10 live partitions"),
+    "schema": ("bench_schema.py", "schema.json", "snapshot reads of a 1,000-partition table before and after add_column / rename_column"),
     "delta": ("bench_delta.py", "delta.json", "ctfile vs delta-rs on the same DML history; hidden-column bytes"),
     "objectstore": ("bench_objectstore.py", "objectstore.json", "object-store (S3 API) figures"),
     "spark": ("bench_spark.py", "spark.json", "spark.read.format('ctfile') vs spark.read.parquet"),

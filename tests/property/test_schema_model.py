@@ -10,7 +10,7 @@ precision up; make nullable; move), sometimes a schema change and a statement
 in one transaction (``WriteTransaction.evolve_schema``). Change capture
 (``ctfile.changeCapture = before_after``) is off, on from the start, or
 switched on at a drawn step. Now and then a block asks for a change that is
-not allowed (a taken name, a narrowing, the last field of a struct, ...):
+not allowed (a taken name, a narrowing, the only field of a struct, ...):
 it must raise ``SchemaMismatchError`` and commit nothing, even after valid
 calls in the same block.
 
@@ -28,7 +28,8 @@ Checked, through a freshly opened table:
 
 * every version's snapshot: the schema (ids, names, types, nullability,
   order), ``lastFieldId``, the protocol feature, the rows (ordinary,
-  streamed, and with the materialized row ids and row versions);
+  streamed, with a filter and a column subset, and with the materialized
+  row ids and row versions);
 * change scans over random intervals [a, b], in ``default``, ``changelog="op"``,
   ``audit`` and ``append_only``, and ``default`` / ``audit`` with a filter on a
   column of the end schema: the output is in the schema of version b, old
@@ -665,6 +666,13 @@ def check_snapshot(t: ctfile.Table, v: int, model: Version) -> None:
     streamed = [b for b in snap.to_batches(batch_rows=2)]
     assert all(b.schema.equals(want_schema) for b in streamed), v
     assert srt(r for b in streamed for r in b.to_pylist()) == want, v
+    # A filter (statistics prune by field id) and a column subset, by the names of this version.
+    f, last = s.primitives()[-1], s.fields[-1]
+    pred = Pred("isnull", (f.id,)) if v % 2 else Pred("eq", (f.id, domain(f.type)[v % len(domain(f.type))]))
+    kw = {"columns": [last.name], "filter": pred.expr(s)}
+    want = srt({last.name: named(r[last.id], last.type)} for r in model.rows.values() if pred.holds(r))
+    assert srt(snap.to_arrow(**kw).to_pylist()) == want, (v, kw)
+    assert srt(r for b in snap.to_batches(**kw) for r in b.to_pylist()) == want, (v, kw)
 
 
 def delta(before: dict, after: dict, fields, table_id: str) -> list[dict]:

@@ -252,6 +252,10 @@ def type_from_arrow(t: pa.DataType, next_id: list[int], where: str) -> DataType:
             raise SchemaMismatchError(
                 f"{where}: a struct needs at least one field (Parquet cannot store an empty one); found {t}"
             )
+        names = [t.field(i).name for i in range(t.num_fields)]
+        if len(set(names)) < len(names):  # a path such as "s.a" would name both
+            dup = next(n for n in names if names.count(n) > 1)
+            raise SchemaMismatchError(f"{where}: duplicate field name {dup!r} in struct {t}")
         return StructType(tuple(_field_from_arrow(t.field(i), next_id, where) for i in range(t.num_fields)))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         eid = _take_id(next_id)

@@ -5,7 +5,9 @@ file is verified against its ``add`` action before its rows are returned
 (SPEC §Micro-partition files, reader requirements). Ordinary reads scan each
 verified file with pyarrow's dataset scanner (columns matched by name,
 row groups skipped by their footer statistics, the filter applied), several
-partitions at a time.
+partitions at a time; a file that matching by name would misread (written
+before a rename, drop or widening, SPEC §Schema evolution) is read through
+its projection by field id instead, from the same verified source.
 """
 
 from __future__ import annotations
@@ -37,6 +39,26 @@ from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 READ_WORKERS = 4
 FETCH_AHEAD = 1
 _PARQUET = ds.ParquetFileFormat()
+
+
+class _Projected:
+    """An open data file read into the snapshot's schema by field id
+    (:class:`~ctfile.reader.projection.Projection`): the columns ``schema``
+    names, no hidden ones."""
+
+    def __init__(self, pf: pq.ParquetFile, projection: Projection, schema: pa.Schema):
+        self._pf, self._projection, self._schema = pf, projection, schema
+
+    def _assemble(self, data: pa.RecordBatch | pa.Table) -> list:
+        return [self._projection.column(n, data, data.num_rows) for n in self._schema.names]
+
+    def table(self) -> pa.Table:
+        data = self._pf.read(columns=self._projection.read_columns)
+        return pa.Table.from_arrays(self._assemble(data), schema=self._schema)
+
+    def batches(self, batch_rows: int | None) -> Iterator[pa.RecordBatch]:
+        for b in self._pf.iter_batches(batch_size=batch_rows or 65536, columns=self._projection.read_columns):
+            yield pa.RecordBatch.from_arrays(self._assemble(b), schema=self._schema)
 
 
 class Snapshot:
@@ -126,25 +148,29 @@ class Snapshot:
             return cols
         return list(dict.fromkeys(cols + referenced_columns(filter, self.schema)))
 
-    def _fragment(self, files: DataFiles, p: Partition, src, need: list[str]) -> ds.ParquetFileFragment | None:
-        """A dataset fragment over the verified file, or None when matching its
-        columns by name would misread it (a column renamed, dropped or widened
-        since it was written: SPEC §Schema evolution); read it with
-        :func:`read_partition` then."""
+    def _open(self, files: DataFiles, p: Partition, src, need: list[str]) -> tuple[ds.ParquetFileFragment | None, _Projected | None]:
+        """How to read the verified file ``src`` of ``p``: a dataset fragment
+        over it when matching its columns by name gives the values of the
+        read schema; else (a column renamed, dropped or widened since the
+        file was written: SPEC §Schema evolution) the file with its
+        projection by field id, read from the same source (no second open,
+        footer or projection)."""
         pf = files.parquet(src, p)  # checks the row count
-        if not Projection(pf.schema_arrow, self.table_schema, need).by_name:
-            return None
-        return _PARQUET.make_fragment(src)
+        projection = Projection(pf.schema_arrow, self.table_schema, need)
+        if projection.by_name:
+            return _PARQUET.make_fragment(src), None
+        arrow = self.schema
+        return None, _Projected(pf, projection, pa.schema([arrow.field(c) for c in need]))
 
     def _read_one(self, files: DataFiles, p: Partition, cols: list[str], filter) -> pa.Table:
         """The rows of ``p`` (``cols``, matching ``filter``), through pyarrow's
         dataset scanner over the verified file when it matches by name."""
         need = self._needed(cols, filter)
         with files.open(p) as src:
-            fragment = self._fragment(files, p, src, need)
+            fragment, projected = self._open(files, p, src, need)
             if fragment is not None:
                 return fragment.to_table(schema=self.schema, columns=cols, filter=filter)
-        t = read_partition_table(files, p, self.table_schema, columns=need)
+            t = projected.table()
         return (t if filter is None else t.filter(filter)).select(cols)
 
     def to_arrow(
@@ -219,11 +245,11 @@ class Snapshot:
                         ahead.append(pool.submit(files.fetch, parts[i + FETCH_AHEAD]))
                     need = self._needed(cols, filter)
                     with files.open(p, fetched=source) as src:
-                        fragment = self._fragment(files, p, src, need)
+                        fragment, projected = self._open(files, p, src, need)
                         if fragment is not None:
                             yield from fragment.to_batches(schema=self.schema, columns=cols, filter=filter, **kw)
                             continue
-                        for b in read_partition(files, p, self.table_schema, columns=need, batch_rows=kw.get("batch_size")):
+                        for b in projected.batches(kw.get("batch_size")):
                             if filter is not None:
                                 b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
                                 b = b.to_batches()[0] if b.num_rows else None

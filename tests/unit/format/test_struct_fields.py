@@ -1,7 +1,8 @@
-"""A struct needs at least one field (SPEC §Schema, §Schema evolution):
-Parquet cannot store a struct with no field, so a schema holding one would
-make every later write of the table fail. Found by
-``tests/property/test_schema_model.py``."""
+"""A struct needs at least one field, each of its own name (SPEC §Schema,
+§Schema evolution). Parquet cannot store a struct with no field, so a
+schema holding one would make every later write of the table fail (found by
+``tests/property/test_schema_model.py``); two fields of one name in a struct
+make a path such as ``s.a`` name both."""
 
 from __future__ import annotations
 
@@ -45,3 +46,16 @@ def test_the_table_stays_writable(tmp_path):
     assert t.version == 1
     t.update(pc.field("id") == 1, {"id": 2})
     assert t.to_arrow().to_pylist() == [{"id": 2, "s": {"a": 1}}]
+
+
+def test_a_struct_with_two_fields_of_one_name_is_refused(tmp_path):
+    """SPEC §Schema: a path (``s.a``) must name one field; a struct with two
+    fields named ``a`` was accepted, and a rename of ``s.a`` renamed both."""
+    dup = pa.schema([("id", pa.int64()), ("s", pa.struct([("a", pa.int32()), ("a", pa.string())]))])
+    with pytest.raises(SchemaMismatchError, match=r"s: duplicate field name 'a'"):
+        schema_from_arrow(dup)
+    with pytest.raises(SchemaMismatchError, match="duplicate field name"):
+        ctfile.create_table(str(tmp_path / "t"), dup)
+    e = SchemaEditor(schema_from_arrow(SCHEMA), 3)
+    with pytest.raises(SchemaMismatchError, match="duplicate field name"):
+        e.add_column("t", pa.struct([("x", pa.int32()), ("x", pa.int64())]))
