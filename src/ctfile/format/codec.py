@@ -3,8 +3,7 @@
 A log entry is newline-delimited JSON: one action per line, each line an
 object with exactly one key naming the action (``commitInfo``, ``protocol``,
 ``metadata``, ``add``, ``remove``, ``change``, ``txn``; checkpoints add
-``checkpoint``).
-Readers ignore unknown action keys and unknown fields (forward compatibility);
+``checkpoint``). Readers ignore unknown action keys and unknown fields (forward compatibility);
 missing or mistyped required fields, and integers that do not fit a ``long``
 (SPEC §Conventions), raise :class:`CorruptLogError` naming the entry and the
 field. Whole commit entries, self-checking, are written and read by
@@ -255,13 +254,11 @@ def action_to_json(a: Action) -> dict:
             "createdTime": a.created_time,
             "properties": dict(a.properties),
         }
-        if a.name is not None:
-            body["name"] = a.name
-        if a.description is not None:
-            body["description"] = a.description
-        if a.assigned_field_ids > a.schema.max_field_id():
-            # SPEC §Schema evolution: written when ids above the schema's were retired.
-            body["lastFieldId"] = a.assigned_field_ids
+        # SPEC §Schema evolution: lastFieldId is written when ids above the schema's were retired.
+        last_id = a.assigned_field_ids if a.assigned_field_ids > a.schema.max_field_id() else None
+        for key, value in (("name", a.name), ("description", a.description), ("lastFieldId", last_id)):
+            if value is not None:
+                body[key] = value
         return {"metadata": body}
     if isinstance(a, AddPartition):
         body = _partition_to_json(a.partition)
