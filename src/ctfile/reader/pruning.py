@@ -18,7 +18,7 @@ guarantee is dropped, which only weakens pruning, never correctness.
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +35,27 @@ MAX_ALTERNATIVES = 16
 _TRUE = pc.scalar(True)
 
 
+def column_bounds(p: Partition, name: str, fid: int, typ: Any) -> tuple[Any, Any] | None:
+    """The decoded ``(min, max)`` of column ``name`` (field ``fid``, of type
+    ``typ``) in ``p``'s statistics; None when ``p`` has no statistics or no
+    usable bound for it (SPEC §Statistics: a bound may be absent, e.g. a
+    long string's maximum, or a binary or nested column).
+
+    Raises :class:`~ctfile.format.errors.CorruptLogError` for a bound that
+    does not decode as a value of the type.
+    """
+    s = p.stats
+    if s is None or not has_bounds(typ):
+        return None
+    lo, hi = s.min_values.get(fid), s.max_values.get(fid)
+    if lo is None or hi is None:
+        return None
+    try:
+        return decode_bound(typ, lo), decode_bound(typ, hi)
+    except ValueError as e:
+        raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
+
+
 def _column_alternatives(p: Partition, name: str, fid: int, typ: str, atype: pa.DataType) -> list[pc.Expression]:
     s = p.stats
     x = pc.field(name)
@@ -45,12 +66,11 @@ def _column_alternatives(p: Partition, name: str, fid: int, typ: str, atype: pa.
     if nulls is not None and nulls == n:
         return [x.is_null()]
     alts: list[pc.Expression] = []
-    lo, hi = s.min_values.get(fid), s.max_values.get(fid)
-    if lo is not None and hi is not None and has_bounds(typ):
+    bounds = column_bounds(p, name, fid, typ)
+    if bounds is not None:
         try:
-            lo_s = pa.scalar(decode_bound(typ, lo), type=atype)
-            hi_s = pa.scalar(decode_bound(typ, hi), type=atype)
-        except (ValueError, TypeError, pa.ArrowException) as e:
+            lo_s, hi_s = (pa.scalar(b, type=atype) for b in bounds)
+        except (TypeError, pa.ArrowException) as e:
             raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
         alts.append((x >= lo_s) & (x <= hi_s))
     elif nulls == 0:

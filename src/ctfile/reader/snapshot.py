@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +31,7 @@ from ctfile.reader.expressions import check_predicate, referenced_columns
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_partition, read_partition_table
 from ctfile.reader.projection import Projection
-from ctfile.reader.pruning import partition_guarantees, prune
+from ctfile.reader.pruning import column_bounds, partition_guarantees, prune
 from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 
 # Partitions read at once by to_arrow(); to_batches() fetches and verifies
@@ -118,6 +118,32 @@ class Snapshot:
     @property
     def num_records(self) -> int:
         return self._state.num_records
+
+    def column_bounds(self, column: str) -> list[tuple[Any, Any] | None]:
+        """Per partition of :attr:`partitions` (same order), the ``(min, max)``
+        of ``column`` from its statistics, decoded to Python values (int,
+        float, str, date, datetime, Decimal ...; SPEC §Statistics); None for a
+        partition without a usable bound (no statistics, a string maximum
+        left out after truncation, a column of a type without bounds).
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [3, 1]}))
+        >>> _ = t.insert(pa.table({"id": [7, 9, 8]}))
+        >>> t.snapshot().column_bounds("id")
+        [(1, 3), (7, 9)]
+
+        Raises
+        ------
+        SchemaMismatchError
+            ``column`` is not a column of this version's schema.
+        CorruptLogError
+            A bound does not decode as a value of the column's type.
+        """
+        f = self.table_schema.field(column)
+        return [column_bounds(p, column, f.id, f.type) for p in self._state.partitions.values()]
 
     @property
     def state(self) -> TableState:

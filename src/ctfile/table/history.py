@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
-from ctfile.format.actions import Action, ChangeFile, CommitInfo, Metadata
+from ctfile.format.actions import Action, AddPartition, ChangeFile, CommitInfo, Metadata, RemovePartition
 from ctfile.format.change_files import is_captured
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.properties import IsolationLevel
@@ -59,6 +59,17 @@ class HistoryEntry:
     #: vacuumed history).
     schema_changed: bool | None = False
     schema_changes: tuple[SchemaChange, ...] = ()
+    #: The commit's ``add`` and ``remove`` actions (SPEC §add, §remove): how
+    #: many partitions, rows and bytes it made live and how many it retired,
+    #: whatever ``operation_metrics`` say (metrics are informative, writers
+    #: may leave them out). The live rows after a version are those before
+    #: it plus ``rows_added`` minus ``rows_removed``; bytes alike.
+    partitions_added: int = 0
+    partitions_removed: int = 0
+    rows_added: int = 0
+    rows_removed: int = 0
+    bytes_added: int = 0
+    bytes_removed: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,8 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
         actions = log.read_entry(v)
         ci = next(a for a in actions if isinstance(a, CommitInfo))
         changes = [a for a in actions if isinstance(a, ChangeFile)]
+        added = [a.partition for a in actions if isinstance(a, AddPartition)]
+        removed = [a.partition for a in actions if isinstance(a, RemovePartition)]
         table_actions.append((v, [a for a in actions if isinstance(a, (CommitInfo, Metadata))]))
         out.append(
             HistoryEntry(
@@ -129,6 +142,12 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
                 captured=is_captured(actions) if ci.data_change else None,
                 change_files=len(changes),
                 change_bytes=sum(c.size_bytes for c in changes),
+                partitions_added=len(added),
+                partitions_removed=len(removed),
+                rows_added=sum(p.num_records for p in added),
+                rows_removed=sum(p.num_records for p in removed),
+                bytes_added=sum(p.size_bytes for p in added),
+                bytes_removed=sum(p.size_bytes for p in removed),
             )
         )
     schema_versions = {s.version: s for s in _schema_versions(log, table_actions, oldest=oldest, latest=latest)}

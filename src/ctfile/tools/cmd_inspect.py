@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.table import Table as RichTable
@@ -13,6 +13,8 @@ from rich.text import Text
 
 import ctfile
 from ctfile.tools import _output as out
+from ctfile.tools import _plot_render as render
+from ctfile.tools import pictures
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
 from ctfile.tools.cmd_schema import change_summary, field_rows, fields_table
 
@@ -32,6 +34,45 @@ def _partition_dict(p: Any, schema: Any = None) -> dict:
     if schema is not None:
         d["stats"] = _stats_dict(p, schema)
     return d
+
+
+# ---------------------------------------------------------------- --plot
+
+
+def _plot_path(value: str | None) -> str | None:
+    """``--plot FILE``: checked when the options are parsed, before any work."""
+    if value is not None:
+        try:
+            pictures.PlotFormat.of(value)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="'--plot'") from None
+    return value
+
+
+PlotOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--plot", metavar="FILE", callback=_plot_path, show_default=False,
+        help="Draw a figure to FILE instead of printing: .png, .svg, or .html (the SVG inline in a page). "
+        "Needs the ctfile[plot] extra (matplotlib).",
+    ),
+]
+
+
+def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: str) -> None:
+    """Gather the series, draw them with ``_plot_render.<draw>`` and save to
+    ``path``; matplotlib is looked for first, before the table is read."""
+    try:
+        render.load_matplotlib()
+    except render.PlotExtraMissing as e:
+        raise out.fail(str(e), code=2, json_mode=json_, kind="ImportError") from None
+    with handle_errors(json_):
+        series = gather()
+        render.save(getattr(render, draw)(series), path, pictures.PlotFormat.of(path), title=f"ctfile: {series.uri}")
+    if json_:
+        out.print_json({"plot": path})
+    else:
+        out.console().print(f"wrote {path}")
 
 
 # ---------------------------------------------------------------- history
@@ -89,6 +130,7 @@ def _num(v: Any) -> str:
 def history(
     uri: UriArg,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=1, help="Only the newest N versions.")] = None,
+    plot: PlotOpt = None,
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
 ) -> None:
@@ -100,7 +142,16 @@ def history(
     partitions it removed) with its change files, and the schema changes of
     the commits that changed the schema (a SCHEMA CHANGE, a mergeSchema
     write, the creation).
+
+    With --plot FILE, a figure instead: live rows and bytes after each
+    version, partitions added and removed, rows inserted/updated/deleted,
+    and each commit's kind (data change, compaction, metadata only, schema
+    change; a vacuum writes no log entry and shows only as history that
+    starts after version 0).
     """
+    if plot is not None:
+        _write_plot(plot, json_, lambda: pictures.gather_history(open_uri(uri, storage_option), uri, limit=limit), "history_figure")
+        return
     with handle_errors(json_):
         entries = open_uri(uri, storage_option).history(limit=limit)
     rows = [_history_row(h) for h in entries]
@@ -212,6 +263,10 @@ def show(
     all_partitions: Annotated[
         bool, typer.Option("--all-partitions", help=f"List every partition (default: the first {DEFAULT_SHOWN_PARTITIONS}).")
     ] = False,
+    plot: PlotOpt = None,
+    column: Annotated[
+        Optional[str], typer.Option("--column", "-c", help="With --plot: the column (default: the first with min/max statistics).")
+    ] = None,
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
 ) -> None:
@@ -221,10 +276,23 @@ def show(
     protocol and features, properties, every partition with its row count,
     size and per-column statistics, and a summary of the hidden row-lineage
     columns.
+
+    With --plot FILE, a figure instead: the partitions as bars from their
+    minimum to their maximum of --column, sorted by minimum, coloured by the
+    version that wrote them, with the clustering depth in the title.
     """
     with handle_errors(json_):
         if version is not None and timestamp is not None:
             raise ctfile.InvalidArgumentError("give --version or --timestamp, not both")
+        if column is not None and plot is None:
+            raise ctfile.InvalidArgumentError("--column is for --plot; give --plot FILE as well")
+    if plot is not None:
+        gather = lambda: pictures.gather_layout(  # noqa: E731
+            open_uri(uri, storage_option).snapshot(version, timestamp=timestamp), uri, column=column
+        )
+        _write_plot(plot, json_, gather, "layout_figure")
+        return
+    with handle_errors(json_):
         table = open_uri(uri, storage_option)
         snap = table.snapshot(version, timestamp=timestamp)
         md, proto, schema = snap.metadata, snap.protocol, snap.table_schema

@@ -1,0 +1,201 @@
+"""Drawing the series of :mod:`~ctfile.tools.pictures` with matplotlib, the
+optional extra ``ctfile[plot]``: imported here only, when a ``--plot`` asks
+for it, so the core install and every other command go without it.
+
+Figures are built as ``matplotlib.figure.Figure`` objects, never through
+``pyplot``: no display, no global figure registry, and saving picks the
+non-interactive Agg (PNG) or SVG backend by format. Each ``*_figure``
+function returns the Figure, so tests read its artists (lines, bars,
+markers, labels) rather than pixels; :func:`save` writes it as PNG, SVG, or
+an HTML page with the SVG inline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import html
+import io
+from pathlib import Path
+from typing import Any, Sequence
+
+from ctfile.tools.pictures import CommitKind, HistorySeries, LayoutSeries, PlotFormat
+
+MISSING_EXTRA = "--plot needs matplotlib: pip install 'ctfile[plot]'"
+#: The colour map of the layout's versions (old: dark, new: bright).
+LAYOUT_CMAP = "viridis"
+# Marker and colour of each commit kind in the history's commit strip.
+_KIND_STYLE = {
+    CommitKind.CREATE: ("*", "tab:gray"),
+    CommitKind.DATA: ("o", "tab:blue"),
+    CommitKind.COMPACTION: ("s", "tab:orange"),
+    CommitKind.METADATA: ("D", "tab:purple"),
+}
+SCHEMA_CHANGE_LABEL = "schema change"
+# String bounds are drawn at their rank; at most this many are named on the axis.
+_MAX_TICKS = 12
+
+
+class PlotExtraMissing(Exception):
+    """matplotlib is not installed (the ``ctfile[plot]`` extra)."""
+
+
+def load_matplotlib() -> Any:
+    """The ``matplotlib`` module, or :class:`PlotExtraMissing` with the one
+    line telling how to install it."""
+    try:
+        import matplotlib
+        import matplotlib.figure  # noqa: F401  (the part the figures need)
+    except ImportError as e:
+        raise PlotExtraMissing(MISSING_EXTRA) from e
+    return matplotlib
+
+
+# ---------------------------------------------------------------- history
+
+
+def history_figure(s: HistorySeries) -> Any:
+    """Four panels over the versions: live rows and bytes after each;
+    partitions added (up) and removed (down); rows inserted, updated,
+    deleted; the kind of each commit and the schema changes."""
+    mpl = load_matplotlib()
+    from matplotlib.ticker import MaxNLocator
+
+    fig = mpl.figure.Figure(figsize=(10, 9), layout="constrained")
+    ax_live, ax_parts, ax_rows, ax_kind = fig.subplots(4, 1, sharex=True, height_ratios=[3, 2, 2, 1.6])
+    fig.suptitle(f"history of {s.uri}")
+    x = list(s.versions)
+
+    ax_live.plot(x, s.live_rows, marker="o", color="tab:blue", label="live rows")
+    ax_live.set_ylabel("rows")
+    ax_bytes = ax_live.twinx()
+    ax_bytes.plot(x, s.live_bytes, marker="s", linestyle="--", color="tab:red", label="live bytes")
+    ax_bytes.set_ylabel("bytes")
+    ax_live.legend(handles=ax_live.lines + ax_bytes.lines, loc="upper left", fontsize="small")
+    ax_live.set_title("after each version", fontsize="medium", loc="left")
+
+    ax_parts.bar(x, s.partitions_added, color="tab:green", label="partitions added")
+    ax_parts.bar(x, [-n for n in s.partitions_removed], color="tab:brown", label="partitions removed")
+    ax_parts.axhline(0, color="black", linewidth=0.5)
+    ax_parts.set_ylabel("partitions")
+    ax_parts.legend(loc="upper left", fontsize="small")
+
+    width = 0.27
+    for offset, values, label, colour in (
+        (-width, s.rows_inserted, "rows inserted", "tab:green"),
+        (0.0, s.rows_updated, "rows updated", "tab:orange"),
+        (width, s.rows_deleted, "rows deleted", "tab:red"),
+    ):
+        ax_rows.bar([v + offset for v in x], values, width=width, color=colour, label=label)
+    ax_rows.set_ylabel("rows (metrics)")
+    ax_rows.legend(loc="upper left", fontsize="small")
+
+    _commit_strip(ax_kind, s)
+    ax_kind.set_xlabel("version")
+    for ax in (ax_live, ax_parts, ax_rows, ax_kind):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def _commit_strip(ax: Any, s: HistorySeries) -> None:
+    """One row of markers per commit kind, one for the schema changes, and
+    what the history says of vacuums in the title."""
+    rows = [*CommitKind, None]  # None: the schema-change row
+    for y, kind in enumerate(rows):
+        if kind is None:
+            xs = [v for v, changed in zip(s.versions, s.schema_changed) if changed]
+            marker, colour, label = "v", "tab:red", SCHEMA_CHANGE_LABEL
+        else:
+            xs = [v for v, k in zip(s.versions, s.kinds) if k is kind]
+            (marker, colour), label = _KIND_STYLE[kind], kind.value
+        ax.scatter(xs, [y] * len(xs), marker=marker, color=colour, label=label)
+    ax.set_yticks(range(len(rows)), [k.value if k else SCHEMA_CHANGE_LABEL for k in rows], fontsize="small")
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    if s.expired_before is not None:
+        note = f"vacuum writes no log entry; versions before {s.expired_before} were expired by one"
+    else:
+        note = "vacuum writes no log entry; none expired this history"
+    ax.set_title(f"commit kind; {note}", fontsize="small", loc="left")
+
+
+# ---------------------------------------------------------------- layout
+
+
+def _positions(values: Sequence[Any]) -> tuple[list[float], dict[float, str] | None, bool]:
+    """Bounds as x positions: numbers as they are, dates and timestamps as
+    matplotlib date numbers (third item True), anything else (strings) as
+    its rank among the distinct values, with the names of the ranks."""
+    if all(isinstance(v, (int, float, decimal.Decimal)) for v in values):
+        return [float(v) for v in values], None, False
+    if all(isinstance(v, (dt.date, dt.datetime)) for v in values):
+        from matplotlib.dates import date2num
+
+        return [float(date2num(v)) for v in values], None, True
+    distinct = sorted(set(values))
+    rank = {v: float(i) for i, v in enumerate(distinct)}
+    step = max(1, len(distinct) // _MAX_TICKS)
+    return [rank[v] for v in values], {rank[v]: str(v) for v in distinct[::step]}, False
+
+
+def layout_figure(s: LayoutSeries) -> Any:
+    """One horizontal bar per partition with bounds, from its minimum to its
+    maximum of ``s.column``, sorted by minimum (y: the partition's place),
+    coloured by the version that wrote it (the colour bar), the clustering
+    depth in the title. A partition whose bounds are equal is a bar of no
+    width, drawn as a line by its edge."""
+    mpl = load_matplotlib()
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.ticker import MaxNLocator
+
+    n = len(s.bars)
+    fig = mpl.figure.Figure(figsize=(10, min(30, max(3.5, 2 + 0.22 * n))), layout="constrained")
+    ax = fig.subplots()
+    depth = "no partition has bounds" if s.depth is None else f"clustering depth {s.depth:.2f}"
+    unbounded = f"; {len(s.unbounded)} partitions without bounds, not drawn" if s.unbounded else ""
+    ax.set_title(f"{s.uri} version {s.version}: {n} partitions by {s.column} ({depth}{unbounded})", fontsize="medium")
+    ax.set_xlabel(s.column)
+    ax.set_ylabel("partition (sorted by minimum)")
+    if not n:
+        return fig
+    xs, names, dates = _positions([b.low for b in s.bars] + [b.high for b in s.bars])
+    lows, highs = xs[:n], xs[n:]
+    versions = [b.version for b in s.bars]
+    sm = ScalarMappable(norm=Normalize(vmin=min(versions), vmax=max(versions)), cmap=LAYOUT_CMAP)
+    colours = [sm.to_rgba(v) for v in versions]
+    ax.barh(
+        range(n), [hi - lo for lo, hi in zip(lows, highs)], left=lows, height=0.8,
+        color=colours, edgecolor=colours, linewidth=2, label="partitions",
+    )
+    ax.set_ylim(-0.6, n - 0.4)
+    # Padded by hand: bars are sticky at their left edge, so margins would
+    # hide a bar of no width at the low end of the range.
+    pad = 0.05 * (max(highs) - min(lows)) or 0.5
+    ax.set_xlim(min(lows) - pad, max(highs) + pad)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if dates:
+        ax.xaxis_date()
+    if names is not None:
+        ax.set_xticks(list(names), list(names.values()), rotation=30, ha="right", fontsize="small")
+    fig.colorbar(sm, ax=ax, label="version that wrote the partition")
+    return fig
+
+
+# ---------------------------------------------------------------- files
+
+
+def save(fig: Any, path: str | Path, fmt: PlotFormat, *, title: str) -> None:
+    """Write ``fig`` to ``path`` as ``fmt``; HTML is a page holding the SVG
+    inline (no file beside it, no script)."""
+    if fmt is not PlotFormat.HTML:
+        fig.savefig(path, format=fmt.value.lstrip("."))
+        return
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog and doctype: not allowed inside HTML
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{html.escape(title)}</title>\n</head>\n<body>\n{svg}</body>\n</html>\n"
+    )
+    Path(path).write_text(page, encoding="utf-8")

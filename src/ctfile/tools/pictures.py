@@ -1,0 +1,252 @@
+"""What ``ctfile history --plot`` and ``ctfile show --plot`` draw, computed
+apart from the drawing (:mod:`~ctfile.tools._plot_render` draws it): plain
+frozen dataclasses of series, gathered from the public ``ctfile`` API only.
+
+:class:`HistorySeries` is a table's history per version: live rows and
+bytes after each version, partitions added and removed, rows inserted,
+updated and deleted, and the kind of each commit. :class:`LayoutSeries` is
+the micro-partitions of one version laid out by a column's min/max
+statistics, with the version that wrote each and the clustering depth
+(:func:`clustering_depth`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import ctfile
+
+
+class PlotFormat(enum.Enum):
+    """The kinds of file ``--plot`` writes, by the file name's extension."""
+
+    PNG = ".png"
+    SVG = ".svg"
+    HTML = ".html"
+
+    @classmethod
+    def of(cls, path: str) -> "PlotFormat":
+        """The format of ``path`` (extension case ignored).
+
+        >>> PlotFormat.of("out/history.SVG"), PlotFormat.of("h.html")
+        (<PlotFormat.SVG: '.svg'>, <PlotFormat.HTML: '.html'>)
+        >>> PlotFormat.of("h.pdf")
+        Traceback (most recent call last):
+          ...
+        ValueError: expected a file name ending in .png, .svg or .html, found 'h.pdf'
+        """
+        lower = path.lower()
+        for f in cls:
+            if lower.endswith(f.value):
+                return f
+        raise ValueError(f"expected a file name ending in .png, .svg or .html, found {path!r}")
+
+
+class CommitKind(enum.Enum):
+    """What a commit did to the table, from its log entry.
+
+    ``CREATE``: version 0, which sets the first schema. ``DATA``: it added
+    or removed partitions with ``dataChange`` true (an insert, update,
+    delete, merge, overwrite). ``COMPACTION``: it added or removed
+    partitions with ``dataChange`` false (the rows stay the same, the files
+    change). ``METADATA``: it touched no partition (a schema change, new
+    properties). A schema change is marked on its own
+    (:attr:`HistorySeries.schema_changed`), as a write may change the schema
+    too (Spark's ``mergeSchema``). Vacuum writes no log entry (SPEC §Vacuum):
+    it shows only as history that starts after version 0
+    (:attr:`HistorySeries.expired_before`).
+    """
+
+    CREATE = "create"
+    DATA = "data change"
+    COMPACTION = "compaction"
+    METADATA = "metadata only"
+
+    @classmethod
+    def of(cls, h: ctfile.HistoryEntry) -> "CommitKind":
+        if h.version == 0:
+            return cls.CREATE
+        if h.partitions_added or h.partitions_removed:
+            return cls.DATA if h.data_change else cls.COMPACTION
+        return cls.METADATA
+
+
+@dataclass(frozen=True)
+class HistorySeries:
+    """A table's history, one item per version in ascending order.
+
+    ``live_rows[i]`` / ``live_bytes[i]`` are the rows and bytes of the live
+    partitions after ``versions[i]``; the rows columns are the commit's
+    operation metrics (0 where it recorded none); partitions added and
+    removed are its ``add`` and ``remove`` actions. ``expired_before`` is the
+    oldest version listed when the history before it was expired by a
+    vacuum (None if the history starts at version 0 or was cut by a limit).
+    """
+
+    uri: str
+    versions: tuple[int, ...]
+    operations: tuple[str, ...]
+    kinds: tuple[CommitKind, ...]
+    schema_changed: tuple[bool, ...]
+    live_rows: tuple[int, ...]
+    live_bytes: tuple[int, ...]
+    partitions_added: tuple[int, ...]
+    partitions_removed: tuple[int, ...]
+    rows_inserted: tuple[int, ...]
+    rows_updated: tuple[int, ...]
+    rows_deleted: tuple[int, ...]
+    expired_before: int | None
+
+
+def gather_history(table: ctfile.Table, uri: str, *, limit: int | None = None) -> HistorySeries:
+    """The :class:`HistorySeries` of ``table`` (the newest ``limit`` versions).
+
+    Reads the log entries (``Table.history``) and one snapshot, that of the
+    newest version listed: the live rows and bytes of older versions follow
+    backwards from it, each version's being the next one's minus what the
+    next commit added plus what it removed. No snapshot per version.
+    """
+    entries = table.history(limit=limit)  # newest first
+    snap = table.snapshot(entries[0].version)
+    rows, size = snap.num_records, sum(p.size_bytes for p in snap.partitions)
+    live_rows, live_bytes = [], []
+    for h in entries:
+        live_rows.append(rows)
+        live_bytes.append(size)
+        rows += h.rows_removed - h.rows_added
+        size += h.bytes_removed - h.bytes_added
+    entries.reverse()
+    live_rows.reverse()
+    live_bytes.reverse()
+    oldest = entries[0].version
+    cut_by_limit = limit is not None and len(entries) == limit
+
+    def metric(name: str) -> tuple[int, ...]:
+        return tuple(int(h.operation_metrics.get(name) or 0) for h in entries)
+
+    return HistorySeries(
+        uri=uri,
+        versions=tuple(h.version for h in entries),
+        operations=tuple(h.operation for h in entries),
+        kinds=tuple(CommitKind.of(h) for h in entries),
+        # The creation sets the schema rather than changing it; None (set, the
+        # schema before was vacuumed) is not known to be a change either.
+        schema_changed=tuple(bool(h.schema_changed) and h.version > 0 for h in entries),
+        live_rows=tuple(live_rows),
+        live_bytes=tuple(live_bytes),
+        partitions_added=tuple(h.partitions_added for h in entries),
+        partitions_removed=tuple(h.partitions_removed for h in entries),
+        rows_inserted=metric("numInsertedRows"),
+        rows_updated=metric("numUpdatedRows"),
+        rows_deleted=metric("numDeletedRows"),
+        expired_before=oldest if oldest > 0 and not cut_by_limit else None,
+    )
+
+
+# ---------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True)
+class PartitionBar:
+    """One micro-partition with bounds for the column: its ``[low, high]``
+    (decoded statistics) and the version that wrote it (``defaultRowVersion``
+    of its ``add``, SPEC §Row lineage)."""
+
+    path: str
+    low: Any
+    high: Any
+    version: int
+    num_records: int
+
+
+@dataclass(frozen=True)
+class LayoutSeries:
+    """The partitions of one version by ``column``: ``bars`` sorted by low
+    then high bound; ``unbounded`` the paths of the partitions without
+    bounds for the column (no statistics, all nulls, a truncated string
+    maximum), counted but not drawn; ``depth`` the :func:`clustering_depth`
+    of the bars (None without bars)."""
+
+    uri: str
+    version: int
+    column: str
+    bars: tuple[PartitionBar, ...]
+    unbounded: tuple[str, ...]
+    depth: float | None
+
+
+def clustering_depth(ranges: Sequence[tuple[Any, Any]]) -> float | None:
+    """The average depth of ``ranges`` (closed ``(low, high)`` intervals of
+    one ordered type), as Snowflake's ``SYSTEM$CLUSTERING_INFORMATION``
+    ``average_depth``: how many partitions a point of the key range falls in,
+    on average.
+
+    Precisely: let ``p_0 < ... < p_k`` be the distinct bounds. The key range
+    is cut into the points ``p_i`` and the open gaps ``(p_i, p_{i+1})``;
+    the depth of a piece is the number of ranges containing it, and the
+    result is the mean depth of the pieces contained in at least one range
+    (a gap between disjoint ranges is not part of the key range). Pieces
+    are not weighted by width, so it is defined for any ordered type
+    (strings, dates). 1.0 when no two ranges overlap; ``n`` when all ``n``
+    ranges are equal; None for no ranges. O(k log n).
+
+    Examples
+    --------
+    >>> clustering_depth([(0, 9), (10, 19), (20, 29)])
+    1.0
+    >>> clustering_depth([(0, 10), (0, 10), (0, 10)])
+    3.0
+    >>> clustering_depth([(0, 10), (5, 15)])  # pieces 0,(0,5),5,(5,10),10,(10,15),15: depths 1,1,2,2,2,1,1
+    1.4285714285714286
+    >>> clustering_depth([]) is None
+    True
+    """
+    if not ranges:
+        return None
+    lows = sorted(lo for lo, _ in ranges)
+    highs = sorted(hi for _, hi in ranges)
+    points = sorted(set(lows) | set(highs))
+    depths = []
+    for i, p in enumerate(points):
+        depths.append(bisect.bisect_right(lows, p) - bisect.bisect_left(highs, p))  # low <= p <= high
+        if i + 1 < len(points):
+            # No bound lies inside the gap: a range contains it iff low <= p and high > p.
+            gap = bisect.bisect_right(lows, p) - bisect.bisect_right(highs, p)
+            if gap:
+                depths.append(gap)
+    return sum(depths) / len(depths)
+
+
+def default_column(snap: ctfile.Snapshot) -> str:
+    """The first column of ``snap``'s schema with a bound in some partition."""
+    names = snap.table_schema.names
+    for name in names:
+        if any(b is not None for b in snap.column_bounds(name)):
+            return name
+    raise ctfile.InvalidArgumentError(
+        f"version {snap.version} has no partition with min/max statistics for any of the columns {names}"
+    )
+
+
+def gather_layout(snap: ctfile.Snapshot, uri: str, *, column: str | None = None) -> LayoutSeries:
+    """The :class:`LayoutSeries` of ``snap`` by ``column`` (default: the first
+    column with min/max statistics), from the partitions' statistics alone."""
+    column = column or default_column(snap)
+    bars, unbounded = [], []
+    for p, b in zip(snap.partitions, snap.column_bounds(column)):
+        if b is None:
+            unbounded.append(p.path)
+        else:
+            bars.append(PartitionBar(p.path, b[0], b[1], p.default_row_version, p.num_records))
+    bars.sort(key=lambda b: (b.low, b.high))
+    return LayoutSeries(
+        uri=uri,
+        version=snap.version,
+        column=column,
+        bars=tuple(bars),
+        unbounded=tuple(unbounded),
+        depth=clustering_depth([(b.low, b.high) for b in bars]),
+    )
