@@ -59,16 +59,17 @@ PlotOpt = Annotated[
 ]
 
 
-def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: str) -> None:
-    """Gather the series, draw them with ``_plot_render.<draw>`` and save to
-    ``path``; matplotlib is looked for first, before the table is read."""
+def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callable[[Any], Any]) -> None:
+    """Gather the series, draw them (a ``*_figure`` function of
+    :mod:`~ctfile.tools._plot_render`) and save the figure to ``path``;
+    matplotlib is looked for first, before the table is read."""
     try:
         render.load_matplotlib()
     except render.PlotExtraMissing as e:
         raise out.fail(str(e), code=2, json_mode=json_, kind="ImportError") from None
     with handle_errors(json_):
         series = gather()
-        render.save(getattr(render, draw)(series), path, pictures.PlotFormat.of(path), title=f"ctfile: {series.uri}")
+        render.save(draw(series), path, pictures.PlotFormat.of(path), title=f"ctfile: {series.uri}")
     if json_:
         out.print_json({"plot": path})
     else:
@@ -150,7 +151,8 @@ def history(
     starts after version 0).
     """
     if plot is not None:
-        _write_plot(plot, json_, lambda: pictures.gather_history(open_uri(uri, storage_option), uri, limit=limit), "history_figure")
+        gather = lambda: pictures.gather_history(open_uri(uri, storage_option), uri, limit=limit)  # noqa: E731
+        _write_plot(plot, json_, gather, render.history_figure)
         return
     with handle_errors(json_):
         entries = open_uri(uri, storage_option).history(limit=limit)
@@ -290,7 +292,7 @@ def show(
         gather = lambda: pictures.gather_layout(  # noqa: E731
             open_uri(uri, storage_option).snapshot(version, timestamp=timestamp), uri, column=column
         )
-        _write_plot(plot, json_, gather, "layout_figure")
+        _write_plot(plot, json_, gather, render.layout_figure)
         return
     with handle_errors(json_):
         table = open_uri(uri, storage_option)
