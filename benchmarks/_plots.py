@@ -132,7 +132,7 @@ def draw(group: GroupSeries):
 
 def write_plots(figs: list[dict], out_dir: Path) -> list[tuple[GroupSeries, Path | None]]:
     """Each group with bars drawn to ``out_dir/<script>.svg`` (groups without
-    bars get None); deterministic SVG (fixed hash salt, no date) so an
+    bars get None, and lose a plot an earlier report drew); deterministic SVG (fixed hash salt, no date) so an
     unchanged result rewrites the same bytes."""
     plt = _matplotlib()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -140,6 +140,7 @@ def write_plots(figs: list[dict], out_dir: Path) -> list[tuple[GroupSeries, Path
     with plt.rc_context({"svg.hashsalt": "ctfile-benchmarks", "svg.fonttype": "none"}):
         for g in plot_series(figs):
             if not g.bars:
+                (out_dir / f"{g.source}.svg").unlink(missing_ok=True)
                 written.append((g, None))
                 continue
             fig = draw(g)

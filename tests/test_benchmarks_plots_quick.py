@@ -7,6 +7,7 @@ report embeds the SVG files written (never pixels)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -105,3 +106,22 @@ def test_report_embeds_the_written_plots(run, figs, tmp_path):
     committed = (ROOT / "benchmarks" / "RESULTS.md").read_text()
     for name in written:
         assert f"](plots/{name})" in committed and (ROOT / "benchmarks" / "plots" / name).exists()
+
+
+def test_report_without_matplotlib_says_what_to_install(tmp_path):
+    """Without the bench extra the report is still written, and says why it has no plots."""
+    import shutil
+    import subprocess
+
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("core.json", "cold.json"):
+        shutil.copyfile(RESULTS / name, results / name)
+    code = ("import sys, runpy; sys.modules['matplotlib'] = None; "  # what `import matplotlib` meets when it is absent
+            f"sys.argv = ['run.py', '--report-only', '--results-dir', {str(results)!r}]; "
+            f"runpy.run_path({str(ROOT / 'benchmarks' / 'run.py')!r}, run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (results / "RESULTS.md").read_text()
+    assert "Not drawn: the benchmark plots need matplotlib: pip install 'ctfile[bench]'." in text
+    assert not (results / "plots").exists() or not list((results / "plots").iterdir())
