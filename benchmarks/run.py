@@ -15,7 +15,9 @@ each script and each exit code in ``suite.json``, then renders the markdown
 report from the JSON files alone: the figures of issues 7, 12, 13 and 14 against
 their goals (``_figures.py``), the misses first with what limits them
 (``_report_text.py``, or composed from the run's own measurements), then each
-script's own tables. Full
+script's own tables. Next to the report, ``plots/<script>.svg`` draw each
+script's ratio figures against their goals (``_plots.py``; needs matplotlib,
+the ``bench`` extra) and the report embeds them. Full
 runs write ``benchmarks/RESULTS.md``; quick runs write ``RESULTS.md`` inside
 their results directory so the committed report is never replaced by a
 smoke run.
@@ -40,6 +42,7 @@ ROOT = HERE.parent
 DEFAULT_RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from _figures import figures, objectstore_figures  # noqa: E402 (after the path insert)
+from _plots import PlotsUnavailable, write_plots  # noqa: E402
 from _report_text import FINDINGS, FIXES, NOISE_NOTE  # noqa: E402
 
 # name -> (script, result file, what it measures). Order = run order.
@@ -242,7 +245,30 @@ def _misses(figs: list[dict]) -> list[str]:
     return L + [""]
 
 
-def render(results_dir: Path) -> str:
+def _plots_markdown(figs: list[dict], plot_dir: Path, report_dir: Path) -> list[str]:
+    """Draw the plots into ``plot_dir`` and the report's section embedding them
+    (links relative to ``report_dir``), with the figures no plot can show."""
+    L = ["### Plots", "",
+         "Each figure's ratio (ctfile / its anchor, log scale) as a bar, green where it meets its goal and red "
+         "where it misses it; the black tick across each bar is its goal.", ""]
+    try:
+        written = write_plots(figs, plot_dir)
+    except PlotsUnavailable as e:
+        return L + [f"Not drawn: {e}.", ""]
+    for group, path in written:
+        if path is not None:
+            rel = path.relative_to(report_dir) if path.is_relative_to(report_dir) else path
+            L += [f"![{group.source}: ctfile vs its anchors, with the goals]({rel.as_posix()})", ""]
+        if group.left_out:
+            L += [f"Not plotted from {group.source}: "
+                  + "; ".join(f"`{fid}` ({why})" for fid, why in group.left_out) + ".", ""]
+    return L
+
+
+def render(results_dir: Path, *, plot_dir: Path | None = None) -> str:
+    """The markdown report of the results in ``results_dir``; with ``plot_dir``,
+    the plots are drawn there too and embedded (links relative to its parent,
+    where the report goes)."""
     suite = _load_json(results_dir / "suite.json") or {}
     res = {name: r for name, (_, f, _) in SCRIPTS.items() if (r := _load_json(results_dir / f)) is not None}
     figs = figures(res)
@@ -273,6 +299,8 @@ def render(results_dir: Path) -> str:
           "|---|---|---|---|---:|---|---|"]
     for f in figs:
         L.append(f"| {f['figure']} | {f['anchor']} | {f['goal']} | {f['measured']} | {f['value']} | {_ok(f['pass'])} | {f['source']} |")
+    if plot_dir is not None and figs:
+        L += [""] + _plots_markdown(figs, plot_dir, plot_dir.parent)
     missing = [n for n, (s, fname, _) in SCRIPTS.items() if n not in res and (HERE / s).exists()]
     if missing:
         L += ["", f"No results from: {', '.join(missing)}."]
@@ -308,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny scale of every script (results in results/quick/)")
     p.add_argument("--only", default=None, help=f"comma-separated scripts to run, of: {','.join(SCRIPTS)}")
     p.add_argument("--skip", default="", help="comma-separated scripts not to run")
-    p.add_argument("--report-only", action="store_true", help="only regenerate the report from existing results")
+    p.add_argument("--report-only", action="store_true",
+                   help="only regenerate the report and its plots (plots/ next to it) from existing results")
     p.add_argument("--results-dir", type=Path, default=None, help="default benchmarks/results (quick: benchmarks/results/quick)")
     p.add_argument("--report", type=Path, default=None,
                    help="markdown report path (default benchmarks/RESULTS.md; quick: <results-dir>/RESULTS.md)")
@@ -344,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             suite["meta"]["loadavg_end"] = _loadavg()
             suite["meta"]["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             suite_path.write_text(json.dumps(suite, indent=2) + "\n")
-    text = render(results_dir)
+    text = render(results_dir, plot_dir=report.resolve().parent / "plots")
     report.write_text(text + "\n")
     print(f"\nwrote {report}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -1,14 +1,19 @@
 """``ctfile changes``: printing or exporting (CSV, JSON lines, Parquet) the
-change rows of an interval."""
+change rows of an interval; CSV and JSON-lines exports compressed by
+fsspec when the output name ends in a compression suffix (``.gz``, ``.zst``,
+...)."""
 
 from __future__ import annotations
 
 import contextlib
 import enum
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
 
+import fsspec
+import fsspec.utils
 import typer
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -24,6 +29,10 @@ class Format(str, enum.Enum):
     json = "json"
     parquet = "parquet"
 
+
+# The output-name suffixes that name a format (what `--format` defaults to with --output).
+SUFFIX_FORMATS = {".csv": Format.csv, ".json": Format.json, ".jsonl": Format.json, ".ndjson": Format.json,
+                  ".parquet": Format.parquet}
 
 DEFAULT_TABLE_ROWS = 100  # rows `changes --format table` prints without --limit
 
@@ -43,6 +52,58 @@ def _limited(batches: Iterator, limit: int | None) -> Iterator:
             yield b
 
 
+@dataclass(frozen=True)
+class OutputSpec:
+    """How an export is written: its format and fsspec's compression (None: none)."""
+
+    format: Format
+    compression: str | None
+
+
+def output_spec(output: Path, fmt: Format | None, *, default: Format | None = None) -> OutputSpec:
+    """The format and compression of an export to ``output``.
+
+    A last suffix fsspec knows as a compression (``.gz``, ``.zst``, ``.bz2``,
+    ``.xz``, ...; ``fsspec.utils.compressions``) selects it; the suffix before
+    it names the format (:data:`SUFFIX_FORMATS`) when ``fmt`` is None. Checked
+    before anything is read or written.
+
+    Raises
+    ------
+    ctfile.InvalidArgumentError
+        The format cannot be told from the name and ``fmt`` is None; the name
+        names another format than ``fmt``; Parquet with a compression suffix
+        (a Parquet file compresses its pages itself and must stay seekable).
+
+    Examples
+    --------
+    >>> output_spec(Path("c.jsonl.zst"), None)
+    OutputSpec(format=<Format.json: 'json'>, compression='zstd')
+    >>> output_spec(Path("c.out.gz"), Format.csv)
+    OutputSpec(format=<Format.csv: 'csv'>, compression='gzip')
+    """
+    compression = fsspec.utils.infer_compression(output.name)
+    stem = Path(output.stem) if compression else output
+    named = SUFFIX_FORMATS.get(stem.suffix.lower())
+    if fmt is None and named is None and default is None:
+        raise ctfile.InvalidArgumentError(
+            f"cannot tell the format of --output {output.name!r} from its suffix {stem.suffix or '(none)'!r}: expected "
+            f"{', '.join(SUFFIX_FORMATS)}, optionally followed by a compression suffix "
+            f"({', '.join('.' + k for k in sorted(fsspec.utils.compressions))}), or give --format csv, json or parquet"
+        )
+    if fmt is not None and named is not None and named is not fmt:
+        raise ctfile.InvalidArgumentError(
+            f"--format {fmt.value} but the --output name {output.name!r} says {named.value}"
+        )
+    fmt = fmt or named or default
+    if fmt is Format.parquet and compression:
+        raise ctfile.InvalidArgumentError(
+            f"--output {output.name!r}: Parquet cannot be compressed as a whole ({compression}); it compresses its "
+            "pages itself: drop the compression suffix"
+        )
+    return OutputSpec(fmt, compression)
+
+
 def changes(
     uri: UriArg,
     start: Annotated[Optional[int], typer.Option("--start", "-s", help="First version (included; default 0).")] = None,
@@ -54,9 +115,15 @@ def changes(
     ] = ctfile.ChangeMode.DEFAULT,
     format_: Annotated[
         Optional[Format],
-        typer.Option("--format", "-f", help="table (default), csv, json (one object per line) or parquet (needs --output)."),
+        typer.Option("--format", "-f", help=(
+            "table (default), csv, json (one object per line) or parquet (needs --output). "
+            "With --output, default: told from the name (.csv, .json/.jsonl/.ndjson, .parquet)."
+        )),
     ] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the rows to this file instead of stdout.", dir_okay=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help=(
+        "Write the rows to this file instead of stdout. A compression suffix after the format's "
+        "(changes.jsonl.zst, changes.csv.gz; .bz2, .xz too) compresses CSV and JSON lines."
+    ), dir_okay=False)] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", "-n", min=0, help=f"At most N rows (table format default: {DEFAULT_TABLE_ROWS}).")] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Rows as JSON lines (--format json); with --output, a JSON summary.")
@@ -64,9 +131,14 @@ def changes(
     storage_option: StorageOpt = None,
 ) -> None:
     """Print or export the change rows of an interval (both ends included)."""
-    fmt = format_.value if format_ is not None else ("json" if json_ else "table")
     information = information.value
     with handle_errors(json_):
+        spec = None
+        if output is not None and format_ is not Format.table:
+            # --json alone meant JSON lines before formats were told from names: still so for other names.
+            spec = output_spec(output, format_, default=Format.json if json_ else None)
+            format_ = spec.format
+        fmt = format_.value if format_ is not None else ("json" if json_ else "table")
         if json_ and fmt == "table":
             raise ctfile.InvalidArgumentError("--json and --format table contradict each other")
         if json_ and fmt != "json" and output is None:
@@ -86,10 +158,10 @@ def changes(
             return
         with out.progress_bar("exporting change rows", enabled=out.stdout_is_terminal() and output is not None) as prog:
             batches = _limited(cs.to_batches(), limit)
-            n = _export(cs.schema, batches, fmt, output, prog)
+            n = _export(cs.schema, batches, fmt, output, prog, compression=spec.compression if spec else None)
     if output is not None:
-        summary = {"output": str(output), "format": fmt, "rows": n, "start_version": cs.start_version,
-                   "end_version": cs.end_version, "plan_shape": str(cs.plan_shape)}
+        summary = {"output": str(output), "format": fmt, "compression": spec.compression if spec else None, "rows": n,
+                   "start_version": cs.start_version, "end_version": cs.end_version, "plan_shape": str(cs.plan_shape)}
         if json_:
             out.print_json(summary)
         else:
@@ -105,7 +177,7 @@ def _counting(batches: Iterator, prog) -> Iterator:
         yield b
 
 
-def _export(schema, batches: Iterator, fmt: str, output: Path | None, prog) -> int:
+def _export(schema, batches: Iterator, fmt: str, output: Path | None, prog, *, compression: str | None = None) -> int:
     import pyarrow as pa
 
     n = 0
@@ -124,13 +196,13 @@ def _export(schema, batches: Iterator, fmt: str, output: Path | None, prog) -> i
         bad = [f.name for f in schema if pa.types.is_nested(f.type)]
         if bad:
             raise ctfile.InvalidArgumentError(f"CSV cannot hold the nested columns {bad}; use --format json or parquet")
-        with _sink(output, binary=True) as sink, pacsv.CSVWriter(sink, schema) as w:
+        with _sink(output, binary=True, compression=compression) as sink, pacsv.CSVWriter(sink, schema) as w:
             for b in batches:
                 w.write_batch(b)
                 n += b.num_rows
         return n
     # json: one object per line
-    with _sink(output, binary=False) as sink:
+    with _sink(output, binary=False, compression=compression) as sink:
         for b in batches:
             for row in b.to_pylist():
                 sink.write(out.json_line(row) + "\n")
@@ -139,15 +211,18 @@ def _export(schema, batches: Iterator, fmt: str, output: Path | None, prog) -> i
 
 
 @contextlib.contextmanager
-def _sink(output: Path | None, *, binary: bool) -> Iterator[Any]:
-    """The file ``output`` (closed afterwards), or stdout (flushed, left open)."""
+def _sink(output: Path | None, *, binary: bool, compression: str | None = None) -> Iterator[Any]:
+    """The file ``output`` (closed afterwards), compressed by fsspec with
+    ``compression`` (an fsspec compression name, or None), or stdout
+    (flushed, left open, never compressed)."""
     if output is None:
         try:
             yield sys.stdout.buffer if binary else sys.stdout
         finally:
             sys.stdout.flush()
         return
-    with open(output, "wb") if binary else open(output, "w", encoding="utf-8") as f:
+    text = {} if binary else {"encoding": "utf-8"}
+    with fsspec.open(str(output), "wb" if binary else "wt", compression=compression, **text) as f:
         yield f
 
 
