@@ -92,6 +92,12 @@ def _history_row(h: ctfile.HistoryEntry) -> dict:
         "rows_updated": m.get("numUpdatedRows"),
         "rows_deleted": m.get("numDeletedRows"),
         "rows_copied": m.get("numCopiedRows"),
+        # From the entry's add and remove actions (the live table changes by
+        # rows_added - rows_removed), not from the writer's metrics.
+        "rows_added": h.rows_added,
+        "rows_removed": h.rows_removed,
+        "bytes_added": h.bytes_added,
+        "bytes_removed": h.bytes_removed,
         "data_change": h.data_change,
         "read_version": h.read_version,
         "isolation_level": h.isolation_level,

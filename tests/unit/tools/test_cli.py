@@ -112,6 +112,10 @@ def test_history_json(people):
     assert v2["rows_inserted"] == 3 and v2["partitions_removed"] == 0
     assert v0["operation"] == "CREATE TABLE" and v0["data_change"] is False
     assert v5["timestamp"].endswith("Z") and v5["read_version"] == 4
+    # The live table's change, from the log's add and remove actions.
+    live = [people.snapshot(v["version"]).to_arrow().num_rows for v in reversed(versions)]
+    assert [v["rows_added"] - v["rows_removed"] for v in reversed(versions)][1:] == [b - a for a, b in zip(live, live[1:])]
+    assert v3["rows_added"] == 2 and v3["rows_removed"] == 2 and v3["bytes_added"] > 0 and v3["bytes_removed"] > 0
 
 
 def test_history_limit(people):
