@@ -188,10 +188,10 @@ class Snapshot:
         arrow = self.schema
         return None, _Projected(pf, projection, pa.schema([arrow.field(c) for c in need]))
 
-    def _read_one(self, files: DataFiles, p: Partition, cols: list[str], filter) -> pa.Table:
-        """The rows of ``p`` (``cols``, matching ``filter``), through pyarrow's
-        dataset scanner over the verified file when it matches by name."""
-        need = self._needed(cols, filter)
+    def _read_one(self, files: DataFiles, p: Partition, cols: list[str], filter, need: list[str]) -> pa.Table:
+        """The rows of ``p`` (``cols``, matching ``filter``, which reads the
+        columns ``need``), through pyarrow's dataset scanner over the
+        verified file when it matches by name."""
         with files.open(p) as src:
             fragment, projected = self._open(files, p, src, need)
             if fragment is not None:
@@ -221,9 +221,13 @@ class Snapshot:
         files = DataFiles(self._storage)
         if not parts:
             return self._empty_hidden(cols) if include_hidden else self.schema.empty_table().select(cols)
-        read = self._read_hidden if include_hidden else self._read_one
+        if include_hidden:
+            read = lambda p: self._read_hidden(files, p, cols, filter)  # noqa: E731
+        else:
+            need = self._needed(cols, filter)  # once per read: it binds the filter once per column
+            read = lambda p: self._read_one(files, p, cols, filter, need)  # noqa: E731
         with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
-            tables = list(pool.map(lambda p: read(files, p, cols, filter), parts))
+            tables = list(pool.map(read, parts))
         return pa.concat_tables(tables)
 
     def _empty_hidden(self, cols: list[str]) -> pa.Table:
@@ -262,6 +266,7 @@ class Snapshot:
 
     def _batches(self, parts: list[Partition], cols: list[str], filter, kw: dict) -> Iterator[pa.RecordBatch]:
         files = DataFiles(self._storage)
+        need = self._needed(cols, filter)
         with ThreadPoolExecutor(max_workers=FETCH_AHEAD) as pool:
             ahead = [pool.submit(files.fetch, p) for p in parts[:FETCH_AHEAD]]
             try:
@@ -269,7 +274,6 @@ class Snapshot:
                     source = ahead.pop(0).result()
                     if i + FETCH_AHEAD < len(parts):
                         ahead.append(pool.submit(files.fetch, parts[i + FETCH_AHEAD]))
-                    need = self._needed(cols, filter)
                     with files.open(p, fetched=source) as src:
                         fragment, projected = self._open(files, p, src, need)
                         if fragment is not None:
