@@ -25,12 +25,14 @@ FEATURE_ENTRY_CHECKSUMS = "entryChecksums"  # SPEC §Log entries: self-checking 
 # Revision 3 (a writer feature, listed only by tables that turned capture on).
 FEATURE_CHANGE_CAPTURE = "changeCapture"  # SPEC §Change capture
 FEATURE_SCHEMA_EVOLUTION = "schemaEvolution"  # SPEC §Schema evolution: projection by field id
+FEATURE_STREAMS = "streams"  # SPEC §Streams: vacuum keeps what streams need
 SUPPORTED_READER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_SCHEMA_EVOLUTION})
 SUPPORTED_WRITER_FEATURES = frozenset(
     {
         FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS,
         FEATURE_CHANGE_CAPTURE,
         FEATURE_SCHEMA_EVOLUTION,
+        FEATURE_STREAMS,
     }
 )
 

@@ -56,6 +56,36 @@ class StaleIntervalError(VersionNotFoundError):
         self.oldest_available = oldest_available
 
 
+class StaleStreamError(StaleIntervalError):
+    """A stream's pending changes are no longer all retained (SPEC §Streams):
+    it fell behind ``ctfile.maxRetentionExtension`` and a vacuum expired
+    history it needed. Drop the stream and create it again.
+
+    Attributes
+    ----------
+    stream : str
+        The stream's name.
+    stale_since : datetime.datetime or None
+        When the vacuum that made it stale ran (None: its history was found
+        missing without a vacuum recording it).
+    oldest_available : int
+        The oldest version still readable.
+    """
+
+    def __init__(self, message: str, *, stream: str, stale_since, oldest_available: int):
+        super().__init__(message, oldest_available=oldest_available)
+        self.stream = stream
+        self.stale_since = stale_since
+
+
+class StreamNotFoundError(CtfileError):
+    """No live stream of that name exists on the table (SPEC §Streams)."""
+
+
+class StreamExistsError(CtfileError):
+    """A stream of that name already exists on the table (SPEC §Streams)."""
+
+
 class CorruptLogError(CtfileError):
     """A log entry, checkpoint or referenced path is malformed or unsafe."""
 
@@ -166,6 +196,9 @@ __all__ = [
     "SchemaMismatchError",
     "VersionNotFoundError",
     "StaleIntervalError",
+    "StaleStreamError",
+    "StreamNotFoundError",
+    "StreamExistsError",
     "CorruptLogError",
     "UnsupportedFeatureError",
     "CommitConflictError",

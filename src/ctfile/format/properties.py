@@ -96,6 +96,23 @@ def _compression(raw: str) -> str:
     return raw
 
 
+_DURATION = re.compile(r"(0|[1-9][0-9]{0,9})([smhd])")
+_DURATION_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration_s(raw: str) -> int:
+    """A duration as SPEC §Table properties writes it (one non-negative
+    integer and a unit ``s``, ``m``, ``h`` or ``d``), in seconds.
+
+    >>> parse_duration_s("14d"), parse_duration_s("36h"), parse_duration_s("0s")
+    (1209600, 129600, 0)
+    """
+    m = _DURATION.fullmatch(raw)
+    if m is None:
+        raise ValueError
+    return int(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
+
+
 def _isolation_level(raw: str) -> IsolationLevel:
     level = IsolationLevel(raw)
     if level is IsolationLevel.SNAPSHOT:
@@ -129,6 +146,7 @@ COMPRESSION = "ctfile.compression"
 CHECKPOINT_INTERVAL = "ctfile.checkpointInterval"
 ISOLATION_LEVEL = "ctfile.isolationLevel"
 CHANGE_CAPTURE = "ctfile.changeCapture"
+MAX_RETENTION_EXTENSION = "ctfile.maxRetentionExtension"
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 DEFAULT_ROW_GROUP_ROWS = 1 << 20
@@ -136,6 +154,7 @@ DEFAULT_COMPRESSION = "zstd"
 DEFAULT_CHECKPOINT_INTERVAL = 100
 DEFAULT_ISOLATION_LEVEL = IsolationLevel.WRITE_SERIALIZABLE
 DEFAULT_CHANGE_CAPTURE = ChangeCapture.NONE
+DEFAULT_MAX_RETENTION_EXTENSION_S = 14 * 86400
 
 #: Every property ctfile interprets, by key (SPEC §Table properties).
 TABLE_PROPERTIES: dict[str, PropertySpec] = {
@@ -154,6 +173,9 @@ TABLE_PROPERTIES: dict[str, PropertySpec] = {
                      _isolation_level, "how DML is checked against concurrent commits"),
         PropertySpec(CHANGE_CAPTURE, "none or before_after", DEFAULT_CHANGE_CAPTURE, ChangeCapture,
                      "whether DML writes change files (old and new images of the rows it changes)"),
+        PropertySpec(MAX_RETENTION_EXTENSION, "a duration: an integer and a unit s, m, h or d (14d)",
+                     DEFAULT_MAX_RETENTION_EXTENSION_S, parse_duration_s,
+                     "how much longer than its retention window a vacuum keeps history streams need"),
     )
 }
 
@@ -202,6 +224,8 @@ class TableProperties:
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
     isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL
     change_capture: ChangeCapture = DEFAULT_CHANGE_CAPTURE
+    #: Seconds (SPEC §Streams, retention).
+    max_retention_extension_s: int = DEFAULT_MAX_RETENTION_EXTENSION_S
 
     @classmethod
     def from_mapping(cls, properties: Mapping[str, str]) -> "TableProperties":
@@ -226,4 +250,5 @@ class TableProperties:
             checkpoint_interval=get(CHECKPOINT_INTERVAL),
             isolation_level=get(ISOLATION_LEVEL),
             change_capture=get(CHANGE_CAPTURE),
+            max_retention_extension_s=get(MAX_RETENTION_EXTENSION),
         )

@@ -251,7 +251,13 @@ class Transaction:
     @property
     def is_blind_append(self) -> bool:
         """True if the transaction only adds rows and reads nothing."""
-        return self._reads.is_empty() and not self._removed and self._metadata is None
+        return self._reads.is_empty() and not self._removed and self._metadata is None and not self._adds_features()
+
+    def _adds_features(self) -> bool:
+        """True if the commit adds a feature the protocol read lacks (a
+        ``CREATE STREAM`` commit holds nothing else, SPEC §Streams)."""
+        p = self.base.protocol
+        return any(f not in p.writer_features or (r and f not in p.reader_features) for f, r in self._features.items())
 
     def remove(self, partition: Partition, *, deletes_all_rows: bool = False) -> None:
         """Remove a live partition. ``deletes_all_rows``: the statement deletes
@@ -347,7 +353,9 @@ class Transaction:
 
     @property
     def is_empty(self) -> bool:
-        return not (self._staged or self._removed or self._metadata or self._app_txn or self._changes)
+        return not (
+            self._staged or self._removed or self._metadata or self._app_txn or self._changes or self._adds_features()
+        )
 
     def _actions(self, version: int, state: TableState, timestamp: int) -> list[Action]:
         actions: list[Action] = [

@@ -254,7 +254,9 @@ def resolve_interval(
     else:
         b = latest
     if start_version is not None:
-        if start_version > latest:
+        # latest + 1 .. latest, both ends named, is the empty interval of a
+        # stream that has caught up (SPEC §Change scans, reader requirements).
+        if start_version > latest and not (start_version == latest + 1 and end_version == latest):
             raise VersionNotFoundError(
                 f"start_version {start_version} is beyond the latest version {latest} of {log.storage.uri}"
             )

@@ -15,13 +15,16 @@ from ctfile.format.schema import Schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
 from ctfile.log.storage import Storage
+from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
+from ctfile.table.consumption import Consumption, ConsumingTransaction
 from ctfile.table.maintenance import TableMaintenance, check_version
+from ctfile.table.streams import Stream, TableStreams
 from ctfile.table.history import (
     HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
     timestamp_to_ms,
@@ -33,7 +36,7 @@ from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
 
 
-class Table(TableMaintenance):
+class Table(TableMaintenance, TableStreams):
     """A ctfile table. Reads go through :meth:`snapshot` and :meth:`changes`;
     every DML method commits one version and returns a
     :class:`~ctfile.log.transaction.CommitResult`."""
@@ -55,6 +58,11 @@ class Table(TableMaintenance):
     @property
     def uri(self) -> str:
         return self._storage.uri
+
+    @property
+    def table_id(self) -> str:
+        """The table's ``tableId`` (SPEC §metadata), fixed at creation."""
+        return self._current_head().metadata.table_id
 
     @property
     def storage(self) -> Storage:
@@ -287,8 +295,18 @@ class Table(TableMaintenance):
         parameters: Mapping[str, Any] | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
+        consuming: Stream | None = None,
     ) -> WriteTransaction:
         """A transaction whose statements commit together as one version.
+
+        With ``consuming`` (a :class:`~ctfile.table.streams.Stream`, of this
+        table or another), the stream's pending changes are pinned when the
+        transaction begins (``consuming.pending()`` returns them throughout)
+        and the commit consumes them exactly once: the stream's offset moves
+        to the pinned version together with this commit, a process killed
+        at any step neither loses nor repeats them, and of two transactions
+        consuming the same changes one commits and the other raises
+        :class:`~ctfile.CommitConflictError` (SPEC §Streams).
 
         With ``app_id`` and ``app_version`` (a job name and its batch number,
         a streaming query id and batch id ...) the commit records them, and a
@@ -311,11 +329,34 @@ class Table(TableMaintenance):
         """
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError(f"give both app_id and app_version, or neither; found {app_id!r}, {app_version!r}")
+        if consuming is not None:
+            return self._consuming_transaction(consuming, operation=operation, parameters=parameters, app_id=app_id)
         self.refresh()
         tx = WriteTransaction(self._log, self._current(), operation=operation, parameters=dict(parameters or {}))
         tx.on_commit = self._on_commit
         if app_id is not None:
             tx.set_app_transaction(app_id, app_version)
+        return tx
+
+    def _consuming_transaction(
+        self, stream: Stream, *, operation: str, parameters: Mapping[str, Any] | None, app_id: str | None,
+    ) -> WriteTransaction:
+        if not isinstance(stream, Stream):
+            raise InvalidArgumentError(f"consuming must be a ctfile Stream, found {type(stream).__name__}")
+        if app_id is not None:
+            raise InvalidArgumentError("a transaction consuming a stream records the stream's own app_id; drop app_id")
+        pin = stream.begin_consumption(self)
+        try:
+            params = dict(parameters or {})
+            params["stream"] = {"name": stream.name, "table": pin.state.table_id, "from": pin.offset + 1,
+                                "to": pin.end}
+            self.refresh()
+            tx = ConsumingTransaction(self._log, self._current(), operation=operation, parameters=params)
+        except BaseException:
+            stream.end_consumption()
+            raise
+        tx.on_commit = self._on_commit
+        tx.consumption = Consumption(pin, StreamStore(stream.table.storage), self, stream.end_consumption)
         return tx
 
     def app_version(self, app_id: str) -> int | None:

@@ -1,0 +1,221 @@
+"""Consuming a stream exactly once: pins, claims and fences (SPEC §Streams).
+
+A consumer *pins* a stream's state *s* and the table's latest version *L*
+(:class:`StreamPin`); the pending changes are the change scan of
+``offset + 1 .. L``. Committing the consumption into a ctfile target
+(:class:`ConsumingTransaction`, from ``target.transaction(consuming=s)``):
+
+1. the transaction's statements stage their files;
+2. the claim state *s* + 1 is written (put-if-absent: a second consumer of
+   the same state loses here and gets :class:`~ctfile.CommitConflictError`);
+3. the target commits with ``txn(appId, s + 1)``: the record, in the
+   target's log, of what was consumed;
+4. the resolved state *s* + 2 moves the offset to *L*.
+
+A claim found in a stream's current state is resolved by the target's log
+(:class:`ClaimResolver`): rolled forward if the target holds its ``txn``;
+otherwise a consumer that wants to go on *fences* it first, committing that
+``txn`` to the target itself, so the claimant's step 3 can no longer land
+(it finds its batch replayed and reports a conflict). A process killed at
+any step thus leaves a state the next consumer resolves without losing or
+repeating an interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError, TableNotFoundError
+from ctfile.format.streams import StreamState
+from ctfile.log.streams import StreamRaceLost, StreamStore
+from ctfile.log.transaction import CommitResult, now_ms
+from ctfile.writer.transaction import WriteTransaction
+
+if TYPE_CHECKING:
+    from ctfile.table.table import Table
+
+log = logging.getLogger("ctfile")
+
+#: How often a consumer re-reads a stream whose state moved under it while
+#: resolving a claim, before reporting a conflict.
+MAX_RESOLVE_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class StreamPin:
+    """What a consumer read: the stream's state and the table's latest
+    version then. The pending changes are ``offset + 1 .. end``."""
+
+    state: StreamState
+    end: int
+
+    @property
+    def offset(self) -> int:
+        return self.state.offset
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether consuming it changes anything: versions after the offset,
+        or the initial rows still to hand out."""
+        return self.end > self.state.offset or self.state.initial_rows
+
+
+def _conflict(stream: StreamState, message: str, *, read: int, won: int) -> CommitConflictError:
+    return CommitConflictError(
+        f"stream {stream.name}: {message}", read_version=read, winning_version=won, kind=ConflictKind.CONTENTION,
+    )
+
+
+class ClaimResolver:
+    """Settles the claim of a stream's current state against its target
+    (SPEC §Streams, claims). ``source`` is the stream's table (whose storage
+    options open a target named only by URI); ``target`` a table the caller
+    already has open, used when it is the claim's target."""
+
+    def __init__(self, source: "Table", store: StreamStore, *, target: "Table | None" = None):
+        self.source = source
+        self.store = store
+        self.hint = target
+
+    def _target(self, state: StreamState) -> "Table":
+        from ctfile.table.create import open_table
+
+        claim = state.claim
+        assert claim is not None
+        if self.hint is not None and self.hint.table_id == claim.target_table_id:
+            return self.hint
+        try:
+            table = open_table(claim.target_uri, storage_options=self.source.storage.storage_options)
+        except TableNotFoundError as e:
+            raise TableNotFoundError(
+                f"stream {state.name} on {self.source.uri} has an unresolved claim (state {state.sequence}) on "
+                f"target {claim.target_uri}, which cannot be opened: {e}. Consume the stream through a "
+                f"transaction on that target to resolve it"
+            ) from e
+        if table.table_id != claim.target_table_id:
+            raise TableNotFoundError(
+                f"stream {state.name} on {self.source.uri}: the claim of state {state.sequence} names target "
+                f"table {claim.target_table_id} at {claim.target_uri}, which now holds table {table.table_id}"
+            )
+        return table
+
+    def committed(self, state: StreamState, target: "Table") -> bool:
+        """True if the claimed consumption is in the target's log."""
+        done = target.app_version(state.app_id)
+        return done is not None and done >= state.sequence
+
+    def roll_forward(self, state: StreamState) -> StreamState:
+        assert state.claim is not None
+        return self._write(state.advanced(state.claim.end, now_ms=now_ms()))
+
+    def _write(self, new: StreamState) -> StreamState:
+        """Write the next state; if another process resolved the claim
+        first, its state stands (it can only have resolved it the same
+        way, by the same target log) and is re-read."""
+        try:
+            return self.store.write_next(new)
+        except StreamRaceLost:
+            return self.store.current(new.name)  # type: ignore[return-value]
+
+    def settle_if_committed(self, state: StreamState) -> StreamState:
+        """For readers: roll a committed claim forward, else leave it (the
+        claimant may be running)."""
+        if state.claim is None:
+            return state
+        if self.committed(state, self._target(state)):
+            return self.roll_forward(state)
+        return state
+
+    def take_over(self, state: StreamState) -> StreamState:
+        """For consumers: a state without a claim, fencing a claim that did
+        not commit (SPEC §Streams: the fence makes its commit impossible)."""
+        if state.claim is None:
+            return state
+        target = self._target(state)
+        if self.committed(state, target):
+            return self.roll_forward(state)
+        fence = target.transaction(
+            operation="STREAM FENCE",
+            parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
+            app_id=state.app_id, app_version=state.sequence,
+        )
+        result = fence.commit()
+        if result.app_transaction_replayed:  # the claimant committed first
+            return self.roll_forward(state)
+        log.info("stream %s: fenced the claim of state %d on %s", state.name, state.sequence, target.uri)
+        return self._write(state.abandoned(now_ms=now_ms()))
+
+
+class ConsumingTransaction(WriteTransaction):
+    """A transaction on a target table that consumes a stream's pinned
+    pending changes when it commits (steps 2-4 of the module docstring).
+
+    ``finish`` is called when the transaction ends, committed or not (the
+    stream forgets its pin)."""
+
+    consumption: "Consumption"
+
+    def commit(self) -> CommitResult:
+        c = self.consumption
+        try:
+            if self._done or not c.pin.has_pending:
+                return super().commit()
+            try:
+                claim = c.claim(self)
+            except BaseException:
+                self.abort()
+                raise
+            self.set_app_transaction(claim.app_id, claim.sequence)
+            result = super().commit()
+            if result.app_transaction_replayed:
+                raise _conflict(
+                    claim, f"the consumption claimed at state {claim.sequence} was fenced by another consumer "
+                    f"before it committed; nothing was applied", read=self.base.version, won=result.version,
+                )
+            c.resolve(claim)
+            return result
+        finally:
+            c.finish()
+
+    def abort(self) -> None:
+        super().abort()
+        self.consumption.finish()
+
+
+class Consumption:
+    """One consumption of a stream by a transaction on ``target``."""
+
+    def __init__(self, pin: StreamPin, store: StreamStore, target: "Table", finish: Callable[[], None]):
+        self.pin = pin
+        self.store = store
+        self.target = target
+        self.finish = finish
+
+    def claim(self, tx: WriteTransaction) -> StreamState:
+        """Step 2: write the claim over the pinned state, or raise the conflict."""
+        s = self.pin.state
+        claim = s.claimed(end=self.pin.end, target_uri=self.target.uri, target_table_id=self.target.table_id,
+                          now_ms=now_ms())
+        try:
+            return self.store.write_next(claim)
+        except StreamRaceLost:
+            current = self.store.current(s.name)
+            raise _conflict(
+                s, f"another consumer changed the stream (state {current.sequence if current else '?'}) since this "
+                f"transaction pinned state {s.sequence}; nothing was applied: consume the stream again",
+                read=tx.base.version, won=tx.base.version,
+            ) from None
+
+    def resolve(self, claim: StreamState) -> None:
+        """Step 4; if it fails the commit stands, and the next use of the
+        stream rolls the claim forward from the target's log."""
+        assert claim.claim is not None
+        try:
+            self.store.write_next(claim.advanced(claim.claim.end, now_ms=now_ms()))
+        except StreamRaceLost:
+            pass  # resolved by another process, from our txn: the same state
+        except (OSError, InvalidArgumentError) as e:
+            log.warning("stream %s: consumption committed, but advancing its offset failed (%s); the next "
+                        "use of the stream rolls it forward", claim.name, e)

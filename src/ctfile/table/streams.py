@@ -1,0 +1,369 @@
+"""Named streams on a table (SPEC §Streams): :class:`Stream`, :class:`StreamInfo`
+and the ``Table`` methods that make, find and drop them (:class:`TableStreams`).
+
+A stream is a cursor over the table's changes, Snowflake's STREAM: its
+:attr:`~Stream.offset` is the last version consumed, :meth:`Stream.pending`
+the change scan of everything after it, and the offset moves only when a
+transaction that consumed the pending changes commits
+(``target.transaction(consuming=stream)``, :mod:`ctfile.table.consumption`)
+or when :meth:`Stream.advance` says so. The state lives beside the log in
+``_ct_streams/`` (:mod:`ctfile.log.streams`); vacuum keeps the history a
+live stream needs, up to ``ctfile.maxRetentionExtension``.
+
+Examples
+--------
+>>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
+>>> people = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("name", pa.string())]))
+>>> log = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("name", pa.string()), ("action", pa.string())]))
+>>> s = people.create_stream("audit_feed")
+>>> _ = people.insert(pa.table({"id": [1, 2], "name": ["Jeff", "Donny"]}))
+>>> with log.transaction(consuming=s) as tx:
+...     _ = tx.insert(s.pending().to_arrow().select(["name", "METADATA$ACTION"]).rename_columns(["name", "action"]))
+>>> s.offset == people.version, s.pending().to_arrow().num_rows, log.to_arrow().num_rows
+(True, 0, 2)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.compute as pc
+
+from ctfile.format.actions import FEATURE_STREAMS
+from ctfile.format.errors import (
+    InvalidArgumentError,
+    StaleIntervalError,
+    StaleStreamError,
+    StreamExistsError,
+    StreamNotFoundError,
+    VersionNotFoundError,
+)
+from ctfile.format.properties import TableProperties
+from ctfile.format.streams import StreamClaim, StreamState, check_stream_name
+from ctfile.log.streams import StreamRaceLost, StreamStore
+from ctfile.log.transaction import now_ms
+from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S
+from ctfile.reader.change_scan import ChangeSet
+from ctfile.reader.change_spec import ChangeMode
+from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin
+
+if TYPE_CHECKING:
+    from ctfile.table.table import Table
+
+CREATE_OPERATION = "CREATE STREAM"
+
+
+def _utc(ms: int | None) -> dt.datetime | None:
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """A stream as :meth:`Table.streams` reports it.
+
+    ``lag_versions`` counts the versions after the offset, ``lag_rows`` the
+    rows their commits inserted, updated or deleted (from their commit
+    metrics), ``oldest_pending`` is when the first of them committed and
+    ``stale_after`` when the stream goes stale if it is not consumed:
+    ``oldest_pending`` plus max(retain, grace period) of a vacuum with the
+    given windows plus ``ctfile.maxRetentionExtension`` (None with nothing
+    pending: an up-to-date stream holds nothing back).
+    """
+
+    name: str
+    information: str
+    initial_rows: bool
+    offset: int
+    latest_version: int
+    lag_versions: int
+    lag_rows: int | None
+    oldest_pending: dt.datetime | None
+    stale: bool
+    stale_since: dt.datetime | None
+    stale_after: dt.datetime | None
+    created: dt.datetime
+    claim: StreamClaim | None
+
+    @property
+    def age(self) -> dt.timedelta | None:
+        """How long the oldest pending change has waited (None: nothing pending)."""
+        return None if self.oldest_pending is None else dt.datetime.now(dt.timezone.utc) - self.oldest_pending
+
+
+class Stream:
+    """A handle on one stream of ``table`` (from :meth:`Table.create_stream`
+    or :meth:`Table.stream`). Every property reads the current state."""
+
+    def __init__(self, table: "Table", name: str):
+        self.table = table
+        self.name = name
+        self._pin: StreamPin | None = None
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r} on {self.table.uri})"
+
+    @property
+    def _store(self) -> StreamStore:
+        return StreamStore(self.table.storage)
+
+    def state(self) -> StreamState:
+        """The current state, a committed claim rolled forward (read only
+        otherwise: an unresolved claim is left to its consumer)."""
+        state = self._store.current(self.name)
+        if state is None or state.dropped:
+            raise StreamNotFoundError(f"no stream {self.name!r} on {self.table.uri}: it was dropped")
+        return ClaimResolver(self.table, self._store).settle_if_committed(state)
+
+    @property
+    def offset(self) -> int:
+        """The last version consumed (-1: none, the stream starts at version 0)."""
+        return self.state().offset
+
+    @property
+    def information(self) -> str:
+        return self.state().information
+
+    def _check_live(self, state: StreamState) -> None:
+        if state.is_stale:
+            raise StaleStreamError(
+                f"stream {self.name} on {self.table.uri} is stale: a vacuum at {_utc(state.stale_since)} expired "
+                f"history it needed (it had consumed up to version {state.offset}); the oldest version still "
+                f"readable is {state.oldest_version}. Drop the stream and create it again",
+                stream=self.name, stale_since=_utc(state.stale_since), oldest_available=state.oldest_version,
+            )
+
+    def pin(self, state: StreamState | None = None) -> StreamPin:
+        """Pin the current state and the table's latest version (what
+        :meth:`pending` reads outside a consuming transaction)."""
+        state = self.state() if state is None else state
+        self._check_live(state)
+        return StreamPin(state, self.table.refresh().version)
+
+    def pending(self, *, changelog: str | None = None, filter: pc.Expression | None = None) -> ChangeSet:
+        """The changes after :attr:`offset`, up to the latest version when
+        called, in the stream's mode (``information`` at creation), with the
+        initial rows if the stream was created with them and has not been
+        consumed yet. Inside ``target.transaction(consuming=stream)`` every
+        call returns the changes pinned when the transaction began.
+
+        ``changelog`` and ``filter`` are those of :meth:`Table.changes`.
+
+        Raises
+        ------
+        StaleStreamError
+            A vacuum expired history the pending changes need (the stream
+            fell behind ``ctfile.maxRetentionExtension``).
+        """
+        pin = self._pin or self.pin()
+        return self._changes(pin, changelog=changelog, filter=filter)
+
+    def _changes(self, pin: StreamPin, **options: Any) -> ChangeSet:
+        s = pin.state
+        try:
+            return self.table.changes(
+                start_version=s.offset + 1, end_version=pin.end, information=s.information,
+                initial_rows=s.initial_rows, **options,
+            )
+        except StaleIntervalError as e:
+            # SPEC §Streams, reader requirements: missing history is
+            # staleness, whoever expired it.
+            raise StaleStreamError(
+                f"stream {self.name} on {self.table.uri} is stale: the history after version {s.offset} it has "
+                f"not consumed is gone ({e})",
+                stream=self.name, stale_since=None, oldest_available=e.oldest_available,
+            ) from e
+
+    def advance(self, to_version: int) -> int:
+        """Mark the changes up to ``to_version`` consumed, for a consumer that
+        wrote them somewhere other than a ctfile table (at least once: if it
+        dies after writing them and before advancing, they are handed out
+        again). Advancing to a version at or below the offset does nothing.
+        Returns the offset.
+
+        Raises
+        ------
+        VersionNotFoundError
+            ``to_version`` beyond the latest version.
+        CommitConflictError
+            Another consumer kept changing the stream.
+        """
+        if isinstance(to_version, bool) or not isinstance(to_version, int):
+            raise InvalidArgumentError(f"to_version must be an int, found {to_version!r}")
+        latest = self.table.refresh().version
+        if to_version > latest:
+            raise VersionNotFoundError(
+                f"cannot advance stream {self.name} to version {to_version}: the latest version of "
+                f"{self.table.uri} is {latest}"
+            )
+        for _ in range(MAX_RESOLVE_ROUNDS):
+            state = ClaimResolver(self.table, self._store).take_over(self._current_or_raise())
+            self._check_live(state)
+            if to_version <= state.offset:
+                return state.offset
+            try:
+                return self._store.write_next(state.advanced(to_version, now_ms=now_ms())).offset
+            except StreamRaceLost:
+                continue
+        raise InvalidArgumentError(f"stream {self.name}: gave up advancing after {MAX_RESOLVE_ROUNDS} races")
+
+    def _current_or_raise(self) -> StreamState:
+        state = self._store.current(self.name)
+        if state is None or state.dropped:
+            raise StreamNotFoundError(f"no stream {self.name!r} on {self.table.uri}: it was dropped")
+        return state
+
+    def begin_consumption(self, target: "Table") -> StreamPin:
+        """Pin the stream for a consuming transaction on ``target``: an
+        unresolved claim of another consumer is fenced first (SPEC
+        §Streams), so that this consumption can be the one that commits."""
+        if self._pin is not None:
+            raise InvalidArgumentError(f"stream {self.name} is already being consumed by an open transaction")
+        state = ClaimResolver(self.table, self._store, target=target).take_over(self._current_or_raise())
+        self._pin = self.pin(state)
+        return self._pin
+
+    def end_consumption(self) -> None:
+        self._pin = None
+
+    def info(self, *, retain: Any = None, grace_period: Any = None) -> StreamInfo:
+        """This stream's :class:`StreamInfo`."""
+        return stream_info(self.table, self.state(), retain=retain, grace_period=grace_period)
+
+
+def _window_s(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    raise InvalidArgumentError(f"a retention window is a timedelta or seconds >= 0, found {value!r}")
+
+
+def stream_info(table: "Table", state: StreamState, *, retain: Any = None, grace_period: Any = None) -> StreamInfo:
+    """Lag and staleness of ``state`` (reads the log entries after its offset)."""
+    latest = table.refresh().version
+    window_s = max(_window_s(retain, DEFAULT_RETAIN_S), _window_s(grace_period, DEFAULT_GRACE_S))
+    pending = [] if state.offset >= latest else table.history(limit=latest - state.offset)
+    oldest = min((h.timestamp for h in pending), default=None) if pending else None
+    metrics = ("numInsertedRows", "numUpdatedRows", "numDeletedRows")
+    rows = sum(int(h.operation_metrics.get(k, 0) or 0) for h in pending for k in metrics)
+    if oldest is not None and not state.is_stale:
+        ext_s = TableProperties.from_mapping(table.properties).max_retention_extension_s
+        stale_after = oldest + dt.timedelta(seconds=window_s + ext_s)
+    else:
+        stale_after = None
+    return StreamInfo(
+        name=state.name, information=state.information, initial_rows=state.initial_rows, offset=state.offset,
+        latest_version=latest, lag_versions=max(latest - state.offset, 0), lag_rows=rows,
+        oldest_pending=oldest, stale=state.is_stale, stale_since=_utc(state.stale_since), stale_after=stale_after,
+        created=_utc(state.created_time), claim=state.claim,  # type: ignore[arg-type]
+    )
+
+
+class TableStreams:
+    """The stream methods of :class:`ctfile.Table` (SPEC §Streams)."""
+
+    def create_stream(
+        self: "Table", name: str, *, information: str = "default", start_version: int | None = None,
+        initial_rows: bool = False,
+    ) -> Stream:
+        """Create stream ``name`` on this table and return it.
+
+        Parameters
+        ----------
+        information : {"default", "append_only", "audit"}
+            The mode of its change scans (:meth:`Table.changes`).
+        start_version : int, optional
+            The first version whose changes it hands out (default: the ones
+            committed after now). Must still be retained.
+        initial_rows : bool
+            The first consumption starts from the empty table: the rows of
+            the snapshot at ``start_version - 1`` come first, as INSERTs
+            (Snowflake's SHOW_INITIAL_ROWS).
+
+        The table's first stream adds the writer feature ``streams`` in a
+        ``CREATE STREAM`` commit.
+
+        Raises
+        ------
+        StreamExistsError
+            A stream of that name exists (drop it first).
+        StaleIntervalError
+            ``start_version`` is older than the history retained.
+        """
+        check_stream_name(name)
+        mode = ChangeMode.parse(information)
+        if not isinstance(initial_rows, bool):
+            raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
+        store = StreamStore(self.storage)
+        current = store.current(name)
+        if current is not None and not current.dropped:
+            raise StreamExistsError(f"stream {name!r} already exists on {self.uri}; drop it first")
+        self._require_streams_feature(name)
+        latest = self.refresh().version
+        if start_version is not None and (
+            isinstance(start_version, bool) or not isinstance(start_version, int) or not 0 <= start_version <= latest + 1
+        ):
+            raise InvalidArgumentError(f"start_version must be an int in 0..{latest + 1}, found {start_version!r}")
+        offset = latest if start_version is None else start_version - 1
+        # Fails now, with StaleIntervalError, if the history is already gone.
+        self.changes(start_version=offset + 1, end_version=latest, information=mode.value, initial_rows=initial_rows)
+        state = StreamState.created(
+            name, stream_id=uuid.uuid4().hex, table_id=self.table_id, information=mode.value,
+            initial_rows=initial_rows, offset=offset, now_ms=now_ms(),
+            sequence=0 if current is None else current.sequence + 1,
+        )
+        try:
+            store.write_next(state)
+        except StreamRaceLost:
+            raise StreamExistsError(f"stream {name!r} was created on {self.uri} concurrently") from None
+        return Stream(self, name)
+
+    def _require_streams_feature(self: "Table", name: str) -> None:
+        if FEATURE_STREAMS in self.refresh()._current_head().protocol.writer_features:
+            return
+
+        def fn(tx) -> None:
+            tx.require_feature(FEATURE_STREAMS, reader=False)
+
+        self._run(CREATE_OPERATION, {"name": name}, fn, {})
+
+    def stream(self: "Table", name: str) -> Stream:
+        """The stream ``name``; :class:`StreamNotFoundError` naming the
+        streams there are if it does not exist."""
+        check_stream_name(name)
+        state = StreamStore(self.storage).current(name)
+        if state is None or state.dropped:
+            names = [s.name for s in StreamStore(self.storage).all_current() if not s.dropped]
+            raise StreamNotFoundError(f"no stream {name!r} on {self.uri}; its streams are {names or 'none'}")
+        return Stream(self, name)
+
+    def streams(self: "Table", *, retain: Any = None, grace_period: Any = None) -> list[StreamInfo]:
+        """Every stream of the table, by name, with its offset, lag and
+        staleness (:class:`StreamInfo`; ``retain`` and ``grace_period``
+        are the vacuum windows staleness is predicted with, by default
+        vacuum's)."""
+        out = []
+        for state in StreamStore(self.storage).all_current():
+            if not state.dropped:
+                out.append(stream_info(self, state, retain=retain, grace_period=grace_period))
+        return out
+
+    def drop_stream(self: "Table", name: str) -> None:
+        """Drop stream ``name``: vacuum no longer holds history back for it,
+        and the name can be created again (as a new stream). A consumption
+        in progress still commits to its target, but no longer moves the
+        dropped stream."""
+        store = StreamStore(self.storage)
+        for _ in range(MAX_RESOLVE_ROUNDS):
+            state = self.stream(name)._current_or_raise()
+            try:
+                store.write_next(state.tombstone(now_ms=now_ms()))
+                return
+            except StreamRaceLost:
+                continue
+        raise InvalidArgumentError(f"stream {name}: gave up dropping after {MAX_RESOLVE_ROUNDS} races")
