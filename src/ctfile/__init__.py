@@ -16,7 +16,10 @@ from ctfile.format.errors import (
     MissingDataFileError,
     SchemaMismatchError,
     StaleIntervalError,
+    StaleStreamError,
     StorageError,
+    StreamExistsError,
+    StreamNotFoundError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -29,6 +32,7 @@ from ctfile.log.transaction import CommitResult
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
+from ctfile.table.streams import Stream, StreamInfo
 from ctfile.writer.distributed import SchemaMode, WriteJob
 from ctfile.writer.transaction import WriteTransaction
 
@@ -76,6 +80,11 @@ __all__ = [
     "SchemaMismatchError",
     "VersionNotFoundError",
     "StaleIntervalError",
+    "StaleStreamError",
+    "StreamNotFoundError",
+    "StreamExistsError",
+    "Stream",
+    "StreamInfo",
     "CorruptLogError",
     "UnsupportedFeatureError",
     "CommitConflictError",
