@@ -42,7 +42,27 @@ v10   SCHEMA CHANGE add ``email`` again (id 5: a new column, null in
 v11   INSERT (6, 'Bunny', 'bunny@example.com')
 ====  ==========================================================
 
-``--capture`` / ``--evolve`` regenerate only ``people-capture`` /
+``golden/people-streams/`` (revision 5, SPEC §Streams) is the STREAM example
+of the Snowflake paper (its Listing 9), with its target table beside it in
+``golden/people-changes/``:
+
+====  ==========================================================
+v0    CREATE TABLE people, v1 INSERT (1, 'Jeff'), (2, 'Donny')
+v2    CREATE STREAM people_stream (initial rows; adds the ``streams``
+      writer feature); consumed into people_changes (its v1), which is
+      then truncated (v2)
+v3    INSERT (3, 'Walter'), (4, 'Maud'), (5, 'Uli'); consumed (v3),
+      truncated (v4)
+v4    UPDATE id = 1 'Jeffrey';  v5 UPDATE id = 4 'Maude'
+      -- a consuming transaction on people_changes begins (pins v5) --
+v6    DELETE id IN (2, 5), concurrently; the transaction then commits
+      the update pairs of v4-v5 (people_changes v5)
+====  ==========================================================
+
+The stream's claims name the target by the path it was built at,
+``/tmp/ctfile-golden/people-changes``.
+
+``--capture`` / ``--evolve`` / ``--streams`` regenerate only ``people-capture`` /
 ``people-evolved`` (each is regenerated separately: regenerating one changes
 the SPEC examples copied from it).
 
@@ -77,6 +97,10 @@ GOLDEN_DIR = os.path.join(HERE, "golden")
 PEOPLE = os.path.join(GOLDEN_DIR, "people")
 PEOPLE_CAPTURE = os.path.join(GOLDEN_DIR, "people-capture")
 PEOPLE_EVOLVED = os.path.join(GOLDEN_DIR, "people-evolved")
+PEOPLE_STREAMS = os.path.join(GOLDEN_DIR, "people-streams")
+PEOPLE_CHANGES = os.path.join(GOLDEN_DIR, "people-changes")
+# Where people-changes is built, so that the claims of people-streams name it.
+STREAMS_BUILD_DIR = "/tmp/ctfile-golden"
 
 # The expected contents, shared with test_golden.py.
 ROWS_V2 = {1: "Jeff", 2: "Donny", 3: "Walter", 4: "Maud", 5: "Uli"}
@@ -149,6 +173,76 @@ def evolve(target: str) -> None:
         raise SystemExit(f"unexpected final rows {got}")
 
 
+# people-changes after each consumption: (name, action, isUpdate), as in the paper.
+CONSUMED = [
+    [("Jeff", "INSERT", False), ("Donny", "INSERT", False)],
+    [("Walter", "INSERT", False), ("Maud", "INSERT", False), ("Uli", "INSERT", False)],
+    [("Jeff", "DELETE", True), ("Jeffrey", "INSERT", True), ("Maud", "DELETE", True), ("Maude", "INSERT", True)],
+]
+
+
+def streams(build_dir: str) -> None:
+    """``people-streams`` and ``people-changes`` in ``build_dir``: the
+    paper's Listing 9 (see the module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+    changes_schema = pa.schema([("name", pa.string()), ("action", pa.string()), ("isUpdate", pa.bool_())])
+    people = ctfile.create_table(os.path.join(build_dir, "people-streams"), schema,
+                                 properties={"ctfile.checkpointInterval": "5"})
+    changes = ctfile.create_table(os.path.join(build_dir, "people-changes"), changes_schema)
+    people.insert(pa.table({"id": [1, 2], "name": ["Jeff", "Donny"]}, schema=schema))
+    stream = people.create_stream("people_stream", initial_rows=True)
+
+    def consume(tx) -> None:
+        rows = stream.pending().to_arrow().select(["name", "METADATA$ACTION", "METADATA$ISUPDATE"])
+        tx.insert(rows.rename_columns(changes_schema.names).cast(changes_schema))
+
+    def check(expected) -> None:
+        got = [tuple(r.values()) for r in changes.to_arrow().to_pylist()]
+        if sorted(got, key=str) != sorted(expected, key=str):
+            raise SystemExit(f"unexpected consumed rows {got}")
+
+    with changes.transaction(consuming=stream) as tx:
+        consume(tx)
+    check(CONSUMED[0])
+    changes.truncate()
+    people.insert(pa.table({"id": [3, 4, 5], "name": ["Walter", "Maud", "Uli"]}, schema=schema))
+    with changes.transaction(consuming=stream) as tx:
+        consume(tx)
+    check(CONSUMED[1])
+    changes.truncate()
+    people.update(pc.field("id") == 1, {"name": "Jeffrey"})
+    people.update(pc.field("id") == 4, {"name": "Maude"})
+    with changes.transaction(consuming=stream) as tx:  # BEGIN at "12:03"
+        people.delete(pc.field("id").isin([2, 5]))  # "12:04", after the pin
+        consume(tx)
+    check(CONSUMED[2])
+    if people.version != 6 or changes.version != 5 or stream.offset != 5:
+        raise SystemExit(f"unexpected versions {people.version}, {changes.version}, offset {stream.offset}")
+
+
+def regenerate_streams() -> None:
+    """Build in :data:`STREAMS_BUILD_DIR`, then move both tables into ``golden/``."""
+    shutil.rmtree(STREAMS_BUILD_DIR, ignore_errors=True)
+    os.makedirs(STREAMS_BUILD_DIR)
+    try:
+        streams(STREAMS_BUILD_DIR)
+        for target in (PEOPLE_STREAMS, PEOPLE_CHANGES):
+            if os.path.exists(target):
+                shutil.rmtree(target)
+            shutil.move(os.path.join(STREAMS_BUILD_DIR, os.path.basename(target)), target)
+    finally:
+        shutil.rmtree(STREAMS_BUILD_DIR, ignore_errors=True)
+    for target in (PEOPLE_STREAMS, PEOPLE_CHANGES):
+        for root, _dirs, files in sorted(os.walk(target)):
+            for name in sorted(files):
+                print(os.path.relpath(os.path.join(root, name), HERE))
+
+
 def regenerate(*, capture: bool = False, evolved: bool = False) -> None:
     target = PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
     name = os.path.basename(target)
@@ -205,8 +299,16 @@ def main(argv: list[str]) -> None:
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--capture", action="store_true", help="the people-capture table instead of people")
     which.add_argument("--evolve", action="store_true", help="the people-evolved table instead of people")
+    which.add_argument("--streams", action="store_true", help="people-streams and people-changes instead of people")
     args = ap.parse_args(argv)
-    if args.examples:
+    if args.streams:
+        if args.examples:
+            for name in sorted(os.listdir(os.path.join(PEOPLE_STREAMS, "_ct_streams"))):
+                with open(os.path.join(PEOPLE_STREAMS, "_ct_streams", name)) as f:
+                    print(f"=== _ct_streams/{name}\n{f.read().strip()}")
+        else:
+            regenerate_streams()
+    elif args.examples:
         print_examples(capture=args.capture, evolved=args.evolve)
     else:
         regenerate(capture=args.capture, evolved=args.evolve)

@@ -744,3 +744,71 @@ def test_evolved_checkpoint_10_is_the_replayed_state(evolved_root):
     (evolved_root / paths.LAST_CHECKPOINT).unlink()
     replayed = ctfile.open_table(str(evolved_root)).snapshot().to_arrow(include_hidden=True)
     assert replayed.sort_by("id").equals(with_cp.sort_by("id"))
+
+
+# ---------------------------------------------------------------- people-streams (revision 5)
+
+STREAM_STATES = [  # (sequence, offset, initialRows, claim end or None): SPEC Appendix B
+    (0, 2, True, None), (1, 2, True, 2), (2, 2, False, None), (3, 2, False, 3), (4, 3, False, None),
+    (5, 3, False, 5), (6, 5, False, None),
+]
+
+
+@pytest.fixture
+def streams_root(tmp_path) -> Path:
+    """Copies of ``people-streams`` and ``people-changes`` side by side."""
+    for name in ("people-streams", "people-changes"):
+        shutil.copytree(GOLDEN / name, tmp_path / name)
+    return tmp_path
+
+
+def test_streams_states_follow_the_claim_protocol(streams_root):
+    from ctfile.format.streams import STREAMS_DIR, decode_state, parse_state_name
+
+    d = streams_root / "people-streams" / STREAMS_DIR
+    states = [decode_state(p.read_bytes(), where=p.name) for p in sorted(d.iterdir())]
+    assert [parse_state_name(p.name) for p in sorted(d.iterdir())] == [("people_stream", s.sequence) for s in states]
+    got = [(s.sequence, s.offset, s.initial_rows, s.claim.end if s.claim else None) for s in states]
+    assert got == STREAM_STATES
+    people = ctfile.open_table(str(streams_root / "people-streams"))
+    changes = ctfile.open_table(str(streams_root / "people-changes"))
+    assert {s.stream_id for s in states} == {states[0].stream_id} and {s.table_id for s in states} == {people.table_id}
+    assert all(s.claim.target_table_id == changes.table_id for s in states if s.claim)
+    # Each claim's consumption is the target commit whose txn has the claim's sequence.
+    txns = {}
+    for entry_version in range(changes.version + 1):
+        entry = changes.log.read_entries(entry_version, entry_version)[0]
+        txns.update({entry_version: a.version for a in entry if isinstance(a, A.SetTransaction)})
+    assert txns == {1: 1, 3: 3, 5: 5}
+    assert changes.app_version(states[0].app_id) == 5
+
+
+def test_streams_protocol_feature_from_the_create_stream_commit(streams_root):
+    people = ctfile.open_table(str(streams_root / "people-streams"))
+    assert [h.operation for h in reversed(people.history())] == [
+        "CREATE TABLE", "INSERT", "CREATE STREAM", "INSERT", "UPDATE", "UPDATE", "DELETE",
+    ]
+    entry = people.log.read_entries(2, 2)[0]
+    assert {type(a) for a in entry} == {A.CommitInfo, A.Protocol}
+    (protocol,) = [a for a in entry if isinstance(a, A.Protocol)]
+    assert protocol == A.Protocol().with_writer_feature(A.FEATURE_STREAMS)
+
+
+def test_streams_consumptions_are_the_papers(streams_root):
+    from make_golden import CONSUMED
+
+    changes = ctfile.open_table(str(streams_root / "people-changes"))
+    for version, expected in zip((1, 3, 5), CONSUMED):
+        rows = [tuple(r.values()) for r in changes.snapshot(version).to_arrow().to_pylist()]
+        assert sorted(rows, key=str) == sorted(expected, key=str)
+
+
+def test_streams_pending_is_the_delete_after_the_pin(streams_root):
+    people = ctfile.open_table(str(streams_root / "people-streams"))
+    (info,) = people.streams()
+    assert (info.name, info.offset, info.lag_versions, info.lag_rows, info.claim) == ("people_stream", 5, 1, 2, None)
+    rows = people.stream("people_stream").pending().to_arrow().sort_by("id")
+    assert rows.select(["id", "name", "METADATA$ACTION", "METADATA$ISUPDATE"]).to_pylist() == [
+        {"id": 2, "name": "Donny", "METADATA$ACTION": "DELETE", "METADATA$ISUPDATE": False},
+        {"id": 5, "name": "Uli", "METADATA$ACTION": "DELETE", "METADATA$ISUPDATE": False},
+    ]

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ctfile.format import checkpoint as CP
 from ctfile.format import codec, paths, schema as S, stats as ST
 from ctfile.format.errors import CorruptLogError
 from ctfile.format import properties as P
+from ctfile.format import streams as STR
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.storage import LocalStorage
 
@@ -43,6 +45,9 @@ GOLDEN = HERE / "golden" / "people"
 # Examples of what only a table with change capture has (SPEC §Change capture).
 GOLDEN_CAPTURE = HERE / "golden" / "people-capture"
 GOLDEN_EVOLVED = HERE / "golden" / "people-evolved"
+# Stream states (SPEC §Streams) and the target their consumptions committed to.
+GOLDEN_STREAMS = HERE / "golden" / "people-streams"
+GOLDEN_CHANGES = HERE / "golden" / "people-changes"
 
 ACTION_KEYS = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 STATS_KEYS = {"numRecords", "minValues", "maxValues", "nullCount", "nanCount"}
@@ -78,6 +83,7 @@ REQUIRED_HEADINGS = [
     "Copy-on-write",
     "Change capture",
     "Change scans",
+    "Streams",
     "Vacuum",
     "Appendix A: Implementation notes",
     "Appendix B: Conformance tables",
@@ -98,6 +104,7 @@ SECTIONS_WITH_REQUIREMENTS = [
     "Commit timestamps",
     "Copy-on-write",
     "Change capture",
+    "Streams",
     "Vacuum",
 ]
 GLOSSARY_TERMS = [
@@ -196,6 +203,8 @@ def kind_of(obj: object) -> str | None:
     if isinstance(obj, dict):
         if len(obj) == 1 and next(iter(obj)) in ACTION_KEYS:
             return next(iter(obj))
+        if len(obj) == 1 and "stream" in obj:
+            return "stream"
         if obj.get("type") == "struct" and "fields" in obj:
             return "schema"
         if "numRecords" in obj and set(obj) <= STATS_KEYS:
@@ -226,7 +235,7 @@ def _golden_checkpoint_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def golden_objects() -> list[dict]:
     out = []
-    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED):
+    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED, GOLDEN_STREAMS, GOLDEN_CHANGES):
         for p in sorted((golden / "_ct_log").iterdir()):
             if paths.parse_commit_name(p.name) is not None or paths.parse_checkpoint_name(p.name) is not None:
                 out.extend(_golden_lines(p.name, golden))
@@ -262,6 +271,21 @@ def test_action_examples_decode_and_round_trip(spec):
         line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
         assert codec.decode_actions(line.encode(), where=f"SPEC.md line {b.line}") == [action]
     assert n > 0
+
+
+def test_stream_state_examples_decode_and_round_trip(spec):
+    found = [(b, obj) for b, obj in json_blocks(spec) if kind_of(obj) == "stream"]
+    assert found, "SPEC.md shows no stream state"
+    for b, obj in found:
+        state = STR.state_from_json(obj, f"SPEC.md line {b.line}")
+        assert STR.state_to_json(state) == obj, f"SPEC.md line {b.line}: does not round-trip"
+
+
+def test_stream_state_examples_are_golden_states(spec):
+    states = [json.loads(p.read_text()) for p in sorted((GOLDEN_STREAMS / STR.STREAMS_DIR).iterdir())]
+    for b, obj in json_blocks(spec):
+        if kind_of(obj) == "stream":
+            assert obj in states, f"SPEC.md line {b.line}: not a state file of {GOLDEN_STREAMS.relative_to(REPO)}"
 
 
 def test_schema_examples_decode_and_round_trip(spec):
@@ -311,7 +335,7 @@ def test_hint_examples_are_read_by_the_manifest_log(spec, tmp_path):
 
 def test_every_kind_has_an_example(spec):
     kinds = {kind_of(obj) for _, obj in json_blocks(spec)}
-    missing = (ACTION_KEYS | {"schema", "stats", "hint"}) - kinds
+    missing = (ACTION_KEYS | {"schema", "stats", "hint", "stream"}) - kinds
     assert not missing, f"SPEC.md has no JSON example of {sorted(missing)}"
 
 
@@ -386,7 +410,14 @@ TABLE_OF = {  # section title -> (kind, index of the field table in the section)
     "Checkpoints": ("checkpoint", 0),
     "Statistics": ("stats", 0),
     "Schema": ("field", 1),
+    "Streams": ("stream", 0),
 }
+# SPEC §Streams: the claim's field table (the second of the section).
+CLAIM_TABLE = ("Streams", "claim", 1)
+_FULL_STREAM = STR.StreamState.created(
+    "s", stream_id="ab" * 16, table_id="t", information="default", initial_rows=True, offset=1, now_ms=5,
+).claimed(end=3, target_uri="/t", target_table_id="u", now_ms=6)
+_FULL_STREAM = dataclasses.replace(_FULL_STREAM, stale_since=7, oldest_version=1, dropped=True)
 JSON_TYPES = {
     "long": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "string": lambda v: isinstance(v, str),
@@ -399,6 +430,9 @@ JSON_TYPES = {
 
 
 def _encoded_keys(kind: str) -> set[str]:
+    if kind in ("stream", "claim"):
+        body = STR.state_to_json(_FULL_STREAM)["stream"]
+        return set(body["claim"] if kind == "claim" else body)
     if kind == "stats":
         return set(codec.stats_to_json(_STATS))
     if kind == "field":
@@ -416,13 +450,20 @@ def _example_body(spec, title: str, kind: str) -> dict:
             k = kind_of(obj)
             if kind == "field" and k == "schema":
                 return obj["fields"][0]
+            if kind in ("stream", "claim") and k == "stream" and (kind == "stream" or "claim" in obj["stream"]):
+                return obj["stream"] if kind == "stream" else obj["stream"]["claim"]
             if k == kind:
                 return obj if kind == "stats" else obj[kind]
     raise AssertionError(f"§{title} has no {kind} example")
 
 
 def _decode(kind: str, body: dict) -> None:
-    if kind == "stats":
+    if kind == "stream":
+        STR.state_from_json({"stream": body}, "test")
+    elif kind == "claim":
+        state = STR.state_to_json(_FULL_STREAM)["stream"]
+        STR.state_from_json({"stream": {**state, "claim": body}}, "test")
+    elif kind == "stats":
         codec.stats_from_json(body, "test")
     elif kind == "field":
         S.field_from_json(body, "test")
@@ -430,9 +471,8 @@ def _decode(kind: str, body: dict) -> None:
         codec.action_from_json({kind: body}, "test")
 
 
-@pytest.mark.parametrize("title", sorted(TABLE_OF))
-def test_field_table_matches_codec(spec, title):
-    kind, index = TABLE_OF[title]
+@pytest.mark.parametrize("title, kind, index", sorted((t, k, i) for t, (k, i) in TABLE_OF.items()) + [CLAIM_TABLE])
+def test_field_table_matches_codec(spec, title, kind, index):
     rows = _field_table(section(spec, title), index)
     names = [r[0] for r in rows]
     assert len(names) == len(set(names)), f"§{title}: duplicate fields {names}"
