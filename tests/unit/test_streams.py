@@ -278,3 +278,38 @@ def test_foreign_files_in_the_streams_directory_are_ignored(source):
     source.create_stream("s")
     open(os.path.join(source.uri, STREAMS_DIR, "notes.txt"), "w").close()
     assert [i.name for i in source.streams()] == ["s"]
+
+
+# ---------------------------------------------------------------- verify
+
+
+def test_verify_checks_stream_states(source, tmp_path):
+    source.create_stream("s")
+    assert ctfile.verify_table(source.uri).healthy
+    path = os.path.join(source.uri, state_path("s", 0))
+    good = open(path).read()
+    with open(path, "w") as f:
+        f.write(good.replace('"offset":', '"offset":"x","was":'))
+    problems = ctfile.verify_table(source.uri).problems
+    assert [(p.check, p.path) for p in problems] == [("stream", state_path("s", 0))]
+    other = ctfile.create_table(str(tmp_path / "other"), SCHEMA)  # a state of another table, copied in
+    os.makedirs(os.path.join(other.uri, STREAMS_DIR))
+    with open(os.path.join(other.uri, state_path("s", 0)), "w") as f:
+        f.write(good)
+    messages = [p.message for p in ctfile.verify_table(other.uri).problems]
+    assert any("not this table" in m for m in messages) and any("writer feature streams" in m for m in messages)
+
+
+def test_verify_warns_about_a_stream_whose_history_went_unmarked(source):
+    """History removed by something that ignores streams (an older vacuum):
+    verify warns, and pending() refuses with StaleStreamError."""
+    s = source.create_stream("s", start_version=1)
+    source.insert(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    source.checkpoint()
+    for v in range(source.version):
+        os.remove(os.path.join(source.uri, "_ct_log", f"{v:020d}.json"))
+    report = ctfile.verify_table(source.uri)
+    assert report.healthy and [w.check for w in report.warnings] == ["stream"]
+    with pytest.raises(ctfile.StaleStreamError, match="not consumed is gone") as e:
+        ctfile.open_table(source.uri).stream(s.name).pending()  # a fresh reader: no entries cached
+    assert e.value.stale_since is None and e.value.oldest_available == source.version

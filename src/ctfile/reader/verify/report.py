@@ -11,6 +11,7 @@ from typing import Callable
 CHECKS = (
     "log", "dense", "path", "replay", "checkpoint", "missing_file", "size", "checksum",
     "unreadable", "row_count", "stats", "row_lineage", "duplicate_row_id", "symlink", "change_rows", "capture",
+    "stream",
 )
 
 

@@ -7,7 +7,8 @@ snapshot (**duplicate_row_id**), checks the change files every retained
 entry names (:mod:`~ctfile.reader.verify.change_checks`), and lists the
 files under ``data/`` and ``_ct_changes/`` that the retained history does
 not reference (:func:`ctfile.log.vacuum.retained_files`, the set vacuum
-keeps).
+keeps). Stream states are checked by
+:mod:`~ctfile.reader.verify.stream_checks`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from ctfile.format.paths import CHANGES_DIR, DATA_DIR, LOG_DIR
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
+from ctfile.log.streams import StreamStore
 from ctfile.log.vacuum import retained_files
 from ctfile.reader.verify.change_checks import ChangeResult, check_change_commit
 from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
 from ctfile.reader.verify.log_checks import LogChecker, Replay
+from ctfile.reader.verify.stream_checks import StreamChecker
 from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
 
 _MAX_DUPLICATE_EXAMPLES = 5
@@ -117,6 +120,7 @@ class _Verifier(Recorder):
             )
         self._check_data(replay)
         self._check_changes(replay)
+        StreamChecker(StreamStore(self.storage), self.report).check(replay.final, replay.oldest)
         self._list_unreferenced(replay.oldest, end)
         return self._sorted()
 
