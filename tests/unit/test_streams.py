@@ -313,3 +313,21 @@ def test_verify_warns_about_a_stream_whose_history_went_unmarked(source):
     with pytest.raises(ctfile.StaleStreamError, match="not consumed is gone") as e:
         ctfile.open_table(source.uri).stream(s.name).pending()  # a fresh reader: no entries cached
     assert e.value.stale_since is None and e.value.oldest_available == source.version
+
+
+def test_a_consumption_that_conflicts_releases_its_claim(source, target):
+    """The target commit loses to a concurrent DELETE: nothing commits, and
+    the claim is abandoned at once (no fence needed), offset unchanged."""
+    s = source.create_stream("s")
+    source.insert(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    target.insert(pa.table({"id": [9], "v": ["z"], "action": ["INSERT"]}, schema=LOG_SCHEMA))
+    tx = target.transaction(consuming=s)
+    tx.delete(pc.field("id") == 9)
+    ctfile.open_table(target.uri).delete(pc.field("id") == 9)  # the concurrent winner
+    with pytest.raises(ctfile.CommitConflictError):
+        tx.commit()
+    state = StreamStore(source.storage).current("s")
+    assert state.claim is None and state.sequence == 2 and state.offset == source.version - 1
+    consume_into(target, ctfile.open_table(source.uri).stream("s"))
+    assert "STREAM FENCE" not in [h.operation for h in target.history()]
+    assert logged(target) == [(3, "c", "INSERT")]

@@ -333,6 +333,12 @@ class Transaction:
         self._replay = done is not None and done.version >= version
 
     @property
+    def may_have_committed(self) -> bool:
+        """True if a put of this transaction's entry had an unknown outcome
+        or was interrupted: the entry may exist even though commit raised."""
+        return self._maybe_committed
+
+    @property
     def is_replay(self) -> bool:
         """True if the application batch set by :meth:`set_app_transaction` is
         already committed: statements are skipped and nothing is committed."""

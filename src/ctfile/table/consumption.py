@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError, TableNotFoundError
+from ctfile.format.errors import CommitConflictError, ConflictKind, CtfileError, TableNotFoundError
 from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import CommitResult, now_ms
@@ -91,8 +91,8 @@ class ClaimResolver:
         except TableNotFoundError as e:
             raise TableNotFoundError(
                 f"stream {state.name} on {self.source.uri} has an unresolved claim (state {state.sequence}) on "
-                f"target {claim.target_uri}, which cannot be opened: {e}. Consume the stream through a "
-                f"transaction on that target to resolve it"
+                f"target {claim.target_uri}, which cannot be opened: {e}. If that table is gone for good, drop "
+                f"the stream and create it again with start_version={state.offset + 1}"
             ) from e
         if table.table_id != claim.target_table_id:
             raise TableNotFoundError(
@@ -168,7 +168,11 @@ class ConsumingTransaction(WriteTransaction):
                 self.abort()
                 raise
             self.set_app_transaction(claim.app_id, claim.sequence)
-            result = super().commit()
+            try:
+                result = super().commit()
+            except BaseException:
+                self._release(claim)
+                raise
             if result.app_transaction_replayed:
                 raise _conflict(
                     claim, f"the consumption claimed at state {claim.sequence} was fenced by another consumer "
@@ -178,6 +182,20 @@ class ConsumingTransaction(WriteTransaction):
             return result
         finally:
             c.finish()
+
+    def _release(self, claim: StreamState) -> None:
+        """After a commit that raised: if no put of our entry can have
+        landed (a conflict, a refusal), nothing can commit the claim any
+        more, so it is abandoned here rather than left for a fence. An
+        unknown outcome leaves it to the next consumer, who resolves it by
+        the target's log."""
+        if self.may_have_committed:
+            return
+        try:
+            self.consumption.store.write_next(claim.abandoned(now_ms=now_ms()))
+        except (StreamRaceLost, OSError, CtfileError) as e:
+            log.warning("stream %s: could not release the claim of state %d (%s); the next consumer fences it",
+                        claim.name, claim.sequence, e)
 
     def abort(self) -> None:
         super().abort()
@@ -216,6 +234,6 @@ class Consumption:
             self.store.write_next(claim.advanced(claim.claim.end, now_ms=now_ms()))
         except StreamRaceLost:
             pass  # resolved by another process, from our txn: the same state
-        except (OSError, InvalidArgumentError) as e:
+        except (OSError, CtfileError) as e:
             log.warning("stream %s: consumption committed, but advancing its offset failed (%s); the next "
                         "use of the stream rolls it forward", claim.name, e)

@@ -112,10 +112,10 @@ class Stream:
     def state(self) -> StreamState:
         """The current state, a committed claim rolled forward (read only
         otherwise: an unresolved claim is left to its consumer)."""
-        state = self._store.current(self.name)
-        if state is None or state.dropped:
+        state = ClaimResolver(self.table, self._store).settle_if_committed(self._current_or_raise())
+        if state.dropped:  # dropped while the claim was being settled
             raise StreamNotFoundError(f"no stream {self.name!r} on {self.table.uri}: it was dropped")
-        return ClaimResolver(self.table, self._store).settle_if_committed(state)
+        return state
 
     @property
     def offset(self) -> int:
