@@ -232,7 +232,10 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
     InvalidArgumentError
         For a bad ``retain`` or ``grace_period``.
     StorageError
-        If the storage refuses listing ``data/`` or ``_ct_log/``.
+        If the storage refuses listing ``_ct_streams/``, ``data/`` or ``_ct_log/``.
+    CorruptLogError
+        A stream's current state is malformed (nothing is deleted for a
+        stream whose needs cannot be read).
     """
     retain_s = _seconds(retain, what="retain", default=DEFAULT_RETAIN_S)
     grace_s = _seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S)

@@ -228,3 +228,14 @@ def test_the_extension_property_is_a_duration(table):
             table.set_properties({"ctfile.maxRetentionExtension": bad})
         assert "ctfile.maxRetentionExtension" in str(e.value) and repr(bad) in str(e.value)
     assert table.refresh().version == version + 1
+
+
+def test_a_malformed_stream_state_stops_the_vacuum_before_it_deletes_anything(table):
+    table.create_stream("ok")
+    _dml(table)
+    # The current state of a stream nobody can read: what it needs is unknown.
+    table.storage.put_if_absent(f"{STREAMS_DIR}/broken.00000000000000000000.json", b'{"stream": {"name": 7}}\n')
+    commits, files = table.log.list().commits, _state_files(table)
+    with pytest.raises(ctfile.CorruptLogError, match="broken.00000000000000000000.json"):
+        vacuum(table.log, retain=0, grace_period=0, now_ms=_ts(table, table.version) + 1)
+    assert table.log.list().commits == commits and _state_files(table) == files
