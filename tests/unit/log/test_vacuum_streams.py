@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import ctfile
-from ctfile.format.streams import STREAMS_DIR
+from ctfile.format.streams import STREAMS_DIR, StreamState
 from ctfile.log.streams import StreamStore
 from ctfile.log.vacuum import plan_vacuum, run_vacuum, vacuum
 
@@ -239,3 +239,28 @@ def test_a_malformed_stream_state_stops_the_vacuum_before_it_deletes_anything(ta
     with pytest.raises(ctfile.CorruptLogError, match="broken.00000000000000000000.json"):
         vacuum(table.log, retain=0, grace_period=0, now_ms=_ts(table, table.version) + 1)
     assert table.log.list().commits == commits and _state_files(table) == files
+
+
+def test_a_stream_whose_history_is_already_gone_is_made_stale(table):
+    table.create_stream("ok")  # v3: the streams feature
+    _dml(table)
+    table.stream("ok").advance(table.version)
+    base = vacuum(table.log, retain=0, grace_period=0, now_ms=_ts(table, 5) + 1).oldest_version
+    assert base == 5
+    # A state written as a writer that ignored retention would: it needs
+    # version 4, which is gone, however recent its pending commits are.
+    store = StreamStore(table.storage)
+    ok = store.current("ok")
+    store.write_next(StreamState.created("late", stream_id="0" * 32, table_id=ok.table_id, information="default",
+                                initial_rows=False, offset=3, now_ms=ok.created_time))
+    # Initial rows from snapshot 4 (gone), though its first pending commit,
+    # 5, is recent enough to hold: it is stale as well (SPEC §Streams).
+    store.write_next(StreamState.created("rows", stream_id="1" * 32, table_id=ok.table_id, information="default",
+                                         initial_rows=True, offset=4, now_ms=ok.created_time))
+    r = vacuum(table.log, retain=0, grace_period=0, now_ms=_ts(table, 5) + 1)
+    assert [(h.name, h.needs_version, h.oldest_pending_ms) for h in r.stale_streams] == [
+        ("late", 4, None), ("rows", 4, _ts(table, 5))]
+    assert r.oldest_version == 5 and r.deleted_log_files == ()
+    with pytest.raises(ctfile.StaleStreamError) as e:
+        table.stream("late").pending()
+    assert e.value.oldest_available == 5
