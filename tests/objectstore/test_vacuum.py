@@ -305,3 +305,35 @@ def test_unreferenced_change_files_go_after_the_grace_period(location):
     assert orphan not in kept.deleted_change_files and orphan in _files(t, CHANGES_DIR)
     gone = t.vacuum(retain=0, grace_period=0)  # the transaction is abandoned: never committed
     assert orphan in gone.deleted_change_files and orphan not in _files(t, CHANGES_DIR)
+
+
+def test_vacuum_keeps_what_a_lagging_stream_needs_then_makes_it_stale(location):
+    """SPEC §Streams, retention, on each storage: the stream holds its
+    history within retain + ctfile.maxRetentionExtension, is marked stale
+    (a put-if-absent state) after it, and old state files go."""
+    uri, opts = location
+    t = ctfile.create_table(uri, SCHEMA, partition_rows=2, storage_options=opts,
+                            properties={"ctfile.maxRetentionExtension": "2h"})
+    t.insert(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
+    s = t.create_stream("lagging")
+    first = s.offset + 1
+    t.update(pc.field("id") == 1, {"v": "A"})
+    t.overwrite(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    expected = _changes(t, first)
+    limit = t.log.commit_info(first).timestamp + 60_000 + 2 * 3_600_000
+
+    r = vacuum(t.log, retain=60, grace_period=0, now_ms=limit)
+    assert r.oldest_version == first and [h.name for h in r.holding_streams] == ["lagging"]
+    reopened = ctfile.open_table(uri, storage_options=opts)
+    assert _changes(reopened, first) == expected
+    assert reopened.stream("lagging").pending().to_arrow().num_rows == len(expected)
+
+    r = vacuum(t.log, retain=60, grace_period=0, now_ms=limit + 1)
+    assert [h.name for h in r.stale_streams] == ["lagging"] and r.oldest_version == t.version
+    with pytest.raises(ctfile.StaleStreamError) as e:
+        reopened.stream("lagging").pending()
+    assert e.value.oldest_available == t.version
+    # The state the stale one replaced is old now: the next vacuum deletes it.
+    r = vacuum(t.log, retain=60, grace_period=0, now_ms=limit + 2)
+    assert r.deleted_stream_files == ("_ct_streams/lagging.00000000000000000000.json",)
+    assert _files(t, "_ct_streams") == {"_ct_streams/lagging.00000000000000000001.json"}

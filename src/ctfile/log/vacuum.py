@@ -4,10 +4,14 @@ Given a retention window ``retain`` and a grace period ``grace``, with
 ``cutoff = now - max(retain, grace)``:
 
 1. The *retained base* ``C`` is the last version committed at or before
-   ``cutoff`` (or the oldest reconstructable version, if that is later).
-   Every version from ``C`` on stays reconstructable and every change scan
+   ``cutoff`` (or the oldest reconstructable version, if that is later),
+   lowered to what the live streams holding history back need
+   (:mod:`ctfile.log.stream_retention`, SPEC §Streams, retention). Every
+   version from ``C`` on stays reconstructable and every change scan
    starting at ``C`` or later keeps working; time travel to any timestamp
-   after ``cutoff`` resolves to a version ``>= C``.
+   after ``cutoff`` resolves to a version ``>= C``. A live stream that
+   needs a version below ``C`` is marked stale first
+   (:func:`mark_stale_streams`).
 2. A checkpoint of ``C`` is written (unless a valid one exists), so that
    replay can start there.
 3. Checkpoints and log entries older than ``C`` are deleted, oldest first.
@@ -29,7 +33,9 @@ refuses a listing (``data/`` itself a symbolic link out of the table root,
 SPEC §Table layout) is left untouched; a link out of the root inside them is
 left out of the listing, so never deleted.
 
-Temporary files (``.tmp-*``) older than ``grace`` are deleted too. With
+Temporary files (``.tmp-*``) older than ``grace`` are deleted too, and the
+stream state files other than each stream's current one older than
+``grace`` (SPEC §Streams, state files). With
 ``dry_run`` nothing is written or deleted; the result lists what would be.
 
 Because ``cutoff`` uses ``max(retain, grace)``, a ``retain`` shorter than
@@ -41,11 +47,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctfile.format.actions import AddPartition, ChangeFile, RemovePartition
-from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
+from ctfile.format.errors import (
+    CommitConflictError,
+    ConflictKind,
+    CorruptLogError,
+    InvalidArgumentError,
+    VersionNotFoundError,
+)
 from ctfile.format.paths import (
     CHANGES_DIR,
     DATA_DIR,
@@ -58,11 +70,16 @@ from ctfile.format.paths import (
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import TMP_PREFIX, FileInfo
+from ctfile.log.stream_retention import StreamHold, StreamRetention, plan_stream_retention
+from ctfile.log.streams import StreamRaceLost, StreamStore
 
 log = logging.getLogger("ctfile")
 
 DEFAULT_RETAIN_S = 7 * 24 * 3600
 DEFAULT_GRACE_S = 24 * 3600
+#: How often a vacuum plans again after a stream it was making stale
+#: changed meanwhile (a consumer advanced it), before giving up.
+MAX_STREAM_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,12 @@ class VacuumResult:
     ``bytes_freed`` counts the data and change files deleted;
     ``deleted_change_files`` and ``change_bytes_freed`` are the change files
     (SPEC §Change capture) among them.
+
+    ``holding_streams`` are the live streams whose pending changes kept
+    history older than the cutoff (SPEC §Streams, retention), and
+    ``stale_streams`` the ones the vacuum made stale (with ``dry_run``: would
+    make stale), each a :class:`~ctfile.log.stream_retention.StreamHold`;
+    ``deleted_stream_files`` the old stream state files deleted.
     """
 
     dry_run: bool
@@ -98,10 +121,14 @@ class VacuumResult:
     history_cutoff_ms: int
     deleted_change_files: tuple[str, ...] = ()
     change_bytes_freed: int = 0
+    holding_streams: tuple[StreamHold, ...] = ()
+    stale_streams: tuple[StreamHold, ...] = ()
+    deleted_stream_files: tuple[str, ...] = ()
 
     @property
     def deleted_files(self) -> tuple[str, ...]:
-        return self.deleted_log_files + self.deleted_data_files + self.deleted_change_files + self.deleted_temp_files
+        return (self.deleted_log_files + self.deleted_data_files + self.deleted_change_files
+                + self.deleted_temp_files + self.deleted_stream_files)
 
     @property
     def effective_retain_s(self) -> float:
@@ -141,7 +168,9 @@ class VacuumPlan:
 
     ``keep`` is :func:`retained_files` of ``base..latest``; ``garbage`` the
     data, change and temporary files the listings hold that are neither kept
-    nor younger than the grace period.
+    nor younger than the grace period. ``streams`` is what the streams hold
+    back and which become stale (``base`` is already lowered for them);
+    ``now_ms`` the vacuum's clock.
     """
 
     retain_s: float
@@ -157,6 +186,8 @@ class VacuumPlan:
     log_listing: tuple[FileInfo, ...]
     keep: frozenset[str]
     changes_listing: tuple[FileInfo, ...] = ()
+    now_ms: int = 0
+    streams: StreamRetention = field(default_factory=lambda: StreamRetention(base=0))
 
     def garbage(self, keep: set[str] | frozenset[str] | None = None) -> "_Garbage":
         """The data, change and temporary files to delete, against ``keep``
@@ -166,7 +197,12 @@ class VacuumPlan:
             self.keep if keep is None else keep, self.grace_cutoff_ms,
         )
 
-    def result(self, *, dry_run: bool, latest: int, keep: set[str] | frozenset[str] | None = None) -> VacuumResult:
+    def result(
+        self, *, dry_run: bool, latest: int, keep: set[str] | frozenset[str] | None = None,
+        stale: tuple[StreamHold, ...] | None = None,
+    ) -> VacuumResult:
+        """What the plan deletes; ``stale``: the streams actually made stale
+        (default: the planned ones)."""
         g = self.garbage(keep)
         return VacuumResult(
             dry_run=dry_run,
@@ -182,6 +218,9 @@ class VacuumPlan:
             history_cutoff_ms=self.history_cutoff_ms,
             deleted_change_files=tuple(g.change_files),
             change_bytes_freed=g.change_bytes,
+            holding_streams=self.streams.holding,
+            stale_streams=self.streams.stale if stale is None else stale,
+            deleted_stream_files=self.streams.old_state_files,
         )
 
 
@@ -193,7 +232,10 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
     InvalidArgumentError
         For a bad ``retain`` or ``grace_period``.
     StorageError
-        If the storage refuses listing ``data/`` or ``_ct_log/``.
+        If the storage refuses listing ``_ct_streams/``, ``data/`` or ``_ct_log/``.
+    CorruptLogError
+        A stream's current state is malformed (nothing is deleted for a
+        stream whose needs cannot be read).
     """
     retain_s = _seconds(retain, what="retain", default=DEFAULT_RETAIN_S)
     grace_s = _seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S)
@@ -203,7 +245,13 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
     # version this old, so history is only expired beyond both windows.
     history_cutoff_ms = now - int(max(retain_s, grace_s) * 1000)
     latest = manifest.latest_version()
-    base = _retained_base(manifest, history_cutoff_ms, latest)
+    oldest = manifest.oldest_version()
+    grace_cutoff_ms = now - int(grace_s * 1000)
+    streams = plan_stream_retention(
+        manifest, base=_retained_base(manifest, history_cutoff_ms, latest, oldest), oldest=oldest, latest=latest,
+        now_ms=now, history_cutoff_ms=history_cutoff_ms, grace_cutoff_ms=grace_cutoff_ms,
+    )
+    base = streams.base
     # Listed first: a listing the storage refuses leaves the table untouched.
     data_listing = tuple(storage.list_dir(DATA_DIR))
     changes_listing = tuple(storage.list_dir(CHANGES_DIR))
@@ -216,7 +264,7 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
         retain_s=retain_s,
         grace_period_s=grace_s,
         history_cutoff_ms=history_cutoff_ms,
-        grace_cutoff_ms=now - int(grace_s * 1000),
+        grace_cutoff_ms=grace_cutoff_ms,
         latest=latest,
         base=base,
         base_state=base_state,
@@ -226,13 +274,19 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
         log_listing=log_listing,
         keep=frozenset(retained_files(manifest, base, latest, base_state=base_state)),
         changes_listing=changes_listing,
+        now_ms=now,
+        streams=streams,
     )
 
 
 def run_vacuum(manifest: ManifestLog, plan: VacuumPlan) -> VacuumResult:
-    """Carry out ``plan`` in the order SPEC §Vacuum requires: the checkpoint
-    of the retained base (read back), then the expired log oldest first, then
-    the data files no retained entry -- nor one committed meanwhile -- names."""
+    """Carry out ``plan`` in the order SPEC §Vacuum requires: the streams
+    that become stale marked so (which may plan again,
+    :func:`mark_stale_streams`), the checkpoint of the retained base (read
+    back), then the expired log oldest first, then the data files no
+    retained entry -- nor one committed meanwhile -- names, and the old
+    stream state files."""
+    plan, stale = mark_stale_streams(manifest, plan)
     if plan.needs_checkpoint:
         manifest.write_checkpoint(plan.base_state)
         manifest.read_checkpoint(plan.base, decode_stats=True)  # read back before anything is deleted
@@ -241,11 +295,50 @@ def run_vacuum(manifest: ManifestLog, plan: VacuumPlan) -> VacuumResult:
     latest = manifest.latest_version()
     if latest > plan.latest:  # commits that landed during the vacuum name files too
         keep.update(_paths_in_entries(manifest, plan.latest + 1, latest))
-    result = plan.result(dry_run=False, latest=latest, keep=keep)
+    result = plan.result(dry_run=False, latest=latest, keep=keep, stale=stale)
     manifest.storage.delete(result.deleted_data_files)
     manifest.storage.delete(result.deleted_change_files)
     manifest.storage.delete(result.deleted_temp_files)
+    manifest.storage.delete(result.deleted_stream_files)
     return result
+
+
+def mark_stale_streams(manifest: ManifestLog, plan: VacuumPlan) -> tuple[VacuumPlan, tuple[StreamHold, ...]]:
+    """Write the stale state of every stream ``plan`` makes stale (SPEC
+    §Streams, retention: before any log entry is deleted), each over the
+    current state the plan read, with put-if-absent. Returns the plan to
+    carry out and the streams marked.
+
+    If a stream changed since the plan read it (a consumer advanced or
+    claimed it, :class:`~ctfile.log.streams.StreamRaceLost`), the plan was
+    made from a state that is no longer current: the vacuum plans again with
+    the same clock, from the states as they are now -- the stream may no
+    longer need the history, or may hold it now -- so that it never deletes
+    history a live stream's current state needs. Streams already marked are
+    stale and hold nothing in the new plan.
+
+    Raises
+    ------
+    CommitConflictError
+        The streams kept changing for :data:`MAX_STREAM_ROUNDS` plans;
+        nothing was deleted (streams already marked stay stale).
+    """
+    store = StreamStore(manifest.storage)
+    marked: list[StreamHold] = []
+    for _ in range(MAX_STREAM_ROUNDS):
+        try:
+            for hold, state in zip(plan.streams.stale, plan.streams.stale_states):
+                store.write_next(state.marked_stale(now_ms=plan.now_ms, oldest_version=plan.base))
+                marked.append(hold)
+            return plan, tuple(marked)
+        except StreamRaceLost as e:
+            log.info("vacuum of %s: %s while marking it stale; planning again", manifest.storage.uri, e)
+            plan = plan_vacuum(manifest, retain=plan.retain_s, grace_period=plan.grace_period_s, now_ms=plan.now_ms)
+    raise CommitConflictError(
+        f"vacuum of {manifest.storage.uri}: the streams it had to mark stale changed {MAX_STREAM_ROUNDS} times "
+        f"while it planned; nothing was deleted, run it again",
+        read_version=plan.latest, winning_version=plan.latest, kind=ConflictKind.CONTENTION,
+    )
 
 
 def vacuum(
@@ -277,10 +370,12 @@ def vacuum(
     plan = plan_vacuum(manifest, retain=retain, grace_period=grace_period, now_ms=now_ms)
     result = plan.result(dry_run=True, latest=plan.latest) if dry_run else run_vacuum(manifest, plan)
     log.info(
-        "vacuum of %s%s: oldest version %d, %d log files, %d data and %d change files (%d bytes), %d temp files",
+        "vacuum of %s%s: oldest version %d, %d log files, %d data and %d change files (%d bytes), %d temp files; "
+        "streams holding history: %s; made stale: %s",
         manifest.storage.uri, " (dry run)" if dry_run else "", result.oldest_version,
         len(result.deleted_log_files), len(result.deleted_data_files), len(result.deleted_change_files),
         result.bytes_freed, len(result.deleted_temp_files),
+        [h.name for h in result.holding_streams] or "none", [h.name for h in result.stale_streams] or "none",
     )
     return result
 
@@ -309,9 +404,9 @@ def retained_files(
     return set(state.partitions) | _paths_in_entries(manifest, base, latest)
 
 
-def _retained_base(manifest: ManifestLog, history_cutoff_ms: int, latest: int) -> int:
-    """``C``: the last version committed at or before the cutoff, or the oldest if later."""
-    oldest = manifest.oldest_version()
+def _retained_base(manifest: ManifestLog, history_cutoff_ms: int, latest: int, oldest: int) -> int:
+    """``C`` before streams: the last version committed at or before the
+    cutoff, or the oldest if later."""
     try:
         base = manifest.version_at_timestamp(history_cutoff_ms, latest=latest)
     except VersionNotFoundError:

@@ -166,7 +166,11 @@ class TableMaintenance:
         crashed writers) older than ``grace_period`` (default 24 hours; a
         younger file may belong to a transaction that has not committed yet).
         With ``dry_run`` nothing changes and the result lists what would be
-        deleted. Returns a :class:`ctfile.log.vacuum.VacuumResult` (SPEC §Vacuum).
+        deleted. The history a live stream has not consumed yet is kept up to
+        the table property ``ctfile.maxRetentionExtension`` longer (the
+        result's ``holding_streams``); a stream behind that is made stale
+        first (``stale_streams``, SPEC §Streams). Returns a
+        :class:`ctfile.log.vacuum.VacuumResult` (SPEC §Vacuum).
 
         Examples
         --------

@@ -13,7 +13,8 @@ a check that could not run.
 This module holds the typer app and its root options; the commands live in
 :mod:`~ctfile.tools.cmd_inspect` (history, show, diff),
 :mod:`~ctfile.tools.cmd_schema` (schema),
-:mod:`~ctfile.tools.cmd_changes` (changes) and :mod:`~ctfile.tools.cmd_maintain`
+:mod:`~ctfile.tools.cmd_changes` (changes), :mod:`~ctfile.tools.cmd_streams`
+(streams) and :mod:`~ctfile.tools.cmd_maintain`
 (verify, vacuum, compact, checkpoint), the parameters and helpers they
 share in :mod:`~ctfile.tools._common`.
 """
@@ -28,7 +29,7 @@ from typer.core import TyperGroup
 
 import ctfile
 from ctfile.tools import _output as out
-from ctfile.tools import cmd_changes, cmd_inspect, cmd_maintain, cmd_schema
+from ctfile.tools import cmd_changes, cmd_inspect, cmd_maintain, cmd_schema, cmd_streams
 from ctfile.tools._common import parse_storage_options
 
 __all__ = ["app", "parse_storage_options"]
@@ -91,5 +92,7 @@ def _root(
     """Offline inspection, verification and maintenance of ctfile tables."""
 
 
-for _command in (*cmd_inspect.COMMANDS, *cmd_schema.COMMANDS, *cmd_changes.COMMANDS, *cmd_maintain.COMMANDS):
+for _command in (
+    *cmd_inspect.COMMANDS, *cmd_schema.COMMANDS, *cmd_changes.COMMANDS, *cmd_streams.COMMANDS, *cmd_maintain.COMMANDS,
+):
     app.command()(_command)

@@ -111,7 +111,10 @@ def vacuum(
     is never expired inside it, and '--retain 0s' alone keeps 24h. Older log
     entries, checkpoints and data files only they used are deleted, as are
     unreferenced files older than --grace-period. The output notes when the
-    grace period kept more history than --retain asked for.
+    grace period kept more history than --retain asked for. History a stream
+    has not consumed is kept up to the table's ctfile.maxRetentionExtension
+    longer; the output names the streams that hold history back and those
+    the vacuum makes stale (their history goes).
     """
     durations = {}
     for name, value in (("--retain", retain), ("--grace-period", grace_period)):
@@ -158,8 +161,11 @@ class VacuumOutput:
             "deleted_data_files": list(r.deleted_data_files),
             "deleted_change_files": list(r.deleted_change_files),
             "deleted_temp_files": list(r.deleted_temp_files),
+            "deleted_stream_files": list(r.deleted_stream_files),
             "bytes_freed": r.bytes_freed,
             "change_bytes_freed": r.change_bytes_freed,
+            "holding_streams": [_stream_hold(h) for h in r.holding_streams],
+            "stale_streams": [_stream_hold(h) for h in r.stale_streams],
             "notes": notes,
         })
 
@@ -176,7 +182,9 @@ class VacuumOutput:
             f"{verb} {len(info['deleted_data_files'])} data files"
             + (f" and {len(changes)} change files" if changes else "")
             + f" ({out.fmt_bytes(info['bytes_freed'])}), "
-            f"{len(info['deleted_log_files'])} log files and {len(info['deleted_temp_files'])} temporary files"
+            f"{len(info['deleted_log_files'])} log files"
+            + (f", {len(info['deleted_stream_files'])} old stream state files" if info["deleted_stream_files"] else "")
+            + f" and {len(info['deleted_temp_files'])} temporary files"
         )
         con.print(
             f"versions {info['oldest_version']}..{info['version']} {'would remain' if dry_run else 'remain'} readable"
@@ -184,10 +192,33 @@ class VacuumOutput:
             + (f"; checkpoint {'to write' if dry_run else 'written'} at version {info['checkpoint_version']}"
                if info["checkpoint_version"] is not None else "")
         )
+        for h in info["holding_streams"]:
+            con.print(
+                f"stream {h['name']} (offset {h['offset']}) holds history from version {h['needs_version']}: its "
+                f"oldest pending change committed at {h['oldest_pending']}; it goes stale after {h['stale_after']}",
+                soft_wrap=True,
+            )
+        for h in info["stale_streams"]:
+            con.print(
+                Text(f"stream {h['name']} (offset {h['offset']}) {'would be made' if dry_run else 'made'} stale",
+                     style="bold red")
+                + Text(f": it needs version {h['needs_version']}, older than the history kept "
+                       "(drop it and create it again)"),
+                soft_wrap=True,
+            )
         for note in info["notes"]:
             con.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
-        for f in info["deleted_log_files"] + info["deleted_data_files"] + changes + info["deleted_temp_files"]:
+        for f in (info["deleted_log_files"] + info["deleted_data_files"] + changes + info["deleted_temp_files"]
+                  + info["deleted_stream_files"]):
             con.print(f"  {f}", soft_wrap=True)
+
+
+def _stream_hold(h: Any) -> dict:
+    """A stream a vacuum held history for or made stale, for the output."""
+    return {
+        "name": h.name, "offset": h.offset, "needs_version": h.needs_version,
+        "oldest_pending": out.fmt_ms(h.oldest_pending_ms) or None, "stale_after": out.fmt_ms(h.stale_after_ms) or None,
+    }
 
 
 def compact(

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 
 import ctfile
 from ctfile.format.entries import encode_entry_objects
+from ctfile.log.streams import StreamStore
 from ctfile.tools import _output
 from ctfile.tools._duration import parse_duration
 from ctfile.tools.cli import app, parse_storage_options
@@ -674,6 +676,120 @@ def test_vacuum(fresh_people):
     # What is left verifies clean, every remaining version included.
     assert run_json("verify", fresh_people.uri, "--all-versions")["healthy"] is True
     assert_one_line_error(run("show", fresh_people.uri, "--version", "2"), 1, "version 2")
+
+
+# ---------------------------------------------------------------- streams
+
+STREAM_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+
+
+def _state_files(t: ctfile.Table) -> list[str]:
+    return sorted(p.name for p in (Path(t.uri) / "_ct_streams").glob("*"))
+
+
+@pytest.fixture
+def streamed(tmp_path) -> ctfile.Table:
+    """A table for the stream commands: v0 create, v1 insert ids 1, 2."""
+    t = ctfile.create_table(tmp_path / "t", STREAM_SCHEMA)
+    t.insert(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=STREAM_SCHEMA))
+    return t
+
+
+def _state_files(t: ctfile.Table) -> list[str]:
+    return sorted(p.name for p in (Path(t.uri) / "_ct_streams").glob("*"))
+
+
+def test_streams_create_list_drop(streamed):
+    assert "no streams on" in ok("streams", streamed.uri).stdout
+    assert run_json("streams", streamed.uri)["streams"] == []
+
+    doc = run_json("streams", streamed.uri, "--create", "to_silver")
+    assert doc["created"] == "to_silver"
+    [s] = doc["streams"]
+    assert (s["name"], s["mode"], s["offset"], s["lag_versions"], s["stale"], s["claim"]) == (
+        "to_silver", "default", 2, 0, False, None)  # v2: the CREATE STREAM commit
+    assert s["stale_after"] is None and s["age_s"] is None
+
+    text = ok("streams", streamed.uri, "--create", "backfill", "-i", "audit", "--start-version", "1",
+              "--initial-rows").stdout
+    assert "created stream backfill" in text and "audit" in text and "stale after" in text
+    backfill = streamed.stream("backfill")
+    assert (backfill.information, backfill.offset, backfill.state().initial_rows) == ("audit", 0, True)
+    streamed.insert(pa.table({"id": [3], "v": ["c"]}, schema=STREAM_SCHEMA))
+    rows = {s["name"]: s for s in run_json("streams", streamed.uri)["streams"]}
+    assert (rows["to_silver"]["lag_versions"], rows["to_silver"]["lag_rows"]) == (1, 1)
+    assert rows["backfill"]["lag_versions"] == 3 and rows["backfill"]["stale_after"].endswith("Z")
+    assert rows["to_silver"]["oldest_pending"] == _output.fmt_time(streamed.history(limit=1)[0].timestamp)
+
+    doc = run_json("streams", streamed.uri, "--drop", "to_silver")
+    assert doc["dropped"] == "to_silver" and [s["name"] for s in doc["streams"]] == ["backfill"]
+    assert "dropped stream backfill" in ok("streams", streamed.uri, "--drop", "backfill").stdout
+    assert run_json("streams", streamed.uri)["streams"] == []
+
+
+def test_streams_errors_are_one_line_and_change_nothing(streamed):
+    ok("streams", streamed.uri, "--create", "s")
+    files, version = _state_files(streamed), streamed.refresh().version
+    assert_one_line_error(run("streams", streamed.uri, "--create", "s"), 1, "'s' already exists")
+    assert_one_line_error(run("streams", streamed.uri, "--drop", "nope"), 1, "no stream 'nope'")
+    assert_one_line_error(run("streams", streamed.uri, "--create", "bad name"), 1, "a stream name is", "'bad name'")
+    assert_one_line_error(run("streams", streamed.uri, "--create", "x", "--start-version", "9"), 1,
+                          "start_version", "found 9")
+    assert_one_line_error(run("streams", streamed.uri, "--create", "x", "-i", "everything"), 2, "--information")
+    assert_one_line_error(run("streams", streamed.uri, "--initial-rows"), 2, "go with --create")
+    assert_one_line_error(run("streams", streamed.uri, "--create", "a", "--drop", "s"), 2, "not both")
+    r = run("streams", streamed.uri, "--drop", "nope", "--json")
+    assert r.exit_code == 1 and json.loads(r.stderr)["type"] == "StreamNotFoundError"
+    assert_one_line_error(run("streams", str(Path(streamed.uri).parent / "missing")), 1)
+    assert _state_files(streamed) == files and streamed.refresh().version == version
+
+
+def test_streams_show_a_consumption_in_progress(streamed, tmp_path):
+    target = ctfile.create_table(tmp_path / "target", STREAM_SCHEMA)
+    streamed.create_stream("s")
+    streamed.insert(pa.table({"id": [3], "v": ["c"]}, schema=STREAM_SCHEMA))
+    store = StreamStore(streamed.storage)
+    state = store.current("s")
+    # A consumer that wrote its claim (SPEC §Streams, step 2) and is still running.
+    store.write_next(state.claimed(end=streamed.version, target_uri=target.uri, target_table_id=target.table_id,
+                                   now_ms=int(time.time() * 1000)))
+    [s] = run_json("streams", streamed.uri)["streams"]
+    assert s["claim"]["end"] == streamed.version and s["claim"]["target_uri"] == target.uri
+    text = ok("streams", streamed.uri).stdout
+    assert f"versions {state.offset + 1}..{streamed.version} into" in text
+
+
+def test_vacuum_names_the_streams_holding_history_and_those_it_makes_stale(streamed):
+    streamed.set_properties({"ctfile.maxRetentionExtension": "1h"})
+    s = streamed.create_stream("lagging")
+    streamed.insert(pa.table({"id": [3], "v": ["c"]}, schema=STREAM_SCHEMA))
+    streamed.insert(pa.table({"id": [4], "v": ["d"]}, schema=STREAM_SCHEMA))
+    args = ("vacuum", streamed.uri, "--retain", "0s", "--grace-period", "0s")
+
+    dry = run_json(*args, "--dry-run")
+    [h] = dry["holding_streams"]
+    assert (h["name"], h["offset"], h["needs_version"]) == ("lagging", s.offset, s.offset + 1)
+    assert dry["stale_streams"] == [] and dry["oldest_version"] == s.offset + 1
+    text = ok(*args, "--dry-run").stdout
+    assert f"stream lagging (offset {s.offset}) holds history from version {s.offset + 1}" in text
+
+    # Without an extension the vacuum no longer holds: it names the stream it
+    # would make stale, and a dry run changes nothing.
+    streamed.set_properties({"ctfile.maxRetentionExtension": "0s"})
+    time.sleep(0.05)  # the vacuum's clock strictly after every commit
+    files = _state_files(streamed)
+    dry = run_json(*args, "--dry-run")
+    assert [h["name"] for h in dry["stale_streams"]] == ["lagging"] and dry["holding_streams"] == []
+    assert "stream lagging (offset 3) would be made stale" in ok(*args, "--dry-run").stdout
+    assert _state_files(streamed) == files and not streamed.stream("lagging").state().is_stale
+
+    text = ok(*args).stdout
+    assert "stream lagging (offset 3) made stale" in text
+    [row] = run_json("streams", streamed.uri)["streams"]
+    assert row["stale"] and row["stale_since"].endswith("Z") and row["stale_after"] is None
+    assert "STALE since" in ok("streams", streamed.uri).stdout
+    with pytest.raises(ctfile.StaleStreamError):
+        s.pending()
 
 
 # ---------------------------------------------------------------- checkpoint
