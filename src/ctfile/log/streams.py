@@ -6,7 +6,35 @@ next one with put-if-absent, the same conditional write as a commit, so that
 of two writers changing one stream from the same state exactly one wins
 (:class:`StreamRaceLost` for the other). What the states mean -- pending
 changes, consumption, claims -- is :mod:`ctfile.table.streams`; what vacuum
-keeps for them is :mod:`ctfile.log.vacuum`.
+keeps for them is :func:`plan_stream_retention`, below, which
+:mod:`ctfile.log.vacuum` uses.
+
+Retention
+---------
+What a vacuum keeps for streams, and which streams it makes stale
+(SPEC §Streams, retention; SPEC §Vacuum, step 1).
+
+A live stream (not dropped, not stale) *needs* the versions from
+:meth:`~ctfile.format.streams.StreamState.needs_from` on: ``offset + 1``, or
+``offset`` while its initial rows are pending. A stream whose current state
+has an unresolved claim needs the same: the claim may still be abandoned,
+and then the interval after the offset is handed out again. The stream
+*holds* that history while its first pending commit, version ``offset + 1``,
+committed no earlier than the vacuum's history cutoff minus the table's
+``ctfile.maxRetentionExtension`` (of the latest metadata). The retained base
+is the smaller of the vacuum's own base ``C`` and every holding stream's
+need, never below the oldest reconstructable version; a live stream that
+needs a version below that final base -- it does not hold, or its history is
+already gone -- is made stale before any log entry is deleted
+(:func:`ctfile.log.vacuum.run_vacuum`).
+
+Only streams that need a version below ``C`` matter: a stream with nothing
+pending needs ``latest + 1`` (or ``latest``, for initial rows at the latest
+version), never below ``C``.
+
+One listing of ``_ct_streams/`` gives every stream's current state and the
+state files older than the grace period that vacuum deletes (never a
+current one, SPEC §Streams, state files).
 """
 
 from __future__ import annotations
@@ -17,7 +45,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ctfile.format.errors import CorruptLogError
+from ctfile.format.properties import TableProperties
 from ctfile.format.streams import STREAMS_DIR, StreamState, decode_state, encode_state, parse_state_name, state_path
+from ctfile.log.manifest import ManifestLog
 from ctfile.log.storage import FileInfo, Storage
 
 log = logging.getLogger("ctfile")
@@ -121,3 +151,100 @@ class StreamStore:
         if self.read(state.name, state.sequence) == state:
             return state  # an earlier put with an unknown outcome landed
         raise StreamRaceLost(state.name, state.sequence)
+
+
+# ---------------------------------------------------------------- retention (vacuum)
+
+
+@dataclass(frozen=True)
+class StreamHold:
+    """A live stream whose pending changes need history older than the
+    vacuum's own retained base.
+
+    ``needs_version`` is the oldest version its pending changes read;
+    ``oldest_pending_ms`` the commit time of its first pending commit
+    (version ``offset + 1``; None if that entry is already gone);
+    ``stale_after_ms`` when vacuums with the same windows stop holding its
+    history back: ``oldest_pending_ms`` + max(retain, grace period) +
+    ``ctfile.maxRetentionExtension`` (None if the entry is gone).
+    """
+
+    name: str
+    offset: int
+    needs_version: int
+    oldest_pending_ms: int | None
+    stale_after_ms: int | None
+
+
+@dataclass(frozen=True)
+class StreamRetention:
+    """The streams' part of a vacuum plan.
+
+    ``base`` is the retained base after the holding streams lowered it;
+    ``holding`` the streams that kept history back (their need is at or
+    above ``base``); ``stale`` the live streams that need a version below
+    ``base``, with ``stale_states`` their current states (what the vacuum
+    writes the stale state over); ``old_state_files`` the non-current
+    state files older than the grace period.
+    """
+
+    base: int
+    holding: tuple[StreamHold, ...] = ()
+    stale: tuple[StreamHold, ...] = ()
+    stale_states: tuple[StreamState, ...] = ()
+    old_state_files: tuple[str, ...] = ()
+
+
+def plan_stream_retention(
+    manifest: ManifestLog, *, base: int, oldest: int, latest: int, now_ms: int, history_cutoff_ms: int,
+    grace_cutoff_ms: int,
+) -> StreamRetention:
+    """Lower the vacuum's base ``base`` (its ``C``) for the holding streams,
+    and find the streams it makes stale (see the module docstring); reads
+    only.
+
+    ``oldest``: the oldest reconstructable version; ``latest``: the latest
+    version the vacuum read (its metadata gives the extension); ``now_ms``,
+    ``history_cutoff_ms``, ``grace_cutoff_ms``: the vacuum's clock and
+    cutoffs.
+
+    Raises
+    ------
+    CorruptLogError
+        A stream's current state is malformed: the vacuum then deletes
+        nothing rather than expire history an unreadable stream may need.
+    """
+    store = StreamStore(manifest.storage)
+    listing = store.listing()
+    old_files = tuple(p for files in listing.values() for p in files.old_files(grace_cutoff_ms))
+    states = [store.read(name, files.current_sequence) for name, files in listing.items()]
+    behind = [s for s in states if s.is_live and s.needs_from() < base]
+    if not behind:
+        return StreamRetention(base=base, old_state_files=old_files)
+    properties = manifest.load_head(latest, latest=latest).metadata.properties
+    extension_ms = TableProperties.from_mapping(properties).max_retention_extension_s * 1000
+    # A stream holds while its first pending commit is at or after this.
+    hold_from_ms = history_cutoff_ms - extension_ms
+    holds = [_hold(manifest, s, oldest=oldest, lasts_ms=now_ms - hold_from_ms) for s in behind]
+    holding = [h for h in holds if h.oldest_pending_ms is not None and h.oldest_pending_ms >= hold_from_ms]
+    final = max(min([base] + [h.needs_version for h in holding]), oldest)
+    stale = [(h, s) for h, s in zip(holds, behind) if h.needs_version < final]
+    return StreamRetention(
+        base=final,
+        holding=tuple(h for h in holding if h.needs_version >= final),
+        stale=tuple(h for h, _ in stale),
+        stale_states=tuple(s for _, s in stale),
+        old_state_files=old_files,
+    )
+
+
+def _hold(manifest: ManifestLog, state: StreamState, *, oldest: int, lasts_ms: int) -> StreamHold:
+    """``state``'s need and the commit time of its first pending commit
+    (None if that entry is gone: the stream cannot hold). ``lasts_ms``:
+    how long after that commit vacuums keep holding (window + extension)."""
+    first = state.offset + 1
+    pending_ms = manifest.commit_info(first).timestamp if first >= oldest else None
+    return StreamHold(
+        name=state.name, offset=state.offset, needs_version=state.needs_from(), oldest_pending_ms=pending_ms,
+        stale_after_ms=None if pending_ms is None else pending_ms + lasts_ms,
+    )

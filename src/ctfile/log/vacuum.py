@@ -6,7 +6,7 @@ Given a retention window ``retain`` and a grace period ``grace``, with
 1. The *retained base* ``C`` is the last version committed at or before
    ``cutoff`` (or the oldest reconstructable version, if that is later),
    lowered to what the live streams holding history back need
-   (:mod:`ctfile.log.stream_retention`, SPEC §Streams, retention). Every
+   (:mod:`ctfile.log.streams`, SPEC §Streams, retention). Every
    version from ``C`` on stays reconstructable and every change scan
    starting at ``C`` or later keeps working; time travel to any timestamp
    after ``cutoff`` resolves to a version ``>= C``. A live stream that
@@ -70,8 +70,7 @@ from ctfile.format.paths import (
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import TMP_PREFIX, FileInfo
-from ctfile.log.stream_retention import StreamHold, StreamRetention, plan_stream_retention
-from ctfile.log.streams import StreamRaceLost, StreamStore
+from ctfile.log.streams import StreamHold, StreamRaceLost, StreamRetention, StreamStore, plan_stream_retention
 
 log = logging.getLogger("ctfile")
 
@@ -104,7 +103,7 @@ class VacuumResult:
     ``holding_streams`` are the live streams whose pending changes kept
     history older than the cutoff (SPEC §Streams, retention), and
     ``stale_streams`` the ones the vacuum made stale (with ``dry_run``: would
-    make stale), each a :class:`~ctfile.log.stream_retention.StreamHold`;
+    make stale), each a :class:`~ctfile.log.streams.StreamHold`;
     ``deleted_stream_files`` the old stream state files deleted.
     """
 
