@@ -90,6 +90,16 @@ def test_job_consumes_its_pin_once_and_a_replay_commits_nothing(pipeline):
     assert {i.path for i in silver.storage.list_dir("data")} == live
 
 
+def test_overwrite_job_consumes_too(pipeline):
+    _, silver, stream = pipeline
+    silver.insert(pa.table({"id": [7]}))
+    pin = stream.pin()
+    rows = stream.pending(pin=pin).to_arrow().select(["id"])
+    job = silver.write_job(mode="overwrite", schema=rows.schema, consuming=stream, pin=pin)
+    assert job.commit(job.write(rows)).committed
+    assert ids(silver) == [1, 2, 3] and stream.offset == pin.end
+
+
 def test_a_pin_consumed_otherwise_conflicts(pipeline, tmp_path):
     bronze, silver, stream = pipeline
     pin = stream.pin()

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Sequence
 
-from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError, TableNotFoundError
+from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
 from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
@@ -112,11 +112,10 @@ def _nothing() -> None:
 
 
 def consuming_job(job: WriteJob, stream: Stream, pin: StreamPin | None) -> ConsumingWriteJob:
-    """``job`` made to consume ``pin`` (default: the stream pinned now)."""
+    """``job`` (planned on an existing table) made to consume ``pin``
+    (default: the stream pinned now)."""
     if not isinstance(stream, Stream):
         raise InvalidArgumentError(f"consuming must be a ctfile Stream, found {type(stream).__name__}")
-    if job.read_version is None:
-        raise TableNotFoundError(f"{job.uri}: a write consuming a stream needs an existing target table; create it first")
     if pin is None:
         pin = stream.pin()
     elif not isinstance(pin, StreamPin) or pin.state.name != stream.name:
