@@ -1,5 +1,6 @@
 """The PySpark examples of the README run (``py`` blocks of its PySpark section,
-table paths redirected to a tmp dir; the object-store example is not run)."""
+table paths redirected to a tmp dir; the object-store example is not run, the
+"Streams from Spark" one runs in ``test_spark_streams.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ def spark_blocks() -> list[str]:
     text = README.read_text()
     start = text.index("## Using ctfile from PySpark")
     end = text.index("\n## ", start + 1)
+    streams = text.find("\n#### Streams from Spark", start, end)  # run by test_spark_streams.py
+    end = end if streams < 0 else streams
     return re.findall(r"```py\n(.*?)```", text[start:end], flags=re.S)
 
 

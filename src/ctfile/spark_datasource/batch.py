@@ -9,7 +9,11 @@ tasks (:meth:`ctfile.reader.change_scan.ChangeSet.tasks`): one per appended
 partition for ``append_only``, one per group of partitions sharing row ids for
 ``default`` and per commit and group for ``audit``, one per partition of the
 initial snapshot for ``initialRows``; small ones are packed together up to
-``maxRowsPerTask`` rows (default about 1 Mi).
+``maxRowsPerTask`` rows (default about 1 Mi). A read of a stream
+(``stream``) is the change scan of its pending changes, pinned on the driver
+when the read is planned (or given by ``streamPin``); a write with
+``consumeStream`` commits through a job that consumes that pin exactly once
+(``ctfile.Table.write_job(consuming=...)``).
 
 Filter pushdown and the PySpark plan-reuse bug
 ----------------------------------------------
@@ -84,7 +88,13 @@ def open_for(opts: ReadOptions | WriteOptions) -> ctfile.Table:
 
 
 def change_set(table: ctfile.Table, opts: ReadOptions, filter: pc.Expression | None = None):
-    """The batch change scan the options describe, its interval fixed now."""
+    """The batch change scan the options describe, its interval fixed now:
+    with ``stream``, the stream's pending changes, pinned now or by
+    ``streamPin`` (SPEC §Streams; reading does not consume)."""
+    if opts.stream is not None:
+        stream = table.stream(opts.stream)
+        pin = stream.pin() if opts.stream_pin is None else stream.pin_from_token(opts.stream_pin)
+        return stream.pending(pin=pin, changelog=opts.changelog, filter=filter)
     return table.changes(
         start_version=opts.starting_version,
         end_version=opts.ending_version,
@@ -237,6 +247,11 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
     try:
         table = open_for(opts)
     except ctfile.TableNotFoundError:
+        if opts.consume is not None:
+            raise ctfile.TableNotFoundError(
+                f"option consumeStream commits into an existing table, and {opts.path} does not exist: create it "
+                f"first (ctfile.create_table, or a write without consumeStream)"
+            ) from None
         return ctfile.WriteJob.for_new_table(
             opts.path, arrow, mode=mode, storage_options=opts.storage_options, properties=opts.properties,
         )
@@ -249,10 +264,22 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
                 f"{found}; a write sets table properties only when it creates the table: drop the option, "
                 f"or change the property with ctfile.open_table(...).set_properties(...)"
             )
+    stream, pin = _consumed_pin(opts)
     try:
-        return table.write_job(mode=mode, schema=arrow, schema_mode=opts.schema_mode)
+        return table.write_job(mode=mode, schema=arrow, schema_mode=opts.schema_mode, consuming=stream, pin=pin)
     except ctfile.SchemaMismatchError as e:
         raise ctfile.SchemaMismatchError(f"{e}; {_SCHEMA_HINTS[opts.schema_mode]}") from None
+
+
+def _consumed_pin(opts: WriteOptions):
+    """The stream and pin a write consumes (``consumeStream``), checked on
+    the driver before any task writes a file; the stream's table is opened
+    with the write's storage options."""
+    if opts.consume is None:
+        return None, None
+    source = ctfile.open_table(opts.consume.table, storage_options=opts.storage_options)
+    stream = source.stream(opts.consume.stream)
+    return stream, stream.pin_from_token(opts.consume.pin)
 
 
 _SCHEMA_HINTS = {

@@ -37,14 +37,23 @@ READ_OPTIONS = {
     "allowSchemaChanges": "streaming: true reads across drops, renames and widenings, by field id in the query's schema",
     "maxRowsPerTask": "rows per Spark task: splits large partitions of a snapshot, packs parts of a change scan",
     "pushdownPruning": "auto | true | false: prune micro-partitions with pushed-down filters",
+    "stream": "batch: read the pending changes of this stream of the table (pinned at planning)",
+    "streamPin": "with stream: read exactly this pin (StreamPin.token) instead of pinning",
     "storageOptions": "JSON object of fsspec storage options",
 }
+# What a stream read fixes itself (its interval and mode): options that
+# would contradict it.
+STREAM_EXCLUDES = ("versionAsOf", "timestampAsOf", "changes", "startingVersion", "endingVersion",
+                   "startingTimestamp", "endingTimestamp", "initialRows")
 WRITE_OPTIONS = {
     "path": "table URI",
     "txnAppId": "streaming sink: application id for exactly-once commits",
     "mergeSchema": "true: add the DataFrame's new columns and widen types, in the version of the write",
     "overwriteSchema": "true, with mode overwrite: replace the schema by the DataFrame's",
     "partitionRows": "target rows per micro-partition of a new table (table property ctfile.partitionRows)",
+    "consumeStream": "batch: consume this stream (of streamTable) exactly once with the write",
+    "streamTable": "with consumeStream: URI of the stream's table (opened with the write's storage options)",
+    "streamPin": "with consumeStream: the pin consumed (StreamPin.token)",
     "storageOptions": "JSON object of fsspec storage options",
     # Set by Spark or by users of writeStream; accepted and used as a default txnAppId.
     "checkpointLocation": "streaming checkpoint location",
@@ -173,11 +182,13 @@ class ReadOptions:
     allow_schema_changes: bool = False
     max_rows_per_task: int | None = None
     pushdown_pruning: str = "auto"
+    stream: str | None = None
+    stream_pin: str | None = None
     raw: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def is_change_scan(self) -> bool:
-        return self.changes is not None
+        return self.changes is not None or self.stream is not None
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
@@ -185,6 +196,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     stream-only checks (schema inference, which serves both)."""
     opts = {k.lower(): v for k, v in dict(options).items()}
     _check_known(opts, READ_OPTIONS, READ_PREFIXES, "read")
+    _check_stream_read(opts, streaming)
     version_as_of = _int(opts, "versionAsOf")
     timestamp_as_of = opts.get("timestampasof")
     if version_as_of is not None and timestamp_as_of is not None:
@@ -198,7 +210,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
             "default, append_only or audit"
         )
     interval_opts = [n for n in ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp", "initialRows", "changelog") if n.lower() in opts]
-    if changes is None and interval_opts:
+    if changes is None and interval_opts and "stream" not in opts:
         raise InvalidArgumentError(
             f"options {', '.join(interval_opts)} apply to change scans; add .option('changes', 'default') "
             f"(or append_only / audit)"
@@ -236,8 +248,30 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         allow_schema_changes=_bool(opts, "allowSchemaChanges"),
         max_rows_per_task=_int(opts, "maxRowsPerTask", minimum=1),
         pushdown_pruning=_choice(opts, "pushdownPruning", ("auto", "true", "false"), "auto"),
+        stream=opts.get("stream"),
+        stream_pin=opts.get("streampin"),
         raw=opts,
     )
+
+
+def _check_stream_read(opts: Mapping[str, str], streaming: bool | None) -> None:
+    """``stream`` reads a stream's pending changes as a batch, in its own
+    mode and interval: refuse what contradicts that."""
+    if "stream" not in opts:
+        if "streampin" in opts:
+            raise InvalidArgumentError("option streamPin is the pin of a stream read: add option stream")
+        return
+    if streaming:
+        raise InvalidArgumentError(
+            "option stream reads a stream's pending changes as a batch (spark.read); spark.readStream follows a "
+            "table's changes with option changes"
+        )
+    clash = [n for n in STREAM_EXCLUDES if n.lower() in opts]
+    if clash:
+        raise InvalidArgumentError(
+            f"option stream reads the stream's pending changes in its own mode and interval; options "
+            f"{', '.join(clash)} contradict it: drop them (changelog and maxRowsPerTask apply)"
+        )
 
 
 @dataclass(frozen=True)
@@ -251,6 +285,7 @@ class WriteOptions:
     txn_app_id: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     schema_mode: ctfile.SchemaMode | None = None
+    consume: "StreamConsumption | None" = None
 
     @property
     def schema_option(self) -> str | None:
@@ -268,6 +303,34 @@ def _schema_mode(opts: Mapping[str, str]) -> ctfile.SchemaMode | None:
     return chosen[0] if chosen else None
 
 
+@dataclass(frozen=True)
+class StreamConsumption:
+    """``consumeStream`` / ``streamTable`` / ``streamPin``: the stream pin a
+    batch write consumes."""
+
+    stream: str
+    table: str
+    pin: str
+
+
+_CONSUME_OPTIONS = ("consumeStream", "streamTable", "streamPin")
+
+
+def _consumption(opts: Mapping[str, str]) -> StreamConsumption | None:
+    given = [n for n in _CONSUME_OPTIONS if n.lower() in opts]
+    if not given:
+        return None
+    if len(given) < len(_CONSUME_OPTIONS):
+        missing = [n for n in _CONSUME_OPTIONS if n not in given]
+        raise InvalidArgumentError(
+            f"a write consuming a stream needs options {', '.join(_CONSUME_OPTIONS)}; found {', '.join(given)}, "
+            f"missing {', '.join(missing)}"
+        )
+    if "txnappid" in opts:
+        raise InvalidArgumentError("options txnAppId and consumeStream both record a txn; a consuming write records the stream's")
+    return StreamConsumption(*(opts[n.lower()] for n in _CONSUME_OPTIONS))
+
+
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = {k.lower(): v for k, v in dict(options).items()}
     _check_known(opts, WRITE_OPTIONS, WRITE_PREFIXES, "write")
@@ -277,4 +340,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         txn_app_id=opts.get("txnappid") or opts.get("checkpointlocation"),
         properties=_table_properties(opts),
         schema_mode=_schema_mode(opts),
+        consume=_consumption(opts),
     )

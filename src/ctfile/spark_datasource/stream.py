@@ -202,6 +202,11 @@ class CtfileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class CtfileStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options, schema: StructType, overwrite: bool):
         opts = parse_write_options(options)
+        if opts.consume is not None:
+            raise ctfile.InvalidArgumentError(
+                "option consumeStream consumes a stream in a batch write (df.write, in foreachBatch); the streaming "
+                "sink records its own txn per micro-batch"
+            )
         if not opts.txn_app_id:
             raise ctfile.InvalidArgumentError(
                 "writeStream.format('ctfile') needs option txnAppId (or checkpointLocation) so that "

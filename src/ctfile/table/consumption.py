@@ -24,6 +24,7 @@ repeating an interval.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -60,6 +61,39 @@ class StreamPin:
         """Whether consuming it changes anything: versions after the offset,
         or the initial rows still to hand out."""
         return self.end > self.state.offset or self.state.initial_rows
+
+    @property
+    def token(self) -> str:
+        """The pin as a string, ``"<streamId>:<sequence>:<end>"``, for a
+        process that did not pin it (a Spark job's options): the stream's
+        state file of that sequence and the end version are all a pin is;
+        :meth:`~ctfile.Stream.pin_from_token` rebuilds it.
+
+        Examples
+        --------
+        >>> from ctfile.format.streams import StreamState
+        >>> s = StreamState.created("s", stream_id="ab" * 16, table_id="t", information="default",
+        ...                         initial_rows=False, offset=4, now_ms=0)
+        >>> StreamPin(s, 9).token
+        'abababababababababababababababab:0:9'
+        >>> parse_pin_token(StreamPin(s, 9).token)
+        ('abababababababababababababababab', 0, 9)
+        """
+        return f"{self.state.stream_id}:{self.state.sequence}:{self.end}"
+
+
+_TOKEN_RE = re.compile(r"([0-9a-f]{32}):(\d{1,20}):(\d{1,20})")
+
+
+def parse_pin_token(token: object) -> tuple[str, int, int]:
+    """``(streamId, sequence, end)`` of a :attr:`StreamPin.token`, or
+    :class:`InvalidArgumentError` naming the expected form."""
+    m = _TOKEN_RE.fullmatch(token) if isinstance(token, str) else None
+    if m is None:
+        raise InvalidArgumentError(
+            f"a stream pin token is '<streamId>:<sequence>:<end version>' as StreamPin.token makes it, found {token!r}"
+        )
+    return m.group(1), int(m.group(2)), int(m.group(3))
 
 
 def _conflict(stream: StreamState, message: str, *, read: int, won: int) -> CommitConflictError:

@@ -48,7 +48,7 @@ from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode
-from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin
+from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token
 
 if TYPE_CHECKING:
     from ctfile.table.table import Table
@@ -142,12 +142,54 @@ class Stream:
         self._check_live(state)
         return StreamPin(state, self.table.refresh().version)
 
-    def pending(self, *, changelog: str | None = None, filter: pc.Expression | None = None) -> ChangeSet:
+    def pin_from_token(self, token: str) -> StreamPin:
+        """The pin whose :attr:`~ctfile.table.consumption.StreamPin.token`
+        is ``token`` (made by another process, e.g. handed to a Spark job).
+
+        Raises
+        ------
+        InvalidArgumentError
+            A malformed token, or one that is not a pin of this stream: no
+            state of that sequence, a state of another stream (of another
+            table, or of a dropped stream of the same name), or an end version
+            outside offset..latest.
+        StaleStreamError
+            The stream is stale.
+        """
+        stream_id, sequence, end = parse_pin_token(token)
+        current = self._current_or_raise()
+        self._check_live(current)
+        where = f"stream pin {token!r} of stream {self.name} on {self.table.uri}"
+        if sequence > current.sequence:
+            raise InvalidArgumentError(f"{where}: the stream has no state {sequence} (its latest is {current.sequence})")
+        try:
+            state = self._store.read(self.name, sequence)
+        except FileNotFoundError:
+            raise InvalidArgumentError(
+                f"{where}: state {sequence} no longer exists (a vacuum deleted it); pin the stream again"
+            ) from None
+        if state.dropped or state.stream_id != stream_id or current.stream_id != stream_id:
+            raise InvalidArgumentError(
+                f"{where}: the token belongs to stream id {stream_id}, but state {sequence} is of stream id "
+                f"{state.stream_id}{' (dropped)' if state.dropped else ''} and the stream now is {current.stream_id}"
+            )
+        latest = self.table.refresh().version
+        if not state.offset <= end <= latest:
+            raise InvalidArgumentError(
+                f"{where}: end version {end} is outside {state.offset}..{latest} (the state's offset..latest version)"
+            )
+        return StreamPin(state, end)
+
+    def pending(
+        self, *, changelog: str | None = None, filter: pc.Expression | None = None, pin: StreamPin | None = None,
+    ) -> ChangeSet:
         """The changes after :attr:`offset`, up to the latest version when
         called, in the stream's mode (``information`` at creation), with the
         initial rows if the stream was created with them and has not been
         consumed yet. Inside ``target.transaction(consuming=stream)`` every
-        call returns the changes pinned when the transaction began.
+        call returns the changes pinned when the transaction began; with
+        ``pin`` (from :meth:`pin` or :meth:`pin_from_token`), those of that
+        pin, consumed since or not.
 
         ``changelog`` and ``filter`` are those of :meth:`Table.changes`.
 
@@ -157,7 +199,9 @@ class Stream:
             A vacuum expired history the pending changes need (the stream
             fell behind ``ctfile.maxRetentionExtension``).
         """
-        pin = self._pin or self.pin()
+        if pin is not None and (not isinstance(pin, StreamPin) or pin.state.name != self.name):
+            raise InvalidArgumentError(f"pin must be a StreamPin of stream {self.name} (Stream.pin()), found {pin!r}")
+        pin = pin or self._pin or self.pin()
         return self._changes(pin, changelog=changelog, filter=filter)
 
     def _changes(self, pin: StreamPin, **options: Any) -> ChangeSet:

@@ -22,8 +22,9 @@ from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
-from ctfile.table.consumption import Consumption, ConsumingTransaction
+from ctfile.table.consumption import Consumption, ConsumingTransaction, StreamPin
 from ctfile.table.maintenance import TableMaintenance, check_version
+from ctfile.table.stream_jobs import consuming_job
 from ctfile.table.streams import Stream, TableStreams
 from ctfile.table.history import (
     HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
@@ -485,7 +486,8 @@ class Table(TableMaintenance, TableStreams):
         return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows), {})
 
     def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None,
-                  schema_mode: SchemaMode | str | None = None) -> WriteJob:
+                  schema_mode: SchemaMode | str | None = None, consuming: Stream | None = None,
+                  pin: StreamPin | None = None) -> WriteJob:
         """Plan a write whose files other processes produce (see :class:`ctfile.WriteJob`).
 
         ``schema``, the schema of the data to be written, is checked now,
@@ -493,6 +495,17 @@ class Table(TableMaintenance, TableStreams):
         naming the columns. With ``schema_mode`` (:class:`~ctfile.SchemaMode`:
         ``"merge"``, ``"overwrite"``) the write changes the schema instead,
         in the version of its rows.
+
+        With ``consuming`` (a :class:`~ctfile.Stream`) the job's commit
+        consumes ``pin`` (from ``consuming.pin()`` or ``pin_from_token``;
+        default: pinned now) exactly once, as ``transaction(consuming=)``
+        does; committing a pin already consumed into this table commits
+        nothing (a replay), one consumed otherwise raises
+        :class:`~ctfile.CommitConflictError`
+        (:mod:`ctfile.table.stream_jobs`).
         """
+        if pin is not None and consuming is None:
+            raise InvalidArgumentError("pin is the pin of the stream a job consumes: give consuming too")
         self.refresh()
-        return plan_write(self._current(), self._storage, schema, mode=mode, schema_mode=schema_mode)
+        job = plan_write(self._current(), self._storage, schema, mode=mode, schema_mode=schema_mode)
+        return job if consuming is None else consuming_job(job, consuming, pin)

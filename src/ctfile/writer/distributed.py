@@ -185,6 +185,31 @@ class WriteJob:
         deleted) if the table already holds a commit of that application at
         that version or later: a replayed batch is not written twice.
         """
+        return self.transaction(files, app_id=app_id, app_version=app_version, against_latest=against_latest).commit()
+
+    def transaction(
+        self,
+        files: Sequence[StagedFile],
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        against_latest: bool = False,
+        parameters: dict[str, Any] | None = None,
+        cls: type[WriteTransaction] = WriteTransaction,
+    ) -> WriteTransaction:
+        """The transaction :meth:`commit` commits: every file of the job
+        staged (and the schema change, the truncation of ``overwrite``), for
+        a caller that commits it together with something else (a
+        transaction class ``cls`` that consumes a stream when it commits,
+        :meth:`ctfile.Table.write_job` with ``consuming``). ``parameters``
+        are added to the commit's.
+
+        Raises
+        ------
+        SchemaMismatchError
+            The table's schema changed since the job was planned; the files
+            are deleted.
+        """
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError("give both app_id and app_version, or neither")
         storage = storage_for(self.uri, self.storage_options)
@@ -198,10 +223,10 @@ class WriteJob:
         latest = log.latest_version()
         planned = self.read_version if self.read_version is not None and not against_latest else latest
         base = log.load_state(planned, latest=latest)
-        params = {"mode": self.mode, "jobId": self.job_id}
+        params = {"mode": self.mode, "jobId": self.job_id, **(parameters or {})}
         if self.schema_update is not None:
             params["schemaMode"] = self.schema_update.mode.value
-        tx = WriteTransaction(log, base, operation="WRITE", parameters=params)
+        tx = cls(log, base, operation="WRITE", parameters=params)
         if app_id is not None:
             # Before staging: a batch already committed is a replay (SPEC §txn),
             # whose files are discarded; a concurrent commit of the same batch
@@ -219,7 +244,7 @@ class WriteJob:
         tx.stage(list(files))
         if not tx.is_replay:
             tx.add_metrics(inserted=sum(f.num_records for f in files))
-        return tx.commit()
+        return tx
 
     def _update_schema(self, tx: WriteTransaction) -> None:
         """Make the job's schema the one ``tx`` commits, or raise.

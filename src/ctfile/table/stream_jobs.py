@@ -1,0 +1,191 @@
+"""Write jobs that consume a stream's pinned changes exactly once (SPEC §Streams).
+
+A :class:`~ctfile.WriteJob` commits files that other processes wrote (the
+Spark data source's executors). ``target.write_job(consuming=stream,
+pin=pin)`` plans a :class:`ConsumingWriteJob`: its commit runs the
+consumption protocol of ``target.transaction(consuming=stream)``
+(:mod:`ctfile.table.consumption`: claim, target commit with the claim's
+``txn``, resolve) over the job's files, so that the pinned interval and the
+files land together, once. The pin travels as its token, so the job stays a
+picklable value and a pin made in one process can be consumed in another.
+
+A job whose pin was already consumed, when it commits:
+
+- into this target, by a claim over the same interval (offset, initial rows
+  and end version), is a *replay* (a ``foreachBatch`` re-run after a crash,
+  a retried ``save``): it commits nothing, deletes its files and returns
+  ``committed=False, app_transaction_replayed=True``, as a replayed
+  application batch does (SPEC §txn);
+- any other way (another target, another end version, ``Stream.advance``)
+  raises :class:`~ctfile.CommitConflictError` and commits nothing.
+
+Examples
+--------
+>>> import ctfile, pyarrow as pa, tempfile
+>>> bronze = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+>>> silver = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+>>> s = bronze.create_stream("to_silver")
+>>> _ = bronze.insert(pa.table({"id": [1, 2]}))
+>>> pin = s.pin()
+>>> rows = s.pending(pin=pin).to_arrow().select(["id"])
+>>> job = silver.write_job(schema=rows.schema, consuming=s, pin=pin)
+>>> job.commit(job.write(rows)).committed, s.offset == bronze.version
+(True, True)
+>>> job = silver.write_job(schema=rows.schema, consuming=s, pin=pin)     # the same pin again
+>>> job.commit(job.write(rows)).app_transaction_replayed, silver.refresh().to_arrow().num_rows
+(True, 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Sequence
+
+from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
+from ctfile.format.streams import StreamState
+from ctfile.log.streams import StreamStore
+from ctfile.log.transaction import CommitResult, StagedFile
+from ctfile.table.consumption import ClaimResolver, ConsumingTransaction, Consumption, StreamPin
+from ctfile.table.streams import Stream
+from ctfile.writer.distributed import WriteJob
+
+if TYPE_CHECKING:
+    from ctfile.table.table import Table
+
+
+@dataclass(frozen=True)
+class ConsumingWriteJob(WriteJob):
+    """A :class:`~ctfile.WriteJob` whose commit consumes the pin
+    ``pin_token`` of stream ``stream_name`` on the table at ``stream_uri``
+    (see the module docstring). Made by :meth:`ctfile.Table.write_job`."""
+
+    stream_uri: str = ""
+    stream_storage_options: dict | None = None
+    stream_name: str = ""
+    pin_token: str = ""
+
+    def commit(
+        self,
+        files: Sequence[StagedFile],
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        against_latest: bool = False,
+    ) -> CommitResult:
+        """Commit the files and consume the pinned interval, as one version.
+
+        Raises
+        ------
+        CommitConflictError
+            Another consumer consumed the pinned interval otherwise, or
+            changed the stream between the claim and the commit (a fence);
+            nothing is committed and the files are deleted.
+        StaleStreamError
+            The stream went stale.
+        """
+        from ctfile.table.create import open_table
+
+        if app_id is not None or app_version is not None:
+            raise InvalidArgumentError("a job consuming a stream records the stream's own txn; drop app_id/app_version")
+        try:
+            source = open_table(self.stream_uri, storage_options=self.stream_storage_options)
+            stream = source.stream(self.stream_name)
+            pin = stream.pin_from_token(self.pin_token)
+            target = open_table(self.uri, storage_options=self.storage_options)
+            over = claimable_state(source, pin, target) if pin.has_pending else pin.state
+        except BaseException:
+            self.abort(files)
+            raise
+        if over is None:
+            self.abort(files)
+            return CommitResult(version=target.version, committed=False, operation="WRITE",
+                                app_transaction_replayed=True)
+        claimed = StreamPin(over, pin.end)
+        params = {"stream": {"name": stream.name, "table": over.table_id, "from": over.offset + 1, "to": pin.end}}
+        tx = self.transaction(files, against_latest=against_latest, parameters=params, cls=ConsumingTransaction)
+        tx.consumption = Consumption(claimed, StreamStore(source.storage), target, _nothing)
+        return tx.commit()
+
+
+def _nothing() -> None:
+    """A job holds no :class:`Stream` handle whose pin to forget."""
+
+
+def consuming_job(job: WriteJob, stream: Stream, pin: StreamPin | None) -> ConsumingWriteJob:
+    """``job`` (planned on an existing table) made to consume ``pin``
+    (default: the stream pinned now)."""
+    if not isinstance(stream, Stream):
+        raise InvalidArgumentError(f"consuming must be a ctfile Stream, found {type(stream).__name__}")
+    if pin is None:
+        pin = stream.pin()
+    elif not isinstance(pin, StreamPin) or pin.state.name != stream.name:
+        raise InvalidArgumentError(f"pin must be a StreamPin of stream {stream.name} (Stream.pin()), found {pin!r}")
+    base = {f.name: getattr(job, f.name) for f in fields(WriteJob)}
+    return ConsumingWriteJob(
+        **base, stream_uri=stream.table.uri, stream_storage_options=stream.table.storage.storage_options,
+        stream_name=stream.name, pin_token=pin.token,
+    )
+
+
+def _conflict(pin: StreamPin, target: "Table", why: str) -> CommitConflictError:
+    v = target.version
+    return CommitConflictError(
+        f"stream {pin.state.name}: the pinned interval {pin.offset + 1}..{pin.end} (pin {pin.token}) {why}; nothing "
+        f"was committed to {target.uri}: pin the stream again",
+        read_version=v, winning_version=v, kind=ConflictKind.CONTENTION,
+    )
+
+
+def claimable_state(source: "Table", pin: StreamPin, target: "Table") -> StreamState | None:
+    """The state to write the claim of ``pin`` over, or None if the pinned
+    interval was already consumed into ``target`` (a replay).
+
+    The current state's claim, if any, is resolved first as a consumer does
+    (SPEC §Streams: rolled forward, or fenced). The pin is claimable while
+    the stream still has its offset and initial rows: the states written
+    since (claims fenced, abandoned) left the pinned interval pending, so a
+    claim over the current one consumes exactly it.
+
+    Raises
+    ------
+    CommitConflictError
+        The interval was consumed otherwise (see the module docstring).
+    """
+    store = StreamStore(source.storage)
+    name = pin.state.name
+    current = store.current(name)
+    if current is None or current.dropped or current.stream_id != pin.state.stream_id:
+        raise _conflict(pin, target, "belongs to a stream that was dropped")
+    state = ClaimResolver(source, store, target=target).take_over(current)
+    if _same_interval_start(state, pin.state):
+        return state
+    if _consumed_into(store, pin, target, upto=state.sequence):
+        return None
+    raise _conflict(pin, target, f"was consumed otherwise: the stream's offset is now {state.offset}")
+
+
+def _same_interval_start(a: StreamState, b: StreamState) -> bool:
+    return (a.offset, a.initial_rows) == (b.offset, b.initial_rows)
+
+
+def _consumed_into(store: StreamStore, pin: StreamPin, target: "Table", *, upto: int) -> bool:
+    """Whether the first state after the pin that moved the offset rolled
+    forward a claim of exactly the pinned interval into ``target``.
+
+    Reads the states from the pinned one on until the offset moves (a
+    claim, and a fence and its abandoned state per consumer that raced
+    for the interval). A state a vacuum already deleted means the answer
+    is unknown: a conflict, never a replay reported as success."""
+    prev = pin.state
+    for seq in range(pin.state.sequence + 1, upto + 1):
+        try:
+            state = store.read(prev.name, seq)
+        except FileNotFoundError:
+            raise _conflict(pin, target, f"was consumed, but state {seq} of the stream is gone, so by whom is "
+                            f"unknown") from None
+        if not _same_interval_start(state, pin.state):
+            c = prev.claim
+            return (c is not None and state.claim is None and state.offset == c.end == pin.end
+                    and c.target_table_id == target.table_id)
+        prev = state
+    return False
