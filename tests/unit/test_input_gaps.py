@@ -80,14 +80,15 @@ def test_a_later_revisions_property_is_kept_when_others_are_set(table):
 
 def test_malformed_stored_values_mean_the_default():
     props = TableProperties.from_mapping(
-        {"ctfile.partitionRows": "big", "ctfile.isolationLevel": "Nope", "ctfile.changeCapture": "BEFORE_AFTER"}
+        {"ctfile.partitionRows": "big", "ctfile.isolationLevel": "Nope", "ctfile.changeCapture": "BEFORE_AFTER",
+         "ctfile.maxRetentionExtension": "14 days"}
     )
     assert props == TableProperties()
     assert TableProperties.from_mapping({"ctfile.checkpointInterval": "0"}).checkpoint_interval == 0
     assert TableProperties.from_mapping({"ctfile.partitionRows": "10", "ctfile.rowGroupRows": "64"}).row_group_rows == 10
     assert set(TABLE_PROPERTIES) == {
         "ctfile.partitionRows", "ctfile.rowGroupRows", "ctfile.compression", "ctfile.checkpointInterval",
-        "ctfile.isolationLevel", "ctfile.changeCapture",
+        "ctfile.isolationLevel", "ctfile.changeCapture", "ctfile.maxRetentionExtension",
     }
 
 
