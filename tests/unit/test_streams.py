@@ -208,7 +208,9 @@ def test_an_uncommitted_claim_is_fenced_by_the_next_consumer(source, target, mon
     ops = [h.operation for h in reversed(target.history())]
     assert ops == ["CREATE TABLE", "STREAM FENCE", "TRANSACTION"]
     fence = target.log.read_entries(1, 1)[0]
-    assert [(a.app_id, a.version) for a in fence if isinstance(a, SetTransaction)] == [(claimed.app_id, claimed.sequence)]
+    assert [(a.app_id, a.version) for a in fence if isinstance(a, SetTransaction)] == [
+        (claimed.app_id, claimed.sequence), (claimed.fence_app_id, claimed.sequence),
+    ]
     assert store.current("s").offset == source.version
 
 
@@ -330,4 +332,26 @@ def test_a_consumption_that_conflicts_releases_its_claim(source, target):
     assert state.claim is None and state.sequence == 2 and state.offset == source.version - 1
     consume_into(target, ctfile.open_table(source.uri).stream("s"))
     assert "STREAM FENCE" not in [h.operation for h in target.history()]
+    assert logged(target) == [(3, "c", "INSERT")]
+
+
+def test_a_fencer_that_dies_before_abandoning_does_not_lose_the_interval(source, target):
+    """The fence commits txn(appId, c) as the consumption would; if the
+    fencer dies before writing the abandoned state, the next reader must
+    see a fence (its own txn beside it), not a consumption, and hand the
+    interval out again. (Found by the Spark helper: the interval was lost.)"""
+    s = source.create_stream("s")
+    source.insert(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    store = StreamStore(source.storage)
+    pin = s.pin()
+    claim = store.write_next(pin.state.claimed(end=pin.end, target_uri=target.uri, target_table_id=target.table_id,
+                                               now_ms=1))
+    fence = target.transaction(operation="STREAM FENCE", app_id=claim.app_id, app_version=claim.sequence)
+    fence.add_app_marker(claim.fence_app_id, claim.sequence)
+    assert fence.commit().committed  # ... and the fencer dies here
+    reader = ctfile.open_table(source.uri).stream("s")
+    assert reader.pending().to_arrow().column("id").to_pylist() == [3]
+    state = store.current("s")
+    assert state.claim is None and state.offset == pin.offset  # abandoned, not rolled forward
+    consume_into(target, reader)
     assert logged(target) == [(3, "c", "INSERT")]

@@ -35,6 +35,7 @@ STREAMS_DIR = "_ct_streams"
 #: SPEC §Streams: the modes of a stream's change scans.
 INFORMATION_MODES = ("default", "append_only", "audit")
 APP_ID_PREFIX = "ctfile-stream:"
+FENCE_APP_ID_PREFIX = "ctfile-stream-fence:"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _STATE_RE = re.compile(r"^([A-Za-z0-9_-]{1,128})\.(\d{20})\.json$")
@@ -113,6 +114,12 @@ class StreamState:
     @property
     def app_id(self) -> str:
         return app_id_of(self.stream_id)
+
+    @property
+    def fence_app_id(self) -> str:
+        """The ``appId`` of the second ``txn`` a fence commits, which tells a
+        fenced claim from a consumed one (SPEC §Streams, claims)."""
+        return FENCE_APP_ID_PREFIX + self.stream_id
 
     @property
     def is_stale(self) -> bool:

@@ -179,6 +179,7 @@ class Transaction:
         self._metadata: Metadata | None = None
         self._features: dict[str, bool] = {}  # feature -> also a reader feature
         self._app_txn: SetTransaction | None = None
+        self._markers: list[SetTransaction] = []
         self._replay = False
         #: SPEC §Conflict detection: the level is the read version's.
         props = TableProperties.from_mapping(base.metadata.properties)
@@ -332,6 +333,15 @@ class Transaction:
         done = self.base.app_transactions.get(app_id)
         self._replay = done is not None and done.version >= version
 
+    def add_app_marker(self, app_id: str, version: int) -> None:
+        """Also record ``txn(app_id, version)`` in the commit, without the
+        replay check of :meth:`set_app_transaction`: a fact about this commit
+        that readers look up by ``app_id`` (a stream fence, SPEC §Streams)."""
+        self._check_open()
+        if not isinstance(app_id, str) or not app_id or (self._app_txn and self._app_txn.app_id == app_id):
+            raise InvalidArgumentError(f"a marker needs its own non-empty app_id, found {app_id!r}")
+        self._markers.append(SetTransaction(app_id, version, 0))
+
     @property
     def may_have_committed(self) -> bool:
         """True if a put of this transaction's entry had an unknown outcome
@@ -388,6 +398,7 @@ class Transaction:
             actions.append(self._metadata)
         if self._app_txn is not None:
             actions.append(SetTransaction(self._app_txn.app_id, self._app_txn.version, timestamp))
+        actions.extend(SetTransaction(m.app_id, m.version, timestamp) for m in self._markers)
         for p in self._removed.values():
             actions.append(RemovePartition(
                 p, deletion_timestamp=timestamp, data_change=self.data_change,

@@ -23,12 +23,13 @@ repeating an interval.
 
 from __future__ import annotations
 
+import enum
 import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ctfile.format.errors import CommitConflictError, ConflictKind, CtfileError, TableNotFoundError
+from ctfile.format.errors import CommitConflictError, ConflictKind, CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import CommitResult, now_ms
@@ -102,6 +103,17 @@ def _conflict(stream: StreamState, message: str, *, read: int, won: int) -> Comm
     )
 
 
+class ClaimOutcome(enum.Enum):
+    """What a target's log says of a claim (SPEC §Streams, claims)."""
+
+    #: No txn of the claim yet: its consumer may still commit.
+    UNDECIDED = "undecided"
+    #: The consumption committed: the offset moves to the claim's end.
+    CONSUMED = "consumed"
+    #: A fence committed first: the consumption can never commit.
+    FENCED = "fenced"
+
+
 class ClaimResolver:
     """Settles the claim of a stream's current state against its target
     (SPEC §Streams, claims). ``source`` is the stream's table (whose storage
@@ -135,10 +147,23 @@ class ClaimResolver:
             )
         return table
 
-    def committed(self, state: StreamState, target: "Table") -> bool:
-        """True if the claimed consumption is in the target's log."""
-        done = target.app_version(state.app_id)
-        return done is not None and done >= state.sequence
+    def outcome(self, state: StreamState, target: "Table") -> ClaimOutcome:
+        """What the target's log says of the claim of ``state`` (SPEC
+        §Streams): its ``txn`` at the claim's sequence or later means the
+        claim was decided, and the fence's own ``txn`` beside it that a
+        fence decided it."""
+        c = state.sequence
+        if (target.app_version(state.app_id) or -1) < c:
+            return ClaimOutcome.UNDECIDED
+        if (target.app_version(state.fence_app_id) or -1) >= c:
+            return ClaimOutcome.FENCED
+        return ClaimOutcome.CONSUMED
+
+    def _settle(self, state: StreamState, outcome: ClaimOutcome) -> StreamState:
+        if outcome is ClaimOutcome.CONSUMED:
+            return self.roll_forward(state)
+        assert outcome is ClaimOutcome.FENCED
+        return self._write(state.abandoned(now_ms=now_ms()))
 
     def roll_forward(self, state: StreamState) -> StreamState:
         assert state.claim is not None
@@ -158,9 +183,8 @@ class ClaimResolver:
         claimant may be running)."""
         if state.claim is None:
             return state
-        if self.committed(state, self._target(state)):
-            return self.roll_forward(state)
-        return state
+        outcome = self.outcome(state, self._target(state))
+        return state if outcome is ClaimOutcome.UNDECIDED else self._settle(state, outcome)
 
     def take_over(self, state: StreamState) -> StreamState:
         """For consumers: a state without a claim, fencing a claim that did
@@ -168,13 +192,15 @@ class ClaimResolver:
         if state.claim is None:
             return state
         target = self._target(state)
-        if self.committed(state, target):
-            return self.roll_forward(state)
+        outcome = self.outcome(state, target)
+        if outcome is not ClaimOutcome.UNDECIDED:
+            return self._settle(state, outcome)
         fence = target.transaction(
             operation="STREAM FENCE",
             parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
             app_id=state.app_id, app_version=state.sequence,
         )
+        fence.add_app_marker(state.fence_app_id, state.sequence)
         result = fence.commit()
         if result.app_transaction_replayed:  # the claimant committed first
             return self.roll_forward(state)
