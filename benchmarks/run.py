@@ -190,6 +190,9 @@ def _module_markdown(script: str, result: dict) -> str | None:
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(HERE))
+        # registered before it runs, as an import would: dataclasses (and
+        # anything else resolving names through sys.modules) need it
+        sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
         fn = getattr(mod, "markdown", None)
         return fn(result) if callable(fn) else None

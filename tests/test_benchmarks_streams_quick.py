@@ -75,6 +75,8 @@ def test_bench_streams_quick(tmp_path):
     assert set(figs) == want
     assert figs["streams_consume_local"]["goal"] == "<= 1.25x" and figs["streams_consume_local"]["pass"] == loc["pass"]
     assert all(f["source"] == "streams" and (f["pass"] is None) == (k != "streams_consume_local") for k, f in figs.items())
+    # RESULTS.md renders the script's own tables (run.py imports it by path)
+    assert run_py._module_markdown("bench_streams.py", res).startswith("## Stream consumption (quick")
     # --profile prints pyinstrument profiles of both consumers instead of timing
     prof = run(tmp_path, "--profile", "--out", str(tmp_path / "unused.json"))
     assert "==== manual" in prof.stdout and "==== stream" in prof.stdout and "Consumers.consume" in prof.stdout
