@@ -41,7 +41,7 @@ source's rows, and the stream's offset the anchor's ``last``.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_streams.py            # 10,000 rows, 31 rounds local, 21 on S3 (~2 minutes)
+    .venv/bin/python benchmarks/bench_streams.py            # 10,000 rows, 31 rounds on local disk and on S3 (~2 minutes)
     .venv/bin/python benchmarks/bench_streams.py --quick    # 1,000 rows, 5 rounds, 20 streams (seconds)
     .venv/bin/python benchmarks/bench_streams.py --profile  # pyinstrument of both consumers instead of timing
 
@@ -94,7 +94,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=10, help="rows inserted into the source per round (default 10)")
     p.add_argument("--update-rows", type=int, default=5, help="rows updated in the source per round (default 5)")
     p.add_argument("--runs", type=int, default=None, help="timed rounds on local disk (default 31; quick 5; at least 5)")
-    p.add_argument("--s3-runs", type=int, default=None, help="timed rounds on S3 (default 21; quick 5; at least 5)")
+    p.add_argument("--s3-runs", type=int, default=None, help="timed rounds on S3 (default 31; quick 5; at least 5)")
     p.add_argument("--count-runs", type=int, default=None, help="rounds whose S3 requests are counted (default 5; quick 3)")
     p.add_argument("--streams", type=int, default=None, help="streams of the many-streams table in (3) (default 100; quick 20)")
     p.add_argument("--no-s3", action="store_true", help="skip (2)")
@@ -107,7 +107,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     a = p.parse_args(argv)
     a.rows = a.rows or (1000 if a.quick else 10_000)
     a.runs = max(5, a.runs or (5 if a.quick else 31))
-    a.s3_runs = max(5, a.s3_runs or (5 if a.quick else 21))
+    a.s3_runs = max(5, a.s3_runs or (5 if a.quick else 31))
     a.count_runs = a.count_runs or (3 if a.quick else 5)
     a.streams = a.streams or (20 if a.quick else 100)
     return a
