@@ -1,5 +1,5 @@
-"""The figures of ``RESULTS.md``: one row per goal of issues 7, 12, 13 and 14
-(and the object-store figures of issue 5), built from the scripts' JSON
+"""The figures of ``RESULTS.md``: one row per goal of issues 7, 12, 13, 14
+and 17 (and the object-store figures of issue 5), built from the scripts' JSON
 results alone.
 
 :func:`figures` lists them in the issues' order, skipping whatever a run did
@@ -155,6 +155,40 @@ def _schema_figures(schema: dict) -> list[dict]:
             f"{r['ms'][k]:.0f} ms vs {r['ms']['before']:.0f} ms (CPU ratio {r['cpu_ratio'][k]:.2f})", r["pass"][k], "schema")
         for read, r in schema["reads"].items() for k in ("added", "renamed")
     ]
+
+
+def _streams_figures(streams: dict) -> list[dict]:
+    """Issue 17: consuming a stream exactly once vs the manual way (changes()
+    + an application transaction), and what many streams cost."""
+    m, loc = streams["meta"], streams["local"]
+    floor = (f"floor {loc['ms']['floor']:.2f} ms: stream / (manual + floor) = {loc['ratio_vs_anchor_plus_floor']:.2f}x")
+    note = None
+    if loc["pass"] is False:
+        note = (f"The stream took {loc['overhead_ms']:+.1f} ms over the manual consumer; what it must add (a listing "
+                f"of `_ct_streams/`, a read of its state, the claim and resolution puts) took {loc['ms']['floor']:.2f} "
+                f"ms alone in the same rounds, so against the anchor plus that floor the ratio is "
+                f"{loc['ratio_vs_anchor_plus_floor']:.2f}x.")
+    out = [fig("streams_consume_local", f"exactly-once consumption of an insert + update through a stream "
+               f"(transaction(consuming=), {m['rows']:,}-row tables, local disk)",
+               "changes(last + 1, latest) + app transaction, same rounds", f"<= {m['goal']}x", f"{loc['ratio']:.2f}x",
+               f"{loc['ms']['stream']:.1f} ms vs {loc['ms']['manual']:.1f} ms (CPU ratio {loc['cpu_ratio']:.2f}; {floor})",
+               loc["pass"], "streams", note)]
+    s3 = streams.get("s3") or {}
+    if "ratio" in s3:
+        q = s3["requests"]
+        diff = ", ".join(f"{k} {v:+g}" for k, v in q["stream_minus_manual"].items() if v)
+        out.append(fig("streams_consume_s3", "the same consumption over the S3 API (SeaweedFS)",
+                       "informational (against its floor)", "", f"{s3['ratio']:.2f}x",
+                       f"{s3['ms']['stream']:.1f} ms vs {s3['ms']['manual']:.1f} ms; {q['total']['stream']:g} vs "
+                       f"{q['total']['manual']:g} requests ({diff}); floor {s3['ms']['floor']:.1f} ms: stream / "
+                       f"(manual + floor) = {s3['ratio_vs_anchor_plus_floor']:.2f}x", None, "streams"))
+    mn = streams["many"]
+    one, many = mn["streams"]
+    for call, key in (("Table.streams()", "streams"), ("vacuum(dry_run=True) planning", "vacuum")):
+        out.append(fig(f"streams_{key}_{many}", f"{call} on a table with {many} streams", "the same with 1 stream (informational)",
+                       "", f"{mn['ms'][f'{key}_{many}']:.1f} ms",
+                       f"1 stream: {mn['ms'][f'{key}_{one}']:.1f} ms ({mn[f'{key}_ratio']:.1f}x)", None, "streams"))
+    return out
 
 
 def _spark_figure(spark: dict) -> list[dict]:
@@ -372,7 +406,7 @@ def capture_figures(delta: dict) -> list[dict]:
 
 
 def figures(res: dict[str, dict]) -> list[dict]:
-    """The figures of issues 7, 12, 13 and 14, from whatever results exist."""
+    """The figures of issues 7, 12, 13, 14 and 17, from whatever results exist."""
     core, changes, delta, spark = (res.get(k) for k in ("core", "changes", "delta", "spark"))
     has = lambda r, k: bool(r and r.get(k))  # noqa: E731
     out: list[dict] = []
@@ -386,6 +420,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _changes_figures(changes) if changes else []
     out += _cold_figures(res["cold"]) if has(res.get("cold"), "scan") else []
     out += _schema_figures(res["schema"]) if has(res.get("schema"), "reads") else []
+    out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []

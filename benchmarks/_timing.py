@@ -11,23 +11,33 @@ from __future__ import annotations
 import gc
 import os
 import time
+from typing import Callable
 
 
-def interleaved(fns: dict, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def interleaved(
+    fns: dict, runs: int, *, before_round: Callable[[], None] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Time each zero-argument callable ``runs`` times, in alternation.
 
     One untimed warm-up call of each first; then in run i the order is the
     list rotated by i, so no callable always runs first (or right after the
-    same neighbour). Returns (wall seconds, CPU seconds) per callable; CPU time
-    is ``time.process_time`` (all threads of this process), a cross-check that
-    is less sensitive than wall time to other load on the machine.
+    same neighbour). ``before_round``, if given, is called (untimed) before
+    the warm-up and before every round: the work each round's callables then
+    consume, such as new commits for change consumers. Returns (wall seconds,
+    CPU seconds) per callable; CPU time is ``time.process_time`` (all threads
+    of this process), a cross-check that is less sensitive than wall time to
+    other load on the machine.
     """
     names = list(fns)
+    if before_round is not None:
+        before_round()
     for n in names:
         fns[n]()
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
     for i in range(runs):
+        if before_round is not None:
+            before_round()
         for n in names[i % len(names):] + names[: i % len(names)]:
             gc.collect()
             c0, t0 = time.process_time(), time.perf_counter()

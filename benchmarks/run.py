@@ -12,7 +12,7 @@ in quick mode, ``--out`` where the script has it) and writes its JSON results
 under the results directory (``benchmarks/results/``; ``benchmarks/results/quick/``
 with ``--quick``). This script records the machine, the load average around
 each script and each exit code in ``suite.json``, then renders the markdown
-report from the JSON files alone: the figures of issues 7, 12, 13 and 14 against
+report from the JSON files alone: the figures of issues 7, 12, 13, 14 and 17 against
 their goals (``_figures.py``), the misses first with what limits them
 (``_report_text.py``, or composed from the run's own measurements), then each
 script's own tables. Next to the report, ``plots/<script>.svg`` draw each
@@ -53,6 +53,7 @@ SCRIPTS = {
     "schema": ("bench_schema.py", "schema.json", "snapshot reads of a 1,000-partition table before and after add_column / rename_column"),
     "delta": ("bench_delta.py", "delta.json", "ctfile vs delta-rs on the same DML history; hidden-column bytes"),
     "objectstore": ("bench_objectstore.py", "objectstore.json", "object-store (S3 API) figures"),
+    "streams": ("bench_streams.py", "streams.json", "exactly-once stream consumption vs changes() + an app transaction, local and S3; many streams"),
     "spark": ("bench_spark.py", "spark.json", "spark.read.format('ctfile') vs spark.read.parquet"),
 }
 
@@ -189,6 +190,9 @@ def _module_markdown(script: str, result: dict) -> str | None:
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(HERE))
+        # registered before it runs, as an import would: dataclasses (and
+        # anything else resolving names through sys.modules) need it
+        sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
         fn = getattr(mod, "markdown", None)
         return fn(result) if callable(fn) else None
