@@ -274,7 +274,7 @@ class Stream:
 
     def info(self, *, retain: Any = None, grace_period: Any = None) -> StreamInfo:
         """This stream's :class:`StreamInfo`."""
-        return stream_info(self.table, self.state(), retain=retain, grace_period=grace_period)
+        return stream_infos(self.table, [self.state()], retain=retain, grace_period=grace_period)[0]
 
 
 def _window_s(value: Any, default: float) -> float:
@@ -287,25 +287,31 @@ def _window_s(value: Any, default: float) -> float:
     raise InvalidArgumentError(f"a retention window is a timedelta or seconds >= 0, found {value!r}")
 
 
-def stream_info(table: "Table", state: StreamState, *, retain: Any = None, grace_period: Any = None) -> StreamInfo:
-    """Lag and staleness of ``state`` (reads the log entries after its offset)."""
+def stream_infos(
+    table: "Table", states: list[StreamState], *, retain: Any = None, grace_period: Any = None,
+) -> list[StreamInfo]:
+    """Lag and staleness of each of ``states``. The table is refreshed once
+    and the log entries after the smallest offset read once, for all of
+    them (``Table.streams()`` of many streams stays one history read)."""
     latest = table.refresh().version
     window_s = max(_window_s(retain, DEFAULT_RETAIN_S), _window_s(grace_period, DEFAULT_GRACE_S))
-    pending = [] if state.offset >= latest else table.history(limit=latest - state.offset)
-    oldest = min((h.timestamp for h in pending), default=None) if pending else None
+    ext_s = TableProperties.from_mapping(table.properties).max_retention_extension_s
+    lowest = min((s.offset for s in states), default=latest)
+    history = table.history(limit=latest - lowest) if lowest < latest else []
     metrics = ("numInsertedRows", "numUpdatedRows", "numDeletedRows")
-    rows = sum(int(h.operation_metrics.get(k, 0) or 0) for h in pending for k in metrics)
-    if oldest is not None and not state.is_stale:
-        ext_s = TableProperties.from_mapping(table.properties).max_retention_extension_s
-        stale_after = oldest + dt.timedelta(seconds=window_s + ext_s)
-    else:
-        stale_after = None
-    return StreamInfo(
-        name=state.name, information=state.information, initial_rows=state.initial_rows, offset=state.offset,
-        latest_version=latest, lag_versions=max(latest - state.offset, 0), lag_rows=rows,
-        oldest_pending=oldest, stale=state.is_stale, stale_since=_utc(state.stale_since), stale_after=stale_after,
-        created=_utc(state.created_time), claim=state.claim,  # type: ignore[arg-type]
-    )
+    out = []
+    for state in states:
+        pending = [h for h in history if h.version > state.offset]
+        oldest = min((h.timestamp for h in pending), default=None)
+        rows = sum(int(h.operation_metrics.get(k, 0) or 0) for h in pending for k in metrics)
+        stale_after = None if oldest is None or state.is_stale else oldest + dt.timedelta(seconds=window_s + ext_s)
+        out.append(StreamInfo(
+            name=state.name, information=state.information, initial_rows=state.initial_rows, offset=state.offset,
+            latest_version=latest, lag_versions=max(latest - state.offset, 0), lag_rows=rows,
+            oldest_pending=oldest, stale=state.is_stale, stale_since=_utc(state.stale_since),
+            stale_after=stale_after, created=_utc(state.created_time), claim=state.claim,  # type: ignore[arg-type]
+        ))
+    return out
 
 
 class TableStreams:
@@ -391,11 +397,8 @@ class TableStreams:
         staleness (:class:`StreamInfo`; ``retain`` and ``grace_period``
         are the vacuum windows staleness is predicted with, by default
         vacuum's)."""
-        out = []
-        for state in StreamStore(self.storage).all_current():
-            if not state.dropped:
-                out.append(stream_info(self, state, retain=retain, grace_period=grace_period))
-        return out
+        states = [s for s in StreamStore(self.storage).all_current() if not s.dropped]
+        return stream_infos(self, states, retain=retain, grace_period=grace_period)
 
     def drop_stream(self: "Table", name: str) -> None:
         """Drop stream ``name``: vacuum no longer holds history back for it,
