@@ -1,0 +1,138 @@
+"""A stream consumer and its exactly-once check, shared by the stream crash
+tests (``tests/crash``, ``tests/objectstore``) and the stream property test
+(not a test module; importable because ``tests/conftest.py`` puts this
+directory on ``sys.path``).
+
+The consumer applies a stream's pending changes to its target as a *log of
+consumed changes*: every change row is appended with its action, its
+``METADATA$ROW_ID`` and the interval ``lo..hi`` of the change scan it came
+from. What the target holds then says exactly what was consumed, and
+:func:`check_exactly_once` compares it with change scans of the source read
+afterwards (SPEC §Streams, SPEC §Change scans).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+import ctfile
+
+ACTION, ISUPDATE, ROW_ID = "METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"
+
+#: The consumed-changes log: the source's ``uid`` and ``v``, the change's
+#: action, update flag and row id, and the change scan's interval.
+TARGET_SCHEMA = pa.schema(
+    [
+        ("uid", pa.int64()), ("v", pa.string()), ("action", pa.string()), ("isupdate", pa.bool_()),
+        ("rid", pa.string()), ("lo", pa.int64()), ("hi", pa.int64()),
+    ]
+)
+CHANGE_COLUMNS = ["uid", "v", ACTION, ISUPDATE, ROW_ID]
+
+
+def change_rows(cs) -> pa.Table:
+    """The rows of ChangeSet ``cs`` in :data:`TARGET_SCHEMA`."""
+    t = cs.to_arrow().select(CHANGE_COLUMNS)
+    n = t.num_rows
+    return pa.table(
+        list(t.columns) + [pa.array([cs.start_version] * n, pa.int64()), pa.array([cs.end_version] * n, pa.int64())],
+        schema=TARGET_SCHEMA,
+    )
+
+
+def consume(stream: ctfile.Stream, target: ctfile.Table):
+    """Consume ``stream`` into ``target`` exactly once; the commit's result."""
+    with target.transaction(consuming=stream) as tx:
+        tx.insert(change_rows(stream.pending()))
+    return tx.result
+
+
+def as_tuples(t: pa.Table) -> list[tuple]:
+    names = [f.name for f in TARGET_SCHEMA]
+    return [tuple(r[n] for n in names) for r in t.select(names).to_pylist()]
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """What the target says was consumed: its rows grouped by interval."""
+
+    batches: dict[tuple[int, int], list[tuple]]
+
+    @classmethod
+    def read(cls, target: ctfile.Table) -> "Consumed":
+        out: dict[tuple[int, int], list[tuple]] = {}
+        for row in as_tuples(target.refresh().to_arrow()):
+            out.setdefault((row[5], row[6]), []).append(row)
+        return cls(dict(sorted(out.items())))
+
+    @property
+    def rows(self) -> list[tuple]:
+        return [r for rows in self.batches.values() for r in rows]
+
+
+def check_exactly_once(
+    source: ctfile.Table, target: ctfile.Table, *, first: int, last: int, information: str = "default",
+    initial_rows: bool = False,
+) -> Consumed:
+    """The target holds the changes of ``first..last`` of ``source`` exactly once.
+
+    Every interval in the target is disjoint from the others and holds
+    exactly the change scan of that interval (with the initial rows for the
+    one that starts at ``first``, if ``initial_rows``); the versions between
+    them and after them up to ``last`` have no changes to hand out (a
+    consumption whose interval had no rows leaves no row). In ``default``
+    mode, applying the consumed changes in order to the empty table (or to
+    the snapshot before ``first``) gives the snapshot at ``last``.
+    """
+    consumed = Consumed.read(target)
+    expected_from = first
+    for (lo, hi), rows in consumed.batches.items():
+        assert lo >= expected_from, (f"interval {lo}..{hi} overlaps what was consumed before", consumed.batches.keys())
+        if lo > expected_from:
+            _assert_no_changes(source, expected_from, lo - 1, information, initial_rows and expected_from == first)
+        initial = initial_rows and lo == first
+        want = change_rows(source.changes(start_version=lo, end_version=hi, information=information,
+                                          initial_rows=initial))
+        assert Counter(rows) == Counter(as_tuples(want)), ("interval", lo, hi, rows, as_tuples(want))
+        expected_from = hi + 1
+    _assert_no_changes(source, expected_from, last, information, initial_rows and expected_from == first)
+    if information == "default":
+        base = {} if initial_rows else snapshot_by_rid(source, first - 1)
+        assert apply_changes(base, consumed.rows) == snapshot_by_rid(source, last)
+    return consumed
+
+
+def _assert_no_changes(source, lo: int, hi: int, information: str, initial_rows: bool) -> None:
+    if lo > hi and not initial_rows:
+        return
+    n = source.changes(start_version=lo, end_version=max(hi, lo - 1), information=information,
+                       initial_rows=initial_rows).to_arrow().num_rows
+    assert n == 0, f"versions {lo}..{hi} have {n} changes the target never received"
+
+
+def apply_changes(rows_by_rid: dict[str, tuple], changes: list[tuple]) -> dict[str, tuple]:
+    """Apply consumed change rows, interval by interval (a change scan holds
+    at most one DELETE and one INSERT per row id: DELETEs first)."""
+    out = dict(rows_by_rid)
+    by_interval: dict[tuple[int, int], list[tuple]] = {}
+    for r in changes:
+        by_interval.setdefault((r[5], r[6]), []).append(r)
+    for _, rows in sorted(by_interval.items()):
+        for uid, v, action, _, rid, _, _ in sorted(rows, key=lambda r: r[2] != "DELETE"):
+            if action == "DELETE":
+                assert out.pop(rid) == (uid, v), ("a DELETE of a row not live with those values", rid, uid, v)
+            else:
+                assert rid not in out, ("an INSERT of a live row", rid)
+                out[rid] = (uid, v)
+    return out
+
+
+def snapshot_by_rid(source: ctfile.Table, version: int) -> dict[str, tuple]:
+    """The snapshot at ``version`` by ``METADATA$ROW_ID`` (empty before version 0)."""
+    if version < 0:
+        return {}
+    cs = source.changes(start_version=version + 1, end_version=version, initial_rows=True)
+    return {r[ROW_ID]: (r["uid"], r["v"]) for r in cs.to_arrow().select(["uid", "v", ROW_ID]).to_pylist()}
