@@ -34,57 +34,35 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 import ctfile
-from ctfile.format.actions import AddPartition, SetTransaction
-from ctfile.format.paths import DATA_DIR
-from ctfile.format.streams import STREAMS_DIR
-from stream_log import TARGET_SCHEMA, as_tuples, change_rows, check_exactly_once, consume
+from stream_log import (
+    LATEST,
+    OFFSET,
+    STREAM,
+    TARGET_SCHEMA,
+    as_tuples,
+    change_rows,
+    check_exactly_once,
+    consume,
+    data_files,
+    make_source,
+    operations,
+    referenced,
+    state_sequences,
+    stream_txn,
+)
 
 HELPER = Path(__file__).with_name("_crash_consumer.py")
 DEADLINE_S = 60.0
-SCHEMA = pa.schema([pa.field("uid", pa.int64(), nullable=False), pa.field("v", pa.string())])
-STREAM = "feed"
-#: The stream's offset when created (after the insert and its CREATE STREAM
-#: commit), and the last version of the DML before the crashed consumption.
-OFFSET, LATEST = 2, 5
-
-
-def make_source(root) -> ctfile.Table:
-    """6 rows at version 1, stream ``feed`` with initial rows (offset 2), then
-    an update, a delete and an insert (versions 3-5)."""
-    src = ctfile.create_table(root, SCHEMA, partition_rows=2)
-    src.insert(pa.table({"uid": range(6), "v": list("abcdef")}, schema=SCHEMA))
-    src.create_stream(STREAM, initial_rows=True)
-    assert src.stream(STREAM).offset == OFFSET
-    src.update(pc.field("uid") == 4, {"v": "E"})
-    src.delete(pc.field("uid") == 5)
-    src.insert(pa.table({"uid": [100, 101], "v": ["x", "y"]}, schema=SCHEMA))
-    assert src.version == LATEST
-    return src
 
 
 @pytest.fixture
 def tables(tmp_path) -> tuple[ctfile.Table, ctfile.Table]:
     target = ctfile.create_table(tmp_path / "target", TARGET_SCHEMA, partition_rows=2)
-    return make_source(tmp_path / "source"), target
-
-
-def data_files(table: ctfile.Table) -> set[str]:
-    root = Path(table.uri) / DATA_DIR
-    return {f"{DATA_DIR}/{n}" for n in os.listdir(root) if n.endswith(".parquet")} if root.exists() else set()
-
-
-def referenced(table: ctfile.Table) -> set[str]:
-    t = table.refresh()
-    return {a.path for v in range(t.version + 1) for a in t.log.read_entry(v) if isinstance(a, AddPartition)}
-
-
-def state_sequences(source: ctfile.Table) -> list[int]:
-    return sorted(int(n.split(".")[1]) for n in os.listdir(Path(source.uri) / STREAMS_DIR))
+    return make_source(str(tmp_path / "source")), target
 
 
 def start_child(source, target, point: str, workdir: Path, *, go: Path | None = None, tag: str = ""):
@@ -133,15 +111,6 @@ def finish(proc, out: Path, err: Path) -> dict:
             proc.kill()
             proc.wait(timeout=DEADLINE_S)
     return json.loads(out.read_text())
-
-
-def operations(target: ctfile.Table) -> list[str]:
-    t = target.refresh()
-    return [t.log.commit_info(v).operation for v in range(1, t.version + 1)]
-
-
-def stream_txn(target: ctfile.Table, version: int, app_id: str) -> list[SetTransaction]:
-    return [a for a in target.log.read_entry(version) if isinstance(a, SetTransaction) and a.app_id == app_id]
 
 
 def expected_first_interval(source: ctfile.Table) -> list[tuple]:

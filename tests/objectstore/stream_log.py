@@ -15,10 +15,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import ctfile
+from ctfile.format.actions import AddPartition, SetTransaction
+from ctfile.format.paths import DATA_DIR
+from ctfile.log.streams import StreamStore
 
 ACTION, ISUPDATE, ROW_ID = "METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"
 
@@ -32,6 +37,27 @@ TARGET_SCHEMA = pa.schema(
 )
 CHANGE_COLUMNS = ["uid", "v", ACTION, ISUPDATE, ROW_ID]
 
+SOURCE_SCHEMA = pa.schema([pa.field("uid", pa.int64(), nullable=False), pa.field("v", pa.string())])
+STREAM = "feed"
+#: The crash tests' stream offset when created (after the insert and its
+#: CREATE STREAM commit), and the last version before the consumption.
+OFFSET, LATEST = 2, 5
+
+
+def make_source(uri: str, storage_options=None) -> ctfile.Table:
+    """The crash tests' source: 6 rows at version 1, stream ``feed`` with
+    initial rows (offset 2), then an update, a delete and an insert
+    (versions 3-5)."""
+    src = ctfile.create_table(uri, SOURCE_SCHEMA, partition_rows=2, storage_options=storage_options)
+    src.insert(pa.table({"uid": range(6), "v": list("abcdef")}, schema=SOURCE_SCHEMA))
+    src.create_stream(STREAM, initial_rows=True)
+    assert src.stream(STREAM).offset == OFFSET
+    src.update(pc.field("uid") == 4, {"v": "E"})
+    src.delete(pc.field("uid") == 5)
+    src.insert(pa.table({"uid": [100, 101], "v": ["x", "y"]}, schema=SOURCE_SCHEMA))
+    assert src.version == LATEST
+    return src
+
 
 def change_rows(cs) -> pa.Table:
     """The rows of ChangeSet ``cs`` in :data:`TARGET_SCHEMA`."""
@@ -43,11 +69,42 @@ def change_rows(cs) -> pa.Table:
     )
 
 
-def consume(stream: ctfile.Stream, target: ctfile.Table):
-    """Consume ``stream`` into ``target`` exactly once; the commit's result."""
+def consume(stream: ctfile.Stream, target: ctfile.Table, *, before_commit: Callable | None = None):
+    """Consume ``stream`` into ``target`` exactly once; the commit's result.
+    ``before_commit(changes)`` runs once the files are staged."""
     with target.transaction(consuming=stream) as tx:
-        tx.insert(change_rows(stream.pending()))
+        cs = stream.pending()
+        tx.insert(change_rows(cs))
+        if before_commit is not None:
+            before_commit(cs)
     return tx.result
+
+
+def data_files(table: ctfile.Table) -> set[str]:
+    return {i.path for i in table.storage.list_dir(DATA_DIR) if i.path.endswith(".parquet")}
+
+
+def referenced(table: ctfile.Table) -> set[str]:
+    """Every data file some version of ``table`` adds."""
+    t = table.refresh()
+    return {a.path for v in range(t.version + 1) for a in t.log.read_entry(v) if isinstance(a, AddPartition)}
+
+
+def operations(table: ctfile.Table) -> list[str]:
+    """The operation of every commit after version 0."""
+    t = table.refresh()
+    return [t.log.commit_info(v).operation for v in range(1, t.version + 1)]
+
+
+def stream_txn(target: ctfile.Table, version: int, app_id: str) -> list[SetTransaction]:
+    """The ``txn`` actions of ``app_id`` in ``target``'s entry ``version``."""
+    return [a for a in target.log.read_entry(version) if isinstance(a, SetTransaction) and a.app_id == app_id]
+
+
+def state_sequences(source: ctfile.Table, name: str = STREAM) -> list[int]:
+    """The sequence numbers of the state files of stream ``name``."""
+    files = StreamStore(source.storage).listing().get(name)
+    return [] if files is None else sorted(files.files)
 
 
 def as_tuples(t: pa.Table) -> list[tuple]:
