@@ -19,6 +19,9 @@ Points:
   committed  put_if_absent of the target's log entry returned; the
              resolved state is not written
   resolved   put_if_absent of the resolved state returned
+  fenced     (a consumer meeting another's dead claim) put_if_absent of its
+             STREAM FENCE commit on the target returned; the state that
+             abandons the fenced claim is not written
 """
 
 from __future__ import annotations
@@ -67,10 +70,10 @@ def install(point: str, marker: str, go: str | None) -> None:
 
     def put_if_absent(self, path, data):
         orig_put_if_absent(self, path, data)
-        if point == "committed" and claimed and _is_commit(path):
+        if _is_commit(path) and (point == "committed" and claimed or point == "fenced" and not claimed):
             _stop(marker, point, path, go)
 
-    if point not in ("staged", "claimed", "committed", "resolved"):
+    if point not in ("staged", "claimed", "committed", "resolved", "fenced"):
         raise SystemExit(f"unknown point {point!r}")
     StreamStore.write_next = write_next
     LocalStorage.put_if_absent = put_if_absent

@@ -219,3 +219,25 @@ def test_consumer_fenced_while_committing_gets_conflict(tables, tmp_path):
     assert operations(target) == ["STREAM FENCE", "TRANSACTION"]
     assert source.stream(STREAM).offset == LATEST
     check_exactly_once(source, target, first=OFFSET + 1, last=LATEST, initial_rows=True)
+
+
+def test_fencer_killed_after_its_fence(tables, tmp_path):
+    """A consumer dies after its claim; the next one fences the claim and
+    dies before writing the state that abandons it. The target's txn of the
+    claim is then the fence's, not a consumption: a reader must still hand
+    out the whole interval (not roll the claim forward), and the next
+    consumer consumes it once."""
+    source, target = tables
+    kill_at(source, target, "claimed", tmp_path)
+    kill_at(source, target, "fenced", tmp_path)
+    assert operations(target) == ["STREAM FENCE"] and state_sequences(source) == [0, 1]
+
+    s = ctfile.open_table(source.uri).stream(STREAM)
+    pending = s.pending()
+    assert (pending.start_version, pending.end_version, s.offset) == (OFFSET + 1, LATEST, OFFSET)
+    assert as_tuples(change_rows(pending)) == expected_first_interval(source)
+
+    assert consume(s, ctfile.open_table(target.uri)).committed
+    assert operations(target) == ["STREAM FENCE", "TRANSACTION"]  # the fence that landed is enough
+    assert s.offset == LATEST
+    check_exactly_once(source, target, first=OFFSET + 1, last=LATEST, initial_rows=True)

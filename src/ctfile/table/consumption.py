@@ -13,7 +13,8 @@ A consumer *pins* a stream's state *s* and the table's latest version *L*
 4. the resolved state *s* + 2 moves the offset to *L*.
 
 A claim found in a stream's current state is resolved by the target's log
-(:class:`ClaimResolver`): rolled forward if the target holds its ``txn``;
+(:class:`ClaimResolver`): rolled forward if the target holds its ``txn``
+from the consumption's commit, abandoned if the ``txn`` is a fence's;
 otherwise a consumer that wants to go on *fences* it first, committing that
 ``txn`` to the target itself, so the claimant's step 3 can no longer land
 (it finds its batch replayed and reports a conflict). A process killed at
@@ -23,11 +24,19 @@ repeating an interval.
 
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError, TableNotFoundError
+from ctfile.format.errors import (
+    CommitConflictError,
+    ConflictKind,
+    InvalidArgumentError,
+    StaleIntervalError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import CommitResult, now_ms
@@ -37,6 +46,18 @@ if TYPE_CHECKING:
     from ctfile.table.table import Table
 
 log = logging.getLogger("ctfile")
+
+#: The operation of a commit that fences a claim (SPEC §Streams).
+FENCE_OPERATION = "STREAM FENCE"
+
+
+class ClaimOutcome(enum.Enum):
+    """What became of a claim, by its target's log."""
+
+    OPEN = "open"  #: neither committed nor fenced (yet)
+    COMMITTED = "committed"  #: the consumption is in the target
+    FENCED = "fenced"  #: a fence landed: the consumption can never commit
+
 
 #: How often a consumer re-reads a stream whose state moved under it while
 #: resolving a claim, before reporting a conflict.
@@ -101,10 +122,34 @@ class ClaimResolver:
             )
         return table
 
+    def outcome(self, state: StreamState, target: "Table") -> ClaimOutcome:
+        """What the target's log says of the claim of ``state`` (SPEC
+        §Streams, claims): a ``txn`` of its ``appId`` at or above its
+        sequence was written either by the consumption or by a fence of the
+        claim -- whose fencer may have died before abandoning it -- and the
+        entry that wrote it, the version committed at the ``txn``'s
+        ``lastUpdated`` (commit timestamps strictly increase), tells which."""
+        latest = target.refresh().version
+        done = target.log.load_head(latest=latest).app_transactions.get(state.app_id)
+        if done is None or done.version < state.sequence:
+            return ClaimOutcome.OPEN
+        try:
+            info = target.log.commit_info(target.log.version_at_timestamp(done.last_updated, latest=latest))
+        except (VersionNotFoundError, StaleIntervalError) as e:
+            # The entry is gone (the claim outlived the target's log
+            # retention): only a consumption is assumed, as before fences.
+            log.warning("stream %s: the entry that wrote the txn of its claim %d on %s is gone (%s); taking it "
+                        "as the consumption's", state.name, state.sequence, target.uri, e)
+            return ClaimOutcome.COMMITTED
+        params = info.operation_parameters
+        if (info.operation == FENCE_OPERATION and params.get("sequence") == state.sequence
+                and params.get("streamTable") == state.table_id):
+            return ClaimOutcome.FENCED
+        return ClaimOutcome.COMMITTED
+
     def committed(self, state: StreamState, target: "Table") -> bool:
         """True if the claimed consumption is in the target's log."""
-        done = target.app_version(state.app_id)
-        return done is not None and done >= state.sequence
+        return self.outcome(state, target) is ClaimOutcome.COMMITTED
 
     def roll_forward(self, state: StreamState) -> StreamState:
         assert state.claim is not None
@@ -121,7 +166,7 @@ class ClaimResolver:
 
     def settle_if_committed(self, state: StreamState) -> StreamState:
         """For readers: roll a committed claim forward, else leave it (the
-        claimant may be running)."""
+        claimant may be running; a fenced claim is not committed either)."""
         if state.claim is None:
             return state
         if self.committed(state, self._target(state)):
@@ -134,15 +179,16 @@ class ClaimResolver:
         if state.claim is None:
             return state
         target = self._target(state)
-        if self.committed(state, target):
-            return self.roll_forward(state)
-        fence = target.transaction(
-            operation="STREAM FENCE",
-            parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
-            app_id=state.app_id, app_version=state.sequence,
-        )
-        result = fence.commit()
-        if result.app_transaction_replayed:  # the claimant committed first
+        outcome = self.outcome(state, target)
+        if outcome is ClaimOutcome.OPEN:
+            fence = target.transaction(
+                operation=FENCE_OPERATION,
+                parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
+                app_id=state.app_id, app_version=state.sequence,
+            )
+            # Replayed: the claimant committed, or another consumer fenced first.
+            outcome = self.outcome(state, target) if fence.commit().app_transaction_replayed else ClaimOutcome.FENCED
+        if outcome is ClaimOutcome.COMMITTED:
             return self.roll_forward(state)
         log.info("stream %s: fenced the claim of state %d on %s", state.name, state.sequence, target.uri)
         return self._write(state.abandoned(now_ms=now_ms()))
