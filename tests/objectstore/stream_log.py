@@ -132,7 +132,7 @@ class Consumed:
 
 def check_exactly_once(
     source: ctfile.Table, target: ctfile.Table, *, first: int, last: int, information: str = "default",
-    initial_rows: bool = False,
+    initial_rows: bool = False, initial_pending: bool = False,
 ) -> Consumed:
     """The target holds the changes of ``first..last`` of ``source`` exactly once.
 
@@ -140,24 +140,27 @@ def check_exactly_once(
     exactly the change scan of that interval (with the initial rows for the
     one that starts at ``first``, if ``initial_rows``); the versions between
     them and after them up to ``last`` have no changes to hand out (a
-    consumption whose interval had no rows leaves no row). In ``default``
+    consumption whose interval had no rows leaves no row), nor initial rows
+    unless the stream still has them pending (``initial_pending``). In ``default``
     mode, applying the consumed changes in order to the empty table (or to
     the snapshot before ``first``) gives the snapshot at ``last``.
     """
     consumed = Consumed.read(target)
     expected_from = first
+    initial_open = initial_rows  # the initial rows are not consumed yet
     for (lo, hi), rows in consumed.batches.items():
         assert lo >= expected_from, (f"interval {lo}..{hi} overlaps what was consumed before", consumed.batches.keys())
         if lo > expected_from:
-            _assert_no_changes(source, expected_from, lo - 1, information, initial_rows and expected_from == first)
-        initial = initial_rows and lo == first
+            _assert_no_changes(source, expected_from, lo - 1, information, initial_open)
+        initial, initial_open = initial_open and lo == first, False
         want = change_rows(source.changes(start_version=lo, end_version=hi, information=information,
                                           initial_rows=initial))
         assert Counter(rows) == Counter(as_tuples(want)), ("interval", lo, hi, rows, as_tuples(want))
         expected_from = hi + 1
-    _assert_no_changes(source, expected_from, last, information, initial_rows and expected_from == first)
+    assert expected_from <= last + 1, f"the target holds changes up to {expected_from - 1}, after the offset {last}"
+    _assert_no_changes(source, expected_from, last, information, initial_open and not initial_pending)
     if information == "default":
-        base = {} if initial_rows else snapshot_by_rid(source, first - 1)
+        base = {} if initial_rows and not initial_pending else snapshot_by_rid(source, first - 1)
         assert apply_changes(base, consumed.rows) == snapshot_by_rid(source, last)
     return consumed
 
