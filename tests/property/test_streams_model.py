@@ -161,7 +161,10 @@ class World:
         self.streams[name] = StreamModel(name, target_uri, offset + 1, information, initial_rows, offset)
 
     def consume(self, m: StreamModel, step: str | None) -> None:
-        """Consume into the target, dying at ``step``."""
+        """Consume into the target, dying at ``step`` ("fenced": a consumer
+        dies after its claim, the next after fencing it)."""
+        if step == "fenced":
+            self.consume(m, "claimed")
         try:
             with dying_at(step):
                 consume(self.source.stream(m.name), self.target(m))
@@ -297,3 +300,4 @@ def test_stream_consumption_exactly_once(history, streams, ops):
         w.consume(m, None)
         assert w.source.stream(m.name).offset == w.source.refresh().version
     w.check()
+
