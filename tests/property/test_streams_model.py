@@ -301,3 +301,32 @@ def test_stream_consumption_exactly_once(history, streams, ops):
         assert w.source.stream(m.name).offset == w.source.refresh().version
     w.check()
 
+
+def test_fencer_that_loses_the_abandoning_write_consumes_once():
+    """A claim dies; consumer X fences it, but before X writes the state
+    that abandons it, consumer Y (seeing the fence) abandons it itself,
+    claims, commits to the target and dies before resolving. X, whose write
+    lost, must not consume from Y's claimed state as if it had no claim
+    (that would apply Y's interval again): it resolves Y's claim first."""
+    w = World()
+    w.source.insert(w.rows(["a", "b", "c"]))
+    w.create("s0", "default", True, None)
+    w.source.insert(w.rows(["d"]))
+    m = w.streams["s0"]
+    w.consume(m, "claimed")  # state 1: a dead claim
+    orig_write_next = StreamStore.write_next
+    interleaved = []
+
+    def write_next(self, state):
+        if state.claim is None and not interleaved:  # X abandons the claim it fenced
+            interleaved.append(state.sequence)
+            w.consume(m, "committed")  # Y: abandons (2), claims (3), commits, dies
+        return orig_write_next(self, state)
+
+    StreamStore.write_next = write_next
+    try:
+        consume(ctfile.open_table(w.source_uri).stream(m.name), w.target(m))
+    finally:
+        StreamStore.write_next = orig_write_next
+    assert interleaved == [2]
+    w.check()

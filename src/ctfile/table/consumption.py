@@ -175,9 +175,22 @@ class ClaimResolver:
 
     def take_over(self, state: StreamState) -> StreamState:
         """For consumers: a state without a claim, fencing a claim that did
-        not commit (SPEC §Streams: the fence makes its commit impossible)."""
-        if state.claim is None:
-            return state
+        not commit (SPEC §Streams: the fence makes its commit impossible).
+
+        Resolving a claim can lose the write of the next state to another
+        consumer, whose state may hold a claim of its own again: that one
+        is resolved in turn (a state with a claim is never handed back, so
+        no claim is written over a claim)."""
+        for _ in range(MAX_RESOLVE_ROUNDS):
+            if state.claim is None:
+                return state
+            state = self._resolve_once(state)
+        raise _conflict(state, f"gave up resolving its claims after {MAX_RESOLVE_ROUNDS} rounds of other "
+                        f"consumers claiming it; consume the stream again", read=state.offset, won=state.offset)
+
+    def _resolve_once(self, state: StreamState) -> StreamState:
+        """Roll the claim of ``state`` forward or abandon it (fencing it if
+        needed); the state written, or the one that won the write."""
         target = self._target(state)
         outcome = self.outcome(state, target)
         if outcome is ClaimOutcome.OPEN:
