@@ -107,16 +107,7 @@ def test_consumer_killed_on_s3(moto_s3, fault_proxy, tmp_path, point):
     opts = moto_s3.storage_options()
     source = make_source(moto_s3.new_uri("source"), opts)
     target = ctfile.create_table(moto_s3.new_uri("target"), TARGET_SCHEMA, partition_rows=2, storage_options=opts)
-    stopper = StepStopper(fault_proxy, point, key_of(source.uri), key_of(target.uri))
-    out = tmp_path / "out.json"
-    job = {"op": "consume", "source": source.uri, "target": target.uri, "stream": STREAM,
-           "storage_options": fault_proxy.endpoint.storage_options(), "out": str(out)}
-    proc = Child(job)
-    try:
-        kill_when(proc, stopper.ready, out, point)
-    finally:
-        stopper.release.set()
-        fault_proxy.rules.clear()
+    kill_consumer_at(fault_proxy, point, source, target, tmp_path / "out.json")
 
     consumed = CONSUMED_BY_CHILD[point]
     orphans = data_files(target) - referenced(target)
@@ -174,3 +165,35 @@ def test_two_consumers_race_on_s3(moto_s3, tmp_path):
     assert source.stream(STREAM).offset == LATEST
     check_exactly_once(source, target, first=OFFSET + 1, last=LATEST, initial_rows=True)
     assert data_files(target) == referenced(target)
+
+
+def kill_consumer_at(proxy, point: str, source, target, out: Path) -> None:
+    stopper = StepStopper(proxy, point, key_of(source.uri), key_of(target.uri))
+    job = {"op": "consume", "source": source.uri, "target": target.uri, "stream": STREAM,
+           "storage_options": proxy.endpoint.storage_options(), "out": str(out)}
+    proc = Child(job)
+    try:
+        kill_when(proc, stopper.ready, out, point)
+    finally:
+        stopper.release.set()
+        proxy.rules.clear()
+
+
+def test_fencer_killed_on_s3(moto_s3, fault_proxy, tmp_path):
+    """A consumer dies after its claim; the next dies once its STREAM FENCE
+    is applied (its first target commit), before abandoning the claim. The
+    fence's txn is not a consumption: the interval is still pending, and
+    the next consumer applies it once."""
+    opts = moto_s3.storage_options()
+    source = make_source(moto_s3.new_uri("source"), opts)
+    target = ctfile.create_table(moto_s3.new_uri("target"), TARGET_SCHEMA, partition_rows=2, storage_options=opts)
+    kill_consumer_at(fault_proxy, "claimed", source, target, tmp_path / "a.json")
+    kill_consumer_at(fault_proxy, "committed", source, target, tmp_path / "b.json")  # B's commit is its fence
+    assert operations(target) == ["STREAM FENCE"] and state_sequences(source) == [0, 1]
+
+    s = ctfile.open_table(source.uri, storage_options=opts).stream(STREAM)
+    pending = s.pending()
+    assert (pending.start_version, pending.end_version, s.offset) == (OFFSET + 1, LATEST, OFFSET)
+    assert consume(s, ctfile.open_table(target.uri, storage_options=opts)).committed
+    assert operations(target) == ["STREAM FENCE", "TRANSACTION"] and s.offset == LATEST
+    check_exactly_once(source, target, first=OFFSET + 1, last=LATEST, initial_rows=True)
