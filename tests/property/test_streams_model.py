@@ -33,6 +33,10 @@ Two interleaved consumers: one that pinned the stream before another
 consumed it, and one whose claim another fences between its claim and its
 commit, must both get :class:`~ctfile.CommitConflictError`.
 
+``test_fencer_that_loses_the_abandoning_write_consumes_once`` replays one
+interleaving the random ones rarely reach: a fencer whose write of the
+abandoning state loses to a consumer that claimed and committed since.
+
 Vacuum and staleness are left out here (another part of issue 17).
 """
 
