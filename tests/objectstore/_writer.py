@@ -20,6 +20,11 @@ them together), ``out`` (where the result JSON goes) and an
              or the CommitConflictError's read and winning versions.
 ``crash_op`` ``kind`` ("insert": 8 rows, "update": every row) on the crash
              tests' table; the test kills the process during the commit.
+``consume``  ``source``, ``target`` (URIs) and ``stream``: consumes the
+             stream into the target (``stream_log``'s consumer); with
+             ``go2``, writes ``<out>.ready`` once the transaction has pinned
+             the stream and staged its files and waits for ``go2`` before
+             committing. The result holds the version or the conflict.
 ``upsert``   ``writer`` and ``plan``, a list of steps ``[merge_keys,
              increment_keys]``: per step, ``Table.merge`` of ``merge_keys``
              with ``owner = writer``, ``seq = step`` (upsert on ``id``), then
@@ -118,6 +123,25 @@ def crash_op(job: dict) -> dict:
     return {"version": r.version}
 
 
+def consume(job: dict) -> dict:
+    import ctfile
+    import stream_log
+
+    opts = job["storage_options"]
+    stream = ctfile.open_table(job["source"], storage_options=opts).stream(job["stream"])
+    target = ctfile.open_table(job["target"], storage_options=opts)
+
+    def wait(cs) -> None:
+        if "go2" in job:
+            _write_json(job["out"] + ".ready", {"from": cs.start_version, "to": cs.end_version})
+            _wait_for(job["go2"])
+
+    try:
+        return {"outcome": "committed", "version": stream_log.consume(stream, target, before_commit=wait).version}
+    except ctfile.CommitConflictError as e:
+        return {"outcome": "conflict", "message": str(e)}
+
+
 def upsert(job: dict) -> dict:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -147,7 +171,8 @@ def upsert(job: dict) -> dict:
 def main(argv: list[str]) -> int:
     job = json.loads(argv[0])
     try:
-        result = {"append": append, "dml": dml, "crash_op": crash_op, "upsert": upsert}[job["op"]](job)
+        result = {"append": append, "dml": dml, "crash_op": crash_op, "upsert": upsert,
+                  "consume": consume}[job["op"]](job)
     except BaseException:
         _write_json(job["out"], {"error": traceback.format_exc()})
         return 1

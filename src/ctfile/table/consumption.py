@@ -13,7 +13,9 @@ A consumer *pins* a stream's state *s* and the table's latest version *L*
 4. the resolved state *s* + 2 moves the offset to *L*.
 
 A claim found in a stream's current state is resolved by the target's log
-(:class:`ClaimResolver`): rolled forward if the target holds its ``txn``;
+(:class:`ClaimResolver`): rolled forward if the target holds its ``txn``
+from the consumption's commit, abandoned if a fence wrote it (a fence also
+writes a ``txn`` of the stream's fence id, which tells the two apart);
 otherwise a consumer that wants to go on *fences* it first, committing that
 ``txn`` to the target itself, so the claimant's step 3 can no longer land
 (it finds its batch replayed and reports a conflict). A process killed at
@@ -39,6 +41,10 @@ if TYPE_CHECKING:
     from ctfile.table.table import Table
 
 log = logging.getLogger("ctfile")
+
+#: The operation of a commit that fences a claim (SPEC §Streams).
+FENCE_OPERATION = "STREAM FENCE"
+
 
 #: How often a consumer re-reads a stream whose state moved under it while
 #: resolving a claim, before reporting a conflict.
@@ -180,7 +186,7 @@ class ClaimResolver:
 
     def settle_if_committed(self, state: StreamState) -> StreamState:
         """For readers: roll a committed claim forward, else leave it (the
-        claimant may be running)."""
+        claimant may be running; a fenced claim is not committed either)."""
         if state.claim is None:
             return state
         outcome = self.outcome(state, self._target(state))
@@ -188,21 +194,34 @@ class ClaimResolver:
 
     def take_over(self, state: StreamState) -> StreamState:
         """For consumers: a state without a claim, fencing a claim that did
-        not commit (SPEC §Streams: the fence makes its commit impossible)."""
-        if state.claim is None:
-            return state
+        not commit (SPEC §Streams: the fence makes its commit impossible).
+
+        Resolving a claim can lose the write of the next state to another
+        consumer, whose state may hold a claim of its own again: that one
+        is resolved in turn (a state with a claim is never handed back, so
+        no claim is written over a claim)."""
+        for _ in range(MAX_RESOLVE_ROUNDS):
+            if state.claim is None:
+                return state
+            state = self._resolve_once(state)
+        raise _conflict(state, f"gave up resolving its claims after {MAX_RESOLVE_ROUNDS} rounds of other "
+                        f"consumers claiming it; consume the stream again", read=state.offset, won=state.offset)
+
+    def _resolve_once(self, state: StreamState) -> StreamState:
+        """Roll the claim of ``state`` forward or abandon it (fencing it if
+        needed); the state written, or the one that won the write."""
         target = self._target(state)
         outcome = self.outcome(state, target)
-        if outcome is not ClaimOutcome.UNDECIDED:
-            return self._settle(state, outcome)
-        fence = target.transaction(
-            operation="STREAM FENCE",
-            parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
-            app_id=state.app_id, app_version=state.sequence,
-        )
-        fence.add_app_marker(state.fence_app_id, state.sequence)
-        result = fence.commit()
-        if result.app_transaction_replayed:  # the claimant committed first
+        if outcome is ClaimOutcome.UNDECIDED:
+            fence = target.transaction(
+                operation=FENCE_OPERATION,
+                parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
+                app_id=state.app_id, app_version=state.sequence,
+            )
+            fence.add_app_marker(state.fence_app_id, state.sequence)
+            # Replayed: the claimant committed, or another consumer fenced first.
+            outcome = self.outcome(state, target) if fence.commit().app_transaction_replayed else ClaimOutcome.FENCED
+        if outcome is ClaimOutcome.CONSUMED:
             return self.roll_forward(state)
         log.info("stream %s: fenced the claim of state %d on %s", state.name, state.sequence, target.uri)
         return self._write(state.abandoned(now_ms=now_ms()))
