@@ -355,3 +355,15 @@ def test_a_fencer_that_dies_before_abandoning_does_not_lose_the_interval(source,
     assert state.claim is None and state.offset == pin.offset  # abandoned, not rolled forward
     consume_into(target, reader)
     assert logged(target) == [(3, "c", "INSERT")]
+
+
+def test_advance_to_the_offset_consumes_pending_initial_rows(source):
+    """An at-least-once consumer of initial rows alone (no newer version)
+    must be able to mark them consumed (found by the property test helper)."""
+    s = source.create_stream("s", initial_rows=True)
+    assert s.pending().to_arrow().num_rows == 2
+    assert s.advance(s.offset) == source.version
+    assert s.pending().to_arrow().num_rows == 0
+    assert StreamStore(source.storage).current("s").sequence == 1
+    s.advance(s.offset)  # nothing left: writes nothing
+    assert StreamStore(source.storage).current("s").sequence == 1

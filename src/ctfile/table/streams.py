@@ -245,8 +245,8 @@ class Stream:
         for _ in range(MAX_RESOLVE_ROUNDS):
             state = ClaimResolver(self.table, self._store).take_over(self._current_or_raise())
             self._check_live(state)
-            if to_version <= state.offset:
-                return state.offset
+            if to_version < state.offset or (to_version == state.offset and not state.initial_rows):
+                return state.offset  # nothing to consume (advancing to the offset consumes initial rows)
             try:
                 return self._store.write_next(state.advanced(to_version, now_ms=now_ms())).offset
             except StreamRaceLost:
