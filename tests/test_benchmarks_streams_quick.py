@@ -1,7 +1,8 @@
 """``benchmarks/bench_streams.py --quick`` runs end to end and writes its JSON.
 
 Checks the exit code, the structure of the results, the requests the stream
-adds on S3 (counted, not timed: one LIST, one GET and two PUTs) and the
+adds on S3 (counted, not timed: three LISTs, one GET, two PUTs and two
+DELETEs of the states no one needs any more) and the
 figures ``benchmarks/run.py`` renders from them (never timings: they depend
 on the machine). The benchmark itself checks, after timing, that both
 targets hold the source's rows and that the stream's offset is the manual
@@ -37,7 +38,8 @@ def _check_consumption(x: dict, runs: int) -> None:
     assert x["ratio_vs_anchor_plus_floor"] == x["ms"]["stream"] / (x["ms"]["manual"] + x["ms"]["floor"])
     assert all(len(v) == runs for v in x["runs_ms"].values())
     # one round before timing (the warm-up) and one per timed round, two versions each
-    assert x["check"]["stream_state_files"] >= 2 * (runs + 1)
+    assert x["check"]["stream_state_sequence"] >= 2 * (runs + 1)
+    assert x["check"]["stream_state_files"] == 3  # the writers delete the older ones (SPEC §Streams)
 
 
 @pytest.mark.skipif(not SCRIPT.exists(), reason="benchmarks/bench_streams.py not present")
@@ -58,8 +60,8 @@ def test_bench_streams_quick(tmp_path):
     if "skipped" not in s3:
         _check_consumption(s3, m["s3_runs"])
         q = s3["requests"]
-        assert {k: v for k, v in q["stream_minus_manual"].items() if v} == {"LIST": 1, "GET": 1, "PUT": 2}
-        assert q["per_consumption"]["floor"] == {"GET": 1, "LIST": 1, "PUT": 2}
+        assert {k: v for k, v in q["stream_minus_manual"].items() if v} == {"LIST": 3, "GET": 1, "PUT": 2, "DELETE": 2}
+        assert q["per_consumption"]["floor"] == {"GET": 1, "LIST": 3, "PUT": 2, "DELETE": 2}
         assert s3["streams_call"]["streams"] == 2
 
     mn = res["many"]

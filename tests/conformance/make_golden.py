@@ -303,9 +303,11 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     if args.streams:
         if args.examples:
-            for name in sorted(os.listdir(os.path.join(PEOPLE_STREAMS, "_ct_streams"))):
-                with open(os.path.join(PEOPLE_STREAMS, "_ct_streams", name)) as f:
-                    print(f"=== _ct_streams/{name}\n{f.read().strip()}")
+            streams_dir = os.path.join(PEOPLE_STREAMS, "_ct_streams")
+            for stream in sorted(os.listdir(streams_dir)):
+                for name in sorted(os.listdir(os.path.join(streams_dir, stream))):
+                    with open(os.path.join(streams_dir, stream, name)) as f:
+                        print(f"=== _ct_streams/{stream}/{name}\n{f.read().strip()}")
         else:
             regenerate_streams()
     elif args.examples:

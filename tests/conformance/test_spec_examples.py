@@ -282,7 +282,7 @@ def test_stream_state_examples_decode_and_round_trip(spec):
 
 
 def test_stream_state_examples_are_golden_states(spec):
-    states = [json.loads(p.read_text()) for p in sorted((GOLDEN_STREAMS / STR.STREAMS_DIR).iterdir())]
+    states = [json.loads(p.read_text()) for p in sorted((GOLDEN_STREAMS / STR.STREAMS_DIR).rglob("*.json"))]
     for b, obj in json_blocks(spec):
         if kind_of(obj) == "stream":
             assert obj in states, f"SPEC.md line {b.line}: not a state file of {GOLDEN_STREAMS.relative_to(REPO)}"

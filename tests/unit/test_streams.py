@@ -272,7 +272,7 @@ def test_a_damaged_state_is_reported_not_read(source):
     path = os.path.join(source.uri, state_path("s", 0))
     with open(path, "w") as f:
         f.write('{"stream": {"name": "s", "offset": "x"}}\n')
-    with pytest.raises(CorruptLogError, match=r"s\.00000000000000000000\.json"):
+    with pytest.raises(CorruptLogError, match=r"s/00000000000000000000\.json"):
         source.stream("s").pending()
 
 
@@ -295,7 +295,7 @@ def test_verify_checks_stream_states(source, tmp_path):
     problems = ctfile.verify_table(source.uri).problems
     assert [(p.check, p.path) for p in problems] == [("stream", state_path("s", 0))]
     other = ctfile.create_table(str(tmp_path / "other"), SCHEMA)  # a state of another table, copied in
-    os.makedirs(os.path.join(other.uri, STREAMS_DIR))
+    os.makedirs(os.path.join(other.uri, STREAMS_DIR, "s"))
     with open(os.path.join(other.uri, state_path("s", 0)), "w") as f:
         f.write(good)
     messages = [p.message for p in ctfile.verify_table(other.uri).problems]

@@ -1,6 +1,6 @@
 """Stream states: names, paths and the JSON codec (SPEC §Streams).
 
-A stream's state is a sequence of files ``_ct_streams/<name>.<s>.json``, one
+A stream's state is a sequence of files ``_ct_streams/<name>/<s>.json``, one
 JSON object each with the single key ``stream``; the highest sequence number
 is the current state. This module is pure: it names the files and encodes
 and decodes a :class:`StreamState`, checking every field as SPEC §Streams
@@ -11,9 +11,9 @@ Examples
 >>> s = StreamState.created("to_silver", stream_id="ab" * 16, table_id="t", information="default",
 ...                         initial_rows=False, offset=4, now_ms=1000)
 >>> state_path("to_silver", s.sequence)
-'_ct_streams/to_silver.00000000000000000000.json'
->>> parse_state_name("to_silver.00000000000000000003.json"), parse_state_name("x.json")
-(('to_silver', 3), None)
+'_ct_streams/to_silver/00000000000000000000.json'
+>>> parse_state_name("00000000000000000003.json"), parse_state_name("x.json")
+(3, None)
 >>> decode_state(encode_state(s), where="test") == s
 True
 >>> s.advanced(7, now_ms=2000).offset, s.claimed(end=7, target_uri="/t", target_table_id="u", now_ms=3).sequence
@@ -38,7 +38,9 @@ APP_ID_PREFIX = "ctfile-stream:"
 FENCE_APP_ID_PREFIX = "ctfile-stream-fence:"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_STATE_RE = re.compile(r"^([A-Za-z0-9_-]{1,128})\.(\d{20})\.json$")
+_STATE_RE = re.compile(r"^(\d{20})\.json$")
+#: SPEC §Streams: states below the current sequence minus this may be deleted.
+KEEP_PREVIOUS_STATES = 2
 _ID_RE = re.compile(r"[0-9a-f]{32}")
 
 
@@ -52,18 +54,26 @@ def check_stream_name(name: Any) -> str:
     return name
 
 
+def stream_dir(name: str) -> str:
+    """The directory of stream ``name``'s states: one per stream, so that a
+    stream's states are listed without the others'."""
+    return f"{STREAMS_DIR}/{check_stream_name(name)}"
+
+
 def state_path(name: str, sequence: int) -> str:
-    """The path of state ``sequence`` of stream ``name``: one flat directory
-    for every stream, so that one listing finds them all (on an object store
-    a single prefix)."""
-    return f"{STREAMS_DIR}/{check_stream_name(name)}.{sequence:0{VERSION_DIGITS}d}.json"
+    """The path of state ``sequence`` of stream ``name``."""
+    return f"{stream_dir(name)}/{sequence:0{VERSION_DIGITS}d}.json"
 
 
-def parse_state_name(file_name: str) -> tuple[str, int] | None:
-    """The (stream name, sequence number) a state file name encodes, or None
-    for any other name (SPEC §Streams: foreign names are ignored)."""
+def is_stream_name(name: str) -> bool:
+    return _NAME_RE.fullmatch(name) is not None
+
+
+def parse_state_name(file_name: str) -> int | None:
+    """The sequence number a state file name encodes, or None for any other
+    name (SPEC §Streams: foreign names are ignored)."""
     m = _STATE_RE.match(file_name)
-    return (m.group(1), int(m.group(2))) if m else None
+    return int(m.group(1)) if m else None
 
 
 def app_id_of(stream_id: str) -> str:

@@ -201,6 +201,16 @@ class FsspecStorage(Storage):
             out.append(FileInfo(rel, int(e.get("size") or 0), _mtime_ms(e)))
         return out
 
+    def list_subdirs(self, path: str) -> list[str]:
+        target = self._abs(path)
+        try:
+            entries = self._call("list", path, self.fs.ls, target, detail=True, refresh=True)
+        except FileNotFoundError:
+            return []
+        finally:
+            self._invalidate(target)
+        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
+
     def delete(self, paths: Iterable[str]) -> None:
         paths = list(paths)
         if not paths:

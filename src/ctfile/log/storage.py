@@ -90,6 +90,11 @@ class Storage(ABC):
         """Files directly under ``path`` (no recursion); empty if it does not exist."""
 
     @abstractmethod
+    def list_subdirs(self, path: str) -> list[str]:
+        """Names of the directories directly under ``path`` (on an object
+        store, the common prefixes); empty if it does not exist."""
+
+    @abstractmethod
     def delete(self, paths: Iterable[str]) -> None:
         """Delete files; missing ones are ignored."""
 
@@ -350,6 +355,23 @@ class LocalStorage(Storage):
             else:
                 out.append(FileInfo(rel, st.st_size, int(st.st_mtime * 1000)))
         return out
+
+    def list_subdirs(self, path: str) -> list[str]:
+        base = self._abs(path, "list")
+        try:
+            with self._refusals("list", path):
+                entries = list(os.scandir(base))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for e in entries:
+            rel = f"{path}/{e.name}" if path else e.name
+            if e.is_symlink() and self._leaves(rel, e.path) is not None:
+                log.warning("%s: %s is a symbolic link out of the table root; left out of the listing", self.uri, rel)
+                continue
+            if e.is_dir():
+                out.append(e.name)
+        return sorted(out)
 
     def delete(self, paths: Iterable[str]) -> None:
         # Check every path first: a refused one deletes nothing.

@@ -1,10 +1,13 @@
 """Reading and writing stream states on a table's storage (SPEC §Streams).
 
-:class:`StreamStore` lists ``_ct_streams/`` (one listing for every stream),
-reads a stream's current state (its highest sequence number) and writes the
-next one with put-if-absent, the same conditional write as a commit, so that
-of two writers changing one stream from the same state exactly one wins
-(:class:`StreamRaceLost` for the other). What the states mean -- pending
+:class:`StreamStore` lists a stream's directory ``_ct_streams/<name>/``,
+reads its current state (the highest sequence number) and writes the next
+one with put-if-absent, the same conditional write as a commit, so that of
+two writers changing one stream from the same state exactly one wins
+(:class:`StreamRaceLost` for the other). A writer then lists the directory
+again and deletes the states no one needs (all but the current one and the
+two before it): a stream consumed every few seconds keeps three files, so
+its listing stays one request. What the states mean -- pending
 changes, consumption, claims -- is :mod:`ctfile.table.streams`; what vacuum
 keeps for them is :func:`plan_stream_retention`, below, which
 :mod:`ctfile.log.vacuum` uses.
@@ -32,21 +35,31 @@ Only streams that need a version below ``C`` matter: a stream with nothing
 pending needs ``latest + 1`` (or ``latest``, for initial rows at the latest
 version), never below ``C``.
 
-One listing of ``_ct_streams/`` gives every stream's current state and the
-state files older than the grace period that vacuum deletes (never a
-current one, SPEC §Streams, state files).
+A listing of ``_ct_streams/`` and of each stream's directory gives every
+stream's current state and the old state files vacuum deletes (those a
+writer left behind, never the current one or the two before it, SPEC
+§Streams, state files).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.properties import TableProperties
-from ctfile.format.streams import STREAMS_DIR, StreamState, decode_state, encode_state, parse_state_name, state_path
+from ctfile.format.streams import (
+    KEEP_PREVIOUS_STATES,
+    STREAMS_DIR,
+    StreamState,
+    decode_state,
+    encode_state,
+    is_stream_name,
+    parse_state_name,
+    state_path,
+    stream_dir,
+)
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.storage import FileInfo, Storage
 
@@ -79,14 +92,13 @@ class StreamFiles:
     def current_sequence(self) -> int:
         return max(self.files)
 
-    def old_files(self, older_than_ms: int) -> list[str]:
-        """The state files other than the current one whose modification
-        time is before ``older_than_ms`` (SPEC §Streams, state files)."""
-        current = self.current_sequence
-        return [
-            f.path for seq, f in sorted(self.files.items())
-            if seq != current and f.mtime_ms is not None and f.mtime_ms < older_than_ms
-        ]
+    def old_files(self) -> list[str]:
+        """The state files below the current sequence minus
+        :data:`~ctfile.format.streams.KEEP_PREVIOUS_STATES`, which anyone may
+        delete (SPEC §Streams, state files): the current state and the two
+        before it (a claim and the state it was made over) stay."""
+        keep_from = self.current_sequence - KEEP_PREVIOUS_STATES
+        return [f.path for seq, f in sorted(self.files.items()) if seq < keep_from]
 
 
 class StreamStore:
@@ -95,14 +107,25 @@ class StreamStore:
     def __init__(self, storage: Storage):
         self.storage = storage
 
+    def files(self, name: str) -> StreamFiles | None:
+        """Stream ``name``'s state files (one listing of its directory), or
+        None if it never existed."""
+        found = {}
+        for info in self.storage.list_dir(stream_dir(name)):
+            seq = parse_state_name(info.path.rsplit("/", 1)[-1])
+            if seq is not None:
+                found[seq] = info
+        return StreamFiles(name, found) if found else None
+
     def listing(self) -> dict[str, StreamFiles]:
-        """Every stream's state files, by stream name (foreign names ignored)."""
-        found: dict[str, dict[int, FileInfo]] = defaultdict(dict)
-        for info in self.storage.list_dir(STREAMS_DIR):
-            parsed = parse_state_name(info.path.rsplit("/", 1)[-1])
-            if parsed is not None:
-                found[parsed[0]][parsed[1]] = info
-        return {name: StreamFiles(name, files) for name, files in sorted(found.items())}
+        """Every stream's state files, by stream name (foreign names ignored):
+        one listing of ``_ct_streams/`` and one per stream."""
+        out = {}
+        for name in self.storage.list_subdirs(STREAMS_DIR):
+            files = self.files(name) if is_stream_name(name) else None
+            if files is not None:
+                out[name] = files
+        return out
 
     def read(self, name: str, sequence: int) -> StreamState:
         path = state_path(name, sequence)
@@ -115,11 +138,9 @@ class StreamStore:
         return state
 
     def current(self, name: str) -> StreamState | None:
-        """The current state of stream ``name``, or None if it never existed.
-
-        Lists all streams (one request); the highest sequence number wins
-        (SPEC §Streams, reader requirements)."""
-        files = self.listing().get(name)
+        """The current state of stream ``name``, or None if it never existed:
+        the highest sequence number wins (SPEC §Streams, reader requirements)."""
+        files = self.files(name)
         return None if files is None else self.read(name, files.current_sequence)
 
     def all_current(self) -> list[StreamState]:
@@ -128,13 +149,33 @@ class StreamStore:
 
     def write_next(self, state: StreamState) -> StreamState:
         """Write ``state`` (whose sequence is one above the state it was made
-        from) with put-if-absent; :class:`StreamRaceLost` if that sequence
-        exists already."""
+        from) with put-if-absent, then list the stream's states: a higher
+        sequence means this write came after the state it continues had been
+        superseded (and its successor deleted), so it is lost too (SPEC
+        §Streams). Then delete the states no one needs any more.
+
+        Raises
+        ------
+        StreamRaceLost
+            The sequence exists, or a higher one does.
+        """
+        self._put(state)
+        files = self.files(state.name)
+        if files is not None and files.current_sequence > state.sequence:
+            raise StreamRaceLost(state.name, state.sequence)
+        if files is not None and files.old_files():
+            try:
+                self.storage.delete(files.old_files())
+            except OSError as e:  # best effort: vacuum deletes them too
+                log.warning("could not delete old states of stream %s: %s", state.name, e)
+        return state
+
+    def _put(self, state: StreamState) -> None:
         path = state_path(state.name, state.sequence)
         for attempt in range(1, MAX_UNKNOWN_OUTCOMES + 2):
             try:
                 self.storage.put_if_absent(path, encode_state(state))
-                return state
+                return
             except FileExistsError:
                 break
             except OSError as e:
@@ -148,9 +189,8 @@ class StreamStore:
                     break
             # A StorageError that is not an OSError is a definite refusal:
             # nothing was written, and it propagates.
-        if self.read(state.name, state.sequence) == state:
-            return state  # an earlier put with an unknown outcome landed
-        raise StreamRaceLost(state.name, state.sequence)
+        if self.read(state.name, state.sequence) != state:
+            raise StreamRaceLost(state.name, state.sequence)
 
 
 # ---------------------------------------------------------------- retention (vacuum)
@@ -185,7 +225,7 @@ class StreamRetention:
     above ``base``); ``stale`` the live streams that need a version below
     ``base``, with ``stale_states`` their current states (what the vacuum
     writes the stale state over); ``old_state_files`` the non-current
-    state files older than the grace period.
+    state files below each stream's current sequence minus two.
     """
 
     base: int
@@ -197,16 +237,14 @@ class StreamRetention:
 
 def plan_stream_retention(
     manifest: ManifestLog, *, base: int, oldest: int, latest: int, now_ms: int, history_cutoff_ms: int,
-    grace_cutoff_ms: int,
 ) -> StreamRetention:
     """Lower the vacuum's base ``base`` (its ``C``) for the holding streams,
     and find the streams it makes stale (see the module docstring); reads
     only.
 
     ``oldest``: the oldest reconstructable version; ``latest``: the latest
-    version the vacuum read (its metadata gives the extension); ``now_ms``,
-    ``history_cutoff_ms``, ``grace_cutoff_ms``: the vacuum's clock and
-    cutoffs.
+    version the vacuum read (its metadata gives the extension); ``now_ms``
+    and ``history_cutoff_ms``: the vacuum's clock and history cutoff.
 
     Raises
     ------
@@ -216,7 +254,7 @@ def plan_stream_retention(
     """
     store = StreamStore(manifest.storage)
     listing = store.listing()
-    old_files = tuple(p for files in listing.values() for p in files.old_files(grace_cutoff_ms))
+    old_files = tuple(p for files in listing.values() for p in files.old_files())
     states = [store.read(name, files.current_sequence) for name, files in listing.items()]
     behind = [s for s in states if s.is_live and s.needs_from() < base]
     if not behind:

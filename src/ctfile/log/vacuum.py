@@ -248,7 +248,7 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
     grace_cutoff_ms = now - int(grace_s * 1000)
     streams = plan_stream_retention(
         manifest, base=_retained_base(manifest, history_cutoff_ms, latest, oldest), oldest=oldest, latest=latest,
-        now_ms=now, history_cutoff_ms=history_cutoff_ms, grace_cutoff_ms=grace_cutoff_ms,
+        now_ms=now, history_cutoff_ms=history_cutoff_ms,
     )
     base = streams.base
     # Listed first: a listing the storage refuses leaves the table untouched.

@@ -138,6 +138,17 @@ def test_list_dir(storages):
     assert storages.list_dir("does/not/exist") == []
 
 
+def test_list_subdirs(storages):
+    """The streams' directories (SPEC §Streams): one name per directory
+    directly under the path, files and deeper levels left out."""
+    storages.put("_ct_streams/b/00000000000000000000.json", b"1")
+    storages.put("_ct_streams/a/00000000000000000001.json", b"1")
+    storages.put("_ct_streams/a/deeper/x.json", b"1")
+    storages.put("_ct_streams/loose.json", b"1")
+    assert storages.list_subdirs("_ct_streams") == ["a", "b"]
+    assert storages.list_subdirs("does/not/exist") == []
+
+
 def test_delete_ignores_missing(storages):
     storages.put("data/a", b"a")
     storages.put("data/b", b"b")

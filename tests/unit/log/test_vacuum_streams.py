@@ -63,7 +63,7 @@ def _limit(t: ctfile.Table, stream: ctfile.Stream) -> int:
 
 
 def _state_files(t: ctfile.Table) -> set[str]:
-    return {i.path for i in t.storage.list_dir(STREAMS_DIR)}
+    return {f.path for files in StreamStore(t.storage).listing().values() for f in files.files.values()}
 
 
 def test_a_lagging_stream_holds_history_until_the_extension_then_goes_stale(table):
@@ -193,30 +193,39 @@ def test_dry_run_reports_streams_and_writes_nothing(table):
     assert _changes(behind.pending())  # still readable: nothing was deleted or marked
 
 
-def test_old_state_files_go_after_the_grace_period_the_current_one_stays(table):
+def test_writers_keep_three_states_and_vacuum_deletes_what_they_left(table, monkeypatch):
+    """SPEC §Streams, state files: each write deletes the states below the
+    current sequence minus two; states a writer could not delete (here: its
+    delete failed) go with the next vacuum, at any age; the current one and
+    the two before it never do."""
     s = table.create_stream("busy")
-    for i in range(3):
+    for i in range(5):
         table.insert(_rows([10 + i]))
         s.advance(table.version)
+    assert sorted(StreamStore(table.storage).files("busy").files) == [3, 4, 5]
+    original = type(table.storage).delete
+
+    def failing(self, paths):
+        if any(p.startswith(STREAMS_DIR) for p in paths):
+            raise OSError("delete refused")
+        return original(self, paths)
+
+    monkeypatch.setattr(type(table.storage), "delete", failing)
+    for i in range(2):
+        table.insert(_rows([20 + i]))
+        s.advance(table.version)
+    monkeypatch.undo()
+    assert sorted(StreamStore(table.storage).files("busy").files) == [3, 4, 5, 6, 7]
     table.create_stream("gone")
     table.drop_stream("gone")
-    store = StreamStore(table.storage)
-    listing = store.listing()
-    newest_mtime = max(f.mtime_ms for files in listing.values() for f in files.files.values())
-    current = {state_path for state_path in (files.files[files.current_sequence].path for files in listing.values())}
-    old = _state_files(table) - current
-    assert len(old) == 4  # busy 0..2, gone 0
-
-    # Younger than the grace period: kept.
-    r = vacuum(table.log, retain=3600, grace_period=3600, now_ms=newest_mtime + 1000)
-    assert r.deleted_stream_files == () and _state_files(table) == old | current
-    r = vacuum(table.log, retain=3600, grace_period=3600, now_ms=newest_mtime + 3_600_000 + 1)
-    assert set(r.deleted_stream_files) == old and set(r.deleted_files) >= old
-    assert _state_files(table) == current
+    r = vacuum(table.log, retain=3600, grace_period=3600, now_ms=_ts(table, table.version) + 1)
+    assert set(r.deleted_stream_files) == {f"{STREAMS_DIR}/busy/{n:020d}.json" for n in (3, 4)}
+    assert sorted(StreamStore(table.storage).files("busy").files) == [5, 6, 7]
     assert s.offset == table.version
     with pytest.raises(ctfile.StreamNotFoundError):
         table.stream("gone")
     table.create_stream("gone")  # the tombstone kept the sequence: the next one follows it
+    assert StreamStore(table.storage).current("gone").sequence == 2
 
 
 def test_the_extension_property_is_a_duration(table):
@@ -234,9 +243,9 @@ def test_a_malformed_stream_state_stops_the_vacuum_before_it_deletes_anything(ta
     table.create_stream("ok")
     _dml(table)
     # The current state of a stream nobody can read: what it needs is unknown.
-    table.storage.put_if_absent(f"{STREAMS_DIR}/broken.00000000000000000000.json", b'{"stream": {"name": 7}}\n')
+    table.storage.put_if_absent(f"{STREAMS_DIR}/broken/00000000000000000000.json", b'{"stream": {"name": 7}}\n')
     commits, files = table.log.list().commits, _state_files(table)
-    with pytest.raises(ctfile.CorruptLogError, match="broken.00000000000000000000.json"):
+    with pytest.raises(ctfile.CorruptLogError, match="broken/00000000000000000000.json"):
         vacuum(table.log, retain=0, grace_period=0, now_ms=_ts(table, table.version) + 1)
     assert table.log.list().commits == commits and _state_files(table) == files
 

@@ -684,7 +684,8 @@ STREAM_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.
 
 
 def _state_files(t: ctfile.Table) -> list[str]:
-    return sorted(p.name for p in (Path(t.uri) / "_ct_streams").glob("*"))
+    root = Path(t.uri) / "_ct_streams"
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.json"))
 
 
 @pytest.fixture
@@ -693,10 +694,6 @@ def streamed(tmp_path) -> ctfile.Table:
     t = ctfile.create_table(tmp_path / "t", STREAM_SCHEMA)
     t.insert(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=STREAM_SCHEMA))
     return t
-
-
-def _state_files(t: ctfile.Table) -> list[str]:
-    return sorted(p.name for p in (Path(t.uri) / "_ct_streams").glob("*"))
 
 
 def test_streams_create_list_drop(streamed):
