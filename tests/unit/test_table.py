@@ -354,3 +354,21 @@ def test_write_job_for_a_new_table_validates_properties(tmp_path):
     t = ctfile.open_table(tmp_path / "t")
     assert t.properties == {"ctfile.partitionRows": "1", "owner": "me"}
     assert [p.num_records for p in t.snapshot().partitions] == [1, 1]
+
+
+def test_a_table_object_held_across_a_vacuum_refreshes_from_the_retained_history(tmp_path):
+    """A vacuum (by another process) expired entries this object had not
+    read: refresh starts again from the retained checkpoint instead of
+    failing on the first missing entry."""
+    import pyarrow as pa
+
+    from ctfile.log.vacuum import vacuum
+
+    uri = str(tmp_path / "t")
+    held = ctfile.create_table(uri, pa.schema([("id", pa.int64())]))
+    other = ctfile.open_table(uri)
+    for i in range(3):
+        other.insert(pa.table({"id": [i]}))
+    vacuum(other.log, retain=0, grace_period=0, now_ms=other.log.commit_info(other.version).timestamp + 1)
+    assert other.log.oldest_version() == 3
+    assert held.refresh().version == 3 and sorted(held.to_arrow().column("id").to_pylist()) == [0, 1, 2]

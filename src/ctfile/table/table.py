@@ -85,6 +85,15 @@ class Table(TableMaintenance, TableStreams):
         latest = self._log.latest_version(known=known)
         if latest == known:
             return self
+        try:
+            self._roll_forward(latest)
+        except VersionNotFoundError:
+            # A vacuum expired entries this object had not read yet: start
+            # again from the retained history (its checkpoint).
+            self._state, self._head = None, self._log.load_head(latest=latest)
+        return self
+
+    def _roll_forward(self, latest: int) -> None:
         if self._state is not None and latest > self._state.version:
             # Roll forward from the cached state instead of a full replay.
             state = self._state
@@ -98,7 +107,6 @@ class Table(TableMaintenance, TableStreams):
             self._state, self._head = None, head
         else:
             self._state, self._head = None, self._log.load_head(latest=latest)
-        return self
 
     def _current_head(self) -> TableHead:
         if self._head is None:
