@@ -385,7 +385,7 @@ def markdown(r: dict) -> str:
         f"{m['update_rows']} rows (untimed); each consumer applies them to its own target (MERGE of the upserts, "
         "delete of the deletes). `manual`: `source.changes(last + 1, latest)` + `transaction(app_id, app_version="
         "latest)`; `stream`: `transaction(consuming=stream)` + `stream.pending()`; floor: `StreamStore.current` + "
-        f"two conditional puts. Alternated in one process, medians of {m['runs']} rounds locally; load average "
+        f"two state writes (each a conditional put, a listing and the deletion of an old state). Alternated in one process, medians of {m['runs']} rounds locally; load average "
         f"{m['loadavg_start'][0]:.1f} at start, {m['loadavg_end'][0]:.1f} at end.", "",
         "| storage | manual ms | stream ms | ratio (CPU ratio) | floor ms | stream / (manual + floor) | requests manual / stream | goal |",
         "|---|---:|---:|---:|---:|---:|---|---|",
