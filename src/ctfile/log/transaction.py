@@ -255,8 +255,7 @@ class Transaction:
         return self._reads.is_empty() and not self._removed and self._metadata is None and not self._adds_features()
 
     def _adds_features(self) -> bool:
-        """True if the commit adds a feature the protocol read lacks (a
-        ``CREATE STREAM`` commit holds nothing else, SPEC §Streams)."""
+        """True if the commit adds a feature the protocol read lacks (SPEC §Streams: ``CREATE STREAM``)."""
         p = self.base.protocol
         return any(f not in p.writer_features or (r and f not in p.reader_features) for f, r in self._features.items())
 
@@ -334,9 +333,8 @@ class Transaction:
         self._replay = done is not None and done.version >= version
 
     def add_app_marker(self, app_id: str, version: int) -> None:
-        """Also record ``txn(app_id, version)`` in the commit, without the
-        replay check of :meth:`set_app_transaction`: a fact about this commit
-        that readers look up by ``app_id`` (a stream fence, SPEC §Streams)."""
+        """Also record ``txn(app_id, version)``, without the replay check of
+        :meth:`set_app_transaction` (a stream fence's, SPEC §Streams)."""
         self._check_open()
         if not isinstance(app_id, str) or not app_id or (self._app_txn and self._app_txn.app_id == app_id):
             raise InvalidArgumentError(f"a marker needs its own non-empty app_id, found {app_id!r}")

@@ -192,13 +192,23 @@ class VacuumOutput:
             + (f"; checkpoint {'to write' if dry_run else 'written'} at version {info['checkpoint_version']}"
                if info["checkpoint_version"] is not None else "")
         )
-        for h in info["holding_streams"]:
+        self._print_streams(con, dry_run=dry_run)
+        for note in info["notes"]:
+            con.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
+        for f in (info["deleted_log_files"] + info["deleted_data_files"] + changes + info["deleted_temp_files"]
+                  + info["deleted_stream_files"]):
+            con.print(f"  {f}", soft_wrap=True)
+
+
+    def _print_streams(self, con, *, dry_run: bool) -> None:
+        """The streams that held history back, and those made stale (SPEC §Streams)."""
+        for h in self.info["holding_streams"]:
             con.print(
                 f"stream {h['name']} (offset {h['offset']}) holds history from version {h['needs_version']}: its "
                 f"oldest pending change committed at {h['oldest_pending']}; it goes stale after {h['stale_after']}",
                 soft_wrap=True,
             )
-        for h in info["stale_streams"]:
+        for h in self.info["stale_streams"]:
             con.print(
                 Text(f"stream {h['name']} (offset {h['offset']}) {'would be made' if dry_run else 'made'} stale",
                      style="bold red")
@@ -206,11 +216,6 @@ class VacuumOutput:
                        "(drop it and create it again)"),
                 soft_wrap=True,
             )
-        for note in info["notes"]:
-            con.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
-        for f in (info["deleted_log_files"] + info["deleted_data_files"] + changes + info["deleted_temp_files"]
-                  + info["deleted_stream_files"]):
-            con.print(f"  {f}", soft_wrap=True)
 
 
 def _stream_hold(h: Any) -> dict:

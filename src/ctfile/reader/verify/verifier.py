@@ -7,8 +7,12 @@ snapshot (**duplicate_row_id**), checks the change files every retained
 entry names (:mod:`~ctfile.reader.verify.change_checks`), and lists the
 files under ``data/`` and ``_ct_changes/`` that the retained history does
 not reference (:func:`ctfile.log.vacuum.retained_files`, the set vacuum
-keeps). Stream states are checked by
-:mod:`~ctfile.reader.verify.stream_checks`.
+keeps). Stream states are checked last (:class:`StreamChecker`, check kind
+**stream**): every state file under ``_ct_streams/`` must decode and name
+the stream and sequence of its path and the table's ``tableId``, and a table
+with streams must list the writer feature ``streams``; a live stream whose
+pending changes need history the table no longer has, and that no vacuum
+marked stale, is a warning (its next read raises ``StaleStreamError``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ctfile.format.actions import FEATURE_STREAMS
 from ctfile.format.errors import CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.paths import CHANGES_DIR, DATA_DIR, LOG_DIR
+from ctfile.format.streams import StreamState, state_path
 from ctfile.log.manifest import ManifestLog
+from ctfile.log.replay import TableState
 from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.streams import StreamStore
@@ -29,7 +36,6 @@ from ctfile.log.vacuum import retained_files
 from ctfile.reader.verify.change_checks import ChangeResult, check_change_commit
 from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
 from ctfile.reader.verify.log_checks import LogChecker, Replay
-from ctfile.reader.verify.stream_checks import StreamChecker
 from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
 
 _MAX_DUPLICATE_EXAMPLES = 5
@@ -281,3 +287,39 @@ class _Verifier(Recorder):
             i.path for i in infos
             if i.path not in referenced and not i.path.rsplit("/", 1)[-1].startswith(TMP_PREFIX)
         )
+
+
+class StreamChecker(Recorder):
+    """Checks the streams of the table in ``store`` against its latest state."""
+
+    def __init__(self, store: StreamStore, report: VerifyReport):
+        super().__init__(report)
+        self.store = store
+
+    def check(self, latest: TableState, oldest_version: int) -> None:
+        current: list[StreamState] = []
+        for name, files in self.store.listing().items():
+            states = {seq: self._read(name, seq) for seq in sorted(files.files)}
+            state = states[files.current_sequence]
+            if state is not None:
+                current.append(state)
+            for seq, s in states.items():
+                if s is not None and s.table_id != latest.metadata.table_id:
+                    self.problem("stream", f"stream {name} state {seq} names table {s.table_id}, not this table "
+                                 f"({latest.metadata.table_id})", path=state_path(name, seq))
+        if current and FEATURE_STREAMS not in latest.protocol.writer_features:
+            self.problem("stream", f"the table has streams ({', '.join(s.name for s in current)}) but its protocol "
+                         f"does not list the writer feature {FEATURE_STREAMS}", version=latest.version)
+        for s in current:
+            if s.is_live and s.needs_from() < oldest_version and s.offset < latest.version:
+                self.warning("stream", f"stream {s.name} has not consumed the versions after {s.offset}, but the "
+                             f"oldest version retained is {oldest_version}: it is stale, and no vacuum marked it",
+                             path=state_path(s.name, s.sequence))
+
+    def _read(self, name: str, sequence: int) -> StreamState | None:
+        try:
+            return self.store.read(name, sequence)
+        except (CtfileError, OSError) as e:
+            self.problem("stream", f"stream {name} state {sequence} is unreadable: {e}",
+                         path=state_path(name, sequence))
+            return None
