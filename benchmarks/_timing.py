@@ -52,3 +52,15 @@ def quiesce() -> None:
     if hasattr(os, "sync"):
         os.sync()
     gc.collect()
+
+
+def save_and_print(out, result: dict, markdown, *, quiet: bool) -> int:
+    """Write a script's ``result`` as JSON to ``out`` (a Path) and, unless
+    ``quiet``, print ``markdown(result)``; the script's exit code."""
+    import json
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    if not quiet:
+        print(markdown(result))
+    return 0

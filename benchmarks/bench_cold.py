@@ -45,7 +45,7 @@ import pyarrow as pa
 
 import ctfile
 from ctfile.log.transaction import LARGE_ENTRY_ACTIONS
-from _timing import interleaved
+from _timing import interleaved, save_and_print
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_WORK = HERE / "work"
@@ -164,11 +164,7 @@ def markdown(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     a = _parse_args(argv)
     res = measure(a)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=1) + "\n")
-    if not a.no_print:
-        print(markdown(res))
-    return 0
+    return save_and_print(a.out, res, markdown, quiet=a.no_print)
 
 
 if __name__ == "__main__":

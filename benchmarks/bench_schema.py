@@ -52,7 +52,7 @@ import numpy as np
 import pyarrow as pa
 
 import ctfile
-from _timing import interleaved
+from _timing import interleaved, save_and_print
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_WORK = HERE / "work"
@@ -219,11 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         profile(a)
         return 0
     res = measure(a)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=1) + "\n")
-    if not a.no_print:
-        print(markdown(res))
-    return 0
+    return save_and_print(a.out, res, markdown, quiet=a.no_print)
 
 
 if __name__ == "__main__":

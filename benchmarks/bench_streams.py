@@ -77,7 +77,7 @@ import pyarrow.compute as pc  # noqa: E402
 
 import ctfile  # noqa: E402
 import s3servers  # noqa: E402
-from _timing import interleaved  # noqa: E402
+from _timing import interleaved, save_and_print  # noqa: E402
 from ctfile.log.streams import StreamStore  # noqa: E402
 from ctfile.log.transaction import now_ms  # noqa: E402
 
@@ -446,11 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         res["many"] = measure_many(a, tmp / "many")
         res["meta"]["loadavg_end"] = list(os.getloadavg())
         shutil.rmtree(tmp / "seaweedfs", ignore_errors=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=1) + "\n")
-    if not a.no_print:
-        print(markdown(res))
-    return 0
+    return save_and_print(a.out, res, markdown, quiet=a.no_print)
 
 
 if __name__ == "__main__":

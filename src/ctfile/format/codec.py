@@ -38,7 +38,10 @@ from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_jso
 _MISSING = object()
 
 
-def _get(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
+def get_field(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
+    """Field ``key`` of the JSON object ``obj``, of type ``typ`` (an ``int``
+    a ``long``), or ``default`` when absent; :class:`CorruptLogError` naming
+    ``where`` and the field otherwise."""
     if key not in obj or obj[key] is None:
         if default is not _MISSING:
             return default
@@ -104,7 +107,7 @@ def stats_from_json(obj: Any, where: str) -> PartitionStats:
                     "and a number must be finite (SPEC §Statistics)"
                 )
     return PartitionStats(
-        num_records=_nonneg(_get(obj, "numRecords", int, where), "numRecords", where),
+        num_records=_nonneg(get_field(obj, "numRecords", int, where), "numRecords", where),
         min_values=maps["minValues"],
         max_values=maps["maxValues"],
         null_count=maps["nullCount"],
@@ -150,14 +153,14 @@ def _with_checksum_and_stats(out: dict[str, Any], checksum: str | None, stats: P
 
 
 def _partition_from_json(obj: dict, where: str) -> Partition:
-    path = validate_relative_path(_get(obj, "path", str, where), where=where)
+    path = validate_relative_path(get_field(obj, "path", str, where), where=where)
     stats = stats_from_json(obj["stats"], f"{where}.stats") if obj.get("stats") is not None else None
-    num_records = _nonneg(_get(obj, "numRecords", int, where), "numRecords", where)
+    num_records = _nonneg(get_field(obj, "numRecords", int, where), "numRecords", where)
     if stats is not None and stats.num_records != num_records:
         raise CorruptLogError(
             f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}"
         )
-    first_row_id = _nonneg(_get(obj, "firstRowId", int, where), "firstRowId", where)
+    first_row_id = _nonneg(get_field(obj, "firstRowId", int, where), "firstRowId", where)
     if first_row_id + num_records > LONG_MAX:  # SPEC §Log entries, rule 3: row ids are int64
         raise CorruptLogError(
             f"{where}: firstRowId {first_row_id} + numRecords {num_records} of {path} does not fit a long "
@@ -165,12 +168,12 @@ def _partition_from_json(obj: dict, where: str) -> Partition:
         )
     return Partition(
         path=path,
-        size_bytes=_nonneg(_get(obj, "sizeBytes", int, where), "sizeBytes", where),
+        size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
         first_row_id=first_row_id,
-        default_row_version=_nonneg(_get(obj, "defaultRowVersion", int, where), "defaultRowVersion", where),
-        modification_time=_get(obj, "modificationTime", int, where),
-        checksum=_get(obj, "checksum", str, where, default=None),
+        default_row_version=_nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where),
+        modification_time=get_field(obj, "modificationTime", int, where),
+        checksum=get_field(obj, "checksum", str, where, default=None),
         stats=stats,
     )
 
@@ -187,10 +190,10 @@ def _change_file_to_json(c: ChangeFile) -> dict:
 
 def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
     """SPEC §change: a change file under ``_ct_changes/`` with at least one row."""
-    path = validate_relative_path(_get(obj, "path", str, where), where=where)
+    path = validate_relative_path(get_field(obj, "path", str, where), where=where)
     if not is_change_file_path(path):
         raise CorruptLogError(f"{where}: a change file must be under {CHANGES_DIR}/, found path {path!r}")
-    num_records = _get(obj, "numRecords", int, where)
+    num_records = get_field(obj, "numRecords", int, where)
     if num_records < 1:
         raise CorruptLogError(f"{where}: numRecords of change file {path} must be >= 1, found {num_records}")
     stats = stats_from_json(obj["stats"], f"{where}.stats") if obj.get("stats") is not None else None
@@ -198,10 +201,10 @@ def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
         raise CorruptLogError(f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}")
     return ChangeFile(
         path=path,
-        size_bytes=_nonneg(_get(obj, "sizeBytes", int, where), "sizeBytes", where),
+        size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
-        modification_time=_get(obj, "modificationTime", int, where),
-        checksum=_get(obj, "checksum", str, where, default=None),
+        modification_time=get_field(obj, "modificationTime", int, where),
+        checksum=get_field(obj, "checksum", str, where, default=None),
         stats=stats,
     )
 
@@ -290,27 +293,27 @@ def action_to_json(a: Action) -> dict:
 def _commit_info_from_json(body: dict, w: str) -> CommitInfo:
     """The ``commitInfo`` action (SPEC §commitInfo), its counters and
     self-check fields validated (SPEC §Log entries, rule 8)."""
-    params = _get(body, "operationParameters", dict, w, default={})
-    metrics = _get(body, "operationMetrics", dict, w, default={})
+    params = get_field(body, "operationParameters", dict, w, default={})
+    metrics = get_field(body, "operationMetrics", dict, w, default={})
     for name in metrics:  # string -> long counters (a null one is absent)
-        _get(metrics, name, int, f"{w}.operationMetrics", default=None)
-    num_actions = _get(body, "numActions", int, w, default=None)
+        get_field(metrics, name, int, f"{w}.operationMetrics", default=None)
+    num_actions = get_field(body, "numActions", int, w, default=None)
     if num_actions is not None and num_actions < 1:
         raise CorruptLogError(f"{w}: numActions must be >= 1 (the commitInfo counts), found {num_actions}")
-    checksum = _get(body, "actionsChecksum", str, w, default=None)
+    checksum = get_field(body, "actionsChecksum", str, w, default=None)
     if checksum is not None and _HEX128.fullmatch(checksum) is None:
         raise CorruptLogError(f"{w}: actionsChecksum must be 32 lower-case hex digits, found {checksum!r:.80}")
     return CommitInfo(
-        timestamp=_get(body, "timestamp", int, w),
-        operation=_get(body, "operation", str, w),
+        timestamp=get_field(body, "timestamp", int, w),
+        operation=get_field(body, "operation", str, w),
         operation_parameters=params,
-        read_version=_get(body, "readVersion", int, w, default=None),
-        data_change=_get(body, "dataChange", bool, w, default=True),
+        read_version=get_field(body, "readVersion", int, w, default=None),
+        data_change=get_field(body, "dataChange", bool, w, default=True),
         operation_metrics=metrics,
-        engine_info=_get(body, "engineInfo", str, w, default=None),
-        txn_id=_get(body, "txnId", str, w, default=None),
-        isolation_level=_get(body, "isolationLevel", str, w, default=IsolationLevel.SNAPSHOT.value),
-        is_blind_append=_get(body, "isBlindAppend", bool, w, default=None),
+        engine_info=get_field(body, "engineInfo", str, w, default=None),
+        txn_id=get_field(body, "txnId", str, w, default=None),
+        isolation_level=get_field(body, "isolationLevel", str, w, default=IsolationLevel.SNAPSHOT.value),
+        is_blind_append=get_field(body, "isBlindAppend", bool, w, default=None),
         num_actions=num_actions,
         actions_checksum=checksum,
     )
@@ -330,52 +333,52 @@ def action_from_json(obj: Any, where: str) -> Action | None:
     if key == "commitInfo":
         return _commit_info_from_json(body, w)
     if key == "protocol":
-        rf = _get(body, "readerFeatures", list, w, default=[])
-        wf = _get(body, "writerFeatures", list, w, default=[])
+        rf = get_field(body, "readerFeatures", list, w, default=[])
+        wf = get_field(body, "writerFeatures", list, w, default=[])
         if not all(isinstance(x, str) for x in rf + wf):
             raise CorruptLogError(f"{w}: feature names must be strings, found {rf + wf}")
         return Protocol(
-            min_reader_version=_get(body, "minReaderVersion", int, w),
-            min_writer_version=_get(body, "minWriterVersion", int, w),
+            min_reader_version=get_field(body, "minReaderVersion", int, w),
+            min_writer_version=get_field(body, "minWriterVersion", int, w),
             reader_features=tuple(rf),
             writer_features=tuple(wf),
         )
     if key == "metadata":
-        props = _get(body, "properties", dict, w, default={})
+        props = get_field(body, "properties", dict, w, default={})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
             raise CorruptLogError(f"{w}: properties must map strings to strings, found {props!r}")
         return Metadata(
-            table_id=_get(body, "tableId", str, w),
-            schema=schema_from_json(_get(body, "schema", dict, w), f"{w}.schema"),
-            created_time=_get(body, "createdTime", int, w),
+            table_id=get_field(body, "tableId", str, w),
+            schema=schema_from_json(get_field(body, "schema", dict, w), f"{w}.schema"),
+            created_time=get_field(body, "createdTime", int, w),
             properties=props,
-            name=_get(body, "name", str, w, default=None),
-            description=_get(body, "description", str, w, default=None),
-            last_field_id=_get(body, "lastFieldId", int, w, default=None),
+            name=get_field(body, "name", str, w, default=None),
+            description=get_field(body, "description", str, w, default=None),
+            last_field_id=get_field(body, "lastFieldId", int, w, default=None),
         )
     if key == "add":
-        return AddPartition(_partition_from_json(body, w), _get(body, "dataChange", bool, w))
+        return AddPartition(_partition_from_json(body, w), get_field(body, "dataChange", bool, w))
     if key == "remove":
         return RemovePartition(
             _partition_from_json(body, w),
-            deletion_timestamp=_get(body, "deletionTimestamp", int, w),
-            data_change=_get(body, "dataChange", bool, w),
-            deletes_all_rows=_get(body, "deletesAllRows", bool, w, default=False),
+            deletion_timestamp=get_field(body, "deletionTimestamp", int, w),
+            data_change=get_field(body, "dataChange", bool, w),
+            deletes_all_rows=get_field(body, "deletesAllRows", bool, w, default=False),
         )
     if key == "change":
         return _change_file_from_json(body, w)
     if key == "txn":
         return SetTransaction(
-            app_id=_get(body, "appId", str, w),
-            version=_get(body, "version", int, w),
-            last_updated=_get(body, "lastUpdated", int, w),
+            app_id=get_field(body, "appId", str, w),
+            version=get_field(body, "version", int, w),
+            last_updated=get_field(body, "lastUpdated", int, w),
         )
     if key == "checkpoint":
         return CheckpointHeader(
-            version=_get(body, "version", int, w),
-            timestamp=_get(body, "timestamp", int, w),
-            next_row_id=_get(body, "nextRowId", int, w),
-            num_partitions=_get(body, "numPartitions", int, w),
+            version=get_field(body, "version", int, w),
+            timestamp=get_field(body, "timestamp", int, w),
+            next_row_id=get_field(body, "nextRowId", int, w),
+            num_partitions=get_field(body, "numPartitions", int, w),
         )
     return None
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
 from ctfile.format.paths import VERSION_DIGITS
-from ctfile.format.schema import check_long
+from ctfile.format.codec import get_field
 
 STREAMS_DIR = "_ct_streams"
 #: SPEC §Streams: the modes of a stream's change scans.
@@ -203,16 +203,7 @@ def encode_state(s: StreamState) -> bytes:
 
 
 def _field(obj: dict, key: str, typ: type, where: str, *, optional: bool = False) -> Any:
-    if obj.get(key) is None:
-        if optional:
-            return None
-        raise CorruptLogError(f"{where}: required field {key!r} is missing")
-    val = obj[key]
-    if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
-        raise CorruptLogError(f"{where}: field {key!r} should be {typ.__name__}, found {val!r}")
-    if typ is int:
-        check_long(val, key, where)
-    return val
+    return get_field(obj, key, typ, where, default=None) if optional else get_field(obj, key, typ, where)
 
 
 def _claim_from_json(obj: Any, where: str) -> StreamClaim | None:

@@ -183,14 +183,19 @@ class FsspecStorage(Storage):
         self._invalidate(target)
         return self._call("exists check", path, self.fs.exists, target)
 
-    def list_dir(self, path: str) -> list[FileInfo]:
+    def _ls(self, path: str) -> list[dict]:
+        """The entries directly under ``path``, listed by the store (never
+        from fsspec's listing cache); empty if it does not exist."""
         target = self._abs(path)
         try:
-            entries = self._call("list", path, self.fs.ls, target, detail=True, refresh=True)
+            return self._call("list", path, self.fs.ls, target, detail=True, refresh=True)
         except FileNotFoundError:
             return []
         finally:
             self._invalidate(target)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        entries = self._ls(path)
         out = []
         prefix = self.root + "/"
         for e in entries:
@@ -202,13 +207,7 @@ class FsspecStorage(Storage):
         return out
 
     def list_subdirs(self, path: str) -> list[str]:
-        target = self._abs(path)
-        try:
-            entries = self._call("list", path, self.fs.ls, target, detail=True, refresh=True)
-        except FileNotFoundError:
-            return []
-        finally:
-            self._invalidate(target)
+        entries = self._ls(path)
         return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
 
     def delete(self, paths: Iterable[str]) -> None:
