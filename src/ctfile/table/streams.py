@@ -166,7 +166,8 @@ class Stream:
             state = self._store.read(self.name, sequence)
         except FileNotFoundError:
             raise InvalidArgumentError(
-                f"{where}: state {sequence} no longer exists (a vacuum deleted it); pin the stream again"
+                f"{where}: state {sequence} no longer exists (only the current state and the two before it are "
+                f"kept); pin the stream again"
             ) from None
         if state.dropped or state.stream_id != stream_id or current.stream_id != stream_id:
             raise InvalidArgumentError(
