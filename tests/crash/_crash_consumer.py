@@ -32,6 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+# Run as a script its own directory is on the path; imported by pytest's
+# doctest collection (importlib mode) it is not.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "objectstore"))
 
 from _crash_writer import EXIT_POINT_NOT_REACHED, _hang, _is_commit  # noqa: E402
