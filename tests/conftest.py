@@ -78,3 +78,24 @@ def spark():
     session = build_session()
     yield session
     session.stop()
+
+
+def _wait_past_latest_commit(table) -> None:
+    """Sleep until the wall clock has passed the latest commit's timestamp.
+
+    Quick commits take timestamps a few ms ahead of the clock (SPEC §Commit
+    timestamps: strictly increasing), so a ``vacuum(retain=0)`` right after
+    them would still count the previous version as current at its cutoff.
+    """
+    import time
+
+    latest = table.log.commit_info(table.version).timestamp
+    while time.time() * 1000 <= latest:
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def settle_clock():
+    """A function ``settle_clock(table)``: wait until a retain-0 vacuum's
+    cutoff is past the table's latest commit (see ``_wait_past_latest_commit``)."""
+    return _wait_past_latest_commit

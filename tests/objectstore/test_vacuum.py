@@ -123,9 +123,10 @@ def test_vacuum_expires_history_before_the_cutoff(location):
     assert _rows(t.snapshot())[-1] == (7, "g")
 
 
-def test_vacuum_everything_old_keeps_the_latest_version(location):
+def test_vacuum_everything_old_keeps_the_latest_version(location, settle_clock):
     t = _history(location)
     latest_rows = _rows(t.snapshot())
+    settle_clock(t)
     r = t.vacuum(retain=0, grace_period=0)
     assert r.oldest_version == 6 and r.checkpoint_version == 6
     live = {p.path for p in t.snapshot().partitions}
@@ -149,7 +150,7 @@ def test_retain_keeps_recent_history(location):
     assert _rows(t.snapshot(0)) == []
 
 
-def test_grace_period_protects_uncommitted_files(location):
+def test_grace_period_protects_uncommitted_files(location, settle_clock):
     """Files of a transaction that has not committed yet are unreferenced but not garbage."""
     t = _history(location)
     uri, opts = location
@@ -179,6 +180,7 @@ def test_grace_period_protects_uncommitted_files(location):
     # Simulate a crash: the transaction is never committed or aborted.
     kept = t.vacuum(retain=0, grace_period=3600)
     assert orphans <= _files(t, "data") and not (orphans & set(kept.deleted_data_files))
+    settle_clock(t)
     gone = t.vacuum(retain=0, grace_period=0)
     assert orphans <= set(gone.deleted_data_files)
     assert not (orphans & _files(t, "data"))
@@ -264,7 +266,7 @@ def _captured_history(location):
     return t
 
 
-def test_vacuum_deletes_change_files_with_their_history(location):
+def test_vacuum_deletes_change_files_with_their_history(location, settle_clock):
     t = _captured_history(location)
     base = 3
     named = {v: _paths(t, [v], ChangeFile) for v in range(7)}
@@ -286,11 +288,12 @@ def test_vacuum_deletes_change_files_with_their_history(location):
     assert _changes(t, base) == changes_from_base
     # Nothing left to do with the same cutoff; everything old goes with retain 0.
     assert vacuum(t.log, retain=60, grace_period=0, now_ms=now).deleted_change_files == ()
+    settle_clock(t)
     last = t.vacuum(retain=0, grace_period=0)
     assert set(last.deleted_change_files) == named[3] | named[5] and _files(t, CHANGES_DIR) == set()
 
 
-def test_unreferenced_change_files_go_after_the_grace_period(location):
+def test_unreferenced_change_files_go_after_the_grace_period(location, settle_clock):
     """Change files of a transaction that never committed are kept while it
     may still commit, then deleted; verify lists them as unreferenced."""
     t = _captured_history(location)
@@ -303,6 +306,7 @@ def test_unreferenced_change_files_go_after_the_grace_period(location):
     assert report.healthy and orphan in report.unreferenced_files
     kept = t.vacuum(retain=0, grace_period=3600)
     assert orphan not in kept.deleted_change_files and orphan in _files(t, CHANGES_DIR)
+    settle_clock(t)
     gone = t.vacuum(retain=0, grace_period=0)  # the transaction is abandoned: never committed
     assert orphan in gone.deleted_change_files and orphan not in _files(t, CHANGES_DIR)
 

@@ -86,7 +86,7 @@ def test_stream_read_equals_python_pending(spark, tmp_path):
     assert 9 not in [r.id for r in pinned.collect()]
 
 
-def test_stream_read_errors(spark, tmp_path):
+def test_stream_read_errors(spark, tmp_path, settle_clock):
     people = make_people(tmp_path / "people")
     s = people.create_stream("s", start_version=1)
     with pytest.raises(Exception) as ei:
@@ -100,6 +100,7 @@ def test_stream_read_errors(spark, tmp_path):
     assert "InvalidArgumentError" in str(ei.value) and "pin token" in str(ei.value)
     # History the stream needs expired (a vacuum with no retention and no extension): stale.
     people.set_properties({"ctfile.maxRetentionExtension": "0s"})
+    settle_clock(people)
     people.vacuum(retain=0, grace_period=0)
     with pytest.raises(Exception) as ei:
         read(spark, people.uri, stream="s")

@@ -149,12 +149,13 @@ def test_history_marks_a_data_commit_that_changes_the_schema(new_table):
     assert [(s.version, s.operation) for s in t.schema_history()] == [(2, "WRITE"), (0, "CREATE TABLE")]
 
 
-def test_schema_history_after_vacuum(tmp_path, evolved_table):
+def test_schema_history_after_vacuum(tmp_path, evolved_table, settle_clock):
     """Expired history: the last item is the oldest version available, with
     its schema and ``complete`` False; fields older than it were introduced
     at an unknown version (None)."""
     t = evolved_table(tmp_path / "t")
     t.insert(pa.table({"id": [2], "full_name": ["b"], "email": ["e"], "legacy": [7]}))  # v7
+    settle_clock(t)
     assert t.vacuum(retain=0, grace_period=0).oldest_version == 7
     with t.update_schema() as u:
         u.add_column("phone", pa.string())  # v8
@@ -170,10 +171,11 @@ def test_schema_history_after_vacuum(tmp_path, evolved_table):
     assert [s.version for s in ctfile.open_table(t.uri).schema_history(limit=1)] == [8]
 
 
-def test_schema_history_when_the_oldest_version_is_a_schema_change(new_table):
+def test_schema_history_when_the_oldest_version_is_a_schema_change(new_table, settle_clock):
     t = new_table(pa.schema([("id", pa.int64())]))
     with t.update_schema() as u:
         u.add_column("email", pa.string())  # v1, then the oldest version available
+    settle_clock(t)
     t.vacuum(retain=0, grace_period=0)
     fresh = ctfile.open_table(t.uri)
     (only,) = fresh.schema_history()

@@ -306,7 +306,7 @@ def test_unreferenced_files_are_listed_not_problems(new_table, make_rows):
     assert r.healthy and r.unreferenced_files == ["data/part-orphan-00001.parquet"]
 
 
-def test_vacuum_and_verify_agree_on_the_files_the_oldest_entry_removes(new_table, make_rows):
+def test_vacuum_and_verify_agree_on_the_files_the_oldest_entry_removes(new_table, make_rows, settle_clock):
     """After a vacuum whose oldest retained entry removes a file, vacuum keeps
     that file (a change scan from that version reads it) and verify does not
     list it as unreferenced: both use ctfile.log.vacuum.retained_files."""
@@ -318,6 +318,7 @@ def test_vacuum_and_verify_agree_on_the_files_the_oldest_entry_removes(new_table
     assert removed_at_3
     added_at_1 = _added_path(t, 1)
     before = t.changes(start_version=3).to_arrow().to_pylist()
+    settle_clock(t)
     r = t.vacuum(retain=0, grace_period=0)
     assert r.oldest_version == 3 and r.deleted_data_files == (added_at_1,)
     assert all((_root(t) / p).exists() for p in removed_at_3)
@@ -331,6 +332,7 @@ def test_vacuum_and_verify_agree_on_the_files_the_oldest_entry_removes(new_table
         (1, "s1", "DELETE", True), (1, "one", "INSERT", True),
     ]
     # A second vacuum keeps them too: the listing stays empty.
+    settle_clock(t)
     assert t.vacuum(retain=0, grace_period=0).deleted_data_files == ()
     assert ctfile.verify_table(t.uri).unreferenced_files == []
 

@@ -117,7 +117,7 @@ def test_history_figure_draws_the_series_and_marks_the_commits(tmp_path):
     assert marked(pictures.CommitKind.COMPACTION.value) == []
 
 
-def test_history_marks_compaction_and_a_vacuumed_start(tmp_path):
+def test_history_marks_compaction_and_a_vacuumed_start(tmp_path, settle_clock):
     t = ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]))
     for i in range(4):
         t.insert(pa.table({"id": [i, i + 10]}))
@@ -126,6 +126,7 @@ def test_history_marks_compaction_and_a_vacuumed_start(tmp_path):
     s = pictures.gather_history(t, t.uri)
     assert s.kinds[-3:] == (pictures.CommitKind.DATA, pictures.CommitKind.COMPACTION, pictures.CommitKind.DATA)
     assert s.partitions_removed[-2] == 4 and s.rows_inserted[-2] == 0 and s.live_rows[-3:] == (8, 8, 9)
+    settle_clock(t)
     t.vacuum(retain=0, grace_period=0)
     s = pictures.gather_history(t, t.uri)
     oldest = s.versions[0]

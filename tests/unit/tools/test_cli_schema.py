@@ -199,10 +199,11 @@ def test_schema_on_s3(moto_s3):
                                             {"change": "add", "path": "email", "detail": "string"}]
 
 
-def test_history_when_the_oldest_version_retained_set_the_schema(tmp_path):
+def test_history_when_the_oldest_version_retained_set_the_schema(tmp_path, settle_clock):
     t = ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]))
     with t.update_schema() as u:
         u.add_column("email", pa.string())  # v1, the oldest version once vacuumed
+    settle_clock(t)
     t.vacuum(retain=0, grace_period=0)
     (v1,) = run_json("history", t.uri)["versions"]
     assert (v1["version"], v1["schema_changed"], v1["schema_changes"]) == (1, None, [])
