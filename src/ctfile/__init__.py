@@ -30,6 +30,7 @@ from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COL
 from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
 from ctfile.log.transaction import CommitResult
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
+from ctfile.reader.clustering import ClusteringInfo, clustering_depth
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
 from ctfile.table.streams import Stream, StreamInfo
@@ -53,6 +54,8 @@ __all__ = [
     "PlanShape",
     "ScanTask",
     "ChangeTask",
+    "ClusteringInfo",
+    "clustering_depth",
     "CommitResult",
     "HistoryEntry",
     "SchemaVersion",

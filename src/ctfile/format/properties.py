@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.schema import Schema
+from ctfile.format.stats import has_bounds
 
 RESERVED_PREFIX = "ctfile."
 
@@ -113,6 +115,36 @@ def parse_duration_s(raw: str) -> int:
     return int(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
 
 
+_BOOLEANS = {"true": True, "false": False}
+
+
+def _boolean(raw: str) -> bool:
+    if raw not in _BOOLEANS:
+        raise ValueError
+    return _BOOLEANS[raw]
+
+
+def parse_cluster_by(raw: str) -> tuple[str, ...]:
+    """The clustering keys ``ctfile.clusterBy`` names (SPEC §Clustering):
+    comma-separated column names, no spaces, each once. Whether the columns
+    exist is checked against a schema by :func:`check_cluster_keys`.
+
+    >>> parse_cluster_by("region,id")
+    ('region', 'id')
+    >>> parse_cluster_by("id,,x")
+    Traceback (most recent call last):
+    ...
+    ValueError: empty column name
+    """
+    keys = tuple(raw.split(","))
+    for k in keys:
+        if not k or k != k.strip():
+            raise ValueError("empty column name" if not k else f"column name {k!r} has spaces around it")
+    if len(set(keys)) != len(keys):
+        raise ValueError("a column is named twice")
+    return keys
+
+
 def _isolation_level(raw: str) -> IsolationLevel:
     level = IsolationLevel(raw)
     if level is IsolationLevel.SNAPSHOT:
@@ -147,6 +179,8 @@ CHECKPOINT_INTERVAL = "ctfile.checkpointInterval"
 ISOLATION_LEVEL = "ctfile.isolationLevel"
 CHANGE_CAPTURE = "ctfile.changeCapture"
 MAX_RETENTION_EXTENSION = "ctfile.maxRetentionExtension"
+CLUSTER_BY = "ctfile.clusterBy"
+AUTO_COMPACT = "ctfile.autoCompact"
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 DEFAULT_ROW_GROUP_ROWS = 1 << 20
@@ -176,16 +210,22 @@ TABLE_PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(MAX_RETENTION_EXTENSION, "a duration: an integer and a unit s, m, h or d (14d)",
                      DEFAULT_MAX_RETENTION_EXTENSION_S, parse_duration_s,
                      "how much longer than its retention window a vacuum keeps history streams need"),
+        PropertySpec(CLUSTER_BY, "a comma-separated list of column names, no spaces (region,id)", (),
+                     parse_cluster_by, "the clustering keys: writers sort the rows they write by them"),
+        PropertySpec(AUTO_COMPACT, "true or false", False, _boolean,
+                     "whether a commit that leaves small partitions is followed by a compaction of them"),
     )
 }
 
 
-def validate_properties(properties: Any) -> dict[str, str]:
+def validate_properties(properties: Any, *, schema: Schema | None = None) -> dict[str, str]:
     """Check properties about to be set; returns them as a new dict.
 
     Keys and values must be strings. A ``ctfile.`` key must be one of
     :data:`TABLE_PROPERTIES` with a valid value (SPEC §Table properties:
     writers define no other ``ctfile.`` keys). Other keys are the user's.
+    With ``schema`` (the schema of the version the properties are set on),
+    ``ctfile.clusterBy`` must name its columns (:func:`check_cluster_keys`).
 
     Raises
     ------
@@ -205,9 +245,58 @@ def validate_properties(properties: Any) -> dict[str, str]:
                     f"unknown table property {key}; the {RESERVED_PREFIX} prefix is reserved for "
                     f"{', '.join(sorted(TABLE_PROPERTIES))}"
                 )
-            spec.parse_or_raise(value)
+            parsed = spec.parse_or_raise(value)
+            if key == CLUSTER_BY and schema is not None:
+                check_cluster_keys(schema, parsed)
         out[key] = value
     return out
+
+
+def check_cluster_keys(schema: Schema, keys: tuple[str, ...], *, what: str = f"table property {CLUSTER_BY}") -> None:
+    """Refuse clustering keys that are not top-level columns of ``schema`` of
+    a type with bounds (SPEC §Clustering, writer requirements).
+
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> import pyarrow as pa
+    >>> s = schema_from_arrow(pa.schema([("id", pa.int64()), ("blob", pa.binary())]))
+    >>> check_cluster_keys(s, ("id",))
+    >>> check_cluster_keys(s, ("blob",))
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.InvalidArgumentError: table property ctfile.clusterBy names column 'blob' of type binary, which has no min/max statistics; clustering keys must be of a type with bounds (every primitive type but binary)
+    """
+    for k in keys:
+        if k not in schema.names:
+            raise InvalidArgumentError(
+                f"{what} names column {k!r}, which the table does not have; "
+                f"expected top-level columns among {schema.names}"
+            )
+        typ = schema.field(k).type
+        if not has_bounds(typ):
+            shown = typ if isinstance(typ, str) else type(typ).__name__
+            raise InvalidArgumentError(
+                f"{what} names column {k!r} of type {shown}, which has no min/max "
+                f"statistics; clustering keys must be of a type with bounds (every primitive type but binary)"
+            )
+
+
+def cluster_keys(properties: Mapping[str, str], schema: Schema) -> tuple[str, ...]:
+    """The clustering keys writers follow (SPEC §Clustering): those of
+    ``ctfile.clusterBy``, or none when the property is malformed or names
+    a column ``schema`` lacks or cannot order (set by another writer).
+
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> import pyarrow as pa
+    >>> s = schema_from_arrow(pa.schema([("id", pa.int64())]))
+    >>> cluster_keys({"ctfile.clusterBy": "id"}, s), cluster_keys({"ctfile.clusterBy": "gone"}, s)
+    (('id',), ())
+    """
+    keys = TableProperties.from_mapping(properties).cluster_by
+    try:
+        check_cluster_keys(schema, keys)
+    except InvalidArgumentError:
+        return ()
+    return keys
 
 
 @dataclass(frozen=True)
@@ -226,6 +315,10 @@ class TableProperties:
     change_capture: ChangeCapture = DEFAULT_CHANGE_CAPTURE
     #: Seconds (SPEC §Streams, retention).
     max_retention_extension_s: int = DEFAULT_MAX_RETENTION_EXTENSION_S
+    #: The clustering keys as the property names them (SPEC §Clustering);
+    #: :func:`cluster_keys` drops them when the schema lacks one.
+    cluster_by: tuple[str, ...] = ()
+    auto_compact: bool = False
 
     @classmethod
     def from_mapping(cls, properties: Mapping[str, str]) -> "TableProperties":
@@ -251,4 +344,6 @@ class TableProperties:
             isolation_level=get(ISOLATION_LEVEL),
             change_capture=get(CHANGE_CAPTURE),
             max_retention_extension_s=get(MAX_RETENTION_EXTENSION),
+            cluster_by=get(CLUSTER_BY),
+            auto_compact=get(AUTO_COMPACT),
         )

@@ -126,6 +126,9 @@ class CommitResult:
     num_removed_partitions: int = 0
     attempts: int = 1
     app_transaction_replayed: bool = False
+    #: The follow-up compaction ``ctfile.autoCompact`` committed after this
+    #: commit (SPEC §Clustering), or None.
+    auto_compaction: "CommitResult | None" = None
 
 
 @dataclass
@@ -194,6 +197,8 @@ class Transaction:
         # Called with the new TableState after a successful commit (the Table
         # uses it to advance its cached state without re-reading the log).
         self.on_commit = None
+        #: The table's state at the version this transaction committed.
+        self.committed_state: TableState | None = None
 
     # ------------------------------------------------------------ state seen by statements
 
@@ -536,6 +541,7 @@ class Transaction:
 
     def _finish(self, new_state: TableState, attempts: int) -> CommitResult:
         self._done = True
+        self.committed_state = new_state
         if self.on_commit is not None:
             self.on_commit(new_state)
         interval = TableProperties.from_mapping(new_state.metadata.properties).checkpoint_interval
@@ -584,6 +590,10 @@ class Transaction:
                 self.storage.delete(paths)
             except (OSError, StorageError) as e:  # orphans are harmless; vacuum removes them
                 log.warning("could not delete %d staged files: %s", len(paths), e)
+
+    def staged_data_paths(self) -> list[str]:
+        """The data files staged (the partitions the commit adds)."""
+        return list(self._staged)
 
     def staged_paths(self) -> list[str]:
         """The data and change files staged, to be named by the commit."""

@@ -22,11 +22,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition, Protocol
-from ctfile.format.properties import TableProperties
+from ctfile.format.properties import TableProperties, check_cluster_keys, cluster_keys
 from ctfile.format.errors import InvalidArgumentError, UnsupportedFeatureError
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
+from ctfile.reader.clustering import ClusteringInfo, clustering_info
 from ctfile.reader.expressions import check_predicate, referenced_columns
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_partition, read_partition_table
@@ -118,6 +119,33 @@ class Snapshot:
     @property
     def num_records(self) -> int:
         return self._state.num_records
+
+    @property
+    def cluster_keys(self) -> tuple[str, ...]:
+        """The clustering keys of this version (``ctfile.clusterBy``; empty
+        without them; SPEC §Clustering)."""
+        return cluster_keys(self.metadata.properties, self.table_schema)
+
+    def clustering_info(self, *, keys: Sequence[str] | None = None) -> "ClusteringInfo | None":
+        """How clustered this version is by ``keys`` (default: its clustering
+        keys), from statistics alone (:class:`~ctfile.reader.clustering.ClusteringInfo`,
+        after Snowflake's ``SYSTEM$CLUSTERING_INFORMATION``); None when no
+        keys are given and the table has none.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``keys`` names no column, or a column of a type without bounds.
+        """
+        if keys is None:
+            keys = self.cluster_keys
+            if not keys:
+                return None
+        keys = tuple([keys] if isinstance(keys, str) else keys)
+        if not keys:
+            raise InvalidArgumentError("keys must name one or more columns, found none")
+        check_cluster_keys(self.table_schema, keys, what="keys")
+        return clustering_info(self.partitions, self.table_schema, keys)
 
     def column_bounds(self, column: str) -> list[tuple[Any, Any] | None]:
         """Per partition of :attr:`partitions` (same order), the ``(min, max)``

@@ -236,11 +236,11 @@ class ConsumingTransaction(WriteTransaction):
 
     consumption: "Consumption"
 
-    def commit(self) -> CommitResult:
+    def _commit_statements(self) -> CommitResult:
         c = self.consumption
         try:
             if self._done or not c.pin.has_pending:
-                return super().commit()
+                return super()._commit_statements()
             try:
                 claim = c.claim(self)
             except BaseException:
@@ -248,7 +248,7 @@ class ConsumingTransaction(WriteTransaction):
                 raise
             self.set_app_transaction(claim.app_id, claim.sequence)
             try:
-                result = super().commit()
+                result = super()._commit_statements()
             except BaseException:
                 self._release(claim)
                 raise

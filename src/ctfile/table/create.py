@@ -68,7 +68,8 @@ def create_table(
     storage = _storage_for(uri, storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
-    props = table_properties.validate_properties({} if properties is None else properties)
+    table_schema: Schema = schema_from_arrow(schema)
+    props = table_properties.validate_properties({} if properties is None else properties, schema=table_schema)
     if partition_rows is not None:
         if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
             raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
@@ -79,7 +80,6 @@ def create_table(
                 f"compression must be one of {', '.join(table_properties.COMPRESSIONS)}, found {compression!r}"
             )
         props[table_properties.COMPRESSION] = compression
-    table_schema: Schema = schema_from_arrow(schema)
     metadata = Metadata(
         table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
         properties=props, name=name, description=description,

@@ -300,6 +300,7 @@ class TableMaintenance:
         def fn(tx: WriteTransaction) -> None:
             tx.data_change = False  # no row changes: change scans skip this commit
             md = tx.metadata
+            table_properties.validate_properties(properties, schema=md.schema)  # clustering keys exist
             tx.set_metadata(replace(md, properties={**md.properties, **properties}))
 
         return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})

@@ -20,6 +20,7 @@ from ctfile.log.transaction import CommitResult
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
+from ctfile.reader.clustering import ClusteringInfo
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.table.consumption import Consumption, ConsumingTransaction, StreamPin
@@ -485,13 +486,42 @@ class Table(TableMaintenance, TableStreams):
         app = {"app_id": app_id, "app_version": app_version}
         return self._run("OVERWRITE", {}, fn, app, rerun=is_reusable(data))
 
-    def compact(self, *, target_rows: int | None = None) -> CommitResult:
-        """Merge small partitions (a ``dataChange: false`` commit).
+    def clustering_info(
+        self, *, version: int | None = None, keys: Sequence[str] | str | None = None
+    ) -> ClusteringInfo | None:
+        """How clustered ``version`` (default: the latest) is by ``keys``
+        (default: ``ctfile.clusterBy``): partitions, overlaps and clustering
+        depth from statistics alone (SPEC §Clustering); None when no keys
+        are given and the table has none. See
+        :meth:`ctfile.Snapshot.clustering_info`."""
+        return self.snapshot(version).clustering_info(keys=keys)
 
-        Rows keep their row ids and row versions, so change scans over an
-        interval holding only compactions are EMPTY and read nothing.
+    def compact(self, *, target_rows: int | None = None, max_rows: int | None = None) -> CommitResult:
+        """Merge small partitions, and with clustering keys (``ctfile.clusterBy``)
+        recluster the partitions whose key ranges overlap, deepest first (a
+        ``dataChange: false`` commit; SPEC §Clustering).
+
+        ``target_rows`` (default ``ctfile.partitionRows``) sizes the new
+        partitions; ``max_rows`` bounds the rows rewritten (default: no
+        bound). Rows keep their row ids and row versions, so change scans
+        over an interval holding only compactions are EMPTY and read nothing.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]),
+        ...                         properties={"ctfile.clusterBy": "id", "ctfile.partitionRows": "4"})
+        >>> _ = t.insert(pa.table({"id": [5, 1, 7, 3]}))
+        >>> _ = t.insert(pa.table({"id": [2, 8, 4, 6]}))  # its range overlaps the first partition's
+        >>> t.clustering_info().max_depth
+        2
+        >>> t.compact().num_removed_partitions, t.clustering_info().max_depth
+        (2, 1)
+        >>> t.to_arrow().column("id").to_pylist()
+        [1, 2, 3, 4, 5, 6, 7, 8]
         """
-        return self._run("COMPACT", {"targetRows": target_rows}, lambda tx: tx.compact(target_rows=target_rows), {})
+        params = {"targetRows": target_rows, "maxRows": max_rows}
+        return self._run("COMPACT", params, lambda tx: tx.compact(target_rows=target_rows, max_rows=max_rows), {})
 
     def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None,
                   schema_mode: SchemaMode | str | None = None, consuming: Stream | None = None,

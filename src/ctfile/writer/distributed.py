@@ -34,6 +34,7 @@ from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
 from ctfile.format.paths import data_file_path
 from ctfile.format.properties import TableProperties, validate_properties
+from ctfile.writer.clustering import ClusterOrder
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.format.schema_evolution import diff_schemas, replacement_schema
 from ctfile.log.manifest import ManifestLog
@@ -141,8 +142,9 @@ class WriteJob:
         """A job that creates the table from ``schema`` when it commits;
         ``properties`` are validated now (SPEC §Table properties)."""
         _check_mode(mode)
-        props = validate_properties(properties or {})
-        return cls(uri, storage_options, schema_from_arrow(schema), props, None, mode, uuid.uuid4().hex)
+        table_schema = schema_from_arrow(schema)
+        props = validate_properties(properties or {}, schema=table_schema)
+        return cls(uri, storage_options, table_schema, props, None, mode, uuid.uuid4().hex)
 
     # ------------------------------------------------------------ workers
 
@@ -165,7 +167,9 @@ class WriteJob:
         writer = PartitionWriter.for_properties(
             storage, self.schema, next_path, TableProperties.from_mapping(self.properties)
         )
-        return writer.write(conformer.conform_stream(reader), with_hidden=False)
+        # A task's rows are a stream: clustered in windows (SPEC §Clustering).
+        cluster = ClusterOrder.of(self.properties, self.schema)
+        return writer.write(conformer.conform_stream(reader), with_hidden=False, cluster=cluster)
 
     # ------------------------------------------------------------ driver
 

@@ -52,7 +52,8 @@ from ctfile.reader.expressions import (
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
 from ctfile.writer.conflicts import RowPredicate
-from ctfile.writer.input import Conformer, to_reader
+from ctfile.writer.clustering import SORT_WINDOW_BYTES, ClusterOrder
+from ctfile.writer.input import Conformer, is_reusable, to_reader
 from ctfile.format.properties import TableProperties
 from ctfile.writer.partition_writer import PartitionWriter
 
@@ -74,6 +75,11 @@ class Rewrite:
     matched_source: np.ndarray | None = None
     unchanged: bool = False  # read (and maybe matched) but not rewritten
     deletes_all_rows: bool = False  # no row survives (SPEC §Change capture)
+
+
+def cluster_order(tx: Transaction) -> ClusterOrder | None:
+    """The clustering order the statements of ``tx`` write in (SPEC §Clustering)."""
+    return ClusterOrder.of(tx.metadata.properties, tx.schema)
 
 
 def writer_for(tx: Transaction, *, workers: int | None = None, target_rows: int | None = None) -> PartitionWriter:
@@ -98,7 +104,9 @@ def insert(tx: Transaction, data: Any) -> int:
             counted[0] += b.num_rows
             yield b
 
-    files = writer_for(tx).write(counting(), with_hidden=False)
+    # An input already in memory is sorted whole; a stream in windows.
+    window = None if is_reusable(data) else SORT_WINDOW_BYTES
+    files = writer_for(tx).write(counting(), with_hidden=False, cluster=cluster_order(tx), window_bytes=window)
     tx.stage(files)
     tx.add_metrics(inserted=counted[0])
     return counted[0]
@@ -144,10 +152,16 @@ def rewrite_all(
     return done
 
 
-def write_rows(tx: Transaction, t: pa.Table) -> list[StagedFile]:
-    """Write copy-on-write output: table columns then the two hidden columns."""
+def write_rows(tx: Transaction, t: pa.Table, *, keep_order: bool = False) -> list[StagedFile]:
+    """Write copy-on-write output: table columns then the two hidden columns.
+
+    The rows are sorted into the table's clustering order, if it has one,
+    unless ``keep_order`` (a DELETE's survivors, SPEC §Copy-on-write)."""
     if t.num_rows == 0:
         return []
+    order = None if keep_order else cluster_order(tx)
+    if order is not None:
+        t = order.sort(t)
     t = t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN])
     return writer_for(tx, workers=1).write(t.to_batches(), with_hidden=True)
 
@@ -205,7 +219,8 @@ def delete(tx: "WriteTransaction", where: pc.Expression) -> int:
             return None
         kept = t.filter(pc.invert(mask))
         whole = capture_deletes(tx, p, t, mask)
-        return Rewrite(p, write_rows(tx, kept), deleted=n, copied=kept.num_rows, deletes_all_rows=whole)
+        return Rewrite(p, write_rows(tx, kept, keep_order=True), deleted=n, copied=kept.num_rows,
+                       deletes_all_rows=whole)
 
     rewrite_all(tx, [p for p in candidates if p.path in survivors], fn)
     return tx.metrics.deleted - before
@@ -333,34 +348,3 @@ def truncate(tx: "WriteTransaction") -> int:
         n += p.num_records
     tx.add_metrics(deleted=n)
     return n
-
-
-# ---------------------------------------------------------------- COMPACT
-
-
-def compact(tx: Transaction, *, target_rows: int | None = None) -> int:
-    """Rewrite partitions smaller than half of ``target_rows`` into partitions
-    of about ``target_rows`` rows, preserving every row's row id and row
-    version (both materialized), as a ``dataChange: false`` commit that change
-    scans skip. Returns the number of partitions rewritten (0: nothing to do).
-    """
-    if target_rows is not None and (isinstance(target_rows, bool) or not isinstance(target_rows, int) or target_rows < 1):
-        raise InvalidArgumentError(f"target_rows must be a positive int, found {target_rows!r}")
-    target = target_rows or TableProperties.from_mapping(tx.metadata.properties).partition_rows
-    small = [p for p in tx.live_partitions() if p.num_records < max(1, target // 2)]
-    if len(small) < 2:
-        return 0
-    tx.data_change = False
-
-    def batches():
-        for p in small:
-            tx.mark_read(p)
-            t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
-            yield from t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN]).to_batches()
-
-    files = writer_for(tx, target_rows=target).write(batches(), with_hidden=True)
-    for p in small:
-        tx.remove(p)
-    tx.stage(files)
-    tx.add_metrics(copied=sum(p.num_records for p in small))
-    return len(small)

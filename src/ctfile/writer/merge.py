@@ -163,7 +163,7 @@ def _rewrite_matched(tx: Transaction, plan: MergePlan, p: Partition, t: pa.Table
         keep[pos] = False
         kept = t.filter(pa.array(keep))
         whole = capture_deletes(tx, p, t, pa.array(~keep))
-        r = Rewrite(p, write_rows(tx, kept), deleted=len(pos), copied=kept.num_rows, deletes_all_rows=whole)
+        r = Rewrite(p, write_rows(tx, kept, keep_order=True), deleted=len(pos), copied=kept.num_rows, deletes_all_rows=whole)
     elif plan.update_columns:
         at = pa.array(sidx)
         new_values = {c: plan.source.column(c).take(at) for c in plan.update_columns}

@@ -37,6 +37,7 @@ from ctfile.format.schema import (
 from ctfile.format.stats import encode_bound
 from ctfile.log.storage import Storage
 from ctfile.log.transaction import StagedFile, now_ms
+from ctfile.writer.clustering import SORT_WINDOW_BYTES, ClusterOrder
 
 _DEFAULTS = TableProperties()
 
@@ -101,15 +102,30 @@ class PartitionWriter:
             self._hidden_options = row_id_encoding(file_schema)
         return self._hidden_options
 
-    def write(self, batches: Iterable[pa.RecordBatch], *, with_hidden: bool) -> list[StagedFile]:
+    def write(
+        self, batches: Iterable[pa.RecordBatch], *, with_hidden: bool, cluster: ClusterOrder | None = None,
+        window_bytes: int | None = SORT_WINDOW_BYTES,
+    ) -> list[StagedFile]:
         """Write all batches; returns the staged files in input order.
 
         ``with_hidden``: batches carry the two hidden columns last (copy-on-write
         output). Without it the file has no hidden columns, which readers
         treat as all null (SPEC §Hidden columns): a plain insert pays nothing.
+        With ``cluster`` the rows are sorted into its order in windows of
+        ``window_bytes`` (None: all at once) and cut at key boundaries
+        (:meth:`~ctfile.writer.clustering.ClusterOrder.chunks`).
         """
+        if cluster is None:
+            chunks = _chunks(batches, self.target_rows)
+        else:
+            chunks = cluster.chunks(batches, self.target_rows, window_bytes=window_bytes)
+        return self.write_chunks(chunks, with_hidden=with_hidden)
+
+    def write_chunks(self, chunks: Iterable[list[pa.RecordBatch]], *, with_hidden: bool) -> list[StagedFile]:
+        """Write each chunk (a list of batches) as one partition; returns the
+        staged files in input order."""
         file_schema = self._file_schema_hidden if with_hidden else self._file_schema_plain
-        chunks = iter(_chunks(batches, self.target_rows))
+        chunks = iter(chunks)
         first = next(chunks, None)
         if first is None:
             return []

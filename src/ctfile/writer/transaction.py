@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -10,7 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.errors import CtfileError, InvalidArgumentError, SchemaMismatchError
+from ctfile.format.properties import CLUSTER_BY, TableProperties
+from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import (
     SchemaChange,
     SchemaEditor,
@@ -23,6 +26,9 @@ from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
 from ctfile.writer import merge as merge_
 from ctfile.writer.change_writer import ChangeWriter
+from ctfile.writer.compaction import CompactionPlan, plan_auto_compaction, plan_compaction, run_compaction
+
+log = logging.getLogger("ctfile")
 
 
 class WriteTransaction(Transaction):
@@ -91,6 +97,12 @@ class WriteTransaction(Transaction):
             self._change_writer.finish_statement()
 
     def commit(self) -> CommitResult:
+        """Commit the statements as one version; then, under
+        ``ctfile.autoCompact``, the follow-up compaction
+        (:func:`auto_compact`), reported in ``result.auto_compaction``."""
+        return auto_compact(self, self._commit_statements())
+
+    def _commit_statements(self) -> CommitResult:
         if self._change_writer is not None and not self._done:
             try:
                 self._change_writer.consolidate()
@@ -121,6 +133,7 @@ class WriteTransaction(Transaction):
         edit(editor)
         if editor.schema == md.schema:
             return []
+        self._check_keeps_cluster_keys(editor.schema)
         self.set_metadata(replace(md, schema=editor.schema, last_field_id=editor.last_field_id))
         if changes_need_feature(editor.changes):
             self.require_feature(FEATURE_SCHEMA_EVOLUTION, reader=True)
@@ -137,10 +150,23 @@ class WriteTransaction(Transaction):
         new, last = replacement_schema(md.schema, md.assigned_field_ids, schema)
         if new == md.schema:
             return []
+        self._check_keeps_cluster_keys(new)
         self.set_metadata(replace(md, schema=new, last_field_id=last))
         if retires_ids(md.schema, new):
             self.require_feature(FEATURE_SCHEMA_EVOLUTION, reader=True)
         return diff_schemas(md.schema, new)
+
+    def _check_keeps_cluster_keys(self, new: Schema) -> None:
+        """Refuse a schema change that drops or renames a clustering key
+        (SPEC §Clustering, writer requirements)."""
+        old = self.metadata.schema
+        for key in TableProperties.from_mapping(self.metadata.properties).cluster_by:
+            if key in old.names and key not in new.names:
+                raise SchemaMismatchError(
+                    f"column {key!r} is a clustering key ({CLUSTER_BY} = "
+                    f"{self.metadata.properties[CLUSTER_BY]!r}); set {CLUSTER_BY} without it before dropping "
+                    f"or renaming it"
+                )
 
     def insert(self, data: Any) -> int:
         self._check_open()
@@ -177,12 +203,20 @@ class WriteTransaction(Transaction):
         with self._statement():
             return merge_.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
 
-    def compact(self, *, target_rows: int | None = None) -> int:
+    def compact(self, *, target_rows: int | None = None, max_rows: int | None = None) -> int:
+        """COMPACT (SPEC §Copy-on-write; with clustering keys, the recluster
+        of SPEC §Clustering): returns the number of partitions rewritten."""
         self._check_open()
         if self.is_replay:
             return 0
+        return self.compact_plan(plan_compaction(self, target_rows=target_rows, max_rows=max_rows))
+
+    def compact_plan(self, plan: CompactionPlan) -> int:
+        """Run a planned compaction (:mod:`ctfile.writer.compaction`) as
+        this transaction's only statement."""
+        self._check_open()
         with self._statement(compaction=True):
-            return dml.compact(self, target_rows=target_rows)
+            return run_compaction(self, plan, dml.writer_for(self, target_rows=plan.target_rows))
 
     def truncate(self) -> int:
         self._check_open()
@@ -190,3 +224,29 @@ class WriteTransaction(Transaction):
             return 0
         with self._statement():
             return dml.truncate(self)
+
+
+def auto_compact(committed: WriteTransaction, result: CommitResult) -> CommitResult:
+    """After ``committed`` committed ``result``: the result, with the
+    follow-up compaction ``ctfile.autoCompact`` asks for, if any, in its
+    ``auto_compaction`` (:func:`~ctfile.writer.compaction.plan_auto_compaction`).
+    Attempted once, as its own commit: a conflict or an error is logged and
+    abandons it (its files are deleted), never raised (SPEC §Clustering,
+    automatic compaction)."""
+    state = committed.committed_state
+    if state is None or not result.committed or not committed.data_change:
+        return result
+    if not TableProperties.from_mapping(state.metadata.properties).auto_compact:
+        return result
+    tx = WriteTransaction(committed.log, state, operation="COMPACT", parameters={"auto": True})
+    tx.on_commit = committed.on_commit
+    try:
+        plan = plan_auto_compaction(tx, set(committed.staged_data_paths()))
+        if plan is None:
+            return result
+        tx.compact_plan(plan)
+        return replace(result, auto_compaction=tx.commit())
+    except (CtfileError, OSError) as e:
+        tx.abort()
+        log.warning("automatic compaction after version %d of %s abandoned: %s", result.version, tx.storage.uri, e)
+        return result

@@ -1,0 +1,193 @@
+"""How well a version is clustered, from partition statistics alone (SPEC
+§Clustering): key ranges, overlap and clustering depth, as Snowflake's
+``SYSTEM$CLUSTERING_INFORMATION`` reports them.
+
+The key range of a partition is the closed interval of its first clustering
+key's bounds (:func:`key_ranges`). Two partitions *overlap* when their
+ranges share more than one point (:func:`overlaps`); the *depth* of a point
+is the number of ranges that contain it. Bounds are decoded Python values
+(ints, floats, strings, dates, datetimes, decimals, booleans), so every
+function works for any orderable column type; nothing is weighted by width.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ctfile.format.actions import Partition
+from ctfile.format.schema import Schema
+from ctfile.reader.pruning import column_bounds
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """A partition and the closed range ``[low, high]`` of its first key."""
+
+    partition: Partition
+    low: Any
+    high: Any
+
+
+def key_ranges(partitions: Sequence[Partition], schema: Schema, key: str) -> tuple[list[KeyRange], list[Partition]]:
+    """The key ranges of ``partitions`` by column ``key``, sorted by (low,
+    high), and the partitions without one (no statistics or no bounds for it)."""
+    f = schema.field(key)
+    ranged: list[KeyRange] = []
+    unranged: list[Partition] = []
+    for p in partitions:
+        b = column_bounds(p, key, f.id, f.type)
+        if b is None:
+            unranged.append(p)
+        else:
+            ranged.append(KeyRange(p, b[0], b[1]))
+    ranged.sort(key=lambda r: (r.low, r.high))
+    return ranged, unranged
+
+
+def overlaps(a: KeyRange, b: KeyRange) -> bool:
+    """Whether two key ranges share more than one point (SPEC §Clustering).
+
+    >>> P = None
+    >>> overlaps(KeyRange(P, 0, 10), KeyRange(P, 5, 20)), overlaps(KeyRange(P, 0, 10), KeyRange(P, 10, 20))
+    (True, False)
+    """
+    return a.low < b.high and b.low < a.high
+
+
+def piece_depths(ranges: Sequence[tuple[Any, Any]]) -> tuple[list[Any], list[int]]:
+    """The pieces of the key range and their depths: ``points`` are the
+    distinct bounds p_0 < ... < p_k; piece ``2i`` is the point p_i and piece
+    ``2i + 1`` the gap (p_i, p_i+1); ``depths[j]`` is the number of closed
+    ranges containing piece ``j`` (0 for a gap between disjoint ranges).
+
+    >>> piece_depths([(0, 10), (5, 15)])
+    ([0, 5, 10, 15], [1, 1, 2, 2, 2, 1, 1])
+    """
+    lows = sorted(lo for lo, _ in ranges)
+    highs = sorted(hi for _, hi in ranges)
+    points = sorted(set(lows) | set(highs))
+    depths: list[int] = []
+    for i, p in enumerate(points):
+        depths.append(bisect.bisect_right(lows, p) - bisect.bisect_left(highs, p))  # low <= p <= high
+        if i + 1 < len(points):
+            # No bound lies inside the gap: a range contains it iff low <= p < high.
+            depths.append(bisect.bisect_right(lows, p) - bisect.bisect_right(highs, p))
+    return points, depths
+
+
+def clustering_depth(ranges: Sequence[tuple[Any, Any]]) -> float | None:
+    """The average depth of ``ranges`` (closed ``(low, high)`` intervals of
+    one ordered type), as Snowflake's ``average_depth``: the mean depth of
+    the pieces of the key range (:func:`piece_depths`) that some range
+    contains. 1.0 when no two ranges share a point; ``n`` when all ``n``
+    ranges are equal; None for no ranges (SPEC §Clustering).
+
+    Examples
+    --------
+    >>> clustering_depth([(0, 9), (10, 19), (20, 29)])
+    1.0
+    >>> clustering_depth([(0, 10), (0, 10), (0, 10)])
+    3.0
+    >>> clustering_depth([(0, 10), (5, 15)])  # pieces 0,(0,5),5,(5,10),10,(10,15),15: depths 1,1,2,2,2,1,1
+    1.4285714285714286
+    >>> clustering_depth([]) is None
+    True
+    """
+    if not ranges:
+        return None
+    depths = [d for d in piece_depths(ranges)[1] if d]
+    return sum(depths) / len(depths)
+
+
+def max_depth(ranges: Sequence[tuple[Any, Any]]) -> int:
+    """The largest number of ``ranges`` that contain one point (0 for none).
+
+    >>> max_depth([(0, 10), (5, 15), (12, 13)])
+    2
+    """
+    return max(piece_depths(ranges)[1], default=0)
+
+
+def partition_depths(ranges: Sequence[tuple[Any, Any]]) -> list[int]:
+    """For each range, the largest depth of a point in it (itself included),
+    Snowflake's per-partition depth. O(k log k + n) with a sparse table of
+    range maxima over the k pieces.
+
+    >>> partition_depths([(0, 10), (5, 15), (20, 30)])
+    [2, 2, 1]
+    """
+    if not ranges:
+        return []
+    points, depths = piece_depths(ranges)
+    index = {p: 2 * i for i, p in enumerate(points)}
+    table = [depths]
+    while 2 ** len(table) <= len(depths):
+        prev, half = table[-1], 2 ** (len(table) - 1)
+        table.append([max(prev[i], prev[i + half]) for i in range(len(prev) - half)])
+    out = []
+    for lo, hi in ranges:
+        a, b = index[lo], index[hi]
+        level = (b - a + 1).bit_length() - 1
+        out.append(max(table[level][a], table[level][b - 2**level + 1]))
+    return out
+
+
+@dataclass(frozen=True)
+class ClusteringInfo:
+    """How clustered a version is by ``keys`` (SPEC §Clustering), after
+    Snowflake's ``SYSTEM$CLUSTERING_INFORMATION``.
+
+    ``partitions`` counts the live partitions, ``unranged`` those without a
+    key range (not in the other figures), ``constant`` those whose range is
+    one value; ``average_overlaps`` is the mean number of other partitions a
+    partition overlaps, ``average_depth`` the :func:`clustering_depth`
+    (None without ranges), ``max_depth`` the deepest point, and
+    ``depth_histogram`` maps a per-partition depth to how many partitions
+    have it.
+    """
+
+    keys: tuple[str, ...]
+    partitions: int
+    unranged: int
+    constant: int
+    average_overlaps: float
+    average_depth: float | None
+    max_depth: int
+    depth_histogram: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def column(self) -> str:
+        """The column the ranges are of: the first key."""
+        return self.keys[0]
+
+
+def clustering_info(partitions: Sequence[Partition], schema: Schema, keys: Sequence[str]) -> ClusteringInfo:
+    """The :class:`ClusteringInfo` of ``partitions`` by ``keys`` (the ranges
+    are those of the first key)."""
+    ranged, unranged = key_ranges(partitions, schema, keys[0])
+    pairs = [(r.low, r.high) for r in ranged]
+    lows = [r.low for r in ranged]
+    highs = sorted(r.high for r in ranged)
+    points = collections.Counter(r.low for r in ranged if r.low == r.high)
+    n = len(ranged)
+    total = 0
+    for r in ranged:
+        # Partitions that do not overlap r end at or before its low, or
+        # start at or after its high; a one-value range equal to r's is both.
+        apart = bisect.bisect_right(highs, r.low) + n - bisect.bisect_left(lows, r.high)
+        apart -= points[r.low] if r.low == r.high else 0
+        total += n - apart - (0 if r.low == r.high else 1)
+    depths = partition_depths(pairs)
+    return ClusteringInfo(
+        keys=tuple(keys),
+        partitions=len(partitions),
+        unranged=len(unranged),
+        constant=sum(1 for r in ranged if r.low == r.high),
+        average_overlaps=total / n if n else 0.0,
+        average_depth=clustering_depth(pairs),
+        max_depth=max(depths, default=0),
+        depth_histogram=dict(sorted(collections.Counter(depths).items())),
+    )

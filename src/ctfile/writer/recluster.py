@@ -1,0 +1,192 @@
+"""Reclustering: the COMPACT of a table with clustering keys (SPEC
+§Clustering, **COMPACT**).
+
+Planning is apart from execution. :func:`plan_groups` finds, from the
+partitions' statistics alone, the *groups* worth rewriting: runs of
+partitions (in key order) whose key ranges overlap, or small neighbours, and
+the partitions without a key range; it orders them greedily, deepest first,
+as Snowflake's reclustering picks its work. :func:`choose_groups` bounds the
+rows rewritten. :func:`rewrite_group` then reads a group with its hidden
+columns materialized (row ids and row versions are kept, so the commit is
+``dataChange`` false and change scans skip it), sorts it into the
+clustering order and cuts it as a clustered write does. A group larger than
+``memory_rows`` is rewritten in ranges of its first key, each range read
+from the members whose statistics can hold it, so memory stays bounded at
+the price of reading a member once per range it spans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import Partition
+from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN, Schema
+from ctfile.log.transaction import StagedFile
+from ctfile.reader.clustering import KeyRange, key_ranges, max_depth
+from ctfile.reader.expressions import evaluate_mask
+from ctfile.reader.partition_reader import read_partition_table
+from ctfile.reader.pruning import prune
+from ctfile.writer.clustering import ClusterOrder
+
+if TYPE_CHECKING:
+    from ctfile.writer.partition_writer import PartitionWriter
+    from ctfile.writer.transaction import WriteTransaction
+
+#: A group of at most this many times ``ctfile.partitionRows`` rows is
+#: sorted in memory at once; a larger one is rewritten in key ranges.
+MEMORY_PARTITIONS = 8
+
+
+def is_small(p: Partition, target_rows: int) -> bool:
+    """Whether ``p`` holds fewer than half of ``target_rows`` rows (SPEC
+    §Copy-on-write, COMPACT)."""
+    return p.num_records < max(1, target_rows // 2)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Partitions rewritten together, and the largest number of their key
+    ranges that contain one point (the partitions without a key range count
+    as all overlapping)."""
+
+    partitions: tuple[Partition, ...]
+    depth: int
+
+    @property
+    def rows(self) -> int:
+        return sum(p.num_records for p in self.partitions)
+
+
+def _joins(group: list[KeyRange], high: object, r: KeyRange, target_rows: int) -> bool:
+    """Whether ``r`` (the next range in key order) joins the group whose
+    ranges are ``group`` and whose range ends at ``high``: it overlaps the
+    group's range, or it and the group's last member are both small."""
+    overlapping = r.low < high and group[0].low < r.high
+    small = is_small(r.partition, target_rows) and is_small(group[-1].partition, target_rows)
+    return overlapping or small
+
+
+def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, target_rows: int) -> list[Group]:
+    """The groups of two or more partitions worth rewriting, deepest first
+    then smallest (SPEC §Clustering, COMPACT). ``key`` is the first
+    clustering key.
+
+    Examples
+    --------
+    A run of overlapping partitions makes one group; a partition that
+    overlaps nothing is left alone.
+
+    >>> import pyarrow as pa
+    >>> from ctfile.format.actions import Partition, PartitionStats
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> schema = schema_from_arrow(pa.schema([("id", pa.int64())]))
+    >>> def part(name, lo, hi, rows=100):
+    ...     return Partition(name, 1, rows, 0, 1, 0, None, PartitionStats(rows, {1: lo}, {1: hi}, {1: 0}, {}))
+    >>> groups = plan_groups([part("a", 0, 50), part("b", 40, 90), part("c", 100, 150)], schema, "id", 100)
+    >>> [([p.path for p in g.partitions], g.depth) for g in groups]
+    [(['a', 'b'], 2)]
+    """
+    ranged, unranged = key_ranges(partitions, schema, key)
+    groups: list[Group] = []
+    run: list[KeyRange] = []
+    high: object = None
+    for r in ranged:
+        if run and _joins(run, high, r, target_rows):
+            run.append(r)
+            high = max(high, r.high)
+            continue
+        if len(run) > 1:
+            groups.append(Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run])))
+        run, high = [r], r.high
+    if len(run) > 1:
+        groups.append(Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run])))
+    if len(unranged) > 1:
+        groups.append(Group(tuple(unranged), len(unranged)))
+    groups.sort(key=lambda g: (-g.depth, g.rows))
+    return groups
+
+
+def choose_groups(groups: Sequence[Group], max_rows: int | None) -> list[Group]:
+    """The groups to rewrite under a budget of ``max_rows`` rows (None: all):
+    each in the given order that still fits.
+
+    >>> choose_groups([Group((), 3), Group((), 2)], None) == [Group((), 3), Group((), 2)]
+    True
+    """
+    if max_rows is None:
+        return list(groups)
+    chosen, used = [], 0
+    for g in groups:
+        if used + g.rows <= max_rows:
+            chosen.append(g)
+            used += g.rows
+    return chosen
+
+
+def _read(tx: "WriteTransaction", p: Partition, where: pc.Expression | None) -> pa.Table:
+    t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
+    t = t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN])
+    return t if where is None else t.filter(evaluate_mask(t, where))
+
+
+def _cut(order: ClusterOrder, t: pa.Table, target_rows: int) -> Iterator[list[pa.RecordBatch]]:
+    start = 0
+    for end in order.cut_ends(t, target_rows):
+        yield t.slice(start, end - start).to_batches()
+        start = end
+
+
+def key_splits(tx: "WriteTransaction", group: Group, key: str, memory_rows: int, target_rows: int) -> list[pc.Expression | None]:
+    """The first-key ranges a group is rewritten in: ``[None]`` (all at
+    once) when it fits ``memory_rows``; otherwise filters ``key < b1``,
+    ``b1 <= key < b2`` ... ``key >= bm or key is null`` whose cut points are
+    the group's key values every ``memory_rows`` rows (rounded down to whole
+    partitions), read from the key column alone."""
+    if group.rows <= memory_rows:
+        return [None]
+    values = pa.chunked_array(
+        [read_partition_table(tx.storage, p, tx.schema, columns=[key]).column(key) for p in group.partitions]
+    ).drop_null()
+    values = values.take(pc.sort_indices(values))
+    step = max(target_rows, memory_rows // target_rows * target_rows)
+    cuts = []
+    for i in range(step, len(values), step):
+        v = values[i]
+        if not cuts or v.as_py() != cuts[-1].as_py():
+            cuts.append(v)
+    if not cuts:
+        return [None]
+    x = pc.field(key)
+    out: list[pc.Expression | None] = [x < cuts[0]]
+    out += [(x >= lo) & (x < hi) for lo, hi in zip(cuts, cuts[1:])]
+    out.append((x >= cuts[-1]) | x.is_null())
+    return out
+
+
+def rewrite_group(
+    tx: "WriteTransaction", group: Group, order: ClusterOrder, writer: "PartitionWriter", *, memory_rows: int
+) -> list[StagedFile]:
+    """Rewrite ``group`` in the clustering order; returns the staged files.
+    The members are marked read and removed (SPEC §Conflict detection)."""
+    target = writer.target_rows
+    files: list[StagedFile] = []
+    for p in group.partitions:
+        tx.mark_read(p)
+    try:
+        for where in key_splits(tx, group, order.keys[0], memory_rows, target):
+            members = group.partitions if where is None else prune(group.partitions, tx.schema, where)
+            if not members:
+                continue
+            t = order.sort(pa.concat_tables([_read(tx, p, where) for p in members]))
+            if t.num_rows:
+                files += writer.write_chunks(_cut(order, t, target), with_hidden=True)
+    except BaseException:
+        tx.storage.delete([f.path for f in files])  # the ranges already written
+        raise
+    for p in group.partitions:
+        tx.remove(p)
+    return files
