@@ -21,7 +21,8 @@ does not prune, and ctfile does not either (pyarrow does not expose the
 expression's tree to bound it by a range): arithmetic or string functions
 of a column with a range (``x + 1 > 5``, ``starts_with``), and ``is_nan``
 (a guarantee cannot say "not NaN"); a NaN row is only known to be valid.
-Comparisons (column on either side, through casts), ``is_in``, ``is_null``,
+Comparisons (column on either side, through numeric casts; not through a
+date-to-timestamp cast), ``is_in``, ``is_null``,
 ``is_valid``, ``~``, ``&``, ``|`` and constants prune.
 """
 
