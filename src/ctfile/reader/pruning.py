@@ -107,10 +107,12 @@ def _column_alternatives(
 
 
 def partition_guarantees(
-    p: Partition, schema: Schema, columns: Sequence[str], *, equalities: bool = True
+    p: Partition, schema: Schema, columns: Sequence[str], *, equalities: bool = False
 ) -> list[pc.Expression]:
     """Conjunctive guarantees whose union covers every row of ``p``;
-    ``equalities``: a column with one value is guaranteed equal to it."""
+    ``equalities``: a column with one value is guaranteed equal to it (for
+    :func:`prune`, which retries without them when folding fails; off for
+    other uses, such as a dataset's partition expressions)."""
     per_column = []
     arrow = schema.to_arrow(field_ids=False)
     for name in columns:
