@@ -245,6 +245,12 @@ class Transaction:
         if partition.first_row_id != PENDING:
             self._reads.partitions.add(partition.path)
 
+    @property
+    def read_partitions(self) -> frozenset[str]:
+        """Paths of the committed partitions the statements so far opened,
+        or removed by a metadata-only delete (:meth:`mark_read`)."""
+        return frozenset(self._reads.partitions)
+
     def mark_reads_whole_table(self) -> None:
         """For truncate/overwrite: a concurrent data-changing commit conflicts."""
         self._reads.whole_table = True

@@ -13,6 +13,17 @@ described by several fragments, one per *kind* of row (in-range, null, NaN),
 for the columns the filter references; the partition is kept when any of them
 survives. Combinations are capped: beyond :data:`MAX_ALTERNATIVES` a column's
 guarantee is dropped, which only weakens pruning, never correctness.
+
+A column with one value (``min == max``, not a float) is guaranteed *equal*
+to it, which pyarrow substitutes: any expression of that column then folds
+to a constant (a bare boolean column, ``~b``, ``x + 1 > 5``). What pyarrow
+does not prune, and ctfile does not either (pyarrow does not expose the
+expression's tree to bound it by a range): arithmetic or string functions
+of a column with a range (``x + 1 > 5``, ``starts_with``), and ``is_nan``
+(a guarantee cannot say "not NaN"); a NaN row is only known to be valid.
+Comparisons (column on either side, through numeric casts; not through a
+date-to-timestamp cast), ``is_in``, ``is_null``,
+``is_valid``, ``~``, ``&``, ``|`` and constants prune.
 """
 
 from __future__ import annotations
@@ -56,7 +67,9 @@ def column_bounds(p: Partition, name: str, fid: int, typ: Any) -> tuple[Any, Any
         raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
 
 
-def _column_alternatives(p: Partition, name: str, fid: int, typ: str, atype: pa.DataType) -> list[pc.Expression]:
+def _column_alternatives(
+    p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, *, equalities: bool
+) -> list[pc.Expression]:
     s = p.stats
     x = pc.field(name)
     if s is None:
@@ -72,7 +85,12 @@ def _column_alternatives(p: Partition, name: str, fid: int, typ: str, atype: pa.
             lo_s, hi_s = (pa.scalar(b, type=atype) for b in bounds)
         except (TypeError, pa.ArrowException) as e:
             raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
-        alts.append((x >= lo_s) & (x <= hi_s))
+        # A single value becomes an equality, which pyarrow substitutes for
+        # the column: then any expression of it folds to a constant (a bare
+        # boolean column, `~b`, `x + 1 > 5`, starts_with). Not for floats,
+        # whose bounds -0.0 and 0.0 are equal but not the same value.
+        single = equalities and bounds[0] == bounds[1] and typ not in ("float", "double")
+        alts.append(x == lo_s if single else (x >= lo_s) & (x <= hi_s))
     elif nulls == 0:
         alts.append(x.is_valid())
     else:
@@ -82,19 +100,26 @@ def _column_alternatives(p: Partition, name: str, fid: int, typ: str, atype: pa.
     if typ in ("float", "double"):
         nans = s.nan_count.get(fid)
         if nans is None or nans > 0:
-            alts.append(x.is_nan())
+            # pyarrow ignores is_nan in a guarantee; is_valid (NaN is not
+            # null) at least prunes is_null for these rows.
+            alts.append(x.is_valid())
     return alts
 
 
-def partition_guarantees(p: Partition, schema: Schema, columns: Sequence[str]) -> list[pc.Expression]:
-    """Conjunctive guarantees whose union covers every row of ``p``."""
+def partition_guarantees(
+    p: Partition, schema: Schema, columns: Sequence[str], *, equalities: bool = False
+) -> list[pc.Expression]:
+    """Conjunctive guarantees whose union covers every row of ``p``;
+    ``equalities``: a column with one value is guaranteed equal to it (for
+    :func:`prune`, which retries without them when folding fails; off for
+    other uses, such as a dataset's partition expressions)."""
     per_column = []
     arrow = schema.to_arrow(field_ids=False)
     for name in columns:
         f = schema.field(name)
         if not isinstance(f.type, str):
             continue
-        per_column.append(_column_alternatives(p, name, f.id, f.type, arrow.field(name).type))
+        per_column.append(_column_alternatives(p, name, f.id, f.type, arrow.field(name).type, equalities=equalities))
     # Cap the cross product: drop the widest columns' guarantees first.
     per_column.sort(key=len)
     while per_column and _product(len(a) for a in per_column) > MAX_ALTERNATIVES:
@@ -116,17 +141,39 @@ def _product(xs) -> int:
 
 
 def prune(partitions: Sequence[Partition], schema: Schema, filter: pc.Expression | None) -> list[Partition]:
-    """The partitions that may hold a row satisfying ``filter``, in input order."""
+    """The partitions that may hold a row satisfying ``filter``, in input order.
+
+    Folding ``filter`` over a partition's single value can fail where its
+    rows would too (``x / 0``, an overflowing checked operation or cast);
+    pruning then retries with ranges only, and the error, if any, is met
+    where the rows are evaluated.
+
+    Examples
+    --------
+    >>> import ctfile, tempfile
+    >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("b", pa.bool_())]),
+    ...                         properties={"ctfile.partitionRows": "2"})
+    >>> t.insert(pa.table({"b": [False, False, True, True]})).num_added_partitions
+    2
+    >>> s = t.snapshot()
+    >>> [p.num_records for p in prune(s.partitions, s.metadata.schema, ~pc.field("b"))]
+    [2]
+    """
     if filter is None or not partitions:
         return list(partitions)
+    try:
+        return _prune(partitions, schema, filter, equalities=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return _prune(partitions, schema, filter, equalities=False)
+
+
+def _prune(partitions: Sequence[Partition], schema: Schema, filter: pc.Expression, *, equalities: bool) -> list[Partition]:
     arrow = schema.to_arrow(field_ids=False)
     cols = referenced_columns(filter, arrow)
-    if not cols:
-        cols = []
     paths: list[str] = []
     guarantees: list[pc.Expression] = []
     for p in partitions:
-        for g in partition_guarantees(p, schema, cols):
+        for g in partition_guarantees(p, schema, cols, equalities=equalities):
             paths.append(p.path)
             guarantees.append(g)
     dataset = ds.FileSystemDataset.from_paths(

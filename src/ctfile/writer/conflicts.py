@@ -19,19 +19,21 @@ exclude, by reading only the columns the predicate uses. They never report
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.expressions import evaluate_mask, referenced_columns
 from ctfile.reader.partition_reader import read_partition_table
-from ctfile.reader.pruning import prune
+from ctfile.reader.pruning import column_bounds, prune
 
 _FALSE = pc.scalar(False)
 
@@ -70,13 +72,54 @@ class RowPredicate:
 
 
 @dataclass(frozen=True)
+class _KeyValues:
+    """The distinct non-null values of one key column of a MERGE source,
+    sorted, for "does some value lie in ``[lo, hi]``?" by bisection.
+
+    NaN is kept apart (it has no place in the order, and partition bounds
+    exclude it): ``has_nan`` says the source holds one. Numeric values are a
+    numpy array, others (strings, dates, timestamps, decimals, booleans)
+    Python values, which order as the statistics do (strings by code point,
+    that is by UTF-8 bytes).
+
+    Examples
+    --------
+    >>> kv = _KeyValues.of(pa.chunked_array([[3.0, float("nan"), 1.0, 3.0]]))
+    >>> kv.any_within(1.5, 2.5), kv.any_within(2.5, 9.0), kv.has_nan
+    (False, True, True)
+    """
+
+    values: Any
+    has_nan: bool = False
+
+    @classmethod
+    def of(cls, column: pa.ChunkedArray) -> "_KeyValues":
+        distinct = pc.unique(column.combine_chunks())
+        has_nan = False
+        if pa.types.is_floating(distinct.type):
+            nan = pc.fill_null(pc.is_nan(distinct), False)
+            has_nan = bool(pc.any(nan).as_py())
+            distinct = distinct.filter(pc.invert(nan))
+        distinct = distinct.drop_null().sort()
+        numeric = pa.types.is_integer(distinct.type) or pa.types.is_floating(distinct.type)
+        return cls(distinct.to_numpy() if numeric else distinct.to_pylist(), has_nan)
+
+    def any_within(self, lo: Any, hi: Any) -> bool:
+        """True if some value ``v`` has ``lo <= v <= hi``."""
+        i = bisect.bisect_left(self.values, lo)
+        return bool(i < len(self.values) and self.values[i] <= hi)
+
+
+@dataclass(frozen=True)
 class KeyPredicate:
     """The rows a MERGE selects: those whose ``keys`` equal a source row's.
 
     ``source_keys`` holds the key columns of the source rows with no null
-    key, one row per key. :meth:`range_filter` is the conjunction of each key
-    column's source range, which prunes by statistics both the MERGE's own
-    candidates and a winner's partitions.
+    key, one row per key. :meth:`candidates` keeps the partitions whose
+    statistics can hold one of those keys, column by column (SPEC
+    §Copy-on-write, MERGE): both the MERGE's own candidates and, in conflict
+    detection, a winner's partitions. :meth:`range_filter` is the coarser
+    conjunction of each key column's source range.
 
     Examples
     --------
@@ -87,6 +130,7 @@ class KeyPredicate:
 
     keys: tuple[str, ...]
     source_keys: pa.Table
+    _values: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_source(cls, source: pa.Table, keys: Sequence[str]) -> "KeyPredicate":
@@ -114,10 +158,60 @@ class KeyPredicate:
             out = bound if out is None else out & bound
         return out
 
+    def _key_values(self, name: str) -> _KeyValues:
+        kv = self._values.get(name)
+        if kv is None:  # computed once per statement; a benign race at worst computes it twice
+            kv = self._values[name] = _KeyValues.of(self.source_keys.column(name))
+        return kv
+
+    def may_hold_key(self, p: Partition, schema: Schema) -> bool:
+        """False only if ``p``'s statistics show that no row of it has a
+        source key: for some key column, no source value lies within the
+        partition's ``[min, max]`` (and no source NaN meets a NaN of it), or
+        the column is null in every row (a null key matches nothing).
+        Without statistics for a column, that column cannot rule ``p`` out.
+
+        Examples
+        --------
+        >>> from ctfile.format.actions import PartitionStats
+        >>> from ctfile.format.schema import schema_from_arrow
+        >>> schema = schema_from_arrow(pa.schema([("id", pa.int64())]))
+        >>> fid = schema.field("id").id
+        >>> p = Partition("p", 1, 10, 0, 1, 0, None, PartitionStats(10, {fid: 5}, {fid: 9}, {fid: 0}, {}))
+        >>> k = KeyPredicate.from_source(pa.table({"id": [1, 1_000_000]}), ["id"])
+        >>> k.may_hold_key(p, schema), KeyPredicate.from_source(pa.table({"id": [7]}), ["id"]).may_hold_key(p, schema)
+        (False, True)
+        """
+        if self.source_keys.num_rows == 0:
+            return False
+        s = p.stats
+        if s is None:
+            return True
+        for name in self.keys:
+            try:
+                f = schema.field(name)
+            except SchemaMismatchError:
+                continue  # not in this schema (a winner's): cannot rule p out
+            if s.null_count.get(f.id) == s.num_records:
+                return False
+            bounds = column_bounds(p, name, f.id, f.type)
+            if bounds is None:
+                continue
+            kv = self._key_values(name)
+            nans = s.nan_count.get(f.id)
+            if not (kv.any_within(*bounds) or (kv.has_nan and nans != 0)):
+                return False
+        return True
+
+    def candidates(self, partitions: Sequence[Partition], schema: Schema) -> list[Partition]:
+        """The partitions of ``partitions`` (in order) that may hold a row
+        with a source key (:meth:`may_hold_key`)."""
+        return [p for p in partitions if p.num_records and self.may_hold_key(p, schema)]
+
     def first_match(self, storage: Storage, schema: Schema, partitions: Sequence[Partition]) -> Partition | None:
         if self.source_keys.num_rows == 0:
             return None
-        for p in prune([p for p in partitions if p.num_records], schema, self.range_filter()):
+        for p in self.candidates(partitions, schema):
             t = read_partition_table(storage, p, schema, columns=list(self.keys))
             if t.join(self.source_keys, list(self.keys), join_type="left semi", use_threads=False).num_rows:
                 return p

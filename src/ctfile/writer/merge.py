@@ -7,7 +7,8 @@ conformed source and its :class:`~ctfile.writer.conflicts.KeyPredicate`.
 :func:`run_merge` then records the key predicate in the transaction (SPEC
 §Conflict detection: a concurrent commit adding a row with one of these keys
 conflicts), rewrites the candidate partitions (those whose key statistics
-overlap the source's key ranges) where a key matches, and inserts the
+can hold one of the source's keys, :meth:`KeyPredicate.candidates`) where
+a key matches, and inserts the
 unmatched source rows.
 
 The source needs only the columns the MERGE uses: the keys, the columns it
@@ -29,7 +30,6 @@ import pyarrow.compute as pc
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.log.transaction import Transaction
-from ctfile.reader.pruning import prune
 from ctfile.writer.conflicts import KeyPredicate
 from ctfile.writer.dml import Rewrite, apply_changes, capture_deletes, insert, rewrite_all, write_rows
 from ctfile.writer.input import Conformer, to_table
@@ -177,7 +177,7 @@ def _rewrite_matched(tx: Transaction, plan: MergePlan, p: Partition, t: pa.Table
 def run_merge(tx: Transaction, plan: MergePlan) -> dict[str, int]:
     """Run a planned MERGE in ``tx``; returns ``inserted``/``updated``/``deleted`` counts."""
     tx.record_read_predicate(plan.predicate)
-    candidates = prune(tx.live_partitions(), tx.schema, plan.predicate.range_filter())
+    candidates = plan.predicate.candidates(tx.live_partitions(), tx.schema)
     results = rewrite_all(tx, candidates, lambda p, t: _rewrite_matched(tx, plan, p, t))
     matched = np.zeros(plan.source.num_rows, dtype=bool)
     for r in results:
