@@ -126,16 +126,19 @@ def _boolean(raw: str) -> bool:
 
 def parse_cluster_by(raw: str) -> tuple[str, ...]:
     """The clustering keys ``ctfile.clusterBy`` names (SPEC §Clustering):
-    comma-separated column names, no spaces, each once. Whether the columns
-    exist is checked against a schema by :func:`check_cluster_keys`.
+    comma-separated column names, no spaces, each once; the empty string
+    names none (the table is no longer clustered). Whether the columns exist
+    is checked against a schema by :func:`check_cluster_keys`.
 
-    >>> parse_cluster_by("region,id")
-    ('region', 'id')
+    >>> parse_cluster_by("region,id"), parse_cluster_by("")
+    (('region', 'id'), ())
     >>> parse_cluster_by("id,,x")
     Traceback (most recent call last):
     ...
     ValueError: empty column name
     """
+    if raw == "":
+        return ()
     keys = tuple(raw.split(","))
     for k in keys:
         if not k or k != k.strip():
@@ -210,7 +213,7 @@ TABLE_PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(MAX_RETENTION_EXTENSION, "a duration: an integer and a unit s, m, h or d (14d)",
                      DEFAULT_MAX_RETENTION_EXTENSION_S, parse_duration_s,
                      "how much longer than its retention window a vacuum keeps history streams need"),
-        PropertySpec(CLUSTER_BY, "a comma-separated list of column names, no spaces (region,id)", (),
+        PropertySpec(CLUSTER_BY, "a comma-separated list of column names, no spaces (region,id), or empty for none", (),
                      parse_cluster_by, "the clustering keys: writers sort the rows they write by them"),
         PropertySpec(AUTO_COMPACT, "true or false", False, _boolean,
                      "whether a commit that leaves small partitions is followed by a compaction of them"),

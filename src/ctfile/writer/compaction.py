@@ -28,7 +28,7 @@ from ctfile.format.properties import TableProperties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.writer.clustering import ClusterOrder
-from ctfile.writer.recluster import MEMORY_PARTITIONS, Group, choose_groups, is_small, plan_groups, rewrite_group
+from ctfile.writer.recluster import Group, choose_groups, is_small, plan_groups, rewrite_group
 
 if TYPE_CHECKING:
     from ctfile.writer.partition_writer import PartitionWriter
@@ -134,7 +134,7 @@ def run_compaction(tx: "WriteTransaction", plan: CompactionPlan, writer: "Partit
         if plan.order is None:
             _merge_unordered(tx, g, writer)
         else:
-            tx.stage(rewrite_group(tx, g, plan.order, writer, memory_rows=MEMORY_PARTITIONS * plan.target_rows))
+            tx.stage(rewrite_group(tx, g, plan.order, writer))
     tx.add_metrics(copied=plan.rows)
     return len(plan.partitions)
 

@@ -167,12 +167,13 @@ def key_splits(tx: "WriteTransaction", group: Group, key: str, memory_rows: int,
     return out
 
 
-def rewrite_group(
-    tx: "WriteTransaction", group: Group, order: ClusterOrder, writer: "PartitionWriter", *, memory_rows: int
-) -> list[StagedFile]:
-    """Rewrite ``group`` in the clustering order; returns the staged files.
-    The members are marked read and removed (SPEC §Conflict detection)."""
+def rewrite_group(tx: "WriteTransaction", group: Group, order: ClusterOrder, writer: "PartitionWriter") -> list[StagedFile]:
+    """Rewrite ``group`` in the clustering order, in key ranges when it is
+    larger than :data:`MEMORY_PARTITIONS` partitions of the writer's size;
+    returns the staged files. The members are marked read and removed (SPEC
+    §Conflict detection)."""
     target = writer.target_rows
+    memory_rows = MEMORY_PARTITIONS * target
     files: list[StagedFile] = []
     for p in group.partitions:
         tx.mark_read(p)

@@ -245,7 +245,8 @@ def auto_compact(committed: WriteTransaction, result: CommitResult) -> CommitRes
         if plan is None:
             return result
         tx.compact_plan(plan)
-        return replace(result, auto_compaction=tx.commit())
+        committed.result = replace(result, auto_compaction=tx.commit())
+        return committed.result
     except (CtfileError, OSError) as e:
         tx.abort()
         log.warning("automatic compaction after version %d of %s abandoned: %s", result.version, tx.storage.uri, e)
