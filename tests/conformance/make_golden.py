@@ -62,7 +62,21 @@ v6    DELETE id IN (2, 5), concurrently; the transaction then commits
 The stream's claims name the target by the path it was built at,
 ``/tmp/ctfile-golden/people-changes``.
 
-``--capture`` / ``--evolve`` / ``--streams`` regenerate only ``people-capture`` /
+``golden/people-clustered/`` (revision 6, SPEC §Clustering) is created with
+``ctfile.clusterBy = id`` and ``ctfile.partitionRows = 2``:
+
+====  ==========================================================
+v1    INSERT (5, 'Uli'), (3, 'Walter'), (1, 'Jeff'), (4, 'Maud'),
+      (2, 'Donny'): sorted by id into [1, 2], [3, 4], [5]
+v2    UPDATE id = 1 'Jeffrey';  v3 UPDATE id = 4 'Maude'
+v4    DELETE id IN (2, 5)
+v5    INSERT (6, 'Bunny'), (0, 'Smokey'): one partition [0, 6] that
+      overlaps the others
+v6    COMPACT: the recluster rewrites the overlapping partitions into
+      [0, 1], [3, 4], [6] (``dataChange`` false)
+====  ==========================================================
+
+``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` regenerate only ``people-capture`` /
 ``people-evolved`` (each is regenerated separately: regenerating one changes
 the SPEC examples copied from it).
 
@@ -99,6 +113,7 @@ PEOPLE_CAPTURE = os.path.join(GOLDEN_DIR, "people-capture")
 PEOPLE_EVOLVED = os.path.join(GOLDEN_DIR, "people-evolved")
 PEOPLE_STREAMS = os.path.join(GOLDEN_DIR, "people-streams")
 PEOPLE_CHANGES = os.path.join(GOLDEN_DIR, "people-changes")
+PEOPLE_CLUSTERED = os.path.join(GOLDEN_DIR, "people-clustered")
 # Where people-changes is built, so that the claims of people-streams name it.
 STREAMS_BUILD_DIR = "/tmp/ctfile-golden"
 
@@ -108,6 +123,8 @@ ROWS_V5 = {1: "Jeffrey", 3: "Walter", 4: "Maude"}
 ROWS_V6 = {3: "Walter", 4: "Maude"}  # people-capture only
 # people-evolved, version 11: id -> (full_name, email).
 ROWS_EVOLVED = {1: ("Jeffrey", None), 3: ("Walter", None), 4: ("Maude", None), 6: ("Bunny", "bunny@example.com")}
+# people-clustered, version 6 (and 5).
+ROWS_CLUSTERED = {0: "Smokey", 1: "Jeffrey", 3: "Walter", 4: "Maude", 6: "Bunny"}
 
 
 def build(target: str, *, capture: bool = False) -> None:
@@ -225,6 +242,31 @@ def streams(build_dir: str) -> None:
         raise SystemExit(f"unexpected versions {people.version}, {changes.version}, offset {stream.offset}")
 
 
+def clustered(target: str) -> None:
+    """The ``people-clustered`` table (revision 6) at ``target``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+    t = ctfile.create_table(target, schema, properties={"ctfile.clusterBy": "id", "ctfile.partitionRows": "2"})
+    steps = [
+        t.insert(pa.table({"id": [5, 3, 1, 4, 2], "name": ["Uli", "Walter", "Jeff", "Maud", "Donny"]}, schema=schema)),
+        t.update(pc.field("id") == 1, {"name": "Jeffrey"}),
+        t.update(pc.field("id") == 4, {"name": "Maude"}),
+        t.delete(pc.field("id").isin([2, 5])),
+        t.insert(pa.table({"id": [6, 0], "name": ["Bunny", "Smokey"]}, schema=schema)),
+        t.compact(),
+    ]
+    for expected_version, result in enumerate(steps, start=1):
+        if not result.committed or result.version != expected_version:
+            raise SystemExit(f"unexpected commit result {result}")
+    got = dict(zip(*t.snapshot().to_arrow().sort_by("id").to_pydict().values()))
+    if got != ROWS_CLUSTERED or t.clustering_info().average_depth != 1.0:
+        raise SystemExit(f"unexpected final rows {got} or layout {t.clustering_info()}")
+
+
 def regenerate_streams() -> None:
     """Build in :data:`STREAMS_BUILD_DIR`, then move both tables into ``golden/``."""
     shutil.rmtree(STREAMS_BUILD_DIR, ignore_errors=True)
@@ -243,14 +285,16 @@ def regenerate_streams() -> None:
                 print(os.path.relpath(os.path.join(root, name), HERE))
 
 
-def regenerate(*, capture: bool = False, evolved: bool = False) -> None:
-    target = PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
+def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool = False) -> None:
+    target = PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
     name = os.path.basename(target)
     os.makedirs(GOLDEN_DIR, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=GOLDEN_DIR)
     try:
         if evolved:
             evolve(os.path.join(tmp, name))
+        elif clustered_:
+            clustered(os.path.join(tmp, name))
         else:
             build(os.path.join(tmp, name), capture=capture)
         if os.path.exists(target):
@@ -300,6 +344,7 @@ def main(argv: list[str]) -> None:
     which.add_argument("--capture", action="store_true", help="the people-capture table instead of people")
     which.add_argument("--evolve", action="store_true", help="the people-evolved table instead of people")
     which.add_argument("--streams", action="store_true", help="people-streams and people-changes instead of people")
+    which.add_argument("--clustered", action="store_true", help="the people-clustered table instead of people")
     args = ap.parse_args(argv)
     if args.streams:
         if args.examples:
@@ -313,7 +358,7 @@ def main(argv: list[str]) -> None:
     elif args.examples:
         print_examples(capture=args.capture, evolved=args.evolve)
     else:
-        regenerate(capture=args.capture, evolved=args.evolve)
+        regenerate(capture=args.capture, evolved=args.evolve, clustered_=args.clustered)
 
 
 if __name__ == "__main__":
