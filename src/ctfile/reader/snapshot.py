@@ -126,6 +126,19 @@ class Snapshot:
         without them; SPEC §Clustering)."""
         return cluster_keys(self.metadata.properties, self.table_schema)
 
+    @property
+    def auto_compact(self) -> bool:
+        """``ctfile.autoCompact`` of this version, as the writers of the next
+        commit apply it (SPEC §Clustering; False when unset or malformed).
+
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]),
+        ...                         properties={"ctfile.autoCompact": "true"})
+        >>> t.snapshot().auto_compact
+        True
+        """
+        return TableProperties.from_mapping(self.metadata.properties).auto_compact
+
     def clustering_info(self, *, keys: Sequence[str] | None = None) -> "ClusteringInfo | None":
         """How clustered this version is by ``keys`` (default: its clustering
         keys), from statistics alone (:class:`~ctfile.reader.clustering.ClusteringInfo`,

@@ -15,6 +15,7 @@ import ctfile
 from ctfile.tools import _output as out
 from ctfile.tools import _plot_render as render
 from ctfile.tools import pictures
+from ctfile.tools._clustering import ClusteringReport, parse_columns
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
 from ctfile.tools.cmd_schema import change_summary, field_rows, fields_table
 
@@ -271,6 +272,12 @@ def show(
     all_partitions: Annotated[
         bool, typer.Option("--all-partitions", help=f"List every partition (default: the first {DEFAULT_SHOWN_PARTITIONS}).")
     ] = False,
+    cluster_by: Annotated[
+        Optional[str],
+        typer.Option("--cluster-by", metavar="COLS", show_default=False,
+                     help="Report the clustering by these comma-separated columns instead of the table's "
+                          "ctfile.clusterBy (e.g. to see how an unclustered table would prune by them)."),
+    ] = None,
     plot: PlotOpt = None,
     column: Annotated[
         Optional[str], typer.Option("--column", "-c", help="With --plot: the column (default: the first with min/max statistics).")
@@ -278,12 +285,16 @@ def show(
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
 ) -> None:
-    """Describe one version: schema, protocol, partitions, statistics.
+    """Describe one version: schema, protocol, clustering, partitions, statistics.
 
     Schema with field ids and the version that introduced each field,
     protocol and features, properties, every partition with its row count,
     size and per-column statistics, and a summary of the hidden row-lineage
-    columns.
+    columns. With clustering keys (ctfile.clusterBy) or --cluster-by, the
+    clustering information from statistics, as Snowflake's
+    SYSTEM$CLUSTERING_INFORMATION: partitions (constant, without a key
+    range), average overlaps, average and max depth, partitions by depth;
+    and whether automatic compaction (ctfile.autoCompact) is on.
 
     With --plot FILE, a figure instead: the partitions as bars from their
     minimum to their maximum of --column, sorted by minimum, coloured by the
@@ -294,6 +305,8 @@ def show(
             raise ctfile.InvalidArgumentError("give --version or --timestamp, not both")
         if column is not None and plot is None:
             raise ctfile.InvalidArgumentError("--column is for --plot; give --plot FILE as well")
+        if cluster_by is not None and plot is not None:
+            raise ctfile.InvalidArgumentError("--cluster-by is not for --plot (its figure is by --column)")
     if plot is not None:
         gather = lambda: pictures.gather_layout(  # noqa: E731
             open_uri(uri, storage_option).snapshot(version, timestamp=timestamp), uri, column=column
@@ -307,6 +320,7 @@ def show(
         introduced = table.introduced_versions(version=snap.version)
         fields = field_rows(schema, introduced)
         parts = snap.partitions
+        clustering = ClusteringReport.of(snap, keys=None if cluster_by is None else parse_columns(cluster_by))
         info = {
             "uri": uri,
             "version": snap.version,
@@ -326,6 +340,9 @@ def show(
             },
             "properties": dict(md.properties),
             "change_capture": snap.change_capture,
+            "cluster_keys": list(snap.cluster_keys),
+            "auto_compact": snap.auto_compact,
+            "clustering": None if clustering is None else clustering.as_json(),
             "schema": [f.as_json() for f in fields],
             "oldest_version": introduced.oldest_version,
             "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
@@ -354,6 +371,10 @@ def show(
     if info["properties"]:
         con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(info["properties"].items())))
     con.print(f"change capture: {info['change_capture']}")
+    con.print(f"automatic compaction: {'on' if info['auto_compact'] else 'off'}")
+    for line in clustering.lines() if clustering else ["clustering: none (no ctfile.clusterBy; --cluster-by COLS "
+                                                        "reports it by other columns)"]:
+        con.print(line)
     con.print(fields_table(fields, oldest=info["oldest_version"]))
     h = info["hidden_columns"]
     ht = RichTable(

@@ -11,6 +11,7 @@ from rich.text import Text
 
 import ctfile
 from ctfile.tools import _output as out
+from ctfile.tools._clustering import ClusteringReport, change_text
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri, parse_storage_options
 from ctfile.tools._duration import format_duration, parse_duration
 
@@ -231,36 +232,80 @@ def compact(
     target_rows: Annotated[
         Optional[int], typer.Option("--target-rows", min=1, help="Rows per output partition (default: the table's ctfile.partitionRows).")
     ] = None,
+    max_rows: Annotated[
+        Optional[int], typer.Option("--max-rows", min=1, help="Rewrite at most about this many rows, deepest overlaps first (default: no bound).")
+    ] = None,
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
 ) -> None:
-    """Merge small partitions (a dataChange=false commit).
+    """Merge small partitions and recluster overlapping ones (a dataChange=false commit).
 
-    Row ids and row versions are kept, so change scans show nothing for it.
+    With clustering keys (ctfile.clusterBy), partitions whose key ranges
+    overlap are rewritten sorted, deepest overlaps first, and the clustering
+    depth before and after is reported. Row ids and row versions are kept,
+    so change scans show nothing for it.
     """
     with handle_errors(json_):
         table = open_uri(uri, storage_option)
         with out.progress_bar("compacting", enabled=out.stdout_is_terminal()) as prog:
             if prog is not None:
-                prog("rewriting small partitions", 0, 0)
-            r = table.compact(target_rows=target_rows)
-    info = {
-        "uri": uri,
-        "committed": r.committed,
-        "version": r.version,
-        "partitions_removed": r.num_removed_partitions,
-        "partitions_added": r.num_added_partitions,
-        "rows_copied": r.num_copied_rows,
-    }
-    if json_:
-        out.print_json(info)
-    elif r.committed:
-        out.console().print(
-            f"compacted {r.num_removed_partitions} partitions into {r.num_added_partitions} "
-            f"({r.num_copied_rows} rows) in version {r.version}"
-        )
-    else:
-        out.console().print(f"nothing to compact (fewer than two small partitions); the table stays at version {r.version}")
+                prog("rewriting small and overlapping partitions", 0, 0)
+            r = table.compact(target_rows=target_rows, max_rows=max_rows)
+        report = CompactOutput.of(uri, table, r, max_rows=max_rows)
+    report.print(json_mode=json_)
+
+
+@dataclass(frozen=True)
+class CompactOutput:
+    """What ``ctfile compact`` reports: the commit and, with clustering keys,
+    the clustering of the versions before and after it (:meth:`of`), printed
+    as text or JSON (:meth:`print`)."""
+
+    uri: str
+    result: ctfile.CommitResult
+    max_rows: int | None
+    before: ClusteringReport | None
+    after: ClusteringReport | None
+
+    @classmethod
+    def of(cls, uri: str, table: ctfile.Table, r: ctfile.CommitResult, *, max_rows: int | None) -> "CompactOutput":
+        # The log is linear: the version before the COMPACT's is the one it
+        # applied to (after any retry), and a COMPACT changes no property.
+        after = ClusteringReport.of(table.snapshot(r.version))
+        before = ClusteringReport.of(table.snapshot(r.version - 1)) if r.committed and after else after
+        return cls(uri, r, max_rows, before, after)
+
+    def as_json(self) -> dict:
+        r = self.result
+        return {
+            "uri": self.uri,
+            "committed": r.committed,
+            "version": r.version,
+            "partitions_removed": r.num_removed_partitions,
+            "partitions_added": r.num_added_partitions,
+            "rows_copied": r.num_copied_rows,
+            "max_rows": self.max_rows,
+            "clustering_before": self.before and self.before.as_json(),
+            "clustering_after": self.after and self.after.as_json(),
+        }
+
+    def print(self, *, json_mode: bool) -> None:
+        if json_mode:
+            out.print_json(self.as_json())
+            return
+        con, r = out.console(), self.result
+        if r.committed:
+            con.print(
+                f"compacted {r.num_removed_partitions} partitions into {r.num_added_partitions} "
+                f"({r.num_copied_rows} rows) in version {r.version}"
+            )
+        else:
+            bound = f" of at most {self.max_rows} rows" if self.max_rows is not None else ""
+            con.print(f"nothing to compact (no group of small or overlapping partitions{bound}); "
+                      f"the table stays at version {r.version}")
+        if self.before and self.after:
+            con.print(change_text(self.before, self.after) if r.committed
+                      else f"{self.after.title()}: {self.after.depth_text()}")
 
 
 def checkpoint(

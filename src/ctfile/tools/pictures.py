@@ -7,15 +7,14 @@ bytes after each version, partitions added and removed, rows inserted,
 updated and deleted, and the kind of each commit. :class:`LayoutSeries` is
 the micro-partitions of one version laid out by a column's min/max
 statistics, with the version that wrote each and the clustering depth
-(:func:`clustering_depth`).
+(:func:`ctfile.clustering_depth`).
 """
 
 from __future__ import annotations
 
-import bisect
 import enum
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import ctfile
 
@@ -167,7 +166,7 @@ class LayoutSeries:
     """The partitions of one version by ``column``: ``bars`` sorted by low
     then high bound; ``unbounded`` the paths of the partitions without
     bounds for the column (no statistics, all nulls, a truncated string
-    maximum), counted but not drawn; ``depth`` the :func:`clustering_depth`
+    maximum), counted but not drawn; ``depth`` the :func:`ctfile.clustering_depth`
     of the bars (None without bars)."""
 
     uri: str
@@ -176,48 +175,6 @@ class LayoutSeries:
     bars: tuple[PartitionBar, ...]
     unbounded: tuple[str, ...]
     depth: float | None
-
-
-def clustering_depth(ranges: Sequence[tuple[Any, Any]]) -> float | None:
-    """The average depth of ``ranges`` (closed ``(low, high)`` intervals of
-    one ordered type), as Snowflake's ``SYSTEM$CLUSTERING_INFORMATION``
-    ``average_depth``: how many partitions a point of the key range falls in,
-    on average.
-
-    Precisely: let ``p_0 < ... < p_k`` be the distinct bounds. The key range
-    is cut into the points ``p_i`` and the open gaps ``(p_i, p_{i+1})``;
-    the depth of a piece is the number of ranges containing it, and the
-    result is the mean depth of the pieces contained in at least one range
-    (a gap between disjoint ranges is not part of the key range). Pieces
-    are not weighted by width, so it is defined for any ordered type
-    (strings, dates). 1.0 when no two ranges overlap; ``n`` when all ``n``
-    ranges are equal; None for no ranges. O(k log n).
-
-    Examples
-    --------
-    >>> clustering_depth([(0, 9), (10, 19), (20, 29)])
-    1.0
-    >>> clustering_depth([(0, 10), (0, 10), (0, 10)])
-    3.0
-    >>> clustering_depth([(0, 10), (5, 15)])  # pieces 0,(0,5),5,(5,10),10,(10,15),15: depths 1,1,2,2,2,1,1
-    1.4285714285714286
-    >>> clustering_depth([]) is None
-    True
-    """
-    if not ranges:
-        return None
-    lows = sorted(lo for lo, _ in ranges)
-    highs = sorted(hi for _, hi in ranges)
-    points = sorted(set(lows) | set(highs))
-    depths = []
-    for i, p in enumerate(points):
-        depths.append(bisect.bisect_right(lows, p) - bisect.bisect_left(highs, p))  # low <= p <= high
-        if i + 1 < len(points):
-            # No bound lies inside the gap: a range contains it iff low <= p and high > p.
-            gap = bisect.bisect_right(lows, p) - bisect.bisect_right(highs, p)
-            if gap:
-                depths.append(gap)
-    return sum(depths) / len(depths)
 
 
 def default_column(snap: ctfile.Snapshot) -> str:
@@ -248,5 +205,5 @@ def gather_layout(snap: ctfile.Snapshot, uri: str, *, column: str | None = None)
         column=column,
         bars=tuple(bars),
         unbounded=tuple(unbounded),
-        depth=clustering_depth([(b.low, b.high) for b in bars]),
+        depth=ctfile.clustering_depth([(b.low, b.high) for b in bars]),
     )
