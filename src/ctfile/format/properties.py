@@ -266,19 +266,19 @@ def check_cluster_keys(schema: Schema, keys: tuple[str, ...], *, what: str = f"t
     >>> check_cluster_keys(s, ("blob",))
     Traceback (most recent call last):
     ...
-    ctfile.format.errors.InvalidArgumentError: table property ctfile.clusterBy names column 'blob' of type binary, which has no min/max statistics; clustering keys must be of a type with bounds (every primitive type but binary)
+    ctfile.format.errors.InvalidArgumentError: table property ctfile.clusterBy: column 'blob' is of type binary, which has no min/max statistics; clustering keys must be of a type with bounds (every primitive type but binary)
     """
     for k in keys:
         if k not in schema.names:
             raise InvalidArgumentError(
-                f"{what} names column {k!r}, which the table does not have; "
+                f"{what}: the table has no column {k!r}; "
                 f"expected top-level columns among {schema.names}"
             )
         typ = schema.field(k).type
         if not has_bounds(typ):
             shown = typ if isinstance(typ, str) else type(typ).__name__
             raise InvalidArgumentError(
-                f"{what} names column {k!r} of type {shown}, which has no min/max "
+                f"{what}: column {k!r} is of type {shown}, which has no min/max "
                 f"statistics; clustering keys must be of a type with bounds (every primitive type but binary)"
             )
 

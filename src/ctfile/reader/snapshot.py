@@ -157,7 +157,7 @@ class Snapshot:
         keys = tuple([keys] if isinstance(keys, str) else keys)
         if not keys:
             raise InvalidArgumentError("keys must name one or more columns, found none")
-        check_cluster_keys(self.table_schema, keys, what="keys")
+        check_cluster_keys(self.table_schema, keys, what="clustering keys asked for")
         return clustering_info(self.partitions, self.table_schema, keys)
 
     def column_bounds(self, column: str) -> list[tuple[Any, Any] | None]:

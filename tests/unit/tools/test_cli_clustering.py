@@ -138,7 +138,7 @@ def test_show_cluster_by_other_columns(unclustered, clustered):
 
 def test_show_cluster_by_errors(unclustered):
     for args, needles in (
-        (("--cluster-by", "nope"), ("'nope'", "does not have")),
+        (("--cluster-by", "nope"), ("'nope'", "has no column")),
         (("--cluster-by", "blob"), ("'blob'", "binary")),
         (("--cluster-by", "id,,name"), ("''",)),
         (("--cluster-by", "id", "--plot", "x.png"), ("--cluster-by", "--plot")),

@@ -63,8 +63,8 @@ def _with_lineage(t: ctfile.Table, version=None) -> list[tuple]:
 
 
 @pytest.mark.parametrize("value, message", [
-    ("nope", "names column 'nope', which the table does not have"),
-    ("blob", "names column 'blob' of type binary, which has no min/max statistics"),
+    ("nope", "ctfile.clusterBy: the table has no column 'nope'"),
+    ("blob", "ctfile.clusterBy: column 'blob' is of type binary, which has no min/max statistics"),
     ("id,id", "must be a comma-separated list"),
     ("id, region", "must be a comma-separated list"),
     ("id,", "must be a comma-separated list"),
