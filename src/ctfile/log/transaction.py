@@ -31,11 +31,9 @@ from ctfile.format.actions import (
     Action,
     FEATURE_CHANGE_CAPTURE,
     AddPartition,
-    ChangeFile,
     CommitInfo,
     Metadata,
     Partition,
-    PartitionStats,
     RemovePartition,
     SetTransaction,
 )
@@ -52,13 +50,14 @@ from ctfile.format.properties import ChangeCapture, TableProperties
 from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
+from ctfile.log.staged import PENDING, CommitResult, StagedFile, now_ms
 from ctfile.log.storage_errors import OutcomeUnknownError
+
+__all__ = ["PENDING", "CommitResult", "StagedFile", "Transaction", "now_ms", "retry_delay"]
 
 log = logging.getLogger("ctfile")
 
 ENGINE_INFO = "ctfile-python"
-# SPEC §Partition lineage: a staged partition has no row lineage until commit.
-PENDING = -1
 MAX_COMMIT_ATTEMPTS = 200
 #: Puts of one version whose outcome is unknown before the commit gives up.
 MAX_UNKNOWN_OUTCOMES = 5
@@ -79,68 +78,12 @@ def retry_delay(attempts: int) -> float:
     return random.uniform(0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** min(attempts, 30)))
 
 
-@dataclass(frozen=True)
-class StagedFile:
-    """A data file written by a transaction, not yet committed."""
-
-    path: str
-    size_bytes: int
-    num_records: int
-    checksum: str
-    stats: PartitionStats
-    modification_time: int
-
-    def as_pending_partition(self) -> Partition:
-        return Partition(
-            self.path, self.size_bytes, self.num_records, PENDING, PENDING,
-            self.modification_time, self.checksum, self.stats,
-        )
-
-    def as_change_file(self) -> ChangeFile:
-        """The ``change`` action naming this file as a change file (SPEC §change)."""
-        return ChangeFile(
-            self.path, self.size_bytes, self.num_records, self.modification_time, self.checksum, self.stats,
-        )
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What a DML statement or transaction did.
-
-    ``version`` is the version committed, or the version the statement read if
-    it changed nothing (``committed`` is then False and no version was written).
-    ``app_transaction_replayed`` is True when nothing was committed because
-    the table already holds the transaction's application batch (its
-    ``app_id`` at ``app_version`` or later, SPEC §txn): a replayed batch, whose
-    statements were skipped or whose files were discarded.
-    """
-
-    version: int
-    committed: bool
-    operation: str
-    num_inserted_rows: int = 0
-    num_updated_rows: int = 0
-    num_deleted_rows: int = 0
-    num_copied_rows: int = 0
-    num_added_partitions: int = 0
-    num_removed_partitions: int = 0
-    attempts: int = 1
-    app_transaction_replayed: bool = False
-    #: The follow-up compaction ``ctfile.autoCompact`` committed after this
-    #: commit (SPEC §Clustering), or None.
-    auto_compaction: "CommitResult | None" = None
-
-
 @dataclass
 class _Metrics:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
     copied: int = 0
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Transaction:

@@ -67,6 +67,22 @@ def column_bounds(p: Partition, name: str, fid: int, typ: Any) -> tuple[Any, Any
         raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
 
 
+def _range(p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, bounds: tuple, *,
+           equalities: bool) -> pc.Expression:
+    """``min <= x <= max``; with ``equalities``, ``x == v`` for a single
+    value ``v``, which pyarrow substitutes for the column: then any
+    expression of it folds to a constant (a bare boolean column, ``~b``,
+    ``x + 1 > 5``, starts_with). Not for floats, whose bounds -0.0 and 0.0
+    are equal but not the same value."""
+    x = pc.field(name)
+    try:
+        lo_s, hi_s = (pa.scalar(b, type=atype) for b in bounds)
+    except (TypeError, pa.ArrowException) as e:
+        raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
+    single = equalities and bounds[0] == bounds[1] and typ not in ("float", "double")
+    return x == lo_s if single else (x >= lo_s) & (x <= hi_s)
+
+
 def _column_alternatives(
     p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, *, equalities: bool
 ) -> list[pc.Expression]:
@@ -74,35 +90,22 @@ def _column_alternatives(
     x = pc.field(name)
     if s is None:
         return [_TRUE]
-    n = s.num_records
     nulls = s.null_count.get(fid)
-    if nulls is not None and nulls == n:
+    if nulls is not None and nulls == s.num_records:
         return [x.is_null()]
-    alts: list[pc.Expression] = []
     bounds = column_bounds(p, name, fid, typ)
     if bounds is not None:
-        try:
-            lo_s, hi_s = (pa.scalar(b, type=atype) for b in bounds)
-        except (TypeError, pa.ArrowException) as e:
-            raise CorruptLogError(f"{p.path}: bad statistics for column {name!r} (field {fid}): {e}") from e
-        # A single value becomes an equality, which pyarrow substitutes for
-        # the column: then any expression of it folds to a constant (a bare
-        # boolean column, `~b`, `x + 1 > 5`, starts_with). Not for floats,
-        # whose bounds -0.0 and 0.0 are equal but not the same value.
-        single = equalities and bounds[0] == bounds[1] and typ not in ("float", "double")
-        alts.append(x == lo_s if single else (x >= lo_s) & (x <= hi_s))
+        alts = [_range(p, name, fid, typ, atype, bounds, equalities=equalities)]
     elif nulls == 0:
-        alts.append(x.is_valid())
+        alts = [x.is_valid()]
     else:
         return [_TRUE]
     if nulls is None or nulls > 0:
         alts.append(x.is_null())
-    if typ in ("float", "double"):
-        nans = s.nan_count.get(fid)
-        if nans is None or nans > 0:
-            # pyarrow ignores is_nan in a guarantee; is_valid (NaN is not
-            # null) at least prunes is_null for these rows.
-            alts.append(x.is_valid())
+    if typ in ("float", "double") and s.nan_count.get(fid) != 0:
+        # pyarrow ignores is_nan in a guarantee; is_valid (NaN is not
+        # null) at least prunes is_null for these rows.
+        alts.append(x.is_valid())
     return alts
 
 

@@ -314,45 +314,59 @@ def show(
         _write_plot(plot, json_, gather, render.layout_figure)
         return
     with handle_errors(json_):
-        table = open_uri(uri, storage_option)
-        snap = table.snapshot(version, timestamp=timestamp)
-        md, proto, schema = snap.metadata, snap.protocol, snap.table_schema
-        introduced = table.introduced_versions(version=snap.version)
-        fields = field_rows(schema, introduced)
-        parts = snap.partitions
-        clustering = ClusteringReport.of(snap, keys=None if cluster_by is None else parse_columns(cluster_by))
-        info = {
-            "uri": uri,
-            "version": snap.version,
-            "timestamp": snap.timestamp,
-            "table_id": md.table_id,
-            "name": md.name,
-            "description": md.description,
-            "created_time": out.fmt_ms(md.created_time),
-            "num_records": snap.num_records,
-            "num_partitions": len(parts),
-            "size_bytes": sum(p.size_bytes for p in parts),
-            "protocol": {
-                "min_reader_version": proto.min_reader_version,
-                "min_writer_version": proto.min_writer_version,
-                "reader_features": list(proto.reader_features),
-                "writer_features": list(proto.writer_features),
-            },
-            "properties": dict(md.properties),
-            "change_capture": snap.change_capture,
-            "cluster_keys": list(snap.cluster_keys),
-            "auto_compact": snap.auto_compact,
-            "clustering": None if clustering is None else clustering.as_json(),
-            "schema": [f.as_json() for f in fields],
-            "oldest_version": introduced.oldest_version,
-            "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
-            "partitions": [_partition_dict(p, schema) for p in parts],
-        }
+        info, fields, clustering = _gather_show(uri, storage_option, version, timestamp, cluster_by)
     if json_:
         out.print_json(info)
         return
     con = out.console()
-    con.print(Text(f"{uri}  version {info['version']}  ({out.fmt_time(info['timestamp'])})", style="bold"))
+    _print_summary(con, info, clustering)
+    con.print(fields_table(fields, oldest=info["oldest_version"]))
+    _print_hidden(con, info["hidden_columns"])
+    _print_partitions(con, info["partitions"], all_partitions)
+
+
+def _gather_show(uri: str, storage_option, version, timestamp, cluster_by):
+    """What ``show`` reports: the JSON document, the schema rows and the
+    clustering report (None without keys)."""
+    table = open_uri(uri, storage_option)
+    snap = table.snapshot(version, timestamp=timestamp)
+    md, proto, schema = snap.metadata, snap.protocol, snap.table_schema
+    introduced = table.introduced_versions(version=snap.version)
+    fields = field_rows(schema, introduced)
+    parts = snap.partitions
+    clustering = ClusteringReport.of(snap, keys=None if cluster_by is None else parse_columns(cluster_by))
+    info = {
+        "uri": uri,
+        "version": snap.version,
+        "timestamp": snap.timestamp,
+        "table_id": md.table_id,
+        "name": md.name,
+        "description": md.description,
+        "created_time": out.fmt_ms(md.created_time),
+        "num_records": snap.num_records,
+        "num_partitions": len(parts),
+        "size_bytes": sum(p.size_bytes for p in parts),
+        "protocol": {
+            "min_reader_version": proto.min_reader_version,
+            "min_writer_version": proto.min_writer_version,
+            "reader_features": list(proto.reader_features),
+            "writer_features": list(proto.writer_features),
+        },
+        "properties": dict(md.properties),
+        "change_capture": snap.change_capture,
+        "cluster_keys": list(snap.cluster_keys),
+        "auto_compact": snap.auto_compact,
+        "clustering": None if clustering is None else clustering.as_json(),
+        "schema": [f.as_json() for f in fields],
+        "oldest_version": introduced.oldest_version,
+        "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
+        "partitions": [_partition_dict(p, schema) for p in parts],
+    }
+    return info, fields, clustering
+
+
+def _print_summary(con, info: dict, clustering) -> None:
+    con.print(Text(f"{info['uri']}  version {info['version']}  ({out.fmt_time(info['timestamp'])})", style="bold"))
     con.print(
         f"table id {info['table_id']}"
         + (f", name {info['name']!r}" if info["name"] else "")
@@ -375,8 +389,9 @@ def show(
     for line in clustering.lines() if clustering else ["clustering: none (no ctfile.clusterBy; --cluster-by COLS "
                                                         "reports it by other columns)"]:
         con.print(line)
-    con.print(fields_table(fields, oldest=info["oldest_version"]))
-    h = info["hidden_columns"]
+
+
+def _print_hidden(con, h: dict) -> None:
     ht = RichTable(
         title=f"hidden columns ({ctfile.ROW_ID_COLUMN} field id {ctfile.ROW_ID_FIELD_ID}, "
         f"{ctfile.ROW_VERSION_COLUMN} field id {ctfile.ROW_VERSION_FIELD_ID})",
@@ -396,7 +411,10 @@ def show(
     ):
         ht.add_row(label, _num(h[key]))
     con.print(ht)
-    shown = info["partitions"] if all_partitions else info["partitions"][:DEFAULT_SHOWN_PARTITIONS]
+
+
+def _print_partitions(con, partitions: list, all_partitions: bool) -> None:
+    shown = partitions if all_partitions else partitions[:DEFAULT_SHOWN_PARTITIONS]
     pt = RichTable(title="partitions", title_justify="left")
     for c, just in (("path", "left"), ("rows", "right"), ("size", "right"), ("firstRowId", "right"),
                     ("version", "right"), ("fresh", "right"), ("statistics", "left")):
@@ -409,8 +427,8 @@ def show(
             str(p["default_row_version"]), _num(fresh), _stats_text(stats),
         )
     con.print(pt)
-    if len(shown) < len(info["partitions"]):
-        con.print(f"... {len(info['partitions']) - len(shown)} more partitions (--all-partitions or --json to list them)")
+    if len(shown) < len(partitions):
+        con.print(f"... {len(partitions) - len(shown)} more partitions (--all-partitions or --json to list them)")
 
 
 # ---------------------------------------------------------------- diff
