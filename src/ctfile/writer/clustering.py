@@ -62,7 +62,19 @@ class ClusterOrder:
 
     def sort_indices(self, table: pa.Table) -> np.ndarray | None:
         """The stable permutation that sorts ``table``; None when it is
-        already in order."""
+        already in order.
+
+        One numeric key without nulls (the common ``id``) is sorted by
+        NumPy's stable sort, a radix sort for integers that is about twice
+        as fast as Arrow's comparison sort here, after a linear check that
+        skips already ordered input (ids that arrive ascending); NumPy puts
+        NaN last, as Arrow does. Anything else goes to Arrow's
+        ``sort_indices``."""
+        values = _plain_numbers(table.column(self.keys[0])) if len(self.keys) == 1 else None
+        if values is not None:
+            if len(values) < 2 or not (values[1:] < values[:-1]).any():
+                return None
+            return np.argsort(values, kind="stable")
         idx = pc.sort_indices(
             table.select(list(self.keys)),
             sort_keys=[(k, "ascending", "at_end") for k in self.keys],
@@ -115,16 +127,42 @@ class ClusterOrder:
             yield from self._emit(buffer, target_rows, keep_tail=False)
 
     def _emit(self, buffer: list[pa.RecordBatch], target_rows: int, *, keep_tail: bool):
-        table = self.sort(pa.Table.from_batches(buffer))
-        ends = self.cut_ends(table, target_rows)
+        """Sort ``buffer`` and yield its partitions. Only the key column is
+        gathered whole (to find the cuts); each partition's rows are
+        gathered when it is yielded, so that gathering the next overlaps
+        the encoding of the last on the writer's threads."""
+        table = pa.Table.from_batches(buffer)
+        idx = self.sort_indices(table)
+        if idx is not None:
+            # Gathering from one chunk per column: across many chunks each
+            # index is first resolved to its chunk, several times slower.
+            table = table.combine_chunks()
+        keys = table.select([self.keys[0]]) if idx is None else table.select([self.keys[0]]).take(idx)
+        ends = self.cut_ends(keys, target_rows)
         start = 0
         for i, end in enumerate(ends):
-            piece = table.slice(start, end - start)
+            piece = table.slice(start, end - start) if idx is None else table.take(idx[start:end])
             if keep_tail and i == len(ends) - 1 and end - start < target_rows:
                 return piece.to_batches()
             yield piece.to_batches()
             start = end
         return []
+
+
+def _plain_numbers(column: pa.ChunkedArray) -> np.ndarray | None:
+    """``column`` as a NumPy array when it is of integer, floating or
+    temporal type without nulls (its values ordered as NumPy orders them);
+    None otherwise.
+
+    >>> _plain_numbers(pa.chunked_array([[3, 1]])), _plain_numbers(pa.chunked_array([["a"]]))
+    (array([3, 1]), None)
+    """
+    t = column.type
+    if column.null_count or not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)):
+        return None
+    if pa.types.is_temporal(t):
+        column = column.cast(pa.int64() if t.bit_width == 64 else pa.int32())
+    return column.to_numpy()
 
 
 def _next_change(first: pa.ChunkedArray, cut: int, slack: int) -> int:
