@@ -72,7 +72,10 @@ class ClusterOrder:
         ``sort_indices``."""
         values = _plain_numbers(table.column(self.keys[0])) if len(self.keys) == 1 else None
         if values is not None:
-            if len(values) < 2 or not (values[1:] < values[:-1]).any():
+            # NaN compares false with everything, so ordered input is only
+            # recognised without one (NumPy's sort puts NaN last).
+            nan = values.dtype.kind == "f" and bool(np.isnan(values).any())
+            if not nan and (len(values) < 2 or not (values[1:] < values[:-1]).any()):
                 return None
             return np.argsort(values, kind="stable")
         idx = pc.sort_indices(

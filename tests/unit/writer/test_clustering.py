@@ -174,6 +174,14 @@ def test_nulls_and_nans_sort_last(tmp_path):
     assert stored == [4, 5, 1, 3, 2]
 
 
+def test_a_nan_before_numbers_is_moved_last(tmp_path):
+    schema = pa.schema([("k", pa.float64())])
+    t = ctfile.create_table(tmp_path / "t", schema, properties={"ctfile.clusterBy": "k"})
+    t.insert(pa.table({"k": [float("nan"), 1.0, 2.0]}, schema=schema))
+    stored = pq.read_table(os.path.join(t.uri, t.snapshot().partitions[0].path)).column("k").to_pylist()
+    assert stored[:2] == [1.0, 2.0] and stored[2] != stored[2]
+
+
 def test_update_sorts_its_rewrite_and_delete_keeps_the_order(tmp_path):
     t = _table(tmp_path, rows=1000)
     t.insert(_rows(range(100)))
