@@ -72,8 +72,9 @@ def _joins(group: list[KeyRange], high: object, r: KeyRange, target_rows: int) -
 
 def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, target_rows: int) -> list[Group]:
     """The groups of two or more partitions worth rewriting, deepest first
-    then smallest (SPEC §Clustering, COMPACT). ``key`` is the first
-    clustering key.
+    then smallest (SPEC §Clustering, COMPACT): runs that overlap or join
+    small neighbours, and the small partitions without a key range. ``key``
+    is the first clustering key.
 
     Examples
     --------
@@ -104,8 +105,11 @@ def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, targe
         run, high = [r], r.high
     if len(run) > 1:
         groups.append(Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run])))
-    if len(unranged) > 1:
-        groups.append(Group(tuple(unranged), len(unranged)))
+    # Sorting cannot narrow a range the statistics do not give: only merging
+    # small partitions helps, and rewriting the others would never converge.
+    small = [p for p in unranged if is_small(p, target_rows)]
+    if len(small) > 1:
+        groups.append(Group(tuple(small), len(small)))
     groups.sort(key=lambda g: (-g.depth, g.rows))
     return groups
 
