@@ -135,7 +135,7 @@ def check_compaction(t: ctfile.Table, before_version: int, before_rows: Counter,
             assert 0 < p.num_records <= target + target // 4, (p.path, p.num_records, target)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     keys=st.sampled_from(KEYS),
     target=st.integers(3, 8),
