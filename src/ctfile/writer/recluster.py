@@ -72,8 +72,9 @@ def _joins(group: list[KeyRange], high: object, r: KeyRange, target_rows: int) -
 
 def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, target_rows: int) -> list[Group]:
     """The groups of two or more partitions worth rewriting, deepest first
-    then smallest (SPEC §Clustering, COMPACT). ``key`` is the first
-    clustering key.
+    then smallest (SPEC §Clustering, COMPACT): runs that overlap or join
+    small neighbours, and the small partitions without a key range. ``key``
+    is the first clustering key.
 
     Examples
     --------
@@ -104,8 +105,11 @@ def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, targe
         run, high = [r], r.high
     if len(run) > 1:
         groups.append(Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run])))
-    if len(unranged) > 1:
-        groups.append(Group(tuple(unranged), len(unranged)))
+    # Sorting cannot narrow a range the statistics do not give: only merging
+    # small partitions helps, and rewriting the others would never converge.
+    small = [p for p in unranged if is_small(p, target_rows)]
+    if len(small) > 1:
+        groups.append(Group(tuple(small), len(small)))
     groups.sort(key=lambda g: (-g.depth, g.rows))
     return groups
 
@@ -143,14 +147,17 @@ def _cut(order: ClusterOrder, t: pa.Table, target_rows: int) -> Iterator[list[pa
 def key_splits(tx: "WriteTransaction", group: Group, key: str, memory_rows: int, target_rows: int) -> list[pc.Expression | None]:
     """The first-key ranges a group is rewritten in: ``[None]`` (all at
     once) when it fits ``memory_rows``; otherwise filters ``key < b1``,
-    ``b1 <= key < b2`` ... ``key >= bm or key is null`` whose cut points are
-    the group's key values every ``memory_rows`` rows (rounded down to whole
-    partitions), read from the key column alone."""
+    ``b1 <= key < b2`` ... ``key >= bm or key is null or NaN`` whose cut
+    points are the group's key values every ``memory_rows`` rows (rounded
+    down to whole partitions), read from the key column alone. NaN is never
+    a cut point: it compares false with everything, so a range bounded by it
+    would hold no row."""
     if group.rows <= memory_rows:
         return [None]
     values = pa.chunked_array(
         [read_partition_table(tx.storage, p, tx.schema, columns=[key]).column(key) for p in group.partitions]
-    ).drop_null()
+    )
+    values = values.filter(pc.invert(pc.is_null(values, nan_is_null=True)))
     values = values.take(pc.sort_indices(values))
     step = max(target_rows, memory_rows // target_rows * target_rows)
     cuts = []
@@ -163,7 +170,7 @@ def key_splits(tx: "WriteTransaction", group: Group, key: str, memory_rows: int,
     x = pc.field(key)
     out: list[pc.Expression | None] = [x < cuts[0]]
     out += [(x >= lo) & (x < hi) for lo, hi in zip(cuts, cuts[1:])]
-    out.append((x >= cuts[-1]) | x.is_null())
+    out.append((x >= cuts[-1]) | x.is_null(nan_is_null=True))  # NaN and null sort last
     return out
 
 
