@@ -8,7 +8,7 @@ many equal keys), a small ``ctfile.partitionRows``, batches of rows inserted
 one commit each (their ranges overlap), an optional DELETE and UPDATE of the
 first key, and how large a group may be before it is rewritten in key ranges
 (``MEMORY_PARTITIONS``, a size threshold, set to 1 or 2 to take the
-large-group path; patched in ``ctfile.writer.compaction``, which reads it). After ``compact()``:
+large-group path; patched in ``ctfile.writer.recluster``, which reads it at each rewrite). After ``compact()``:
 
 * rows, row ids and row versions are unchanged (as a multiset), the commit
   is ``dataChange`` false and every change scan across it is empty;
@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import ctfile
-import ctfile.writer.compaction as compaction
+import ctfile.writer.recluster as recluster
 from ctfile.format.actions import CommitInfo
 from ctfile.reader.clustering import key_ranges, overlaps
 from ctfile.reader.partition_reader import read_partition_table
@@ -51,7 +51,7 @@ SCHEMA = pa.schema(
         pa.field("tag", pa.int64(), nullable=False),  # unique per inserted row
     ]
 )
-LONG = "z" * 40  # over the 32-character statistics prefix: no max bound
+LONG = "z" * 40  # over the 32-character statistics prefix: a rounded-up maximum (SPEC §Statistics)
 KEYS = ["id", "region,id", "s", "f,id", "dup"]
 
 ROWS = st.fixed_dictionaries(
@@ -94,23 +94,11 @@ def check_sorted(t: ctfile.Table, keys: tuple[str, ...]) -> None:
         assert ks == sorted(ks), (p.path, keys, part.to_pylist())
 
 
-def inexact(r) -> bool:
-    """A string maximum of 32 code points may be a truncated one, rounded up
-    (SPEC §Statistics): values sharing that prefix overlap whatever the
-    order (an open problem, see tests/unit/writer/test_compact_convergence.py)."""
-    return isinstance(r.high, str) and len(r.high) >= 32
-
-
 def overlapping_pairs(t: ctfile.Table, key: str) -> list[tuple[str, str]]:
     snap = t.snapshot()
     ranged, _ = key_ranges(snap.partitions, snap.table_schema, key)
     return [(a.partition.path, b.partition.path) for i, a in enumerate(ranged) for b in ranged[i + 1:]
-            if overlaps(a, b) and not (inexact(a) or inexact(b))]
-
-
-def has_inexact(t: ctfile.Table, key: str) -> bool:
-    snap = t.snapshot()
-    return any(map(inexact, key_ranges(snap.partitions, snap.table_schema, key)[0]))
+            if overlaps(a, b)]
 
 
 def check_compaction(t: ctfile.Table, before_version: int, before_rows: Counter, r: ctfile.CommitResult,
@@ -148,7 +136,7 @@ def test_compact_layout(keys, target, batches, dml, memory, max_rows):
     event(f"keys {keys}, memory {memory}")
     with pytest.MonkeyPatch.context() as mp:
         if memory is not None:
-            mp.setattr(compaction, "MEMORY_PARTITIONS", memory)  # where run_compaction reads it
+            mp.setattr(recluster, "MEMORY_PARTITIONS", memory)  # read by rewrite_group at each call
         t = ctfile.create_table(tempfile.mkdtemp(prefix="ctfile-layout-"), SCHEMA,
                                 properties={"ctfile.clusterBy": keys, "ctfile.partitionRows": str(target)})
         tag = 0
@@ -182,9 +170,6 @@ def test_compact_layout(keys, target, batches, dml, memory, max_rows):
             check_compaction(t, v1, before, r, target)
             check_sorted(t, order)
         assert overlapping_pairs(t, first) == []
-        if has_inexact(t, first):
-            event("truncated string ranges: convergence not checked")
-            return
         # Convergence without churn. One pass does not always finish: a
         # group's rewritten tail can be small next to a small partition the
         # group did not take (it was neither overlapping nor next to a small

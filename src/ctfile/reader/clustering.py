@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
+from ctfile.format.stats import STRING_PREFIX_LENGTH
 from ctfile.reader.pruning import column_bounds
 
 
@@ -33,14 +34,23 @@ class KeyRange:
 
 def key_ranges(partitions: Sequence[Partition], schema: Schema, key: str) -> tuple[list[KeyRange], list[Partition]]:
     """The key ranges of ``partitions`` by column ``key``, sorted by (low,
-    high), and the partitions without one (no statistics or no bounds for it)."""
+    high), and the partitions without one (no statistics or no bounds for it).
+
+    String bounds are cut to their first ``STRING_PREFIX_LENGTH - 1`` code
+    points (SPEC §Clustering): a maximum rounded up at the last code point
+    of the statistics prefix then equals the prefix of its values, so
+    values sharing that prefix make ranges that touch, not overlap.
+    """
     f = schema.field(key)
+    cut = STRING_PREFIX_LENGTH - 1 if f.type == "string" else None
     ranged: list[KeyRange] = []
     unranged: list[Partition] = []
     for p in partitions:
         b = column_bounds(p, key, f.id, f.type)
         if b is None:
             unranged.append(p)
+        elif cut is not None:
+            ranged.append(KeyRange(p, b[0][:cut], b[1][:cut]))
         else:
             ranged.append(KeyRange(p, b[0], b[1]))
     ranged.sort(key=lambda r: (r.low, r.high))

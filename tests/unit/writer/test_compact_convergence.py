@@ -1,7 +1,8 @@
 """COMPACT of a clustered table converges (SPEC §Clustering, COMPACT): a
 second ``compact()`` right after one rewrites nothing, also for partitions
-without a key range (an all-null first key, a string maximum the statistics
-truncate), which sorting cannot narrow.
+without a key range (an all-null first key) and for strings whose values
+share the 32-code-point statistics prefix (their ranges touch: SPEC
+§Clustering), which sorting cannot narrow.
 """
 
 from __future__ import annotations
@@ -11,21 +12,17 @@ import pytest
 
 import ctfile
 
-LONG = "z" * 40  # over the 32-character statistics prefix: the maximum is not kept
+LONG = "z" * 40  # over the 32-character statistics prefix: the maximum is rounded up
 
 
 @pytest.mark.parametrize(
     "batches",
     [
         pytest.param([[None], [None, None, None]], id="nulls"),  # all-null keys: 1 + 3 rows, target 3
-        pytest.param(
-            [[LONG, LONG], [LONG + "a", LONG]], id="long-strings",  # truncated maxima: 2 + 2 rows, target 3
-            marks=pytest.mark.xfail(strict=True, reason=(
-                "open: values sharing a 32-code-point prefix get equal rounded-up ranges, which overlap "
-                "after every rewrite, so each COMPACT rewrites them again; SPEC §Clustering says a truncated "
-                "maximum gives no key range, key_ranges uses the rounded-up bound (reported to the lead)")),
-        ),
+        pytest.param([[LONG, LONG], [LONG + "a", LONG]], id="long-strings"),  # truncated maxima: 2 + 2 rows, target 3
         pytest.param([[None], [None], [None, None, None], [None, None, None]], id="nulls-4"),
+        # Distinct values sharing the 32-code-point prefix, written in two overlapping inserts.
+        pytest.param([[LONG + str(i) for i in (5, 1, 3)], [LONG + str(i) for i in (4, 2, 0)]], id="shared-prefix"),
     ],
 )
 def test_second_compact_rewrites_nothing_without_key_ranges(tmp_path, batches):

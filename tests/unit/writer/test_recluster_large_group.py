@@ -3,7 +3,7 @@ rows is rewritten in ranges of the first key (SPEC §Clustering, COMPACT):
 every row lands in exactly one range, NaN and null included, whatever value
 a cut point falls on. ``MEMORY_PARTITIONS`` is the size threshold, lowered
 here so that a small group takes that path (patched in
-``ctfile.writer.compaction``, which imports it by name and reads it there).
+``ctfile.writer.recluster``, which reads it at each rewrite).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pyarrow as pa
 import pytest
 
 import ctfile
-import ctfile.writer.compaction as compaction
+import ctfile.writer.recluster as recluster
 
 NAN = math.nan
 
 
 @pytest.mark.parametrize("memory", [1, 2])
 def test_large_group_keeps_nan_and_null_keys(tmp_path, monkeypatch, memory):
-    monkeypatch.setattr(compaction, "MEMORY_PARTITIONS", memory)  # where run_compaction reads it
+    monkeypatch.setattr(recluster, "MEMORY_PARTITIONS", memory)  # read by rewrite_group at each call
     schema = pa.schema([("f", pa.float64()), ("tag", pa.int64())])
     t = ctfile.create_table(tmp_path / "t", schema,
                             properties={"ctfile.clusterBy": "f", "ctfile.partitionRows": "3"})
