@@ -115,11 +115,17 @@ class ClusterOrder:
             yield from self._emit(buffer, target_rows, keep_tail=False)
 
     def _emit(self, buffer: list[pa.RecordBatch], target_rows: int, *, keep_tail: bool):
-        table = self.sort(pa.Table.from_batches(buffer))
-        ends = self.cut_ends(table, target_rows)
+        # Only the first key is gathered whole (for the cuts); each
+        # partition's rows are gathered when it is asked for, so the gather
+        # overlaps the encoding of the partitions before it and the window
+        # is never held twice (a sorted copy beside the input).
+        table = pa.Table.from_batches(buffer)
+        idx = self.sort_indices(table)
+        first = table.select([self.keys[0]])
+        ends = self.cut_ends(first if idx is None else first.take(pa.array(idx)), target_rows)
         start = 0
         for i, end in enumerate(ends):
-            piece = table.slice(start, end - start)
+            piece = table.slice(start, end - start) if idx is None else table.take(pa.array(idx[start:end]))
             if keep_tail and i == len(ends) - 1 and end - start < target_rows:
                 return piece.to_batches()
             yield piece.to_batches()
