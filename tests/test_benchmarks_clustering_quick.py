@@ -58,7 +58,9 @@ def test_bench_clustering_quick(tmp_path):
     assert set(res) == {"meta", "insert", "upsert", "random", "multi"}
     m = res["meta"]
     assert m["mode"] == "quick" and m["rows"] == 4000 and m["batches"] == 3
-    assert res["insert"]["pass"] == (res["insert"]["ratio"] <= m["goals"]["insert"])
+    ins = res["insert"]
+    assert ins["pass"] == (ins["ratio"] <= m["goals"]["insert"]) and set(ins["ms"]) == {"clustered", "unclustered", "sort"}
+    assert ins["floor_ratio"] == (ins["ms"]["unclustered"] + ins["ms"]["sort"]) / ins["ms"]["unclustered"] > 1
 
     _check_workload(res["upsert"], {"clustered", "unclustered", "clustered_auto"}, 3)
     _check_workload(res["random"], {"clustered", "unclustered"}, 3)
