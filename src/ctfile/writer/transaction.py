@@ -99,8 +99,10 @@ class WriteTransaction(Transaction):
     def commit(self) -> CommitResult:
         """Commit the statements as one version; then, under
         ``ctfile.autoCompact``, the follow-up compaction
-        (:func:`auto_compact`), reported in ``result.auto_compaction``."""
-        return auto_compact(self, self._commit_statements())
+        (:func:`auto_compact`), reported in ``result.auto_compaction`` (and in
+        ``self.result``, which the ``Table`` statements return)."""
+        self.result = auto_compact(self, self._commit_statements())
+        return self.result
 
     def _commit_statements(self) -> CommitResult:
         if self._change_writer is not None and not self._done:
