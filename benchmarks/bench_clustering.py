@@ -461,17 +461,32 @@ def _md_goals(r: dict) -> list[str]:
 def _md_multi(m: dict) -> list[str]:
     lines = [f"### (5) multi-column keys: lexicographic vs Z-order ({m['rows']:,} rows, "
              f"{m['partitions']['lexicographic']} / {m['partitions']['zorder']} partitions)", "",
-             "| statement | lexicographic partitions read | Z-order partitions read | lexicographic ms | Z-order ms |",
-             "|---|---:|---:|---:|---:|"]
+             "| statement | lexicographic partitions read (rewritten) | Z-order partitions read (rewritten) "
+             "| lexicographic ms | Z-order ms |", "|---|---:|---:|---:|---:|"]
     for k in ("a", "b"):
         x = m[k]
         lines.append(f"| `{k} = const` ({x['rows']:,} rows) | {x['partitions_read']['lexicographic']} | "
                      f"{x['partitions_read']['zorder']} | {x['ms']['lexicographic']:.1f} | {x['ms']['zorder']:.1f} |")
     for i, x in enumerate(m["merges"], 1):
         lx, z = x["lexicographic"], x["zorder"]
-        lines.append(f"| MERGE on (a, b) #{i} ({x['keys']:,} keys in a 5% x 5% box) | {lx['read']} | {z['read']} | "
+        lines.append(f"| MERGE on (a, b) #{i} ({x['keys']:,} keys in a 5% x 5% box) | {lx['read']} ({lx['rewritten']}) | "
+                     f"{z['read']} ({z['rewritten']}) | "
                      f"{lx['ms']:.0f} | {z['ms']:.0f} |")
+    lex, z = ({f: sum(x[k][f] for x in m["merges"]) for f in ("read", "rewritten")} for k in ("lexicographic", "zorder"))
+    lines += ["", f"Partitions read: `a = const` {m['a']['partitions_read']['lexicographic']} lexicographic vs "
+              f"{m['a']['partitions_read']['zorder']} Z-order; `b = const` {m['b']['partitions_read']['lexicographic']} "
+              f"vs {m['b']['partitions_read']['zorder']}; the {len(m['merges'])} MERGEs on (a, b) read {lex['read']} vs "
+              f"{z['read']} and rewrote {lex['rewritten']} vs {z['rewritten']} in all."]
     return lines + [""]
+
+
+def command(m: dict, multi: dict | None) -> str:
+    """The command line that reproduces a run (every option is in ``meta``)."""
+    opts = (f"--rows {m['rows']} --partition-rows {m['partition_rows']} --batches {m['batches']} "
+            f"--random-batches {m['random_batches']} --insert-runs {m['insert_runs']} --scan-runs {m['scan_runs']}")
+    if multi:
+        opts += f" --multi-rows {multi['rows']} --multi-merges {len(multi['merges'])}"
+    return f"PYTHONPATH=$PWD/src .venv/bin/python benchmarks/bench_clustering.py {opts}"
 
 
 def markdown(r: dict) -> str:
@@ -479,7 +494,7 @@ def markdown(r: dict) -> str:
     lines = [f"## Clustering: layout for upserts ({m['mode']}, {m['date']})", "",
              f"{m['rows']:,} rows, ctfile.partitionRows = {m['partition_rows']:,}; MERGE batches of "
              f"{m['batch_keys']:,} keys ({m['new_share']:.0%} new ids); load average {m['loadavg_start'][0]:.1f} at "
-             f"start, {m['loadavg_end'][0]:.1f} at end.", ""]
+             f"start, {m['loadavg_end'][0]:.1f} at end. Command: `{command(m, r.get('multi'))}`.", ""]
     lines += _md_goals(r)
     if "upsert" in r:
         lines += _md_merges(f"(1) upsert, keys from the most recent {m['recent_share']:.0%} of ids", r["upsert"])
