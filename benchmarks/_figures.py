@@ -1,4 +1,4 @@
-"""The figures of ``RESULTS.md``: one row per goal of issues 7, 12, 13, 14
+"""The figures of ``RESULTS.md``: one row per goal of issues 7, 12, 13, 14, 16
 and 17 (and the object-store figures of issue 5), built from the scripts' JSON
 results alone.
 
@@ -12,6 +12,8 @@ by the prose of ``_report_text.FINDINGS``.
 """
 
 from __future__ import annotations
+
+from statistics import median
 
 CAPTURE_OPS = ("UPDATE", "DELETE", "MERGE")
 
@@ -155,6 +157,49 @@ def _schema_figures(schema: dict) -> list[dict]:
             f"{r['ms'][k]:.0f} ms vs {r['ms']['before']:.0f} ms (CPU ratio {r['cpu_ratio'][k]:.2f})", r["pass"][k], "schema")
         for read, r in schema["reads"].items() for k in ("added", "renamed")
     ]
+
+
+def _clustering_figures(c: dict) -> list[dict]:
+    """Issue 16: a table clustered by id vs the same rows unclustered; each
+    figure a ratio clustered / unclustered (or / the minimum)."""
+    m, g, ins = c["meta"], c["meta"]["goals"], c["insert"]
+    out = [fig("clustering_insert", f"insert of {m['rows']:,} shuffled rows, clusterBy = id", "unclustered insert",
+               f"<= {g['insert']}x", f"{ins['ratio']:.2f}x",
+               f"{ins['ms']['clustered'] / 1000:.2f} s vs {ins['ms']['unclustered'] / 1000:.2f} s "
+               f"(CPU ratio {ins['cpu_ratio']:.2f}; pyarrow sorting the rows alone {ins['ms']['sort'] / 1000:.2f} s: "
+               f"floor {ins['floor_ratio']:.2f}x)", ins["pass"], "clustering")]
+    if "upsert" in c:
+        s, comp, n = c["upsert"]["summary"], c["upsert"]["compaction"], m["batches"]
+        x = s["rewrite_x_min"]["clustered"]
+        speed = 1 / g["speedup"]
+        out += [
+            fig("clustering_rewrite", f"partitions rewritten per MERGE of recent keys (worst of {n}), clustered",
+                "the minimum: a sorted layout's partitions holding the batch's keys", f"<= {g['rewrite_x_min']}x",
+                f"{max(x):.2f}x", f"median {median(x):.2f}x; with autoCompact worst "
+                f"{max(s['rewrite_x_min']['clustered_auto']):.2f}x; unclustered rewrote "
+                f"{min(s['rewritten']['unclustered'])}-{max(s['rewritten']['unclustered'])} partitions",
+                s["pass"]["rewrite_x_min"], "clustering"),
+            fig("clustering_merge", f"MERGE of recent keys ({m['batch_keys']:,} keys), clustered", "the same MERGE unclustered",
+                f"<= {speed:g}x", f"{1 / s['merge_speedup']:.3f}x",
+                f"{s['merge_ms']['clustered']:.0f} ms vs {s['merge_ms']['unclustered']:.0f} ms (median of {n}; "
+                f"CPU ratio {1 / s['merge_cpu_speedup']:.3f})", s["pass"]["merge_speedup"], "clustering"),
+            fig("clustering_scan", "change scan of each MERGE of recent keys, clustered", "the same scan unclustered",
+                f"<= {speed:g}x", f"{1 / s['scan_speedup']:.3f}x",
+                f"{s['scan_ms']['clustered']:.0f} ms vs {s['scan_ms']['unclustered']:.0f} ms (median of {n})",
+                s["pass"]["scan_speedup"], "clustering"),
+            fig("clustering_auto_compaction", f"live partitions after {n} MERGEs, clustered with autoCompact",
+                "a fully compacted table (ceil(rows / partitionRows))", f"<= {g['auto_compaction']}x",
+                f"{comp['ratio']['clustered_auto']:.2f}x",
+                f"{comp['partitions']['clustered_auto']} vs {comp['fully_compacted']} (without autoCompact "
+                f"{comp['partitions']['clustered']} = {comp['ratio']['clustered']:.2f}x)", comp["pass"], "clustering"),
+        ]
+    if "random" in c:
+        s = c["random"]["summary"]
+        out.append(fig("clustering_random", "MERGE of keys uniform over all ids (worst case), clustered",
+                       "the same MERGE unclustered", f"<= {g['random_floor']}x", f"{s['ratio']:.2f}x",
+                       f"{s['merge_ms']['clustered']:.0f} ms vs {s['merge_ms']['unclustered']:.0f} ms (median of "
+                       f"{m['random_batches']}; CPU ratio {s['cpu_ratio']:.2f})", s["pass"], "clustering"))
+    return out
 
 
 def _streams_figures(streams: dict) -> list[dict]:
@@ -406,7 +451,7 @@ def capture_figures(delta: dict) -> list[dict]:
 
 
 def figures(res: dict[str, dict]) -> list[dict]:
-    """The figures of issues 7, 12, 13, 14 and 17, from whatever results exist."""
+    """The figures of issues 7, 12, 13, 14, 16 and 17, from whatever results exist."""
     core, changes, delta, spark = (res.get(k) for k in ("core", "changes", "delta", "spark"))
     has = lambda r, k: bool(r and r.get(k))  # noqa: E731
     out: list[dict] = []
@@ -420,6 +465,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _changes_figures(changes) if changes else []
     out += _cold_figures(res["cold"]) if has(res.get("cold"), "scan") else []
     out += _schema_figures(res["schema"]) if has(res.get("schema"), "reads") else []
+    out += _clustering_figures(res["clustering"]) if has(res.get("clustering"), "insert") else []
     out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []
     out += read_check_figures(core, changes)

@@ -123,6 +123,36 @@ FINDINGS: dict[str, str] = {
         "earlier runs); when other processes occupy a core, the parallelism is lost and the extra CPU shows. "
         "Dropping the fsync is the only large lever, and ctfile keeps it for durability."
     ),
+    "clustering_insert": (
+        "A clustered insert of rows in memory sorts them before it can cut the first partition: Arrow's "
+        "`sort_indices` of the 10M ids, one thread (~2 s here), then the gather of the rows. pyinstrument of "
+        "the clustered insert (`bench_clustering.py --profile insert`, 10M rows, before the fix below): 4.1 of "
+        "6.8 s in `ClusterOrder.sort` (2.2 s `sort_indices`, 2.0 s `take` of the whole table), 2.6 s waiting "
+        "for the writer pool. Each partition's rows are now gathered when it is written, overlapping the "
+        "encoding of the partitions before it (after the fix: 4.5 s, of which 2.1 s sorting before the first "
+        "partition can be cut, 1.8 s of it `sort_indices`, then 2.4 s writing, in which the calling thread "
+        "gathers partitions for 1.5 s and waits for the pool 0.8 s); what is left above the unclustered insert is less than pyarrow "
+        "alone sorting and gathering the same rows (the floor in the measured column, timed in the same "
+        "rounds), so no insert that sorts before it writes can meet 1.3x on this machine. Meeting it needs the "
+        "sort off the serial path: range-partition the input by sampled quantiles of the first key (a cheap "
+        "bucket pass) and sort each bucket inside the writer pool, in parallel with the encoding (Spark's "
+        "range partitioning); cuts would then fall at bucket edges rather than every partitionRows rows, a "
+        "change to `writer/clustering.py` left to its owner."
+    ),
+    "clustering_rewrite": (
+        "Every MERGE inserts its new ids (10% of the batch: 10,000 rows, above every earlier id) as a partition "
+        "of their own, and a copy-on-write rewrite writes each partition it rewrites back as its own output, "
+        "so these small partitions never merge. The most recent 5% of ids spans all of them, so each later "
+        "MERGE of recent keys rewrites every one besides the 2-3 full partitions the minimum counts: the "
+        "clustered table rewrote the minimum plus one partition per earlier MERGE (21 at the 20th, 7x), and "
+        "grew from 40 to 60 partitions. With `ctfile.autoCompact = true` the follow-up compaction merges them "
+        "once four are small, and the worst MERGE rewrites 2x the minimum (the goal). Without it, meeting the "
+        "goal needs the statement to merge what it writes: a clustered MERGE or UPDATE could write the rows "
+        "of the small candidates it rewrites (neighbours in key order) and its inserted rows as one sorted run "
+        "cut at partitionRows (COMPACT's rule that small neighbours merge, applied to the statement's own "
+        "output), at no extra rewrite; that changes `writer/dml.py`'s per-partition rewrite and is left to "
+        "its owner."
+    ),
     "spark": (
         "Profile (Java Flight Recorder on the JVM, py-spy --native on the Python workers, SF 1, local[2]): "
         "the JVM spends 10-11 s of CPU turning the workers' Arrow batches into rows, more than "
@@ -199,4 +229,12 @@ FIXES = [
     "(a second fetch, footer and projection per file); it is now read from the first source. `to_arrow()` of the "
     "1,000-partition table after a rename: 1.45x (CPU 1.32x) -> 0.78x (CPU 0.76x) the read before it "
     "(bench_schema.py, 11 and 21 rounds; `to_batches()` 1.03x -> 0.84x).",
+    "clustered inserts (`writer/clustering.py`, issue 16): the sorted rows of a window were gathered into one "
+    "sorted copy of the whole input before the first partition was cut; each partition's rows are now gathered "
+    "when it is written, so the gather overlaps the encoding and the window is never held twice. 10M-row "
+    "insert clustered by id: 5.2 -> 4.1 s (3.0x -> 2.6x the unclustered insert, one run each of 5 rounds, "
+    "old and new code back to back).",
+    "automatic compaction (`writer/transaction.py`, issue 16): `CommitResult.auto_compaction` was always None "
+    "through `Table.insert` / `merge` / `update` / `delete` (the statements return the transaction's "
+    "`result`, which lacked it); found by bench_clustering.py, whose per-MERGE figures record it.",
 ]

@@ -133,13 +133,10 @@ class ClusterOrder:
         """Sort ``buffer`` and yield its partitions. Only the key column is
         gathered whole (to find the cuts); each partition's rows are
         gathered when it is yielded, so that gathering the next overlaps
-        the encoding of the last on the writer's threads."""
+        the encoding of the last on the writer's threads, and the window is
+        never held twice (a sorted copy beside the input)."""
         table = pa.Table.from_batches(buffer)
         idx = self.sort_indices(table)
-        if idx is not None:
-            # Gathering from one chunk per column: across many chunks each
-            # index is first resolved to its chunk, several times slower.
-            table = table.combine_chunks()
         keys = table.select([self.keys[0]]) if idx is None else table.select([self.keys[0]]).take(idx)
         ends = self.cut_ends(keys, target_rows)
         start = 0
