@@ -34,9 +34,10 @@ clustering may add is the sort of each rewritten partition).
 
 (3) **Insert**: clustered vs unclustered insert of the shuffled rows into a
 new table (``interleaved``, ``--insert-runs``): goal <= 1.3x. In the same
-rounds, the floor: pyarrow alone sorting the rows by id (``sort_indices``
-+ ``take``); (unclustered + sort) / unclustered is what a clustered insert
-that sorts before it writes cannot beat.
+rounds, the floor: sorting the rows by id alone (NumPy's stable sort of the
+key, as ctfile sorts one numeric key, + Arrow's ``take``); (unclustered +
+sort) / unclustered is what a clustered insert that sorts before it writes
+cannot beat.
 
 (4) **Auto compaction**: the upsert workload also runs on a copy of the
 clustered table with ``ctfile.autoCompact = true``; live partitions after the
