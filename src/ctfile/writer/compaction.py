@@ -25,10 +25,8 @@ from typing import TYPE_CHECKING, Collection
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.properties import TableProperties
-from ctfile.format.schema import ROW_ID_COLUMN, ROW_VERSION_COLUMN
-from ctfile.reader.partition_reader import read_partition_table
 from ctfile.writer.clustering import ClusterOrder
-from ctfile.writer.recluster import Group, choose_groups, is_small, plan_groups, rewrite_group
+from ctfile.writer.recluster import Group, choose_groups, is_small, plan_groups, read_with_lineage, rewrite_group
 
 if TYPE_CHECKING:
     from ctfile.writer.partition_writer import PartitionWriter
@@ -146,8 +144,7 @@ def _merge_unordered(tx: "WriteTransaction", group: Group, writer: "PartitionWri
     def batches():
         for p in group.partitions:
             tx.mark_read(p)
-            t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
-            yield from t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN]).to_batches()
+            yield from read_with_lineage(tx, p).to_batches()
 
     files = writer.write(batches(), with_hidden=True)
     for p in group.partitions:

@@ -18,7 +18,7 @@ the price of reading a member once per range it spans.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,17 +131,12 @@ def choose_groups(groups: Sequence[Group], max_rows: int | None) -> list[Group]:
     return chosen
 
 
-def _read(tx: "WriteTransaction", p: Partition, where: pc.Expression | None) -> pa.Table:
+def read_with_lineage(tx: "WriteTransaction", p: Partition, where: pc.Expression | None = None) -> pa.Table:
+    """The rows of ``p`` (those where ``where`` holds, if given) with both
+    hidden columns materialized, as a compaction writes them back."""
     t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
     t = t.select(tx.schema.names + [ROW_ID_COLUMN, ROW_VERSION_COLUMN])
     return t if where is None else t.filter(evaluate_mask(t, where))
-
-
-def _cut(order: ClusterOrder, t: pa.Table, target_rows: int) -> Iterator[list[pa.RecordBatch]]:
-    start = 0
-    for end in order.cut_ends(t, target_rows):
-        yield t.slice(start, end - start).to_batches()
-        start = end
 
 
 def key_splits(tx: "WriteTransaction", group: Group, key: str, memory_rows: int, target_rows: int) -> list[pc.Expression | None]:
@@ -189,9 +184,8 @@ def rewrite_group(tx: "WriteTransaction", group: Group, order: ClusterOrder, wri
             members = group.partitions if where is None else prune(group.partitions, tx.schema, where)
             if not members:
                 continue
-            t = order.sort(pa.concat_tables([_read(tx, p, where) for p in members]))
-            if t.num_rows:
-                files += writer.write_chunks(_cut(order, t, target), with_hidden=True)
+            t = pa.concat_tables([read_with_lineage(tx, p, where) for p in members])
+            files += writer.write(t.to_batches(), with_hidden=True, cluster=order, window_bytes=None)
     except BaseException:
         tx.storage.delete([f.path for f in files])  # the ranges already written
         raise

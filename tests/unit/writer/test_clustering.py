@@ -270,8 +270,8 @@ def test_a_large_group_is_rewritten_in_key_ranges(tmp_path, monkeypatch):
         t.insert(_rows(_shuffled(400, seed)))
     before = _with_lineage(t)
     reads = []
-    real = recluster._read
-    monkeypatch.setattr(recluster, "_read", lambda tx, p, where: reads.append(where) or real(tx, p, where))
+    real = recluster.read_with_lineage
+    monkeypatch.setattr(recluster, "read_with_lineage", lambda tx, p, where: reads.append(where) or real(tx, p, where))
     t.compact()
     assert len({str(w) for w in reads}) > 1  # several ranges
     assert _with_lineage(t) == before
@@ -286,7 +286,7 @@ def test_a_failed_recluster_leaves_no_file(tmp_path, monkeypatch):
         t.insert(_rows(_shuffled(300, seed)))
     files_before = set(os.listdir(os.path.join(t.uri, "data")))
     calls = []
-    real = recluster._read
+    real = recluster.read_with_lineage
 
     def failing(tx, p, where):
         calls.append(p)
@@ -294,7 +294,7 @@ def test_a_failed_recluster_leaves_no_file(tmp_path, monkeypatch):
             raise RuntimeError("injected read failure")
         return real(tx, p, where)
 
-    monkeypatch.setattr(recluster, "_read", failing)
+    monkeypatch.setattr(recluster, "read_with_lineage", failing)
     with pytest.raises(RuntimeError, match="injected"):
         t.compact()
     assert set(os.listdir(os.path.join(t.uri, "data"))) == files_before
