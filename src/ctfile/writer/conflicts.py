@@ -20,7 +20,6 @@ exclude, by reading only the columns the predicate uses. They never report
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
