@@ -64,8 +64,9 @@ def _check_positive(value: object, what: str) -> None:
 
 
 def _small_group(partitions: list[Partition], target_rows: int, max_rows: int | None) -> list[Group]:
-    """Without clustering keys: the small partitions as one group (when two
-    or more), within ``max_rows``."""
+    """The small partitions of ``partitions`` as one group (when two or
+    more), within ``max_rows``: COMPACT without clustering keys, and the
+    fallback of automatic compaction when no group fits its bound."""
     small = [p for p in partitions if is_small(p, target_rows)]
     if max_rows is not None:
         kept, used = [], 0
