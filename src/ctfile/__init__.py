@@ -29,12 +29,14 @@ from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
 from ctfile.log.transaction import CommitResult
+from ctfile.reader.scan_task import POSITION_COLUMN
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
 from ctfile.reader.clustering import ClusteringInfo, clustering_depth
 from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
 from ctfile.table.streams import Stream, StreamInfo
 from ctfile.writer.distributed import SchemaMode, WriteJob
+from ctfile.writer.rewrite_job import MergeSpec, PartitionRewrite, RewriteJob, RewriteKind
 from ctfile.writer.transaction import WriteTransaction
 
 __version__ = "0.1.0"
@@ -67,6 +69,11 @@ __all__ = [
     "WriteTransaction",
     "WriteJob",
     "SchemaMode",
+    "RewriteJob",
+    "RewriteKind",
+    "PartitionRewrite",
+    "MergeSpec",
+    "POSITION_COLUMN",
     "ROW_ID_COLUMN",
     "ROW_VERSION_COLUMN",
     "ROW_ID_FIELD_ID",

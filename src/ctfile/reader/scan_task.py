@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -25,6 +26,9 @@ from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import small_dictionary_columns
 from ctfile.reader.projection import Projection
 from ctfile.reader.pruning import prune
+
+#: The column :meth:`ScanTask.to_batches` adds with ``positions=True``.
+POSITION_COLUMN = "_ct_pos"
 
 _STORAGES: dict[tuple, Storage] = {}
 _LOCK = threading.Lock()
@@ -51,8 +55,14 @@ class ScanTask:
     row_group_start: int = 0
     row_group_stop: int | None = None  # None: through the last row group
 
-    def to_batches(self, *, batch_rows: int = 131072, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
+    def to_batches(
+        self, *, batch_rows: int = 131072, use_threads: bool = True, positions: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
         """Read this task's rows (table columns, no hidden columns).
+
+        ``positions=True`` adds a last column :data:`POSITION_COLUMN`: each
+        row's position in its file (0 for the file's first row), which
+        names the row to a rewrite (:class:`ctfile.RewriteJob`).
 
         ``use_threads=False`` decodes on the calling thread only: right for an
         engine that already runs one task per core (a Spark executor's Python
@@ -86,12 +96,24 @@ class ScanTask:
             dict_cols = small_dictionary_columns(pf, groups, read_cols)
             if dict_cols:
                 pf = files.parquet(source, self.partition, metadata=pf.metadata, read_dictionary=dict_cols)
+            out_cols = list(self.columns)
+            if positions:
+                out_schema = out_schema.append(pa.field(POSITION_COLUMN, pa.int64(), nullable=False))
+                out_cols.append(POSITION_COLUMN)
+            offset = sum(pf.metadata.row_group(i).num_rows for i in range(groups[0]))
             for b in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=read_cols, use_threads=use_threads):
-                b = pa.RecordBatch.from_arrays([projection.column(c, b, b.num_rows) for c in wanted], names=wanted)
+                n = b.num_rows
+                arrays = [projection.column(c, b, n) for c in wanted]
+                names = list(wanted)
+                if positions:
+                    arrays.append(pa.array(np.arange(offset, offset + n, dtype=np.int64)))
+                    names.append(POSITION_COLUMN)
+                offset += n
+                b = pa.RecordBatch.from_arrays(arrays, names=names)
                 if self.filter is not None:
                     b = b.filter(self.filter)
                 if b.num_rows:
-                    yield pa.RecordBatch.from_arrays([b.column(c) for c in self.columns], schema=out_schema)
+                    yield pa.RecordBatch.from_arrays([b.column(c) for c in out_cols], schema=out_schema)
 
 
 def plan_scan_tasks(

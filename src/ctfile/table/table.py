@@ -398,6 +398,28 @@ class Table(TableMaintenance, TableStreams):
         begin = lambda: self.transaction(operation=operation, parameters=parameters, **app)  # noqa: E731
         return run_statement(begin, fn, max_runs=None if rerun else 1)
 
+    def run_statement(
+        self, operation: str, body, *, parameters: Mapping[str, Any] | None = None,
+        app_id: str | None = None, app_version: int | None = None, max_runs: int | None = None,
+    ) -> CommitResult:
+        """Run ``body(tx)`` as one statement of its own transaction and
+        commit it, re-running both at the latest version after a conflict
+        (at most ``max_runs`` times, default 20), as :meth:`delete`,
+        :meth:`update` and :meth:`merge` do. For an engine that runs a
+        statement itself (``ctfile.spark`` plans a :class:`ctfile.RewriteJob`
+        in ``tx``).
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> t.run_statement("INSERT", lambda tx: tx.insert(pa.table({"id": [1]}))).num_inserted_rows
+        1
+        """
+        app = {"app_id": app_id, "app_version": app_version}
+        begin = lambda: self.transaction(operation=operation, parameters=dict(parameters or {}), **app)  # noqa: E731
+        return run_statement(begin, body, max_runs=max_runs)
+
     def insert(self, data: Any, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
         """Append rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame).
 

@@ -311,6 +311,28 @@ def apply_changes(
     return Rewrite(p, write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
 
 
+def rewrite_positions(
+    tx: "WriteTransaction", p: Partition, t: pa.Table, positions: np.ndarray,
+    new_values: Mapping[str, pa.Array] | None,
+) -> Rewrite | None:
+    """The rewrite of partition ``p`` (read as ``t``, hidden columns
+    materialized) in which the rows at ``positions`` (ascending, distinct)
+    are deleted (``new_values`` None) or take ``new_values``, one value per
+    position (:func:`apply_changes`, with the no-op rule). None when no row
+    changes. A MERGE's matched rows, and a rewrite whose rows another
+    engine found (:class:`ctfile.RewriteJob`)."""
+    if new_values is not None:
+        return apply_changes(tx, p, t, positions, dict(new_values))
+    keep = np.ones(t.num_rows, dtype=bool)
+    keep[positions] = False
+    kept = t.filter(pa.array(keep))
+    whole = capture_deletes(tx, p, t, pa.array(~keep))
+    return Rewrite(
+        p, write_rows(tx, kept, keep_order=True), deleted=len(positions), copied=kept.num_rows,
+        deletes_all_rows=whole,
+    )
+
+
 def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]) -> int:
     """Set columns of the rows matching ``where`` (all rows if None). Returns rows changed."""
     arrow = tx.schema.to_arrow(field_ids=False)

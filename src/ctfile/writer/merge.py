@@ -31,7 +31,7 @@ from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.log.transaction import Transaction
 from ctfile.writer.conflicts import KeyPredicate
-from ctfile.writer.dml import Rewrite, apply_changes, capture_deletes, insert, rewrite_all, write_rows
+from ctfile.writer.dml import Rewrite, insert, rewrite_all, rewrite_positions
 from ctfile.writer.input import Conformer, to_table
 
 _SRC = "__ct_src"  # position of a row in the source
@@ -159,15 +159,10 @@ def _rewrite_matched(tx: Transaction, plan: MergePlan, p: Partition, t: pa.Table
         return None
     r: Rewrite | None = None
     if plan.when_matched is WhenMatched.DELETE:
-        keep = np.ones(t.num_rows, dtype=bool)
-        keep[pos] = False
-        kept = t.filter(pa.array(keep))
-        whole = capture_deletes(tx, p, t, pa.array(~keep))
-        r = Rewrite(p, write_rows(tx, kept, keep_order=True), deleted=len(pos), copied=kept.num_rows, deletes_all_rows=whole)
+        r = rewrite_positions(tx, p, t, pos, None)
     elif plan.update_columns:
         at = pa.array(sidx)
-        new_values = {c: plan.source.column(c).take(at) for c in plan.update_columns}
-        r = apply_changes(tx, p, t, pos, new_values)
+        r = rewrite_positions(tx, p, t, pos, {c: plan.source.column(c).take(at) for c in plan.update_columns})
     if r is None:  # matched, but nothing to change: keep the partition
         r = Rewrite(p, [], unchanged=True)
     r.matched_source = sidx

@@ -67,7 +67,7 @@ class WriteTransaction(Transaction):
         return self._change_writer
 
     @contextlib.contextmanager
-    def _statement(self, *, compaction: bool = False) -> Iterator[None]:
+    def statement(self, *, compaction: bool = False) -> Iterator[None]:
         """Run one statement: its change rows are staged when it returns and
         discarded when it raises. The writer is made here, on the caller's
         thread, before the statement's workers use it.
@@ -174,21 +174,21 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return 0
-        with self._statement():
+        with self.statement():
             return dml.insert(self, data)
 
     def delete(self, where: pc.Expression) -> int:
         self._check_open()
         if self.is_replay:
             return 0
-        with self._statement():
+        with self.statement():
             return dml.delete(self, where)
 
     def update(self, where: pc.Expression | None, set: Mapping[str, Any]) -> int:
         self._check_open()
         if self.is_replay:
             return 0
-        with self._statement():
+        with self.statement():
             return dml.update(self, where, set)
 
     def merge(
@@ -202,7 +202,7 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return {"inserted": 0, "updated": 0, "deleted": 0}
-        with self._statement():
+        with self.statement():
             return merge_.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
 
     def compact(self, *, target_rows: int | None = None, max_rows: int | None = None) -> int:
@@ -217,14 +217,14 @@ class WriteTransaction(Transaction):
         """Run a planned compaction (:mod:`ctfile.writer.compaction`) as
         this transaction's only statement."""
         self._check_open()
-        with self._statement(compaction=True):
+        with self.statement(compaction=True):
             return run_compaction(self, plan, dml.writer_for(self, target_rows=plan.target_rows))
 
     def truncate(self) -> int:
         self._check_open()
         if self.is_replay:
             return 0
-        with self._statement():
+        with self.statement():
             return dml.truncate(self)
 
 

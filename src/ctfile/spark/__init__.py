@@ -1,0 +1,11 @@
+"""ctfile for PySpark applications: a table handle whose DML runs on Spark's
+executors and whose snapshot reads go through Spark's own Parquet reader.
+
+``spark.read.format("ctfile")`` (:mod:`ctfile.spark_datasource`) stays the
+universal path (any fsspec URL, change scans, streaming); see the README,
+"Upserts from Spark".
+"""
+
+from ctfile.spark.table import CtfileTable
+
+__all__ = ["CtfileTable"]

@@ -1,0 +1,43 @@
+"""``CtfileTable``: a ctfile table as a PySpark application sees it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ctfile
+
+
+class CtfileTable:
+    """A handle on the ctfile table at a URI, for one SparkSession.
+
+    Examples
+    --------
+    >>> import ctfile, pyarrow as pa, tempfile
+    >>> uri = tempfile.mkdtemp()
+    >>> _ = ctfile.create_table(uri, pa.schema([("id", pa.int64())]))
+    >>> CtfileTable.for_path(None, uri).table.version
+    0
+    """
+
+    def __init__(self, spark: Any, table: ctfile.Table):
+        self.spark = spark
+        self.table = table
+
+    @classmethod
+    def for_path(cls, spark: Any, uri: str, *, storage_options: dict | None = None) -> "CtfileTable":
+        """The table at ``uri`` (a local path or an fsspec URL such as
+        ``s3://bucket/t``; ``storage_options`` as for :func:`ctfile.open_table`).
+
+        Raises
+        ------
+        TableNotFoundError
+            No ctfile table at ``uri``.
+        """
+        return cls(spark, ctfile.open_table(uri, storage_options=storage_options))
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    def __repr__(self) -> str:
+        return f"CtfileTable({self.uri!r})"

@@ -1,0 +1,321 @@
+"""DELETE, UPDATE and MERGE whose rows another engine finds, rewritten by
+many workers and committed once (SPEC §Copy-on-write, distributed
+statements).
+
+A :class:`RewriteJob` is planned on a coordinator from an open
+:class:`~ctfile.WriteTransaction` (:meth:`RewriteJob.for_delete`,
+:meth:`for_update`, :meth:`for_merge`): the statement is checked there, as
+the Python helpers check it, before any file is written. The job is a
+picklable frozen dataclass. Workers call :meth:`RewriteJob.rewrite` once per
+partition holding matched rows, naming the rows by their position in the
+file (``ScanTask.to_batches(positions=True)``) with their new values, and
+:meth:`RewriteJob.insert` for a MERGE's unmatched source rows. The
+coordinator stages what they return in the transaction
+(:meth:`RewriteJob.stage`), which commits as one version, with the conflict
+detection of any statement.
+
+A rewrite applies the same code as a statement run in one process
+(:func:`ctfile.writer.dml.rewrite_positions`): hidden columns, the no-op
+rule, clustering, and the change rows of a table with change capture, which
+each worker writes into change files of its own.
+
+Examples
+--------
+>>> import ctfile, pyarrow as pa, tempfile
+>>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+>>> _ = t.insert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+>>> with t.transaction(operation="UPDATE") as tx:
+...     job = RewriteJob.for_update(tx, pa.schema([("v", pa.string())]))
+...     path = job.candidates[0].path                      # a worker found row 1 of it:
+...     done = job.rewrite(path, pa.table({"_ct_pos": [1], "v": ["B"]}))
+...     job.stage(tx, [done])
+>>> sorted(t.to_arrow().column("v").to_pylist()), tx.result.num_updated_rows
+(['B', 'a', 'c'], 1)
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ctfile.format.actions import Metadata, Partition, Protocol
+from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.schema import Schema
+from ctfile.log.conflicts import ReadPredicate
+from ctfile.log.manifest import ManifestLog
+from ctfile.log.replay import TableState
+from ctfile.log.staged import StagedFile
+from ctfile.reader.partition_reader import read_partition_table
+from ctfile.reader.pruning import prune
+from ctfile.reader.scan_task import POSITION_COLUMN, storage_for
+from ctfile.writer import merge as merge_
+from ctfile.writer.distributed import WriteJob
+from ctfile.writer.dml import rewrite_positions
+from ctfile.writer.input import Conformer
+from ctfile.writer.transaction import WriteTransaction
+
+
+class RewriteKind(str, enum.Enum):
+    """The statement a :class:`RewriteJob` runs (its commit's operation)."""
+
+    DELETE = "DELETE"
+    UPDATE = "UPDATE"
+    MERGE = "MERGE"
+
+
+@dataclass(frozen=True)
+class PartitionRewrite:
+    """What a worker returns for one partition: the files that replace it
+    (none when no row survives), its change files, and counts.
+    ``unchanged``: rows matched, but none changed (the partition stays)."""
+
+    path: str
+    files: tuple[StagedFile, ...] = ()
+    changes: tuple[StagedFile, ...] = ()
+    deleted: int = 0
+    updated: int = 0
+    copied: int = 0
+    unchanged: bool = False
+    deletes_all_rows: bool = False
+
+    @property
+    def written(self) -> list[str]:
+        """Every file this rewrite wrote."""
+        return [f.path for f in self.files + self.changes]
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """The checked shape of a MERGE's source: its ``keys``, the columns a
+    match sets, the actions, and ``source_schema``: the columns (in table
+    types) the engine must hand over, in this order."""
+
+    keys: tuple[str, ...]
+    update_columns: tuple[str, ...]
+    when_matched: merge_.WhenMatched | None
+    when_not_matched: merge_.WhenNotMatched | None
+    source_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class RewriteJob:
+    """A planned distributed DELETE, UPDATE or MERGE (see the module docstring).
+
+    ``candidates`` are the live partitions at ``version`` that may hold a
+    matched row, in table order: the engine searches exactly these, and
+    they are the statement's read set. ``set_columns`` are the columns a
+    rewrite's rows carry new values for (none for a DELETE or a keyed
+    delete).
+    """
+
+    uri: str
+    storage_options: dict | None
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    kind: RewriteKind
+    candidates: tuple[Partition, ...]
+    set_columns: tuple[str, ...] = ()
+    merge: MergeSpec | None = None
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    # ------------------------------------------------------------ planning (coordinator)
+
+    @classmethod
+    def _plan(cls, tx: WriteTransaction, kind: RewriteKind, candidates: Iterable[Partition], **kw) -> "RewriteJob":
+        if tx.has_statements:
+            raise InvalidArgumentError(
+                f"a distributed {kind.value} must be the only statement of its transaction "
+                "(its workers read the version the transaction read)"
+            )
+        st = tx.storage
+        parts = tuple(p for p in candidates if p.num_records)
+        return cls(st.uri, st.storage_options, tx.base.version, tx.base.protocol, tx.metadata, kind, parts, **kw)
+
+    @classmethod
+    def for_delete(cls, tx: WriteTransaction) -> "RewriteJob":
+        """A DELETE in ``tx``: every live partition is a candidate."""
+        return cls._plan(tx, RewriteKind.DELETE, tx.live_partitions())
+
+    @classmethod
+    def for_update(cls, tx: WriteTransaction, set_schema: pa.Schema) -> "RewriteJob":
+        """An UPDATE in ``tx`` setting the columns of ``set_schema`` (the
+        types of the engine's SET values).
+
+        Raises
+        ------
+        SchemaMismatchError
+            A column not in the table, or a value type that does not fit it.
+        """
+        names = list(set_schema.names)
+        if not names:
+            raise InvalidArgumentError("set must name at least one column")
+        Conformer(tx.schema, what="set", columns=[n for n in names if n in tx.schema.names]).check_schema(set_schema)
+        return cls._plan(tx, RewriteKind.UPDATE, tx.live_partitions(), set_columns=tuple(names))
+
+    @classmethod
+    def for_merge(
+        cls,
+        tx: WriteTransaction,
+        source_schema: pa.Schema,
+        on: str | Sequence[str],
+        *,
+        when_matched: Any,
+        when_not_matched: Any,
+        key_ranges: Mapping[str, tuple[Any, Any]] | None = None,
+    ) -> "RewriteJob":
+        """A MERGE in ``tx`` of a source with ``source_schema``, checked as
+        :meth:`ctfile.Table.merge` checks it.
+
+        ``key_ranges`` (key column -> (min, max) of the source's non-null
+        values; ``(None, None)`` when every value is null) prunes the
+        candidates by statistics (SPEC §Copy-on-write, MERGE: by each key
+        column's range). A range with a NaN bound does not prune.
+        """
+        plan = merge_.plan_merge(
+            tx, source_schema.empty_table(), on, when_matched=when_matched, when_not_matched=when_not_matched
+        )
+        spec = MergeSpec(
+            plan.keys, plan.update_columns, plan.when_matched, plan.when_not_matched,
+            plan.source.schema.remove(plan.source.schema.get_field_index("__ct_src")),
+        )
+        live = tx.live_partitions()
+        candidates = live if key_ranges is None else _prune_by_ranges(live, tx.schema, plan.keys, key_ranges)
+        set_columns = spec.update_columns if spec.when_matched is merge_.WhenMatched.UPDATE else ()
+        return cls._plan(tx, RewriteKind.MERGE, candidates, set_columns=set_columns, merge=spec)
+
+    # ------------------------------------------------------------ workers
+
+    @property
+    def schema(self) -> Schema:
+        return self.metadata.schema
+
+    def partition(self, path: str) -> Partition:
+        """The candidate at ``path``."""
+        for p in self.candidates:
+            if p.path == path:
+                return p
+        raise InvalidArgumentError(f"{path} is not a candidate partition of this {self.kind.value} job")
+
+    def rewrite(self, path: str, rows: pa.Table) -> PartitionRewrite:
+        """Rewrite the candidate at ``path``: the rows at the positions in
+        ``rows``'s :data:`~ctfile.reader.scan_task.POSITION_COLUMN` are
+        deleted, or (when the job has ``set_columns``) take the values of
+        those columns of ``rows``.
+
+        Raises
+        ------
+        InvalidArgumentError
+            A position twice (two source rows matched one row) or out of range.
+        SchemaMismatchError
+            A value that does not fit its column (a null for a non-nullable
+            one). Nothing is left written.
+        """
+        p = self.partition(path)
+        order = pc.sort_indices(rows.column(POSITION_COLUMN))
+        rows = rows.take(order)
+        positions = rows.column(POSITION_COLUMN).to_numpy()
+        if len(positions) > 1 and (np.diff(positions) == 0).any():
+            raise InvalidArgumentError(
+                f"two rows of the source matched the same row of {path} (position "
+                f"{int(positions[np.flatnonzero(np.diff(positions) == 0)[0]])}); a {self.kind.value} "
+                "needs at most one source row per target row"
+            )
+        if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
+            raise InvalidArgumentError(f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
+        storage = storage_for(self.uri, self.storage_options)
+        state = TableState(self.version, 0, self.protocol, self.metadata, {p.path: p}, 0)
+        tx = WriteTransaction(ManifestLog(storage), state, operation=self.kind.value)
+        t = read_partition_table(storage, p, self.schema, hidden=True)
+        values = {c: rows.column(c).combine_chunks() for c in self.set_columns} if self.set_columns else None
+        with tx.statement():
+            r = rewrite_positions(tx, p, t, positions, values)
+        if r is None:
+            return PartitionRewrite(path, unchanged=True)
+        return PartitionRewrite(
+            path, tuple(r.files), tuple(tx.staged_changes()), r.deleted, r.updated, r.copied,
+            deletes_all_rows=r.deletes_all_rows,
+        )
+
+    def insert(self, data: Any) -> list[StagedFile]:
+        """Write a MERGE's unmatched source rows (any input
+        :meth:`ctfile.WriteJob.write` takes) as new partitions; a missing
+        nullable column is null."""
+        if self.merge is None or self.merge.when_not_matched is None:
+            raise InvalidArgumentError(f"this {self.kind.value} job inserts no rows")
+        props = dict(self.metadata.properties)
+        job = WriteJob(self.uri, self.storage_options, self.schema, props, self.version, "append", self.job_id)
+        return job.write(data)
+
+    # ------------------------------------------------------------ coordinator
+
+    def stage(
+        self,
+        tx: WriteTransaction,
+        rewrites: Iterable[PartitionRewrite],
+        inserted: Iterable[StagedFile] = (),
+        *,
+        predicate: ReadPredicate | None = None,
+    ) -> None:
+        """Stage the workers' results in ``tx`` (the transaction the job was
+        planned in), rewrites in table order, then the inserted files. The
+        candidates become the read set; ``predicate`` (the statement's rows,
+        evaluated by the engine when a winner is checked) its read
+        predicate. Nothing is staged for a replayed application batch: the
+        files are deleted."""
+        if tx.base.version != self.version:
+            raise InvalidArgumentError(f"this job read version {self.version}; the transaction read {tx.base.version}")
+        rewrites, inserted = list(rewrites), list(inserted)
+        if tx.is_replay:
+            self.discard(rewrites, inserted)
+            return
+        for p in self.candidates:
+            tx.mark_read(p)
+        if predicate is not None:
+            tx.record_read_predicate(predicate)
+        order = {p.path: i for i, p in enumerate(self.candidates)}
+        for r in sorted(rewrites, key=lambda r: order[r.path]):
+            if r.unchanged:
+                continue
+            tx.remove(self.partition(r.path), deletes_all_rows=r.deletes_all_rows)
+            tx.stage(list(r.files))
+            tx.stage_changes(list(r.changes))
+            tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
+        tx.stage(inserted)
+        tx.add_metrics(inserted=sum(f.num_records for f in inserted))
+
+    def discard(self, rewrites: Iterable[PartitionRewrite], inserted: Iterable[StagedFile] = ()) -> None:
+        """Delete every file the workers wrote (a statement that failed)."""
+        paths = [p for r in rewrites for p in r.written] + [f.path for f in inserted]
+        storage_for(self.uri, self.storage_options).delete(paths)
+
+
+def _prune_by_ranges(
+    live: Sequence[Partition], schema: Schema, keys: Sequence[str], ranges: Mapping[str, tuple[Any, Any]]
+) -> list[Partition]:
+    """The partitions whose statistics may hold a key within ``ranges``."""
+    expr = None
+    for k in keys:
+        lo, hi = ranges.get(k, (np.nan, np.nan))  # a key without a range does not prune
+        if lo is None or hi is None:
+            return []  # every source key is null there: no row can match
+        if _is_nan(lo) or _is_nan(hi):
+            continue
+        bound = (pc.field(k) >= lo) & (pc.field(k) <= hi)
+        expr = bound if expr is None else expr & bound
+    if expr is None:
+        return list(live)
+    try:
+        return prune(list(live), schema, expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, SchemaMismatchError):
+        return list(live)  # a bound the statistics cannot compare: no pruning, never a wrong answer
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and v != v
