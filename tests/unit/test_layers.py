@@ -22,7 +22,7 @@ ALLOWED = {
     "table": {"format", "log", "reader", "writer"},
     "spark_datasource": {"ctfile"},
     "tools": {"ctfile"},
-    "spark": {"ctfile"},
+    "spark": {"ctfile", "spark_datasource"},
 }
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import ctfile
+from ctfile.spark.dml import ConditionStatement, MergeStatement, to_column
 
 
 class CtfileTable:
@@ -41,3 +42,88 @@ class CtfileTable:
 
     def __repr__(self) -> str:
         return f"CtfileTable({self.uri!r})"
+
+    # ------------------------------------------------------------ DML on the executors
+
+    def merge(
+        self,
+        source: Any,
+        on: str | Sequence[str],
+        *,
+        when_matched: str | None = "update",
+        when_not_matched: str | None = "insert",
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> ctfile.CommitResult:
+        """Upsert the DataFrame ``source`` on the key columns ``on``, with the
+        semantics of :meth:`ctfile.Table.merge` (one source row per key, the
+        columns a MERGE needs, the no-op rule, change capture), run on the
+        executors and committed as one version. ``app_id``/``app_version``
+        (a streaming query's id and ``foreachBatch``'s batch id) make it
+        exactly-once: a batch already committed commits nothing.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Two source rows with one key, an unknown action; nothing is written.
+        SchemaMismatchError
+            A key or column the table lacks, a type that does not fit, a null
+            for a non-nullable column; nothing is left written.
+        """
+        keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else on
+        statement = MergeStatement(self.spark, _dataframe(source), keys, when_matched, when_not_matched)
+        params = {"on": on if isinstance(on, str) else keys, "whenMatched": when_matched,
+                  "whenNotMatched": when_not_matched, "engine": "spark"}
+        try:
+            return self.table.run_statement(
+                "MERGE", statement.run, parameters=params, app_id=app_id, app_version=app_version
+            )
+        finally:
+            statement.close()
+
+    def update(
+        self, condition: Any = None, set: Mapping[str, Any] | None = None, *,
+        app_id: str | None = None, app_version: int | None = None,
+    ) -> ctfile.CommitResult:
+        """Set columns where ``condition`` (a Spark SQL string or Column; None:
+        every row) holds. ``set`` maps a column to a Spark SQL expression
+        string (``"price * 2"``; quote literals: ``"'EUR'"``), a Column, or a
+        plain Python value. Semantics as :meth:`ctfile.Table.update`."""
+        if not isinstance(set, Mapping) or not set:
+            raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
+        values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
+        cond = None if condition is None else to_column(condition, what="condition")
+        statement = ConditionStatement(self.spark, cond, values)
+        params = {"predicate": _text(condition), "set": {k: _text(v) for k, v in set.items()}, "engine": "spark"}
+        return self.table.run_statement("UPDATE", statement.run, parameters=params, app_id=app_id,
+                                        app_version=app_version)
+
+    def delete(self, condition: Any = None, *, app_id: str | None = None, app_version: int | None = None) -> ctfile.CommitResult:
+        """Delete the rows where ``condition`` (a Spark SQL string or Column;
+        None: every row) holds. Semantics as :meth:`ctfile.Table.delete`."""
+        cond = None if condition is None else to_column(condition, what="condition")
+        statement = ConditionStatement(self.spark, cond)
+        params = {"predicate": _text(condition), "engine": "spark"}
+        return self.table.run_statement("DELETE", statement.run, parameters=params, app_id=app_id,
+                                        app_version=app_version)
+
+
+def _dataframe(source: Any) -> Any:
+    from pyspark.sql import DataFrame
+
+    if not isinstance(source, DataFrame):
+        raise ctfile.InvalidArgumentError(f"source must be a Spark DataFrame, found {type(source).__name__}")
+    return source
+
+
+def _value(v: Any, *, what: str) -> Any:
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    if isinstance(v, (str, Column)):
+        return to_column(v, what=what)
+    return F.lit(v)
+
+
+def _text(v: Any) -> str:
+    return "true" if v is None else str(v)

@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Metadata, Partition, Protocol
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.properties import TableProperties
 from ctfile.format.schema import Schema
 from ctfile.log.conflicts import ReadPredicate
 from ctfile.log.manifest import ManifestLog
@@ -195,6 +196,11 @@ class RewriteJob:
     @property
     def schema(self) -> Schema:
         return self.metadata.schema
+
+    @property
+    def partition_rows(self) -> int:
+        """``ctfile.partitionRows`` of the version read: the rows a written partition holds."""
+        return TableProperties.from_mapping(self.metadata.properties).partition_rows
 
     def partition(self, path: str) -> Partition:
         """The candidate at ``path``."""

@@ -1,0 +1,266 @@
+"""MERGE, UPDATE and DELETE run on Spark's executors (SPEC §Copy-on-write,
+distributed statements).
+
+Each statement is planned on the driver in a transaction of its own
+(``Table.run_statement``, so a conflict re-runs it at the latest version):
+
+1. the statement is checked as the Python helpers check it
+   (:class:`ctfile.RewriteJob`), before any file is written: unknown
+   columns, types that do not fit, a MERGE source with two rows per key;
+2. Spark finds the matched rows: the candidate partitions are read on the
+   executors with each row's file and position
+   (:func:`ctfile.spark.scan.candidate_rows`), joined with the MERGE source
+   on the keys or filtered by the condition, and SET values are computed;
+3. the rows are grouped by file, and one Spark task per touched partition
+   rewrites it (:meth:`ctfile.RewriteJob.rewrite`); a MERGE's unmatched
+   source rows are spread over more groups and written as new partitions
+   (:meth:`ctfile.RewriteJob.insert`) in the same job;
+4. the driver collects only the tasks' results (file descriptions and
+   counts, never rows) and commits them as one version.
+
+A task that meets bad data (a null for a non-nullable column, a value that
+does not fit) returns the error instead of failing alone; the driver then
+deletes every task's files and raises it, typed as in the Python API.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import ctfile
+from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
+from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
+
+GROUP_COLUMN = "_ct_group"
+_RESULT_SCHEMA = "kind string, payload binary"
+_INSERT_PREFIX = "+"  # groups of inserted rows: "+0", "+1" ... (never a partition path)
+
+
+# ---------------------------------------------------------------- the tasks
+
+
+def _task_fn(job: ctfile.RewriteJob) -> Callable[[pa.Table], pa.Table]:
+    """The ``applyInArrow`` function of one group: rewrite the partition it
+    names, or insert its rows; a ctfile error is returned, not raised."""
+
+    def run(rows: pa.Table) -> pa.Table:
+        group = rows.column(GROUP_COLUMN)[0].as_py()
+        try:
+            if group.startswith(_INSERT_PREFIX):
+                data = rows.drop_columns([c for c in (GROUP_COLUMN, ctfile.POSITION_COLUMN) if c in rows.column_names])
+                kind, value = "insert", job.insert(data)
+            else:
+                kind, value = "rewrite", job.rewrite(group, rows)
+        except ctfile.CtfileError as e:
+            kind, value = "error", e
+        return pa.table({"kind": [kind], "payload": [pickle.dumps(value)]})
+
+    return run
+
+
+@dataclass
+class _Results:
+    rewrites: list
+    inserted: list
+
+
+def _execute(job: ctfile.RewriteJob, rows: DataFrame) -> _Results:
+    """Run the tasks over ``rows`` (grouped by :data:`GROUP_COLUMN`) and
+    gather their results; on a task's ctfile error every file is deleted
+    and the error raised."""
+    out = rows.groupBy(GROUP_COLUMN).applyInArrow(_task_fn(job), _RESULT_SCHEMA).collect()
+    results, errors = _Results([], []), []
+    for kind, payload in out:
+        value = pickle.loads(payload)
+        if kind == "rewrite":
+            results.rewrites.append(value)
+        elif kind == "insert":
+            results.inserted.extend(value)
+        else:
+            errors.append(value)
+    if errors:
+        job.discard(results.rewrites, results.inserted)
+        raise errors[0]
+    return results
+
+
+# ---------------------------------------------------------------- expressions
+
+
+def to_column(value: Any, *, what: str) -> Column:
+    """A Spark SQL string as an expression, a Column as is (``what`` names it in errors)."""
+    if isinstance(value, Column):
+        return value
+    if isinstance(value, str):
+        try:
+            return F.expr(value)
+        except Exception as e:  # noqa: BLE001 -- a parse error, typed below
+            raise ctfile.InvalidArgumentError(f"{what} is not a Spark SQL expression: {value!r} ({e})") from e
+    raise ctfile.InvalidArgumentError(f"{what} must be a Spark SQL string or a Column, found {type(value).__name__}")
+
+
+def _analyze(build: Callable[[], DataFrame], *, what: str) -> DataFrame:
+    """``build()``, with Spark's analysis errors (an unknown column, a type
+    error) raised as :class:`ctfile.SchemaMismatchError` before anything runs."""
+    try:
+        return build()
+    except AnalysisException as e:
+        raise ctfile.SchemaMismatchError(f"{what}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from e
+
+
+def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[Column]) -> list[str]:
+    """The table columns ``exprs`` use, in table order, from Spark's analysis
+    of them over an empty relation of the table's schema (no job), so that
+    the candidate scan reads only those. Raises Spark's AnalysisException
+    for an unknown column. Where the analyzed plan is not reachable (Spark
+    Connect), every column."""
+    analyzed = spark.createDataFrame([], spark_schema(schema)).select(*exprs)
+    try:
+        it = analyzed._jdf.queryExecution().analyzed().references().iterator()
+    except AttributeError:
+        return list(schema.names)
+    used = set()
+    while it.hasNext():
+        used.add(it.next().name())
+    return [n for n in schema.names if n in used]
+
+
+# ---------------------------------------------------------------- UPDATE and DELETE
+
+
+@dataclass
+class ConditionStatement:
+    """An UPDATE (``set`` given) or DELETE where ``condition`` (None: every row)."""
+
+    spark: SparkSession
+    condition: Column | None
+    set: dict[str, Column] | None = None
+
+    def run(self, tx: ctfile.WriteTransaction) -> None:
+        if tx.is_replay:
+            return
+        schema = tx.schema.to_arrow(field_ids=False)
+        if self.set is not None:
+            unknown = [c for c in self.set if c not in schema.names]
+            if unknown:
+                raise ctfile.SchemaMismatchError(f"set names unknown columns {unknown}; table columns are {schema.names}")
+        cond = F.lit(True) if self.condition is None else self.condition
+        values = [v.alias(c) for c, v in (self.set or {}).items()]
+        used = _analyze(lambda: referenced_columns(self.spark, schema, [cond, *values]), what="condition or set")
+        probe = ctfile.RewriteJob.for_delete(tx)
+        target = candidate_rows(self.spark, probe, used)
+        keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
+        matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
+        if self.set is None:
+            job = probe
+        else:
+            set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
+            job = ctfile.RewriteJob.for_update(tx, pa.schema(set_fields))
+        results = _execute(job, matched)
+        predicate = SparkRowsPredicate(
+            self.spark, job, used, lambda rows: rows.where(cond), f"rows where {_describe(self.condition)}"
+        )
+        job.stage(tx, results.rewrites, predicate=predicate)
+
+
+def _describe(c: Column | None) -> str:
+    return "true" if c is None else str(c)
+
+
+# ---------------------------------------------------------------- MERGE
+
+
+class MergeStatement:
+    """A MERGE of a Spark source on ``keys``. The source is persisted for the
+    statement (its joins, checks and conflict checks must see the same rows)
+    and checked once: one row per key, and each key column's range for
+    pruning."""
+
+    def __init__(self, spark: SparkSession, source: DataFrame, keys: list[str], when_matched: Any, when_not_matched: Any):
+        self.spark = spark
+        self.source = source
+        self.keys = keys
+        self.when_matched = when_matched
+        self.when_not_matched = when_not_matched
+        self._checked: dict | None = None  # ranges and row count, once checked
+
+    def close(self) -> None:
+        if self._checked is not None:
+            self.source.unpersist()
+
+    def _check_source(self, spec: ctfile.MergeSpec, table_schema: pa.Schema) -> dict:
+        """Persist the source, refuse two rows with one key, and find each
+        key column's range and the row count (two Spark jobs)."""
+        if self._checked is not None:
+            return self._checked
+        self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
+        self._checked = {}
+        keys = list(spec.keys)
+        worst = self.source.groupBy(*keys).count().agg(F.max("count")).first()[0]
+        if worst and worst > 1:
+            raise ctfile.InvalidArgumentError(
+                f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
+                f"source row per key (deduplicate the source first)"
+            )
+        rangeable = [k for k in keys if _prunable(table_schema.field(k).type)]
+        aggs = [F.count(F.lit(1)).alias("n")]
+        for k in rangeable:
+            aggs += [F.min(k).alias(f"lo_{k}"), F.max(k).alias(f"hi_{k}")]
+        row = self.source.agg(*aggs).first()
+        self._checked = {"rows": row["n"], "ranges": {k: (row[f"lo_{k}"], row[f"hi_{k}"]) for k in rangeable}}
+        return self._checked
+
+    def run(self, tx: ctfile.WriteTransaction) -> None:
+        if tx.is_replay:
+            return
+        source_schema = spark_arrow_schema(self.source.schema)
+        kw = {"when_matched": self.when_matched, "when_not_matched": self.when_not_matched}
+        spec = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, **kw).merge
+        checked = self._check_source(spec, tx.schema.to_arrow(field_ids=False))
+        job = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, key_ranges=checked["ranges"], **kw)
+        keys = list(spec.keys)
+        results = _execute(job, self._grouped_rows(job, keys, checked["rows"]))
+        src_keys = self.source.select(*keys)
+        predicate = SparkRowsPredicate(
+            self.spark, job, keys, lambda rows: rows.join(src_keys, keys, "left_semi"),
+            f"rows whose key ({', '.join(keys)}) is one of the source's",
+        )
+        job.stage(tx, results.rewrites, results.inserted, predicate=predicate)
+
+    def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_rows: int) -> DataFrame:
+        """The source joined with the candidates' keys, each row in its
+        group: the partition a matched row rewrites, or one of the insert
+        groups (about ``ctfile.partitionRows`` rows each, at least one per
+        core) for an unmatched one."""
+        spec = job.merge
+        rewrites = bool(job.set_columns) or spec.when_matched is not None and spec.when_matched.value == "delete"
+        inserts = spec.when_not_matched is not None
+        cols = [c for c in self.source.columns if c in set(job.schema.names)]
+        if not rewrites and not inserts:
+            return self.source.limit(0).select(F.lit("").alias(GROUP_COLUMN))
+        target = candidate_rows(self.spark, job, keys)
+        how = "left" if rewrites and inserts else "inner" if rewrites else "left_anti"
+        joined = self.source.select(*cols).join(target, keys, how)
+        if how == "left_anti":
+            joined = joined.withColumn(FILE_COLUMN, F.lit(None).cast("string"))
+            joined = joined.withColumn(ctfile.POSITION_COLUMN, F.lit(None).cast("long"))
+        n_groups = max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
+        insert_group = F.concat(F.lit(_INSERT_PREFIX), F.pmod(F.hash(*keys), F.lit(n_groups)).cast("string"))
+        group = F.when(F.col(FILE_COLUMN).isNotNull(), F.col(FILE_COLUMN)).otherwise(insert_group)
+        return joined.select(group.alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols)
+
+
+def _prunable(t: pa.DataType) -> bool:
+    """Key types whose Spark min/max compare with the statistics exactly
+    (timestamps come back in the session's time zone, so they do not prune)."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t) or pa.types.is_date(t)
