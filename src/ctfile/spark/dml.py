@@ -36,6 +36,7 @@ from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType
 
 import ctfile
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
@@ -74,11 +75,19 @@ class _Results:
     inserted: list
 
 
-def _execute(job: ctfile.RewriteJob, rows: DataFrame) -> _Results:
-    """Run the tasks over ``rows`` (grouped by :data:`GROUP_COLUMN`) and
-    gather their results; on a task's ctfile error every file is deleted
-    and the error raised."""
-    out = rows.groupBy(GROUP_COLUMN).applyInArrow(_task_fn(job), _RESULT_SCHEMA).collect()
+def _execute(job: ctfile.RewriteJob, rows: DataFrame, *, groups: int) -> _Results:
+    """Run the tasks over ``rows`` (grouped by :data:`GROUP_COLUMN`, at most
+    ``groups`` groups) and gather their results; on a task's ctfile error
+    every file is deleted and the error raised.
+
+    The rows are repartitioned into one Spark partition per group (hash
+    collisions aside; at most four per core) before grouping: the shuffled rows are small (positions
+    and new values) while each group's work (reading and writing a whole
+    partition) is not, so adaptive execution must not coalesce the groups
+    into one task, which it does to a shuffle it sizes by its bytes."""
+    cap = 4 * rows.sparkSession.sparkContext.defaultParallelism  # empty tasks cost too, when few groups have rows
+    spread = rows.repartition(max(1, min(groups, cap)), GROUP_COLUMN)
+    out = spread.groupBy(GROUP_COLUMN).applyInArrow(_task_fn(job), _RESULT_SCHEMA).collect()
     results, errors = _Results([], []), []
     for kind, payload in out:
         value = pickle.loads(payload)
@@ -161,16 +170,33 @@ class ConditionStatement:
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
+        if self.set is not None:
+            values = _decimals_to_float(values, matched.schema, schema)
+            matched = target.where(cond).select(*keep, *values)
         if self.set is None:
             job = probe
         else:
             set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
             job = ctfile.RewriteJob.for_update(tx, pa.schema(set_fields))
-        results = _execute(job, matched)
+        results = _execute(job, matched, groups=len(job.candidates))
         predicate = SparkRowsPredicate(
             self.spark, job, used, lambda rows: rows.where(cond), f"rows where {_describe(self.condition)}"
         )
         job.stage(tx, results.rewrites, predicate=predicate)
+
+
+def _decimals_to_float(values: list[Column], analyzed: Any, schema: pa.Schema) -> list[Column]:
+    """``values`` with a decimal SET value for a floating-point column cast
+    to the column's type: Spark SQL types ``2.5`` as a decimal, which a
+    ``double`` column takes on assignment (Spark's ANSI store assignment
+    rules), while ctfile's own check refuses decimal to float as lossy."""
+    out = []
+    for v, f in zip(values, analyzed.fields[2:]):
+        target = schema.field(f.name).type
+        if isinstance(f.dataType, DecimalType) and pa.types.is_floating(target):
+            v = v.cast(spark_schema(pa.schema([schema.field(f.name)])).fields[0].dataType).alias(f.name)
+        out.append(v)
+    return out
 
 
 def _describe(c: Column | None) -> str:
@@ -229,7 +255,8 @@ class MergeStatement:
         checked = self._check_source(spec, tx.schema.to_arrow(field_ids=False))
         job = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, key_ranges=checked["ranges"], **kw)
         keys = list(spec.keys)
-        results = _execute(job, self._grouped_rows(job, keys, checked["rows"]))
+        n_inserts = self._insert_groups(job, checked["rows"])
+        results = _execute(job, self._grouped_rows(job, keys, n_inserts), groups=len(job.candidates) + n_inserts)
         src_keys = self.source.select(*keys)
         predicate = SparkRowsPredicate(
             self.spark, job, keys, lambda rows: rows.join(src_keys, keys, "left_semi"),
@@ -237,11 +264,17 @@ class MergeStatement:
         )
         job.stage(tx, results.rewrites, results.inserted, predicate=predicate)
 
-    def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_rows: int) -> DataFrame:
+    def _insert_groups(self, job: ctfile.RewriteJob, n_rows: int) -> int:
+        """How many groups a MERGE's unmatched rows are spread over: about
+        ``ctfile.partitionRows`` source rows each, at least one per core."""
+        if job.merge.when_not_matched is None:
+            return 0
+        return max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
+
+    def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_groups: int) -> DataFrame:
         """The source joined with the candidates' keys, each row in its
-        group: the partition a matched row rewrites, or one of the insert
-        groups (about ``ctfile.partitionRows`` rows each, at least one per
-        core) for an unmatched one."""
+        group: the partition a matched row rewrites, or one of ``n_groups``
+        insert groups for an unmatched one."""
         spec = job.merge
         rewrites = bool(job.set_columns) or spec.when_matched is not None and spec.when_matched.value == "delete"
         inserts = spec.when_not_matched is not None
@@ -254,8 +287,7 @@ class MergeStatement:
         if how == "left_anti":
             joined = joined.withColumn(FILE_COLUMN, F.lit(None).cast("string"))
             joined = joined.withColumn(ctfile.POSITION_COLUMN, F.lit(None).cast("long"))
-        n_groups = max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
-        insert_group = F.concat(F.lit(_INSERT_PREFIX), F.pmod(F.hash(*keys), F.lit(n_groups)).cast("string"))
+        insert_group = F.concat(F.lit(_INSERT_PREFIX), F.pmod(F.hash(*keys), F.lit(max(1, n_groups))).cast("string"))
         group = F.when(F.col(FILE_COLUMN).isNotNull(), F.col(FILE_COLUMN)).otherwise(insert_group)
         return joined.select(group.alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols)
 

@@ -1,0 +1,204 @@
+"""Spark DML benchmark (issue 15): MERGE of a 0.5% upsert batch into TPC-H
+lineitem through ``ctfile.spark`` on local[2], side by side with the
+Python ``Table.merge`` and a native floor, in one run.
+
+The batch holds 0.5% as many rows as the table, keyed on
+(``l_orderkey``, ``l_linenumber``): half of them existing keys with a new
+``l_quantity`` and ``l_comment``, half new keys. Each run MERGEs it into a
+fresh copy of the same table (the copy is not timed):
+
+* ``spark``: ``CtfileTable.merge(batch_df, keys)``: candidates read on the
+  executors, joined, touched partitions rewritten per task, one commit;
+* ``python``: ``Table.merge(batch, keys)`` in the driver process (the batch
+  as an Arrow table: the cost of ``toArrow()`` is not counted);
+* ``floor``: what Spark itself needs for the same work on plain Parquet, the
+  way Delta Lake plans a MERGE: find the touched files (``spark.read.parquet``
+  of the key columns with ``_metadata.file_path``, joined with the batch),
+  read them whole, left-join the batch, write the rewritten rows and the
+  inserted rows as Parquet. No log, no hidden columns, no statistics.
+
+Wall and process-tree CPU times; sides alternate; the figure is the ratio of
+medians. Usage::
+
+    .venv/bin/python benchmarks/bench_spark_dml.py [--quick] [--runs N] [--scale SF]
+
+Writes ``benchmarks/results/spark_dml.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+import ctfile  # noqa: E402
+from bench_spark import cpu_between, lineitem, tree_cpu  # noqa: E402
+
+KEYS = ["l_orderkey", "l_linenumber"]
+GOAL_VS_FLOOR = 2.0  # ctfile.spark MERGE at most this many times the native floor
+
+
+def build_table(scale: str, partition_rows: int, work_dir: Path, data_dir: Path) -> Path:
+    path = work_dir / "spark_dml" / f"lineitem-sf{scale}-p{partition_rows}"
+    if (path / "_ct_log").exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    data = lineitem(scale, data_dir)
+    t = ctfile.create_table(str(path), data.schema, properties={"ctfile.partitionRows": str(partition_rows)})
+    t.insert(data)
+    return path
+
+
+def upsert_batch(table: ctfile.Table, fraction: float, seed: int = 15) -> pa.Table:
+    """``fraction`` of the table's rows: half existing keys with new values,
+    half new keys (order keys past the largest)."""
+    rng = np.random.default_rng(seed)
+    data = table.to_arrow()
+    n = max(2, int(data.num_rows * fraction))
+    existing = data.take(pa.array(np.sort(rng.choice(data.num_rows, n // 2, replace=False))))
+    fresh = data.take(pa.array(rng.choice(data.num_rows, n - n // 2, replace=False)))
+    top = pc.max(data.column("l_orderkey")).as_py()
+    i = fresh.schema.get_field_index("l_orderkey")
+    new_keys = pa.array(np.arange(top + 1, top + 1 + fresh.num_rows), data.schema.field("l_orderkey").type)
+    fresh = fresh.set_column(i, fresh.schema.field(i), new_keys)
+    batch = pa.concat_tables([existing, fresh])
+    qty = batch.column("l_quantity")
+    iq, ic = batch.schema.get_field_index("l_quantity"), batch.schema.get_field_index("l_comment")
+    batch = batch.set_column(iq, batch.schema.field(iq), pc.add(qty, pa.scalar(1, qty.type)).cast(qty.type))
+    comment = pa.array(["upserted"] * batch.num_rows, batch.schema.field(ic).type)
+    return batch.set_column(ic, batch.schema.field(ic), comment)
+
+
+def floor_merge(spark, files: list[str], batch_df, out_dir: str) -> None:
+    """The native floor: touched files found by a join on the keys, read
+    whole, left-joined with the batch, written back; inserts written too."""
+    from pyspark.sql import functions as F
+
+    keys = spark.read.parquet(*files).select(*KEYS, F.col("_metadata.file_path").alias("_file"))
+    touched = [r[0] for r in keys.join(batch_df.select(*KEYS), KEYS, "left_semi").select("_file").distinct().collect()]
+    cols = batch_df.columns
+    if touched:
+        target = spark.read.parquet(*touched)
+        src = batch_df.select(*[F.col(c).alias(f"_s_{c}") if c not in KEYS else F.col(c) for c in cols])
+        joined = target.join(src, KEYS, "left")
+        rewritten = joined.select(*[F.col(c) if c in KEYS else F.coalesce(F.col(f"_s_{c}"), F.col(c)).alias(c)
+                                    for c in target.columns])
+        rewritten.write.mode("overwrite").parquet(f"{out_dir}/rewritten")
+    all_keys = spark.read.parquet(*files).select(*KEYS)
+    batch_df.join(all_keys, KEYS, "left_anti").write.mode("overwrite").parquet(f"{out_dir}/inserted")
+
+
+def _session():
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _timed(fn) -> tuple[float, float]:
+    c0 = tree_cpu()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, cpu_between(c0, tree_cpu())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scale", default=None, help="TPC-H scale factor (default 1; 0.01 with --quick)")
+    ap.add_argument("--fraction", type=float, default=0.005)
+    ap.add_argument("--partition-rows", type=int, default=1 << 20)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "spark_dml.json")
+    ap.add_argument("--work-dir", type=Path, default=HERE / "work")
+    ap.add_argument("--data-dir", type=Path, default=HERE / "data")
+    args = ap.parse_args()
+    scale = args.scale or ("0.01" if args.quick else "1")
+    runs = 1 if args.quick else args.runs
+    base = build_table(scale, 20000 if args.quick else args.partition_rows, args.work_dir, args.data_dir)
+    table = ctfile.open_table(str(base))
+    batch = upsert_batch(table, args.fraction)
+    files = [str(base / p.path) for p in table.snapshot().partitions]
+    load_start = os.getloadavg()
+    spark = _session()
+    from ctfile.spark import CtfileTable
+
+    batch_df = spark.createDataFrame(batch).persist()
+    batch_df.count()
+    scratch = Path(tempfile.mkdtemp(prefix="ct-bench-sparkdml-"))
+    results: dict[str, list] = {"spark": [], "python": [], "floor": []}
+    counts = {}
+
+    def fresh_copy() -> str:
+        dst = scratch / "t"
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(base, dst)
+        return str(dst)
+
+    def side(name: str) -> tuple[float, float]:
+        if name == "floor":
+            out = scratch / "floor"
+            shutil.rmtree(out, ignore_errors=True)
+            return _timed(lambda: floor_merge(spark, files, batch_df, str(out)))
+        uri = fresh_copy()
+        if name == "spark":
+            handle = CtfileTable.for_path(spark, uri)
+            timed = _timed(lambda: counts.__setitem__("spark", handle.merge(batch_df, KEYS)))
+        else:
+            t = ctfile.open_table(uri)
+            timed = _timed(lambda: counts.__setitem__("python", t.merge(batch, KEYS)))
+        return timed
+
+    for name in results:  # warm-up: JVM, Python workers, page cache
+        side(name)
+    for _ in range(runs):
+        for name in results:
+            results[name].append(side(name))
+    shutil.rmtree(scratch, ignore_errors=True)
+    med = {k: statistics.median(w for w, _ in v) for k, v in results.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in results.items()}
+    sp, py = counts["spark"], counts["python"]
+    same = (sp.num_inserted_rows, sp.num_updated_rows) == (py.num_inserted_rows, py.num_updated_rows)
+    report = {
+        "meta": {"scale": scale, "rows": table.snapshot().num_records, "batch_rows": batch.num_rows,
+                 "partitions": len(files), "runs": runs, "load_start": load_start, "load_end": os.getloadavg()},
+        "times_s": {k: [w for w, _ in v] for k, v in results.items()},
+        "cpu_s": {k: [c for _, c in v] for k, v in results.items()},
+        "median_s": med, "median_cpu_s": cpu,
+        "ratio_vs_floor": med["spark"] / med["floor"], "ratio_vs_python": med["spark"] / med["python"],
+        "goal_vs_floor": GOAL_VS_FLOOR, "pass": med["spark"] / med["floor"] <= GOAL_VS_FLOOR,
+        "counts": {"inserted": sp.num_inserted_rows, "updated": sp.num_updated_rows,
+                   "removed_partitions": sp.num_removed_partitions, "same_as_python": same},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: report[k] for k in ("median_s", "median_cpu_s", "ratio_vs_floor", "ratio_vs_python", "counts")},
+                     indent=2))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
