@@ -158,6 +158,17 @@ class ConditionStatement:
     def run(self, tx: ctfile.WriteTransaction) -> None:
         if tx.is_replay:
             return
+        job, matched, used, cond = self._plan(tx)
+        results = _execute(job, matched, groups=len(job.candidates))
+        predicate = SparkRowsPredicate(
+            self.spark, job, used, lambda rows: rows.where(cond), f"rows where {_describe(self.condition)}"
+        )
+        job.stage(tx, results.rewrites, predicate=predicate)
+
+    def _plan(self, tx: ctfile.WriteTransaction) -> tuple[ctfile.RewriteJob, DataFrame, list[str], Column]:
+        """The job, the matched rows (group, position, SET values), the
+        columns the statement reads and its condition; every check is made
+        here, before a Spark job runs."""
         schema = tx.schema.to_arrow(field_ids=False)
         if self.set is not None:
             unknown = [c for c in self.set if c not in schema.names]
@@ -170,19 +181,12 @@ class ConditionStatement:
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
-        if self.set is not None:
-            values = _decimals_to_float(values, matched.schema, schema)
-            matched = target.where(cond).select(*keep, *values)
         if self.set is None:
-            job = probe
-        else:
-            set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
-            job = ctfile.RewriteJob.for_update(tx, pa.schema(set_fields))
-        results = _execute(job, matched, groups=len(job.candidates))
-        predicate = SparkRowsPredicate(
-            self.spark, job, used, lambda rows: rows.where(cond), f"rows where {_describe(self.condition)}"
-        )
-        job.stage(tx, results.rewrites, predicate=predicate)
+            return probe, matched, used, cond
+        values = _decimals_to_float(values, matched.schema, schema)
+        matched = target.where(cond).select(*keep, *values)
+        set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
+        return ctfile.RewriteJob.for_update(tx, pa.schema(set_fields)), matched, used, cond
 
 
 def _decimals_to_float(values: list[Column], analyzed: Any, schema: pa.Schema) -> list[Column]:
