@@ -223,7 +223,6 @@ class MergeStatement:
         self.when_matched = when_matched
         self.when_not_matched = when_not_matched
         self._checked: dict | None = None  # ranges and row count, once checked
-        self._cached: list[DataFrame] = []  # persisted by a run, released when it ends
 
     def close(self) -> None:
         if self._checked is not None:
@@ -261,10 +260,7 @@ class MergeStatement:
         job = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, key_ranges=checked["ranges"], **kw)
         keys = list(spec.keys)
         n_inserts = self._insert_groups(job, checked["rows"])
-        try:
-            results = _execute(job, self._grouped_rows(job, keys, n_inserts), groups=len(job.candidates) + n_inserts)
-        finally:
-            self.release()
+        results = _execute(job, self._grouped_rows(job, keys, n_inserts), groups=len(job.candidates) + n_inserts)
         src_keys = self.source.select(*keys)
         predicate = SparkRowsPredicate(
             self.spark, job, keys, lambda rows: rows.join(src_keys, keys, "left_semi"),
@@ -280,42 +276,24 @@ class MergeStatement:
         return max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
 
     def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_groups: int) -> DataFrame:
-        """The rows of the statement's tasks, each in its group: a matched
-        row (its position and source values) in the group of the partition
-        it rewrites, an unmatched source row in one of ``n_groups`` insert
-        groups.
-
-        The candidates' keys are joined *to* the source (an inner join, so
-        Spark may broadcast a small source instead of shuffling the whole
-        table's keys), and the unmatched rows are the source rows without a
-        match among the few matched keys; the matched rows are persisted
-        for the two uses (released by :meth:`release`)."""
+        """The source joined with the candidates' keys, each row in its
+        group: the partition a matched row rewrites, or one of ``n_groups``
+        insert groups for an unmatched one."""
         spec = job.merge
         rewrites = bool(job.set_columns) or spec.when_matched is not None and spec.when_matched.value == "delete"
         inserts = spec.when_not_matched is not None
         cols = [c for c in self.source.columns if c in set(job.schema.names)]
-        src = self.source.select(*cols)
+        if not rewrites and not inserts:
+            return self.source.limit(0).select(F.lit("").alias(GROUP_COLUMN))
         target = candidate_rows(self.spark, job, keys)
-        matched = target.join(src if rewrites else src.select(*keys), keys, "inner")
-        parts = []
-        if rewrites:
-            parts.append(matched.select(F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols))
-        if inserts:
-            if rewrites:
-                matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
-                self._cached.append(matched)
-            unmatched = src.join(matched.select(*keys), keys, "left_anti")
-            group = F.concat(F.lit(_INSERT_PREFIX), F.pmod(F.hash(*keys), F.lit(max(1, n_groups))).cast("string"))
-            parts.append(unmatched.select(group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN), *cols))
-        if not parts:
-            return src.limit(0).select(F.lit("").alias(GROUP_COLUMN))
-        return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-
-    def release(self) -> None:
-        """Unpersist what a run persisted."""
-        for df in self._cached:
-            df.unpersist()
-        self._cached = []
+        how = "left" if rewrites and inserts else "inner" if rewrites else "left_anti"
+        joined = self.source.select(*cols).join(target, keys, how)
+        if how == "left_anti":
+            joined = joined.withColumn(FILE_COLUMN, F.lit(None).cast("string"))
+            joined = joined.withColumn(ctfile.POSITION_COLUMN, F.lit(None).cast("long"))
+        insert_group = F.concat(F.lit(_INSERT_PREFIX), F.pmod(F.hash(*keys), F.lit(max(1, n_groups))).cast("string"))
+        group = F.when(F.col(FILE_COLUMN).isNotNull(), F.col(FILE_COLUMN)).otherwise(insert_group)
+        return joined.select(group.alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols)
 
 
 def _prunable(t: pa.DataType) -> bool:
