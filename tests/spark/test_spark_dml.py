@@ -389,6 +389,10 @@ def test_errors_are_typed_and_write_nothing(spark, tmp_path):
     as_text = spark.createDataFrame([(1, "a", "lots")], "id long, name string, qty string")
     _refused(st, ctfile.SchemaMismatchError, lambda: t.merge(as_text, "id"), "qty")
     _refused(st, ctfile.SchemaMismatchError, lambda: t.update("id = 1", {"qty": "'lots'"}), "qty")
+    _refused(st, ctfile.SchemaMismatchError, lambda: t.delete("qty + 1"), "qty")  # not a boolean
+    _refused(st, ctfile.InvalidArgumentError, lambda: t.update("id = 1", {}), "set")
+    _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(source(spark, [(1, "a", 1)]), "id", when_matched="upsert"), "upsert")
+    _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(_people(), "id"), "DataFrame")
 
 
 def test_null_for_a_non_nullable_column_found_on_the_executors(spark, tmp_path):
@@ -426,19 +430,48 @@ def test_app_transaction_makes_a_merge_exactly_once(spark, tmp_path):
         assert (again.committed, again.app_transaction_replayed, again.version) == (False, True, version)
     assert st.refresh().version == version and files(st) == before
     assert st.snapshot().to_arrow(include_hidden=True).to_pylist() == rows
+    # UPDATE and DELETE take application transactions too.
+    assert t.update("id = 2", {"qty": 0}, app_id="q", app_version=4).committed
+    version = st.refresh().version
+    for replayed in (t.update("id = 3", {"qty": 0}, app_id="q", app_version=4), t.delete(None, app_id="q", app_version=1)):
+        assert (replayed.committed, replayed.app_transaction_replayed, replayed.version) == (False, True, version)
+    assert st.refresh().version == version
     # The Python helper agrees on the first commit and on the replay.
     py_first = pt.merge(src.toArrow(), "id", app_id="q", app_version=3)
     assert counts(py_first) == counts(first)
     assert counts(pt.merge(src.toArrow(), "id", app_id="q", app_version=3)) == counts(again)
 
 
+def test_batch_committed_concurrently_is_a_replay(spark, tmp_path):
+    """Another writer commits the same application batch while the Spark
+    MERGE runs: the MERGE finds it at commit, commits nothing and deletes
+    the files its executors wrote (SPEC §Conflict detection, application
+    transactions)."""
+    st, _ = twins(tmp_path)
+    racing = pa.table({"id": [2], "name": ["python"], "qty": [0]}, schema=SCHEMA)
+    rows = [(2, "spark two", 2), (3, "spark three", 3), (90, "spark ninety", 9)]
+    src = _committing_source(spark, rows, st.uri, tmp_path / "committed", racing, "merge", app_id="q", app_version=5)
+    start, before = st.version, files(st)
+    with watching(st) as seen:
+        r = CtfileTable.for_path(spark, st.uri).merge(src, "id", app_id="q", app_version=5)
+    assert (r.committed, r.app_transaction_replayed) == (False, True)
+    st.refresh()
+    assert st.version == start + 1 and st.history(limit=1)[0].operation == "MERGE"  # only the Python batch
+    python_files = files(st) - before
+    assert [p for p in seen - before - python_files if p.startswith("data/")], "the executors wrote files"
+    live = {p.path for p in st.snapshot().partitions} | {p.path for p in st.snapshot(start).partitions}
+    assert {p for p in files(st) if p.startswith("data/")} <= live  # nothing of the Spark MERGE is left
+    assert sorted(st.to_arrow().column("name").to_pylist()).count("python") == 1
+
+
 # ---------------------------------------------------------------- conflicts
 
 
-def _committing_source(spark, rows, uri: str, marker: Path, racing: pa.Table, how: str):
+def _committing_source(spark, rows, uri: str, marker: Path, racing: pa.Table, how: str, **app):
     """A source DataFrame whose first evaluation (in a Python worker) commits
     ``racing`` to the table at ``uri`` with the Python API (``how``:
-    ``"insert"`` or ``"merge"`` on ``id``). The statement reads the source
+    ``"insert"`` or ``"merge"`` on ``id``; ``app``: its ``app_id`` and
+    ``app_version``). The statement reads the source
     after it opened its transaction (to check its keys), so the commit
     lands between its planning and its commit. ``marker`` (created
     exclusively) makes the commit happen once, whatever the evaluations."""
@@ -452,7 +485,7 @@ def _committing_source(spark, rows, uri: str, marker: Path, racing: pa.Table, ho
         else:
             os.close(fd)
             t, data = ctfile.open_table(uri), pa.Table.from_pylist(payload, schema=schema)
-            t.insert(data) if how == "insert" else t.merge(data, "id")
+            t.insert(data, **app) if how == "insert" else t.merge(data, "id", **app)
         yield from batches
 
     df = spark.createDataFrame(rows, SPARK_SCHEMA).repartition(2)
@@ -509,3 +542,36 @@ def test_concurrent_blind_append_does_not_re_run(spark, tmp_path, caplog):
     racing = pa.table({"id": [1000], "name": ["python"], "qty": [1]}, schema=SCHEMA)
     r1, re_run, read_at = _race(spark, tmp_path, caplog, racing, "insert")
     assert not re_run and read_at == 0 and r1.attempts == 2, caplog.messages
+
+
+def test_concurrent_update_re_runs_a_delete(spark, tmp_path, caplog):
+    """A DELETE whose condition (a Python UDF) commits, on its first
+    evaluation, a Python UPDATE that makes one more row match: the DELETE
+    read the partitions the UPDATE rewrote, conflicts, and is re-run, so the
+    updated row is deleted too, as in the serial order."""
+    st, pt = twins(tmp_path)
+    uri, marker = st.uri, str(tmp_path / "committed")
+
+    def qty_after_racing_update(q):
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.close(fd)
+            ctfile.open_table(uri).update(pc.field("id") == 2, {"qty": 500})
+        return q
+
+    qty = F.udf(qty_after_racing_update, "long")(F.col("qty"))
+    start = st.version
+    with caplog.at_level("INFO", logger="ctfile"):
+        r1 = CtfileTable.for_path(spark, st.uri).delete(qty > 100)
+    delete, update = st.refresh().history(limit=2)
+    assert (update.operation, update.version, delete.version, delete.read_version) == ("UPDATE", start + 1, start + 2, start + 1)
+    assert any("re-running" in m for m in caplog.messages), caplog.messages
+    pt.update(pc.field("id") == 2, {"qty": 500})
+    old = row_ids(pt)
+    r2 = pt.delete(pc.field("qty") > 100)
+    assert r1.num_deleted_rows == 3  # ids 11, 12 and the updated 2
+    assert counts(r1) == counts(r2)
+    assert table_state(st, old) == table_state(pt, old)
