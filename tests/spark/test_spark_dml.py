@@ -390,6 +390,7 @@ def test_errors_are_typed_and_write_nothing(spark, tmp_path):
     _refused(st, ctfile.SchemaMismatchError, lambda: t.merge(as_text, "id"), "qty")
     _refused(st, ctfile.SchemaMismatchError, lambda: t.update("id = 1", {"qty": "'lots'"}), "qty")
     _refused(st, ctfile.SchemaMismatchError, lambda: t.delete("qty + 1"), "qty")  # not a boolean
+    _refused(st, ctfile.InvalidArgumentError, lambda: t.delete("id = = 1"), "not a Spark SQL expression")
     _refused(st, ctfile.InvalidArgumentError, lambda: t.update("id = 1", {}), "set")
     _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(source(spark, [(1, "a", 1)]), "id", when_matched="upsert"), "upsert")
     _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(_people(), "id"), "DataFrame")

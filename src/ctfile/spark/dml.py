@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -111,9 +111,13 @@ def to_column(value: Any, *, what: str) -> Column:
 
 def _analyze(build: Callable[[], DataFrame], *, what: str) -> DataFrame:
     """``build()``, with Spark's analysis errors (an unknown column, a type
-    error) raised as :class:`ctfile.SchemaMismatchError` before anything runs."""
+    error) raised as :class:`ctfile.SchemaMismatchError` before anything runs,
+    and a SQL string that does not parse (``F.expr`` parses lazily since
+    PySpark 4) as :class:`ctfile.InvalidArgumentError`."""
     try:
         return build()
+    except ParseException as e:
+        raise ctfile.InvalidArgumentError(f"{what} is not a Spark SQL expression: {e.getMessage()}") from e
     except AnalysisException as e:
         raise ctfile.SchemaMismatchError(f"{what}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from e
 
