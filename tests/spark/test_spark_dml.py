@@ -328,12 +328,29 @@ def test_update_and_merge_setting_the_same_values_rewrite_nothing(spark, tmp_pat
     r4 = pt.merge(pa.table({"id": [6, 9], "name": ["n6", "n9"], "qty": [60, 90]}), "id", when_not_matched=None)
     assert counts(r3) == counts(r4)
 
-    assert (r1.num_updated_rows, r3.num_updated_rows, r1.num_removed_partitions, r3.num_removed_partitions) == (0, 0, 0, 0)
+    assert (r1.committed, r3.committed, r1.num_updated_rows, r3.num_updated_rows) == (False, False, 0, 0)
     st.refresh()
+    assert st.version == start and files(st) == start_files
     assert st.snapshot().to_arrow(include_hidden=True).to_pylist() == before  # row versions kept
-    assert [p for p in files(st) - start_files if p.startswith("data/")] == []
-    for v in range(start + 1, st.version + 1):
-        assert st.changes(start_version=v, end_version=v).to_arrow().num_rows == 0
+
+
+def test_merge_rewrites_only_partitions_with_a_changed_row(spark, tmp_path):
+    """Rows 1 and 5 get their own values (their partitions stay); 10 changes
+    and 11 does not (their partition is rewritten, 11 keeps its row version)."""
+    st, pt = twins(tmp_path)
+    old = row_ids(pt)
+    before = {r["id"]: r for r in st.snapshot().to_arrow(include_hidden=True).to_pylist()}
+    start_parts = {p.path for p in st.snapshot().partitions}
+    rows = [(1, "n1", 10), (5, "n5", 50), (10, "ten", 100), (11, "n11", 110)]
+    r1 = CtfileTable.for_path(spark, st.uri).merge(source(spark, rows), "id")
+    r2 = pt.merge(pa.table(list(zip(*rows)), names=["id", "name", "qty"]), "id")
+    assert_same(st, pt, r1, r2, old, modes=("default",))
+    assert (r1.num_updated_rows, r1.num_removed_partitions) == (1, 1)
+    after = {r["id"]: r for r in st.snapshot().to_arrow(include_hidden=True).to_pylist()}
+    assert [i for i in after if after[i][ROW_VERSION] != before[i][ROW_VERSION]] == [10]
+    assert len(start_parts - {p.path for p in st.snapshot().partitions}) == 1
+    assert [(r["id"], r["METADATA$ACTION"]) for r in st.changes(start_version=r1.version).to_arrow().to_pylist()] in (
+        [(10, "DELETE"), (10, "INSERT")], [(10, "INSERT"), (10, "DELETE")])
 
 
 # ---------------------------------------------------------------- typed errors, nothing written
@@ -463,6 +480,26 @@ def test_batch_committed_concurrently_is_a_replay(spark, tmp_path):
     live = {p.path for p in st.snapshot().partitions} | {p.path for p in st.snapshot(start).partitions}
     assert {p for p in files(st) if p.startswith("data/")} <= live  # nothing of the Spark MERGE is left
     assert sorted(st.to_arrow().column("name").to_pylist()).count("python") == 1
+
+
+def test_batches_that_change_nothing_still_record_their_app_version(spark, tmp_path):
+    """An empty micro-batch, or one whose rows are already there, commits a
+    version holding only its ``txn`` (as the Python helper does), so that
+    Spark replaying it later is recognised as a replay."""
+    st, pt = twins(tmp_path)
+    t = CtfileTable.for_path(spark, st.uri)
+    empty = spark.createDataFrame([], SPARK_SCHEMA)
+    same = source(spark, [(1, "n1", 10), (2, "n2", 20)])
+    batches = [(empty, 0), (same, 1)]
+    for df, batch_id in batches:
+        r1 = t.merge(df, "id", app_id="q", app_version=batch_id)
+        r2 = pt.merge(df.toArrow(), "id", app_id="q", app_version=batch_id)
+        assert counts(r1) == counts(r2)
+        assert r1.committed and st.refresh().app_version("q") == batch_id
+    r1 = t.update("id = 1", {"qty": "qty"}, app_id="q", app_version=2)
+    r2 = pt.update(pc.field("id") == 1, {"qty": pc.field("qty")}, app_id="q", app_version=2)
+    assert counts(r1) == counts(r2) and st.refresh().app_version("q") == 2
+    assert st.changes(start_version=r1.version - 2).to_arrow().num_rows == 0
 
 
 # ---------------------------------------------------------------- conflicts
