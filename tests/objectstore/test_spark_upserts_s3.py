@@ -12,7 +12,6 @@ the executors with the stream's options and the MERGE's job.
 from __future__ import annotations
 
 import json
-import os
 
 import pyarrow as pa
 import pytest
@@ -28,15 +27,6 @@ from ctfile.spark import CtfileTable  # noqa: E402
 
 EVENTS = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("seq", pa.int64())])
 APP_ID = "bronze-to-silver"
-
-
-@pytest.fixture
-def no_aws_env(monkeypatch):
-    """Python workers are forked from the driver's environment: keep credentials out of it."""
-    for k in list(os.environ):
-        if k.startswith("AWS_"):
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 def upserter(silver_uri: str, opts: dict, results: list):

@@ -505,6 +505,24 @@ def test_batches_that_change_nothing_still_record_their_app_version(spark, tmp_p
 # ---------------------------------------------------------------- conflicts
 
 
+def once(marker: Path | str, action):
+    """A function running ``action()`` on its first call in any process
+    (``marker`` is created exclusively), for Spark workers that may evaluate
+    a source or a condition more than once. It is a closure, so cloudpickle
+    ships it by value (this test module is not importable in the workers)."""
+    path = str(marker)
+
+    def run() -> None:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+        action()
+
+    return run
+
+
 def _committing_source(spark, rows, uri: str, marker: Path, racing: pa.Table, how: str, **app):
     """A source DataFrame whose first evaluation (in a Python worker) commits
     ``racing`` to the table at ``uri`` with the Python API (``how``:
@@ -515,19 +533,18 @@ def _committing_source(spark, rows, uri: str, marker: Path, racing: pa.Table, ho
     exclusively) makes the commit happen once, whatever the evaluations."""
     payload, schema = racing.to_pylist(), racing.schema
 
-    def commit_once(batches):
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            pass
-        else:
-            os.close(fd)
-            t, data = ctfile.open_table(uri), pa.Table.from_pylist(payload, schema=schema)
-            t.insert(data, **app) if how == "insert" else t.merge(data, "id", **app)
+    def commit():
+        t, data = ctfile.open_table(uri), pa.Table.from_pylist(payload, schema=schema)
+        t.insert(data, **app) if how == "insert" else t.merge(data, "id", **app)
+
+    commit_once = once(marker, commit)
+
+    def evaluate(batches):
+        commit_once()
         yield from batches
 
     df = spark.createDataFrame(rows, SPARK_SCHEMA).repartition(2)
-    return df.mapInArrow(commit_once, df.schema)
+    return df.mapInArrow(evaluate, df.schema)
 
 
 def _race(spark, tmp_path, caplog, racing: pa.Table, how: str, **create):
@@ -588,16 +605,11 @@ def test_concurrent_update_re_runs_a_delete(spark, tmp_path, caplog):
     read the partitions the UPDATE rewrote, conflicts, and is re-run, so the
     updated row is deleted too, as in the serial order."""
     st, pt = twins(tmp_path)
-    uri, marker = st.uri, str(tmp_path / "committed")
+    uri = st.uri
+    update_once = once(tmp_path / "committed", lambda: ctfile.open_table(uri).update(pc.field("id") == 2, {"qty": 500}))
 
     def qty_after_racing_update(q):
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            pass
-        else:
-            os.close(fd)
-            ctfile.open_table(uri).update(pc.field("id") == 2, {"qty": 500})
+        update_once()
         return q
 
     qty = F.udf(qty_after_racing_update, "long")(F.col("qty"))
