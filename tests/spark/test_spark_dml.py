@@ -567,6 +567,7 @@ def _race(spark, tmp_path, caplog, racing: pa.Table, how: str, **create):
     r2 = pt.merge(pa.table(list(zip(*RACE_ROWS)), schema=SCHEMA), "id")
     assert counts(r1) == counts(r2)
     assert table_state(st, old) == table_state(pt, old)  # the serial result
+    assert ctfile.verify_table(st.uri).unreferenced_files == []  # a lost run's files are deleted
     return r1, re_run, merge.read_version - start
 
 
@@ -625,3 +626,4 @@ def test_concurrent_update_re_runs_a_delete(spark, tmp_path, caplog):
     assert r1.num_deleted_rows == 3  # ids 11, 12 and the updated 2
     assert counts(r1) == counts(r2)
     assert table_state(st, old) == table_state(pt, old)
+    assert ctfile.verify_table(st.uri).unreferenced_files == []
