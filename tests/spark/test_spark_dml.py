@@ -249,6 +249,22 @@ def test_clustered_table(spark, tmp_path):
         assert ids == sorted(ids), (p.path, ids)
 
 
+def test_auto_compaction_follows_as_after_a_python_statement(spark, tmp_path):
+    """``ctfile.autoCompact``: the small partitions a MERGE leaves are
+    compacted in a follow-up commit, reported in ``auto_compaction``."""
+    st, pt = twins(tmp_path, partition_rows=40, properties={"ctfile.autoCompact": "true", "ctfile.clusterBy": "id"})
+    for t in (st, pt):  # three small partitions: one fewer than an automatic compaction needs
+        assert t.insert(_people(14).slice(12)).auto_compaction is None
+    old = row_ids(pt)
+    rows = [(2, "two", 21), (9, "nine", 91), (30, "thirty", 300)]
+    r1 = CtfileTable.for_path(spark, st.uri).merge(source(spark, rows), "id")
+    r2 = pt.merge(pa.table(list(zip(*rows)), names=["id", "name", "qty"]), "id")
+    assert r1.auto_compaction is not None and r1.auto_compaction.committed
+    assert counts(r1.auto_compaction) == counts(r2.auto_compaction)
+    assert_same(st, pt, r1, r2, old)
+    assert sorted(p.num_records for p in st.snapshot().partitions) == sorted(p.num_records for p in pt.snapshot().partitions)
+
+
 def test_change_capture_scans_equal_in_every_mode(spark, tmp_path):
     st, pt = twins(tmp_path, properties={"ctfile.changeCapture": "before_after"})
     spark_t = CtfileTable.for_path(spark, st.uri)
