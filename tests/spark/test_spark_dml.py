@@ -133,6 +133,21 @@ def test_merge_update_and_insert(spark, tmp_path):
     assert_same(st, pt, r1, r2, old)
 
 
+def test_merge_leaves_the_callers_cache_alone(spark, tmp_path):
+    """A source the caller persisted (to write a micro-batch to two tables,
+    say) is still cached after the MERGE; one it did not is not left cached."""
+    st, _ = twins(tmp_path)
+    t = CtfileTable.for_path(spark, st.uri)
+    mine = source(spark, [(1, "a", 1), (40, "b", 2)]).persist()
+    assert mine.count() == 2 and mine.is_cached
+    t.merge(mine, "id")
+    assert mine.is_cached
+    mine.unpersist()
+    theirs = source(spark, [(2, "a", 1), (41, "b", 2)])
+    t.merge(theirs, "id")
+    assert not theirs.is_cached
+
+
 def test_keyed_delete(spark, tmp_path):
     st, pt = twins(tmp_path)
     old = row_ids(pt)

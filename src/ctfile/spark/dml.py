@@ -186,9 +186,9 @@ def _describe(c: Column | None) -> str:
 
 class MergeStatement:
     """A MERGE of a Spark source on ``keys``. The source is persisted for the
-    statement (its joins, checks and conflict checks must see the same rows)
-    and checked once: one row per key, and each key column's range for
-    pruning."""
+    statement (its joins, checks and conflict checks must see the same rows;
+    a source the caller already cached is used as is and stays cached) and
+    checked once: one row per key, and each key column's range for pruning."""
 
     def __init__(self, spark: SparkSession, source: DataFrame, keys: list[str], when_matched: Any, when_not_matched: Any):
         self.spark = spark
@@ -197,9 +197,10 @@ class MergeStatement:
         self.when_matched = when_matched
         self.when_not_matched = when_not_matched
         self._checked: dict | None = None  # ranges and row count, once checked
+        self._persisted = False  # whether this statement persisted the source (a caller's cache stays)
 
     def close(self) -> None:
-        if self._checked is not None:
+        if self._persisted:
             self.source.unpersist()
 
     def _check_source(self, spec: ctfile.MergeSpec, table_schema: pa.Schema) -> dict:
@@ -207,7 +208,9 @@ class MergeStatement:
         key column's range and the row count (two Spark jobs)."""
         if self._checked is not None:
             return self._checked
-        self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
+        if not self.source.is_cached:
+            self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
+            self._persisted = True
         self._checked = {}
         keys = list(spec.keys)
         worst = self.source.groupBy(*keys).count().agg(F.max("count")).first()[0]
