@@ -23,6 +23,7 @@ new version.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import shutil
 import threading
@@ -36,6 +37,7 @@ from pyspark.sql import functions as F
 
 import ctfile
 from ctfile.spark import CtfileTable
+from spark_helpers import spark_conf
 
 ROW_ID, ROW_VERSION = ctfile.ROW_ID_COLUMN, ctfile.ROW_VERSION_COLUMN
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("qty", pa.int64())])
@@ -341,6 +343,28 @@ def test_after_renaming_a_column(spark, tmp_path):
     # The old name is not a column any more.
     with pytest.raises(ctfile.SchemaMismatchError):
         spark_t.update("name = 'n1'", {"qty": 0})
+
+
+def test_timestamps_of_the_other_kind_convert_in_the_session_time_zone(spark, tmp_path):
+    """A Spark TIMESTAMP (an instant) merged or set into a column without a
+    time zone, under a session time zone other than UTC: Spark's join
+    compares the two in the session time zone, so the values written must
+    be converted the same way (the session's wall clock), or a key the
+    MERGE inserted would not match the same source row again."""
+    schema = pa.schema([("at", pa.timestamp("us")), ("v", pa.string())])
+    data = pa.table({"at": [dt.datetime(2026, 1, 1, h) for h in range(6)], "v": [f"v{h}" for h in range(6)]}, schema=schema)
+    st, _ = twins(tmp_path, schema, data)
+    t = CtfileTable.for_path(spark, st.uri)
+    with spark_conf(spark, "spark.sql.session.timeZone", "America/New_York"):
+        src = spark.sql("SELECT timestamp'2026-01-01 02:00:00' AS at, 'X' AS v "
+                        "UNION ALL SELECT timestamp'2026-01-05 00:00:00' AS at, 'Y' AS v")
+        first, again = t.merge(src, "at"), t.merge(src, "at")
+        assert (first.num_updated_rows, first.num_inserted_rows, again.num_inserted_rows) == (1, 1, 0)
+        t.update("v = 'v3'", {"at": "timestamp'2026-02-01 00:00:00'"})
+    got = sorted((r["at"], r["v"]) for r in st.refresh().to_arrow().to_pylist())
+    want = sorted([(dt.datetime(2026, 1, 1, h), f"v{h}") for h in (0, 1, 4, 5)]
+                  + [(dt.datetime(2026, 1, 1, 2), "X"), (dt.datetime(2026, 1, 5), "Y"), (dt.datetime(2026, 2, 1), "v3")])
+    assert got == want
 
 
 # ---------------------------------------------------------------- the no-op rule

@@ -36,6 +36,7 @@ from pyspark import StorageLevel
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampNTZType, TimestampType
 
 import ctfile
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
@@ -122,6 +123,26 @@ def _analyze(build: Callable[[], DataFrame], *, what: str) -> DataFrame:
         raise ctfile.SchemaMismatchError(f"{what}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from e
 
 
+def in_table_timestamps(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    """``df`` with each top-level timestamp column of the other kind than
+    its table column in ``schema`` (Spark's TIMESTAMP, an instant, for a
+    column without a time zone; TIMESTAMP_NTZ for one with) cast by Spark,
+    in the session time zone. Spark compares the two kinds that way (a
+    MERGE's join on such a key), so the values written must be converted
+    the same way, not by Arrow (which converts in UTC). Timestamps nested in
+    structs, lists or maps are left to Arrow's conversion."""
+    casts = {}
+    for f in df.schema.fields:
+        if f.name not in schema.names or not isinstance(f.dataType, (TimestampType, TimestampNTZType)):
+            continue
+        want = schema.field(f.name).type
+        if pa.types.is_timestamp(want):
+            kind = TimestampNTZType() if want.tz is None else TimestampType()
+            if type(f.dataType) is not type(kind):
+                casts[f.name] = F.col(f.name).cast(kind)
+    return df.withColumns(casts) if casts else df
+
+
 def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[Column]) -> list[str]:
     """The table columns ``exprs`` use, in table order, from Spark's analysis
     of them over an empty relation of the table's schema (no job), so that
@@ -165,6 +186,7 @@ class ConditionStatement:
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
+        matched = in_table_timestamps(matched, schema)
         if self.set is None:
             job = probe
         else:
@@ -204,10 +226,12 @@ class MergeStatement:
             self.source.unpersist()
 
     def _check_source(self, spec: ctfile.MergeSpec, table_schema: pa.Schema) -> dict:
-        """Persist the source, refuse two rows with one key, and find each
-        key column's range and the row count (two Spark jobs)."""
+        """Persist the source (its timestamps of the table's kinds,
+        :func:`in_table_timestamps`), refuse two rows with one key, and find
+        each key column's range and the row count (two Spark jobs)."""
         if self._checked is not None:
             return self._checked
+        self.source = in_table_timestamps(self.source, table_schema)
         if not self.source.is_cached:
             self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
             self._persisted = True
@@ -230,10 +254,10 @@ class MergeStatement:
     def run(self, tx: ctfile.WriteTransaction) -> None:
         if tx.is_replay:
             return
-        source_schema = spark_arrow_schema(self.source.schema)
         kw = {"when_matched": self.when_matched, "when_not_matched": self.when_not_matched}
-        spec = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, **kw).merge
+        spec = ctfile.RewriteJob.for_merge(tx, spark_arrow_schema(self.source.schema), self.keys, **kw).merge
         checked = self._check_source(spec, tx.schema.to_arrow(field_ids=False))
+        source_schema = spark_arrow_schema(self.source.schema)  # its timestamps now of the table's kinds
         job = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, key_ranges=checked["ranges"], **kw)
         keys = list(spec.keys)
         results = _execute(job, self._grouped_rows(job, keys, checked["rows"]))
