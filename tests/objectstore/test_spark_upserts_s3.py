@@ -76,7 +76,8 @@ def rows(t: ctfile.Table) -> list[tuple]:
 
 
 def events(ids, seq0: int, tag: str) -> pa.Table:
-    return pa.table({"id": ids, "name": [f"{tag}{i}" for i in ids], "seq": [seq0 + k for k in range(len(ids))]}, schema=EVENTS)
+    seqs = range(seq0, seq0 + len(ids))
+    return pa.table({"id": ids, "name": [f"{tag}{i}" for i in ids], "seq": seqs}, schema=EVENTS)
 
 
 def test_streaming_upsert_bronze_to_silver_on_s3(spark, seaweedfs_s3, no_aws_env, tmp_path):

@@ -1,34 +1,12 @@
 """MERGE, UPDATE and DELETE through ``ctfile.spark.CtfileTable`` behave as the
-Python helpers do.
-
-Each comparison starts two byte-identical copies of one table (the second a
-``shutil.copytree`` of the first, so row ids, row versions and table id
-agree), runs the statement through Spark on one and through
-``Table.merge/update/delete`` on the other, and compares:
-
-- the snapshots: rows that existed before the statement with their
-  ``_ct_row_id`` and ``_ct_row_version``; rows the statement inserted with
-  their ``_ct_row_version`` (their row ids depend on the order in which the
-  inserted files are committed, which differs between one process and many
-  tasks; they must only be fresh and distinct);
-- the ``CommitResult`` counts;
-- for a table with change capture, the change scans of the statement's
-  version in every mode (fresh inserts' ``METADATA$ROW_ID`` aside, for the
-  same reason).
-
-Errors are checked to leave the table directory as it was: no new file, no
-new version.
+Python helpers do, on twin tables (:mod:`dml_helpers`); errors are typed and
+leave the table directory as it was: no new file, no new version. Exactly
+once and concurrency: ``test_spark_dml_concurrency.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
-import shutil
-import threading
-import time
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,89 +15,11 @@ from pyspark.sql import functions as F
 
 import ctfile
 from ctfile.spark import CtfileTable
-from spark_helpers import spark_conf
-
-ROW_ID, ROW_VERSION = ctfile.ROW_ID_COLUMN, ctfile.ROW_VERSION_COLUMN
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("qty", pa.int64())])
-SPARK_SCHEMA = "id long, name string, qty long"
-RESULT_FIELDS = (
-    "version", "committed", "operation", "num_inserted_rows", "num_updated_rows", "num_deleted_rows",
-    "num_copied_rows", "num_removed_partitions", "app_transaction_replayed",
+from dml_helpers import (
+    ROW_VERSION, SPARK_SCHEMA, assert_same, change_rows_all, counts, files, people_data, row_ids, source, twins,
+    watching,
 )
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _people(n: int = 12) -> pa.Table:
-    return pa.table(
-        {"id": list(range(1, n + 1)), "name": [f"n{i}" for i in range(1, n + 1)], "qty": [i * 10 for i in range(1, n + 1)]},
-        schema=SCHEMA,
-    )
-
-
-def twins(tmp_path: Path, schema: pa.Schema = SCHEMA, data: pa.Table | None = None, **create) -> tuple[ctfile.Table, ctfile.Table]:
-    """Two identical tables (``spark``, ``python``): created with ``create``
-    (3 rows per partition unless given), ``data`` inserted in two commits."""
-    create.setdefault("partition_rows", 3)
-    data = _people() if data is None else data
-    t = ctfile.create_table(str(tmp_path / "spark"), schema, **create)
-    half = data.num_rows // 2
-    t.insert(data.slice(0, half))
-    t.insert(data.slice(half))
-    shutil.copytree(tmp_path / "spark", tmp_path / "python")
-    return ctfile.open_table(str(tmp_path / "spark")), ctfile.open_table(str(tmp_path / "python"))
-
-
-def _key(row: tuple) -> tuple:
-    return tuple((v is not None, repr(v)) for v in row)
-
-
-def table_state(t: ctfile.Table, old_ids: set[int]) -> tuple[list, list]:
-    """(rows that existed before with all columns, fresh rows without their row id)."""
-    rows = t.refresh().snapshot().to_arrow(include_hidden=True).to_pylist()
-    ids = [r[ROW_ID] for r in rows]
-    assert len(ids) == len(set(ids)), f"row ids repeat in {t.uri}: {ids}"
-    old = sorted((tuple(sorted(r.items())) for r in rows if r[ROW_ID] in old_ids), key=_key)
-    new = sorted((tuple(sorted((k, v) for k, v in r.items() if k != ROW_ID)) for r in rows if r[ROW_ID] not in old_ids), key=_key)
-    return old, new
-
-
-def row_ids(t: ctfile.Table) -> set[int]:
-    return set(t.refresh().snapshot().to_arrow(include_hidden=True).column(ROW_ID).to_pylist())
-
-
-def counts(r: ctfile.CommitResult) -> dict:
-    return {f: getattr(r, f) for f in RESULT_FIELDS}
-
-
-def change_rows(t: ctfile.Table, version: int, mode: str) -> list:
-    """The change scan of ``version`` alone; a fresh insert's row id is replaced
-    by a marker (see the module docstring), the commit time dropped."""
-    out = []
-    for r in t.changes(start_version=version, end_version=version, information=mode).to_arrow().to_pylist():
-        r.pop("METADATA$COMMIT_TIMESTAMP", None)
-        if r.get("METADATA$ACTION") == "INSERT" and not r.get("METADATA$ISUPDATE"):
-            r["METADATA$ROW_ID"] = "fresh"
-        out.append(tuple(sorted(r.items())))
-    return sorted(out, key=_key)
-
-
-def assert_same(spark_t: ctfile.Table, py_t: ctfile.Table, spark_r, py_r, old_ids: set[int], *, modes=()) -> None:
-    assert counts(spark_r) == counts(py_r)
-    assert table_state(spark_t, old_ids) == table_state(py_t, old_ids)
-    for mode in modes:
-        assert change_rows(spark_t, spark_r.version, mode) == change_rows(py_t, py_r.version, mode), mode
-
-
-def files(t: ctfile.Table) -> set[str]:
-    """Every file under the table's directory (relative paths)."""
-    root = Path(t.uri.removeprefix("file://"))
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-
-
-def source(spark, rows, schema: str = SPARK_SCHEMA, partitions: int = 2):
-    return spark.createDataFrame(rows, schema).repartition(partitions)
+from spark_helpers import spark_conf
 
 
 # ---------------------------------------------------------------- same results as the Python helpers
@@ -154,8 +54,9 @@ def test_keyed_delete(spark, tmp_path):
     st, pt = twins(tmp_path)
     old = row_ids(pt)
     rows = [(1, "x", 0), (6, "x", 0), (11, "x", 0), (99, "absent", 0)]
-    r1 = CtfileTable.for_path(spark, st.uri).merge(source(spark, rows), "id", when_matched="delete", when_not_matched=None)
-    r2 = pt.merge(spark.createDataFrame(rows, SPARK_SCHEMA).toArrow(), "id", when_matched="delete", when_not_matched=None)
+    keyed_delete = {"when_matched": "delete", "when_not_matched": None}
+    r1 = CtfileTable.for_path(spark, st.uri).merge(source(spark, rows), "id", **keyed_delete)
+    r2 = pt.merge(spark.createDataFrame(rows, SPARK_SCHEMA).toArrow(), "id", **keyed_delete)
     assert r1.num_deleted_rows == 3 and r1.num_inserted_rows == 0
     assert_same(st, pt, r1, r2, old)
 
@@ -185,7 +86,9 @@ def test_update_only_merge_of_some_columns(spark, tmp_path):
 
 
 def test_multi_column_keys(spark, tmp_path):
-    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False), ("v", pa.int64())])
+    schema = pa.schema(
+        [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string(), nullable=False), ("v", pa.int64())]
+    )
     data = pa.table({"a": [1, 1, 2, 2, 3, 3, 4, 4], "b": list("xyxyxyxy"), "v": list(range(8))}, schema=schema)
     st, pt = twins(tmp_path, schema, data)
     old = row_ids(pt)
@@ -248,7 +151,7 @@ def test_delete_with_condition(spark, tmp_path):
 
 
 def test_clustered_table(spark, tmp_path):
-    data = _people(12)
+    data = people_data(12)
     data = data.take(pa.array([11, 3, 7, 0, 9, 5, 1, 10, 2, 6, 4, 8]))  # inserted out of key order
     st, pt = twins(tmp_path, data=data, properties={"ctfile.clusterBy": "id"})
     old = row_ids(pt)
@@ -271,7 +174,7 @@ def test_auto_compaction_follows_as_after_a_python_statement(spark, tmp_path):
     compacted in a follow-up commit, reported in ``auto_compaction``."""
     st, pt = twins(tmp_path, partition_rows=40, properties={"ctfile.autoCompact": "true", "ctfile.clusterBy": "id"})
     for t in (st, pt):  # three small partitions: one fewer than an automatic compaction needs
-        assert t.insert(_people(14).slice(12)).auto_compaction is None
+        assert t.insert(people_data(14).slice(12)).auto_compaction is None
     old = row_ids(pt)
     rows = [(2, "two", 21), (9, "nine", 91), (30, "thirty", 300)]
     r1 = CtfileTable.for_path(spark, st.uri).merge(source(spark, rows), "id")
@@ -279,7 +182,8 @@ def test_auto_compaction_follows_as_after_a_python_statement(spark, tmp_path):
     assert r1.auto_compaction is not None and r1.auto_compaction.committed
     assert counts(r1.auto_compaction) == counts(r2.auto_compaction)
     assert_same(st, pt, r1, r2, old)
-    assert sorted(p.num_records for p in st.snapshot().partitions) == sorted(p.num_records for p in pt.snapshot().partitions)
+    sizes = lambda t: sorted(p.num_records for p in t.snapshot().partitions)  # noqa: E731
+    assert sizes(st) == sizes(pt)
 
 
 def test_change_capture_scans_equal_in_every_mode(spark, tmp_path):
@@ -306,20 +210,13 @@ def test_change_capture_scans_equal_in_every_mode(spark, tmp_path):
 
     old = row_ids(pt)
     r1 = spark_t.merge(source(spark, [(3, None, 0), (41, "x", 1)]), "id", when_matched="delete")
-    r2 = pt.merge(spark.createDataFrame([(3, None, 0), (41, "x", 1)], SPARK_SCHEMA).toArrow(), "id", when_matched="delete")
+    r2 = pt.merge(
+        spark.createDataFrame([(3, None, 0), (41, "x", 1)], SPARK_SCHEMA).toArrow(), "id", when_matched="delete"
+    )
     assert_same(st, pt, r1, r2, old, modes=modes)
     # The whole history reads the same too.
     for mode in modes:
         assert change_rows_all(st, mode) == change_rows_all(pt, mode), mode
-
-
-def change_rows_all(t: ctfile.Table, mode: str) -> list:
-    out = []
-    for r in t.changes(information=mode).to_arrow().to_pylist():
-        r.pop("METADATA$COMMIT_TIMESTAMP", None)
-        r.pop("METADATA$ROW_ID", None)
-        out.append(tuple(sorted(r.items())))
-    return sorted(out, key=_key)
 
 
 def test_after_renaming_a_column(spark, tmp_path):
@@ -337,7 +234,8 @@ def test_after_renaming_a_column(spark, tmp_path):
 
     old = row_ids(pt)
     r1 = spark_t.update("full_name in ('n5', 'Two')", {"full_name": "concat(full_name, '!')"})
-    r2 = pt.update(pc.field("full_name").isin(["n5", "Two"]), {"full_name": pc.binary_join_element_wise(pc.field("full_name"), "!", "")})
+    exclaimed = pc.binary_join_element_wise(pc.field("full_name"), "!", "")
+    r2 = pt.update(pc.field("full_name").isin(["n5", "Two"]), {"full_name": exclaimed})
     assert r1.num_updated_rows == 2
     assert_same(st, pt, r1, r2, old)
     # The old name is not a column any more.
@@ -352,7 +250,8 @@ def test_timestamps_of_the_other_kind_convert_in_the_session_time_zone(spark, tm
     be converted the same way (the session's wall clock), or a key the
     MERGE inserted would not match the same source row again."""
     schema = pa.schema([("at", pa.timestamp("us")), ("v", pa.string())])
-    data = pa.table({"at": [dt.datetime(2026, 1, 1, h) for h in range(6)], "v": [f"v{h}" for h in range(6)]}, schema=schema)
+    hours = [dt.datetime(2026, 1, 1, h) for h in range(6)]
+    data = pa.table({"at": hours, "v": [f"v{h}" for h in range(6)]}, schema=schema)
     st, _ = twins(tmp_path, schema, data)
     t = CtfileTable.for_path(spark, st.uri)
     with spark_conf(spark, "spark.sql.session.timeZone", "America/New_York"):
@@ -362,8 +261,9 @@ def test_timestamps_of_the_other_kind_convert_in_the_session_time_zone(spark, tm
         assert (first.num_updated_rows, first.num_inserted_rows, again.num_inserted_rows) == (1, 1, 0)
         t.update("v = 'v3'", {"at": "timestamp'2026-02-01 00:00:00'"})
     got = sorted((r["at"], r["v"]) for r in st.refresh().to_arrow().to_pylist())
-    want = sorted([(dt.datetime(2026, 1, 1, h), f"v{h}") for h in (0, 1, 4, 5)]
-                  + [(dt.datetime(2026, 1, 1, 2), "X"), (dt.datetime(2026, 1, 5), "Y"), (dt.datetime(2026, 2, 1), "v3")])
+    kept = [(dt.datetime(2026, 1, 1, h), f"v{h}") for h in (0, 1, 4, 5)]
+    changed = [(dt.datetime(2026, 1, 1, 2), "X"), (dt.datetime(2026, 1, 5), "Y"), (dt.datetime(2026, 2, 1), "v3")]
+    want = sorted(kept + changed)
     assert got == want
 
 
@@ -411,30 +311,6 @@ def test_merge_rewrites_only_partitions_with_a_changed_row(spark, tmp_path):
 # ---------------------------------------------------------------- typed errors, nothing written
 
 
-@contextlib.contextmanager
-def watching(t: ctfile.Table):
-    """Every file seen under the table's directory while the block runs
-    (polled by a thread): the files a statement wrote and later deleted."""
-    seen: set[str] = set()
-    stop = threading.Event()
-
-    def poll():
-        while not stop.is_set():
-            try:
-                seen.update(files(t))
-            except OSError:  # a file deleted while listed
-                pass
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join()
-
-
 def _refused(t: ctfile.Table, error: type, statement, match: str | None = None) -> set[str]:
     """Run ``statement``, expecting ``error``: no version and no file left.
     Returns the files that existed for a while during the statement."""
@@ -464,15 +340,16 @@ def test_errors_are_typed_and_write_nothing(spark, tmp_path):
     _refused(st, ctfile.SchemaMismatchError, lambda: t.delete("qty + 1"), "qty")  # not a boolean
     _refused(st, ctfile.InvalidArgumentError, lambda: t.delete("id = = 1"), "not a Spark SQL expression")
     _refused(st, ctfile.InvalidArgumentError, lambda: t.update("id = 1", {}), "set")
-    _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(source(spark, [(1, "a", 1)]), "id", when_matched="upsert"), "upsert")
-    _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(_people(), "id"), "DataFrame")
+    one = source(spark, [(1, "a", 1)])
+    _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(one, "id", when_matched="upsert"), "upsert")
+    _refused(st, ctfile.InvalidArgumentError, lambda: t.merge(people_data(), "id"), "DataFrame")
 
 
 def test_null_for_a_non_nullable_column_found_on_the_executors(spark, tmp_path):
     """Only one task meets the null; the others wrote their files, which are deleted."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
                         pa.field("qty", pa.int64(), nullable=False)])
-    st, _ = twins(tmp_path, schema, _people().cast(schema))
+    st, _ = twins(tmp_path, schema, people_data().cast(schema))
     t = CtfileTable.for_path(spark, st.uri)
     assert len(st.snapshot().partitions) == 4
     # UPDATE: a nullable expression, null for one row of one of four partitions.
@@ -486,199 +363,3 @@ def test_null_for_a_non_nullable_column_found_on_the_executors(spark, tmp_path):
     # An inserted null key.
     rows = [(None, "no key", 1), (40, "ok", 4)]
     _refused(st, ctfile.SchemaMismatchError, lambda: t.merge(source(spark, rows), "id"), "id")
-
-
-# ---------------------------------------------------------------- exactly once
-
-
-def test_app_transaction_makes_a_merge_exactly_once(spark, tmp_path):
-    st, pt = twins(tmp_path)
-    t = CtfileTable.for_path(spark, st.uri)
-    src = source(spark, [(1, "one", 1), (50, "fifty", 500)])
-    first = t.merge(src, "id", app_id="q", app_version=3)
-    assert first.committed and st.refresh().app_version("q") == 3
-    version, before, rows = st.version, files(st), st.snapshot().to_arrow(include_hidden=True).to_pylist()
-    for v in (3, 2):
-        again = t.merge(source(spark, [(1, "other", 2), (51, "new", 1)]), "id", app_id="q", app_version=v)
-        assert (again.committed, again.app_transaction_replayed, again.version) == (False, True, version)
-    assert st.refresh().version == version and files(st) == before
-    assert st.snapshot().to_arrow(include_hidden=True).to_pylist() == rows
-    # UPDATE and DELETE take application transactions too.
-    assert t.update("id = 2", {"qty": 0}, app_id="q", app_version=4).committed
-    version = st.refresh().version
-    for replayed in (t.update("id = 3", {"qty": 0}, app_id="q", app_version=4), t.delete(None, app_id="q", app_version=1)):
-        assert (replayed.committed, replayed.app_transaction_replayed, replayed.version) == (False, True, version)
-    assert st.refresh().version == version
-    # The Python helper agrees on the first commit and on the replay.
-    py_first = pt.merge(src.toArrow(), "id", app_id="q", app_version=3)
-    assert counts(py_first) == counts(first)
-    assert counts(pt.merge(src.toArrow(), "id", app_id="q", app_version=3)) == counts(again)
-
-
-def test_batch_committed_concurrently_is_a_replay(spark, tmp_path):
-    """Another writer commits the same application batch while the Spark
-    MERGE runs: the MERGE finds it at commit, commits nothing and deletes
-    the files its executors wrote (SPEC §Conflict detection, application
-    transactions)."""
-    st, _ = twins(tmp_path)
-    racing = pa.table({"id": [2], "name": ["python"], "qty": [0]}, schema=SCHEMA)
-    rows = [(2, "spark two", 2), (3, "spark three", 3), (90, "spark ninety", 9)]
-    src = _committing_source(spark, rows, st.uri, tmp_path / "committed", racing, "merge", app_id="q", app_version=5)
-    start, before = st.version, files(st)
-    with watching(st) as seen:
-        r = CtfileTable.for_path(spark, st.uri).merge(src, "id", app_id="q", app_version=5)
-    assert (r.committed, r.app_transaction_replayed) == (False, True)
-    st.refresh()
-    assert st.version == start + 1 and st.history(limit=1)[0].operation == "MERGE"  # only the Python batch
-    python_files = files(st) - before
-    assert [p for p in seen - before - python_files if p.startswith("data/")], "the executors wrote files"
-    live = {p.path for p in st.snapshot().partitions} | {p.path for p in st.snapshot(start).partitions}
-    assert {p for p in files(st) if p.startswith("data/")} <= live  # nothing of the Spark MERGE is left
-    assert sorted(st.to_arrow().column("name").to_pylist()).count("python") == 1
-
-
-def test_batches_that_change_nothing_still_record_their_app_version(spark, tmp_path):
-    """An empty micro-batch, or one whose rows are already there, commits a
-    version holding only its ``txn`` (as the Python helper does), so that
-    Spark replaying it later is recognised as a replay."""
-    st, pt = twins(tmp_path)
-    t = CtfileTable.for_path(spark, st.uri)
-    empty = spark.createDataFrame([], SPARK_SCHEMA)
-    same = source(spark, [(1, "n1", 10), (2, "n2", 20)])
-    batches = [(empty, 0), (same, 1)]
-    for df, batch_id in batches:
-        r1 = t.merge(df, "id", app_id="q", app_version=batch_id)
-        r2 = pt.merge(df.toArrow(), "id", app_id="q", app_version=batch_id)
-        assert counts(r1) == counts(r2)
-        assert r1.committed and st.refresh().app_version("q") == batch_id
-    r1 = t.update("id = 1", {"qty": "qty"}, app_id="q", app_version=2)
-    r2 = pt.update(pc.field("id") == 1, {"qty": pc.field("qty")}, app_id="q", app_version=2)
-    assert counts(r1) == counts(r2) and st.refresh().app_version("q") == 2
-    assert st.changes(start_version=r1.version - 2).to_arrow().num_rows == 0
-
-
-# ---------------------------------------------------------------- conflicts
-
-
-def once(marker: Path | str, action):
-    """A function running ``action()`` on its first call in any process
-    (``marker`` is created exclusively), for Spark workers that may evaluate
-    a source or a condition more than once. It is a closure, so cloudpickle
-    ships it by value (this test module is not importable in the workers)."""
-    path = str(marker)
-
-    def run() -> None:
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.close(fd)
-        action()
-
-    return run
-
-
-def _committing_source(spark, rows, uri: str, marker: Path, racing: pa.Table, how: str, **app):
-    """A source DataFrame whose first evaluation (in a Python worker) commits
-    ``racing`` to the table at ``uri`` with the Python API (``how``:
-    ``"insert"`` or ``"merge"`` on ``id``; ``app``: its ``app_id`` and
-    ``app_version``). The statement reads the source
-    after it opened its transaction (to check its keys), so the commit
-    lands between its planning and its commit. ``marker`` (created
-    exclusively) makes the commit happen once, whatever the evaluations."""
-    payload, schema = racing.to_pylist(), racing.schema
-
-    def commit():
-        t, data = ctfile.open_table(uri), pa.Table.from_pylist(payload, schema=schema)
-        t.insert(data, **app) if how == "insert" else t.merge(data, "id", **app)
-
-    commit_once = once(marker, commit)
-
-    def evaluate(batches):
-        commit_once()
-        yield from batches
-
-    df = spark.createDataFrame(rows, SPARK_SCHEMA).repartition(2)
-    return df.mapInArrow(evaluate, df.schema)
-
-
-def _race(spark, tmp_path, caplog, racing: pa.Table, how: str, **create):
-    """MERGE ``RACE_ROWS`` through Spark while ``racing`` commits (``how``)
-    in between; the same serially through Python (racing first). Returns
-    (Spark result, Python result, whether the statement was re-run, the
-    read version of the Spark commit minus the start version)."""
-    st, pt = twins(tmp_path, **create)
-    src = _committing_source(spark, RACE_ROWS, st.uri, tmp_path / "committed", racing, how)
-    start = st.version
-    with caplog.at_level("INFO", logger="ctfile"):
-        r1 = CtfileTable.for_path(spark, st.uri).merge(src, "id")
-    assert (tmp_path / "committed").exists()
-    merge, raced = st.refresh().history(limit=2)
-    assert (raced.version, raced.operation, merge.version, r1.version) == (start + 1, how.upper(), start + 2, start + 2)
-    re_run = any("re-running" in m for m in caplog.messages)
-
-    getattr(pt, how)(racing, *(["id"] if how == "merge" else []))
-    old = row_ids(pt)
-    r2 = pt.merge(pa.table(list(zip(*RACE_ROWS)), schema=SCHEMA), "id")
-    assert counts(r1) == counts(r2)
-    assert table_state(st, old) == table_state(pt, old)  # the serial result
-    assert ctfile.verify_table(st.uri).unreferenced_files == []  # a lost run's files are deleted
-    return r1, re_run, merge.read_version - start
-
-
-RACE_ROWS = [(17, "spark seventeen", 77), (3, "spark three", 33), (80, "spark eighty", 88)]
-RACE_17 = pa.table({"id": [17, 70], "name": ["python seventeen", "python seventy"], "qty": [-17, -70]}, schema=SCHEMA)
-
-
-@pytest.mark.parametrize(
-    "how, level",
-    [("merge", "WriteSerializable"), ("insert", "Serializable")],
-    ids=["python-merge", "python-insert-serializable"],
-)
-def test_concurrent_commit_of_a_merged_key_re_runs_the_merge(spark, tmp_path, caplog, how, level):
-    """A Python commit of the new key 17 lands between the Spark MERGE's read
-    and its commit: the MERGE conflicts (SPEC §Conflict detection, rule 4),
-    is re-run at the new version, and key 17 ends up once, updated by the
-    MERGE (at the default level only a commit that is not a blind append
-    conflicts: the Python MERGE; at Serializable an INSERT does too)."""
-    r1, re_run, read_at = _race(spark, tmp_path, caplog, RACE_17, how, properties={"ctfile.isolationLevel": level})
-    assert re_run and read_at == 1 and r1.attempts > 1, caplog.messages
-    assert r1.num_updated_rows == 2 and r1.num_inserted_rows == 1  # 17 and 3 updated, 80 inserted
-
-
-def test_concurrent_blind_append_does_not_re_run(spark, tmp_path, caplog):
-    """WriteSerializable: a blind append is treated as committed after the
-    MERGE, so it is not checked against the MERGE's keys; the commit is
-    rebased over it (a second commit attempt), the statement not re-run."""
-    racing = pa.table({"id": [1000], "name": ["python"], "qty": [1]}, schema=SCHEMA)
-    r1, re_run, read_at = _race(spark, tmp_path, caplog, racing, "insert")
-    assert not re_run and read_at == 0 and r1.attempts == 2, caplog.messages
-
-
-def test_concurrent_update_re_runs_a_delete(spark, tmp_path, caplog):
-    """A DELETE whose condition (a Python UDF) commits, on its first
-    evaluation, a Python UPDATE that makes one more row match: the DELETE
-    read the partitions the UPDATE rewrote, conflicts, and is re-run, so the
-    updated row is deleted too, as in the serial order."""
-    st, pt = twins(tmp_path)
-    uri = st.uri
-    update_once = once(tmp_path / "committed", lambda: ctfile.open_table(uri).update(pc.field("id") == 2, {"qty": 500}))
-
-    def qty_after_racing_update(q):
-        update_once()
-        return q
-
-    qty = F.udf(qty_after_racing_update, "long")(F.col("qty"))
-    start = st.version
-    with caplog.at_level("INFO", logger="ctfile"):
-        r1 = CtfileTable.for_path(spark, st.uri).delete(qty > 100)
-    delete, update = st.refresh().history(limit=2)
-    assert (update.operation, update.version, delete.version, delete.read_version) == ("UPDATE", start + 1, start + 2, start + 1)
-    assert any("re-running" in m for m in caplog.messages), caplog.messages
-    pt.update(pc.field("id") == 2, {"qty": 500})
-    old = row_ids(pt)
-    r2 = pt.delete(pc.field("qty") > 100)
-    assert r1.num_deleted_rows == 3  # ids 11, 12 and the updated 2
-    assert counts(r1) == counts(r2)
-    assert table_state(st, old) == table_state(pt, old)
-    assert ctfile.verify_table(st.uri).unreferenced_files == []
