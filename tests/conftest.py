@@ -11,6 +11,7 @@ a server already running on the machine.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -60,6 +61,17 @@ def fault_proxy(moto_s3):
     yield proxy
     proxy.rules.clear()
     proxy.stop()
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch):
+    """No AWS credentials in the environment (Spark's Python workers are
+    forked from the driver's): a test that reaches S3 then proves its
+    storage options travelled."""
+    for k in list(os.environ):
+        if k.startswith("AWS_"):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 @pytest.fixture(scope="session")

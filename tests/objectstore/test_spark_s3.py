@@ -9,7 +9,6 @@ so a read or write that works proves the options travelled.
 from __future__ import annotations
 
 import json
-import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,15 +19,6 @@ import ctfile
 pytest.importorskip("pyspark")
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
-
-
-@pytest.fixture
-def no_aws_env(monkeypatch):
-    """Python workers are forked from the driver's environment: keep credentials out of it."""
-    for k in list(os.environ):
-        if k.startswith("AWS_"):
-            monkeypatch.delenv(k)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 def _rows(df) -> list[tuple]:

@@ -33,10 +33,10 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType
+from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
 
 import ctfile
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
@@ -120,11 +120,35 @@ def to_column(value: Any, *, what: str) -> Column:
 
 def _analyze(build: Callable[[], DataFrame], *, what: str) -> DataFrame:
     """``build()``, with Spark's analysis errors (an unknown column, a type
-    error) raised as :class:`ctfile.SchemaMismatchError` before anything runs."""
+    error) raised as :class:`ctfile.SchemaMismatchError` before anything runs,
+    and a SQL string that does not parse (``F.expr`` parses lazily since
+    PySpark 4) as :class:`ctfile.InvalidArgumentError`."""
     try:
         return build()
+    except ParseException as e:
+        raise ctfile.InvalidArgumentError(f"{what} is not a Spark SQL expression: {e.getMessage()}") from e
     except AnalysisException as e:
         raise ctfile.SchemaMismatchError(f"{what}: {e.getMessage() if hasattr(e, 'getMessage') else e}") from e
+
+
+def in_table_timestamps(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    """``df`` with each top-level timestamp column of the other kind than
+    its table column in ``schema`` (Spark's TIMESTAMP, an instant, for a
+    column without a time zone; TIMESTAMP_NTZ for one with) cast by Spark,
+    in the session time zone. Spark compares the two kinds that way (a
+    MERGE's join on such a key), so the values written must be converted
+    the same way, not by Arrow (which converts in UTC). Timestamps nested in
+    structs, lists or maps are left to Arrow's conversion."""
+    casts = {}
+    for f in df.schema.fields:
+        if f.name not in schema.names or not isinstance(f.dataType, (TimestampType, TimestampNTZType)):
+            continue
+        want = schema.field(f.name).type
+        if pa.types.is_timestamp(want):
+            kind = TimestampNTZType() if want.tz is None else TimestampType()
+            if type(f.dataType) is not type(kind):
+                casts[f.name] = F.col(f.name).cast(kind)
+    return df.withColumns(casts) if casts else df
 
 
 def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[Column]) -> list[str]:
@@ -181,6 +205,7 @@ class ConditionStatement:
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
+        matched = in_table_timestamps(matched, schema)
         if self.set is None:
             return probe, matched, used, cond
         values = _decimals_to_float(values, matched.schema, schema)
@@ -212,9 +237,9 @@ def _describe(c: Column | None) -> str:
 
 class MergeStatement:
     """A MERGE of a Spark source on ``keys``. The source is persisted for the
-    statement (its joins, checks and conflict checks must see the same rows)
-    and checked once: one row per key, and each key column's range for
-    pruning."""
+    statement (its joins, checks and conflict checks must see the same rows;
+    a source the caller already cached is used as is and stays cached) and
+    checked once: one row per key, and each key column's range for pruning."""
 
     def __init__(self, spark: SparkSession, source: DataFrame, keys: list[str], when_matched: Any, when_not_matched: Any):
         self.spark = spark
@@ -223,17 +248,22 @@ class MergeStatement:
         self.when_matched = when_matched
         self.when_not_matched = when_not_matched
         self._checked: dict | None = None  # ranges and row count, once checked
+        self._persisted = False  # whether this statement persisted the source (a caller's cache stays)
 
     def close(self) -> None:
-        if self._checked is not None:
+        if self._persisted:
             self.source.unpersist()
 
     def _check_source(self, spec: ctfile.MergeSpec, table_schema: pa.Schema) -> dict:
-        """Persist the source, refuse two rows with one key, and find each
-        key column's range and the row count (two Spark jobs)."""
+        """Persist the source (its timestamps of the table's kinds,
+        :func:`in_table_timestamps`), refuse two rows with one key, and find
+        each key column's range and the row count (two Spark jobs)."""
         if self._checked is not None:
             return self._checked
-        self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
+        self.source = in_table_timestamps(self.source, table_schema)
+        if not self.source.is_cached:
+            self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
+            self._persisted = True
         self._checked = {}
         keys = list(spec.keys)
         worst = self.source.groupBy(*keys).count().agg(F.max("count")).first()[0]
@@ -253,10 +283,10 @@ class MergeStatement:
     def run(self, tx: ctfile.WriteTransaction) -> None:
         if tx.is_replay:
             return
-        source_schema = spark_arrow_schema(self.source.schema)
         kw = {"when_matched": self.when_matched, "when_not_matched": self.when_not_matched}
-        spec = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, **kw).merge
+        spec = ctfile.RewriteJob.for_merge(tx, spark_arrow_schema(self.source.schema), self.keys, **kw).merge
         checked = self._check_source(spec, tx.schema.to_arrow(field_ids=False))
+        source_schema = spark_arrow_schema(self.source.schema)  # its timestamps now of the table's kinds
         job = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, key_ranges=checked["ranges"], **kw)
         keys = list(spec.keys)
         n_inserts = self._insert_groups(job, checked["rows"])
