@@ -404,15 +404,32 @@ class Snapshot:
             partitions=guarantees,
         )
 
-    def _check_by_name(self, parts: list[Partition]) -> None:
-        """Raise if an engine matching columns by name would misread a file.
+    def misread_by_name(self, partitions: Sequence[Partition] | None = None) -> list[str]:
+        """The paths of the partitions (default: all of this snapshot's) that
+        an engine matching Parquet columns by name, into this snapshot's
+        :attr:`schema`, would misread: files written before a column was
+        renamed, dropped or widened (SPEC §Schema evolution). Empty when every
+        such read gives the values of a read by field id.
 
         Only a table whose protocol lists ``schemaEvolution`` can hold such a
         file (SPEC §Schema evolution, protocol); its footers are read to find
-        out.
+        out. ``partitions`` may be those of another version (the added
+        partitions of a change interval ending here).
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+        >>> _ = t.insert(pa.table({"id": [1], "v": ["a"]}))
+        >>> t.snapshot().misread_by_name()
+        []
+        >>> _ = t.update_schema().rename_column("v", "w").commit()
+        >>> [p.startswith("data/") for p in t.snapshot().misread_by_name()]
+        [True]
         """
-        if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features:
-            return
+        parts = self.partitions if partitions is None else list(partitions)
+        if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features or not parts:
+            return []
         fs = self._storage.arrow_filesystem
 
         def misread(p: Partition) -> bool:
@@ -420,7 +437,12 @@ class Snapshot:
             return not Projection(file_schema, self.table_schema, self.table_schema.names).by_name
 
         with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
-            bad = [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]
+            return [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]
+
+    def _check_by_name(self, parts: list[Partition]) -> None:
+        """Raise if an engine matching columns by name would misread a file
+        (:meth:`misread_by_name`)."""
+        bad = self.misread_by_name(parts)
         if bad:
             raise UnsupportedFeatureError(
                 f"{len(bad)} partitions (first: {bad[0]}) were written before a column of the current schema was "
