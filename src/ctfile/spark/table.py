@@ -41,3 +41,28 @@ class CtfileTable:
 
     def __repr__(self) -> str:
         return f"CtfileTable({self.uri!r})"
+
+    def to_df(self, *, version: int | None = None, timestamp: Any = None):
+        """The snapshot at ``version`` or ``timestamp`` (default: latest) as a
+        DataFrame over Spark's own Parquet reader: the table's columns (no
+        hidden ones) in its order and types; column pruning, filter pushdown
+        and ``count()`` from the footers come from Spark.
+
+        The snapshot is resolved now, on the driver: later commits are not
+        seen. Where Spark's reader would not read the files exactly as
+        ctfile does (files written before a rename, drop or widening; storage
+        Spark's Hadoop cannot open), this is ``spark.read.format("ctfile")``
+        at the same version instead, logged at INFO
+        (:mod:`ctfile.spark.native`). Spark opens the files itself, so they
+        are not checked against their checksums as ctfile's own reads do.
+
+        Raises
+        ------
+        VersionNotFoundError
+            A version or timestamp the table does not have.
+        InvalidArgumentError
+            Both ``version`` and ``timestamp``.
+        """
+        from ctfile.spark.native import snapshot_df
+
+        return snapshot_df(self.spark, self.table, self.table.snapshot(version, timestamp=timestamp))
