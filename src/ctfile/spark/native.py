@@ -121,17 +121,20 @@ def hadoop_location(spark: Any, table: ctfile.Table) -> Location:
     return Location(_to_hadoop_url(uri))
 
 
-def spark_struct(snapshot: ctfile.Snapshot):
-    """The Spark schema of ``snapshot``'s ordinary reads (its columns in
-    order, no hidden ones)."""
+def spark_struct(arrow_schema):
+    """The Spark schema of ctfile reads whose Arrow schema is ``arrow_schema``
+    (a snapshot's: its columns in order, no hidden ones; or a change scan's)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(snapshot.schema)
+    return from_arrow_schema(arrow_schema)
 
 
-def datasource_df(spark: Any, table: ctfile.Table, *, version: int):
-    """``spark.read.format("ctfile")`` at ``version``, with the table's storage options."""
-    reader = spark.read.format("ctfile").option("versionAsOf", str(version))
+def datasource_df(spark: Any, table: ctfile.Table, **options: Any):
+    """``spark.read.format("ctfile")`` with ``options`` (as strings) and the
+    table's storage options."""
+    reader = spark.read.format("ctfile")
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
     if table.storage.storage_options:
         reader = reader.option("storageOptions", json.dumps(table.storage.storage_options))
     return reader.load(table.uri)
@@ -157,12 +160,12 @@ def snapshot_df(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
     """The DataFrame of ``snapshot``: Spark's Parquet reader over its files,
     or ``spark.read.format("ctfile")`` at its version where that reader
     would not be exact (module docstring)."""
-    schema = spark_struct(snapshot)
+    schema = spark_struct(snapshot.schema)
     if not snapshot.partitions:
         return spark.createDataFrame([], schema)
     files, why_not = native_files(spark, table, snapshot)
     if files is None:
         log.info("ctfile: reading %s at version %d through spark.read.format('ctfile'): %s",
                  table.uri, snapshot.version, why_not)
-        return datasource_df(spark, table, version=snapshot.version)
+        return datasource_df(spark, table, versionAsOf=snapshot.version)
     return spark.read.schema(schema).parquet(*files)

@@ -66,3 +66,35 @@ class CtfileTable:
         from ctfile.spark.native import snapshot_df
 
         return snapshot_df(self.spark, self.table, self.table.snapshot(version, timestamp=timestamp))
+
+    def changes_df(self, start_version: int | None = None, end_version: int | None = None, *,
+                   information: str = "append_only"):
+        """The change scan of ``start_version..end_version`` (both included;
+        defaults: the whole history, the latest version) as a DataFrame
+        over Spark's own Parquet reader, with the columns of
+        ``spark.read.format("ctfile").option("changes", "append_only")``:
+        the table's columns in the schema of ``end_version``, then
+        ``METADATA$ACTION``, ``METADATA$ISUPDATE`` and ``METADATA$ROW_ID``.
+
+        Only ``append_only`` is offered: its rows are the fresh rows of the
+        partitions the interval added, independent of each other
+        (:mod:`ctfile.spark.changes`); the other modes join partitions by
+        row id and are read with ``spark.read.format("ctfile")``. Falls back
+        to that data source as :meth:`to_df` does.
+
+        Raises
+        ------
+        InvalidArgumentError
+            A mode other than ``append_only``, or a reversed interval.
+        VersionNotFoundError, StaleIntervalError
+            As :meth:`ctfile.Table.changes`.
+        """
+        from ctfile.spark.changes import append_only_df
+
+        if ctfile.ChangeMode.parse(information) is not ctfile.ChangeMode.APPEND_ONLY:
+            raise ctfile.InvalidArgumentError(
+                f"changes_df reads append_only change scans only, found information={information!r}; "
+                f"read other modes with spark.read.format('ctfile').option('changes', ...)"
+            )
+        return append_only_df(self.spark, self.table, start_version, end_version)
+
