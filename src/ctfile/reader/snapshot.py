@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition, Protocol
@@ -35,11 +34,13 @@ from ctfile.reader.projection import Projection
 from ctfile.reader.pruning import column_bounds, partition_guarantees, prune
 from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
 # Partitions read at once by to_arrow(); to_batches() fetches and verifies
 # this many files ahead of the one it decodes.
 READ_WORKERS = 4
 FETCH_AHEAD = 1
-_PARQUET = ds.ParquetFileFormat()
 
 
 class _Projected:
@@ -225,7 +226,9 @@ class Snapshot:
         pf = files.parquet(src, p)  # checks the row count
         projection = Projection(pf.schema_arrow, self.table_schema, need)
         if projection.by_name:
-            return _PARQUET.make_fragment(src), None
+            import pyarrow.dataset as ds  # imports pandas: only where used (reader/expressions.py)
+
+            return ds.ParquetFileFormat().make_fragment(src), None
         arrow = self.schema
         return None, _Projected(pf, projection, pa.schema([arrow.field(c) for c in need]))
 
@@ -384,6 +387,8 @@ class Snapshot:
         (which verify every file, SPEC §Micro-partition files) where that
         matters, or check the table with ``ctfile verify`` first.
         """
+        import pyarrow.dataset as ds  # imports pandas: only where used (reader/expressions.py)
+
         parts = self.partitions
         self._check_by_name(parts)
         guarantees = []
