@@ -53,18 +53,9 @@ SIDES = ("parquet", "to_df", "ctfile")
 
 
 def session():
-    from pyspark.sql import SparkSession
+    from bench_spark import spark_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_session()
 
 
 def frame(spark, side: str, uri: str, files: list[str]):
