@@ -212,6 +212,19 @@ def test_append_only_changes_fall_back_across_a_rename(spark, tmp_path, caplog):
     assert is_native(ct.changes_df(11, 11))
 
 
+def test_append_only_changes_with_a_column_named_like_sparks_metadata(spark, tmp_path):
+    """A data column ``_metadata`` does not hide Spark's file metadata (row
+    positions) from the scan."""
+    schema = pa.schema([("id", pa.int64()), ("_metadata", pa.string())])
+    t = ctfile.create_table(str(tmp_path / "t"), schema, partition_rows=2)
+    t.insert(pa.table({"id": [1, 2, 3], "_metadata": ["a", "b", "c"]}, schema=schema))
+    t.update(pc.field("id") == 2, {"_metadata": "B"})
+    t.insert(pa.table({"id": [4], "_metadata": ["d"]}, schema=schema))
+    df = CtfileTable.for_path(spark, t.uri).changes_df(1, 3)
+    assert is_native(df)
+    assert multiset(df.collect()) == multiset(datasource_changes(spark, t.uri, 1, 3).collect())
+
+
 def test_append_only_changes_empty_and_errors(spark, tmp_path):
     t = history_table(tmp_path / "t")
     ct = CtfileTable.for_path(spark, t.uri)

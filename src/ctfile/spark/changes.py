@@ -143,11 +143,12 @@ def append_only_df(spark: Any, table: ctfile.Table, start_version: int | None, e
     row_id = ctfile.ROW_ID_COLUMN
     read = StructType(list(data.fields) + [StructField(row_id, LongType(), True)])
     first = spark.createDataFrame([(n, p.first_row_id) for n, p in zip(names, parts)], "_ct_file string, _ct_first long")
+    raw = spark.read.schema(read).parquet(*files)
+    meta = raw.metadataColumn("_metadata")  # Spark's file metadata, even with a data column named _metadata
     rows = (
-        spark.read.schema(read).parquet(*files)
-        .where(F.col(row_id).isNull())
-        .select(*[F.col(f"`{c}`") for c in data.names], F.col("_metadata.file_name").alias("_ct_file"),
-                F.col("_metadata.row_index").alias("_ct_pos"))
+        raw.where(F.col(row_id).isNull())
+        .select(*[F.col(f"`{c}`") for c in data.names], meta.getField("file_name").alias("_ct_file"),
+                meta.getField("row_index").alias("_ct_pos"))
         .join(F.broadcast(first), "_ct_file")
         .withColumn("_ct_id", F.col("_ct_first") + F.col("_ct_pos"))
     )
