@@ -113,6 +113,25 @@ def test_schema_evolved_table_reads_by_field_id(spark, tmp_path, caplog):
     same_as_ctfile(before, t.snapshot(7).to_arrow())
 
 
+def test_added_column_is_native_and_widened_column_is_right(spark, tmp_path):
+    """An added column reads as nulls from older files by name too (native);
+    a widened one (int -> bigint) reads in the wide type, either way."""
+    schema = pa.schema([("id", pa.int32()), ("v", pa.int32())])
+    t = ctfile.create_table(str(tmp_path / "t"), schema)
+    t.insert(pa.table({"id": [1, 2], "v": [10, 20]}, schema=schema))
+    t.update_schema().add_column("w", pa.string()).commit()
+    t.insert(pa.table({"id": [3], "v": [30], "w": ["c"]}))
+    ct = CtfileTable.for_path(spark, t.uri)
+    df = ct.to_df()
+    assert is_native(df)
+    same_as_ctfile(df, t.to_arrow())
+    t.update_schema().widen_column("v", pa.int64()).commit()
+    t.insert(pa.table({"id": [4], "v": [2**40], "w": ["d"]}))
+    df = ct.to_df()
+    assert [f.dataType.simpleString() for f in df.schema] == ["int", "bigint", "string"]
+    same_as_ctfile(df, t.to_arrow())
+
+
 def test_table_with_storage_options_falls_back(spark, moto_s3, caplog):
     """A table on an S3 server reached through fsspec storage options:
     Spark's Hadoop does not get them, so the rows come from the data
