@@ -244,6 +244,25 @@ def _spark_figure(spark: dict) -> list[dict]:
                 f"{spark.get('runs')} runs)", ratio <= 1.5, "spark")]
 
 
+def _spark_native_figures(r: dict) -> list[dict]:
+    """Issue 15: ``CtfileTable.to_df()`` against ``spark.read.parquet`` on the same files."""
+    m, out = r["meta"], []
+    for key, what in (("scan", "full scan"), ("count", "count()")):
+        x = r[key]
+        out.append(fig(f"spark_native_{key}", f"to_df() {what} through Spark, {m['rows']:,} rows, {m['partitions']} partitions",
+                       "spark.read.parquet on the same files", f"<= {x['goal']}x", f"{x['ratio']:.2f}x",
+                       f"{x['s']['to_df']:.2f} s vs {x['s']['parquet']:.2f} s (SF {m['scale_factor']}, {m['runs']} runs; "
+                       f"spark.read.format('ctfile') {x['ctfile_ratio']:.2f}x)", x["pass"], "spark_native"))
+    fa = r["first_action"]
+    for side, label in (("ctfile", "spark.read.format('ctfile')"), ("to_df", "to_df()")):
+        med = fa["median"][side]
+        out.append(fig(f"spark_first_{side}", f"first Spark action of a fresh process, {label}",
+                       "spark.read.parquet's first action", "reported", f"{fa['ratio'][side]:.2f}x",
+                       f"{med['first_action_s']:.2f} s vs {fa['median']['parquet']['first_action_s']:.2f} s "
+                       f"(session start {med['session_s']:.1f} s apart; {m['first_runs']} runs)", None, "spark_native"))
+    return out
+
+
 def _open_figures(core: dict) -> list[dict]:
     return [fig(f"open_{shape}", f"open table at {r['versions_large']:,} vs {r['versions_small']:,} versions ({shape})",
                 "itself", "<= +100 ms", f"{r['diff_ms']:+.1f} ms",
@@ -468,6 +487,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _clustering_figures(res["clustering"]) if has(res.get("clustering"), "insert") else []
     out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []
+    out += _spark_native_figures(res["spark_native"]) if has(res.get("spark_native"), "scan") else []
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []
     out += _stream_figures(changes) if has(changes, "stream") else []

@@ -57,6 +57,22 @@ def build_table(scale: str, partition_rows: int, work_dir: Path, data_dir: Path)
     return str(path)
 
 
+def spark_session():
+    """The benchmarks' local[2] session (4 GiB driver, no UI, errors only)."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 # ---------------------------------------------------------------- CPU of the process tree
 
 _CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -163,17 +179,7 @@ def main() -> None:
     files = [os.path.join(uri, p.path) for p in snap.partitions]
     load_start = os.getloadavg()
 
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session()
     schema = spark.read.format("ctfile").load(uri).schema
     spark.dataSource.register(floor_source_class())
 

@@ -56,6 +56,7 @@ SCRIPTS = {
     "objectstore": ("bench_objectstore.py", "objectstore.json", "object-store (S3 API) figures"),
     "streams": ("bench_streams.py", "streams.json", "exactly-once stream consumption vs changes() + an app transaction, local and S3; many streams"),
     "spark": ("bench_spark.py", "spark.json", "spark.read.format('ctfile') vs spark.read.parquet"),
+    "spark_native": ("bench_spark_native.py", "spark_native.json", "issue 15: CtfileTable.to_df() scan and count() vs spark.read.parquet; first-action latency"),
 }
 
 # ---------------------------------------------------------------- running

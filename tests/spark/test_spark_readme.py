@@ -23,7 +23,7 @@ def spark_blocks() -> list[str]:
 
 def test_readme_pyspark_examples_run(spark, tmp_path):
     blocks = spark_blocks()
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     ns: dict = {}
     for code in blocks:
         if "s3://" in code:
@@ -32,6 +32,9 @@ def test_readme_pyspark_examples_run(spark, tmp_path):
         code = code.replace('"/tmp/', f'"{tmp_path}/')
         exec(compile(code, "README.md", "exec"), ns)
     assert ns["spark"] is spark  # getOrCreate() found the suite's session
+    native = ns["people"]  # the to_df() example: Spark's own reader over the files
+    assert native.to_df().inputFiles() and native.to_df(version=1).count() == 2
+    assert [(r.id, r["METADATA$ACTION"]) for r in native.changes_df(2, 2).collect()] == [(3, "INSERT")]
     people = ctfile.open_table(str(tmp_path / "people_spark"))
     assert people.version == 2
     rows = lambda t: sorted(tuple(r.values()) for r in t.snapshot().to_arrow().to_pylist())  # noqa: E731

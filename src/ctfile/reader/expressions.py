@@ -6,6 +6,12 @@ type error is reported as :class:`SchemaMismatchError` before anything is
 read), and which top-level columns it references (bind against the schema
 without one column: if that fails, the column is referenced). Binding an
 expression against an empty table costs tens of microseconds.
+
+``pyarrow.dataset`` is imported where it is used, here and in the reader:
+importing it imports pandas (through ``pyarrow.pandas_compat``), which
+every process importing ctfile would otherwise pay for, each Python worker
+of a Spark read included (``benchmarks/bench_spark_native.py``, first
+action).
 """
 
 from __future__ import annotations
@@ -13,13 +19,18 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 
 
+def _dataset(data):
+    import pyarrow.dataset as ds
+
+    return ds.dataset(data)
+
+
 def _bind(expr: pc.Expression, schema: pa.Schema) -> None:
-    ds.dataset(schema.empty_table()).to_table(filter=expr)
+    _dataset(schema.empty_table()).to_table(filter=expr)
 
 
 def check_predicate(expr: object, schema: pa.Schema, *, what: str = "where") -> pc.Expression:
@@ -40,7 +51,7 @@ def check_predicate(expr: object, schema: pa.Schema, *, what: str = "where") -> 
 
 def check_value_expression(expr: pc.Expression, schema: pa.Schema, *, what: str) -> None:
     try:
-        ds.dataset(schema.empty_table()).to_table(columns={"v": expr})
+        _dataset(schema.empty_table()).to_table(columns={"v": expr})
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"{what} {expr} does not fit the table schema: {e}") from e
 
@@ -73,7 +84,7 @@ def evaluate_mask(table: pa.Table, expr: pc.Expression, *, what: str = "predicat
     if table.num_rows == 0:
         return pa.array([], pa.bool_())
     try:
-        res = ds.dataset(table).to_table(columns={"m": expr}, use_threads=False).column("m")
+        res = _dataset(table).to_table(columns={"m": expr}, use_threads=False).column("m")
     except _EVALUATION_ERRORS as e:
         raise InvalidArgumentError(f"{what} {expr} cannot be evaluated on the table's rows: {e}") from e
     return pc.fill_null(res.combine_chunks(), False)
@@ -98,7 +109,7 @@ def evaluate_values(table: pa.Table, exprs: dict[str, pc.Expression], *, what: s
     ctfile.format.errors.InvalidArgumentError: expressions {'n': <pyarrow.compute.Expression multiply_checked(n, 2)>} cannot be computed for 1 rows: overflow
     """
     try:
-        return ds.dataset(table).to_table(columns=exprs, use_threads=False)
+        return _dataset(table).to_table(columns=exprs, use_threads=False)
     except _EVALUATION_ERRORS as e:
         raise InvalidArgumentError(f"{what} {exprs} cannot be computed for {table.num_rows} rows: {e}") from e
 

@@ -33,7 +33,6 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from ctfile.format.actions import Partition
@@ -43,7 +42,6 @@ from ctfile.format.stats import decode_bound, has_bounds
 from ctfile.reader.expressions import referenced_columns
 
 MAX_ALTERNATIVES = 16
-_TRUE = pc.scalar(True)
 
 
 def column_bounds(p: Partition, name: str, fid: int, typ: Any) -> tuple[Any, Any] | None:
@@ -89,7 +87,7 @@ def _column_alternatives(
     s = p.stats
     x = pc.field(name)
     if s is None:
-        return [_TRUE]
+        return [pc.scalar(True)]
     nulls = s.null_count.get(fid)
     if nulls is not None and nulls == s.num_records:
         return [x.is_null()]
@@ -99,7 +97,7 @@ def _column_alternatives(
     elif nulls == 0:
         alts = [x.is_valid()]
     else:
-        return [_TRUE]
+        return [pc.scalar(True)]
     if nulls is None or nulls > 0:
         alts.append(x.is_null())
     if typ in ("float", "double") and s.nan_count.get(fid) != 0:
@@ -129,11 +127,11 @@ def partition_guarantees(
         per_column.pop()
     out = []
     for combo in itertools.product(*per_column):
-        g = _TRUE
+        g = None
         for piece in combo:
-            g = piece if g is _TRUE else g & piece
-        out.append(g)
-    return out or [_TRUE]
+            g = piece if g is None else g & piece
+        out.append(pc.scalar(True) if g is None else g)
+    return out or [pc.scalar(True)]
 
 
 def _product(xs) -> int:
@@ -171,6 +169,8 @@ def prune(partitions: Sequence[Partition], schema: Schema, filter: pc.Expression
 
 
 def _prune(partitions: Sequence[Partition], schema: Schema, filter: pc.Expression, *, equalities: bool) -> list[Partition]:
+    import pyarrow.dataset as ds  # imports pandas: only where used (reader/expressions.py)
+
     arrow = schema.to_arrow(field_ids=False)
     cols = referenced_columns(filter, arrow)
     paths: list[str] = []

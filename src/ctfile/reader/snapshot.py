@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition, Protocol
@@ -35,11 +34,13 @@ from ctfile.reader.projection import Projection
 from ctfile.reader.pruning import column_bounds, partition_guarantees, prune
 from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
 # Partitions read at once by to_arrow(); to_batches() fetches and verifies
 # this many files ahead of the one it decodes.
 READ_WORKERS = 4
 FETCH_AHEAD = 1
-_PARQUET = ds.ParquetFileFormat()
 
 
 class _Projected:
@@ -225,7 +226,9 @@ class Snapshot:
         pf = files.parquet(src, p)  # checks the row count
         projection = Projection(pf.schema_arrow, self.table_schema, need)
         if projection.by_name:
-            return _PARQUET.make_fragment(src), None
+            import pyarrow.dataset as ds  # imports pandas: only where used (reader/expressions.py)
+
+            return ds.ParquetFileFormat().make_fragment(src), None
         arrow = self.schema
         return None, _Projected(pf, projection, pa.schema([arrow.field(c) for c in need]))
 
@@ -384,6 +387,8 @@ class Snapshot:
         (which verify every file, SPEC §Micro-partition files) where that
         matters, or check the table with ``ctfile verify`` first.
         """
+        import pyarrow.dataset as ds  # imports pandas: only where used (reader/expressions.py)
+
         parts = self.partitions
         self._check_by_name(parts)
         guarantees = []
@@ -404,15 +409,32 @@ class Snapshot:
             partitions=guarantees,
         )
 
-    def _check_by_name(self, parts: list[Partition]) -> None:
-        """Raise if an engine matching columns by name would misread a file.
+    def misread_by_name(self, partitions: Sequence[Partition] | None = None) -> list[str]:
+        """The paths of the partitions (default: all of this snapshot's) that
+        an engine matching Parquet columns by name, into this snapshot's
+        :attr:`schema`, would misread: files written before a column was
+        renamed, dropped or widened (SPEC §Schema evolution). Empty when every
+        such read gives the values of a read by field id.
 
         Only a table whose protocol lists ``schemaEvolution`` can hold such a
         file (SPEC §Schema evolution, protocol); its footers are read to find
-        out.
+        out. ``partitions`` may be those of another version (the added
+        partitions of a change interval ending here).
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+        >>> _ = t.insert(pa.table({"id": [1], "v": ["a"]}))
+        >>> t.snapshot().misread_by_name()
+        []
+        >>> _ = t.update_schema().rename_column("v", "w").commit()
+        >>> [p.startswith("data/") for p in t.snapshot().misread_by_name()]
+        [True]
         """
-        if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features:
-            return
+        parts = self.partitions if partitions is None else list(partitions)
+        if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features or not parts:
+            return []
         fs = self._storage.arrow_filesystem
 
         def misread(p: Partition) -> bool:
@@ -420,7 +442,12 @@ class Snapshot:
             return not Projection(file_schema, self.table_schema, self.table_schema.names).by_name
 
         with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
-            bad = [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]
+            return [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]
+
+    def _check_by_name(self, parts: list[Partition]) -> None:
+        """Raise if an engine matching columns by name would misread a file
+        (:meth:`misread_by_name`)."""
+        bad = self.misread_by_name(parts)
         if bad:
             raise UnsupportedFeatureError(
                 f"{len(bad)} partitions (first: {bad[0]}) were written before a column of the current schema was "

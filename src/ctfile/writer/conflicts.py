@@ -34,8 +34,6 @@ from ctfile.reader.expressions import evaluate_mask, referenced_columns
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import column_bounds, prune
 
-_FALSE = pc.scalar(False)
-
 
 @dataclass(frozen=True)
 class RowPredicate:
@@ -149,7 +147,7 @@ class KeyPredicate:
     def range_filter(self) -> pc.Expression:
         """``min <= key <= max`` for every key column (false for no key)."""
         if self.source_keys.num_rows == 0:
-            return _FALSE
+            return pc.scalar(False)
         out = None
         for k in self.keys:
             mm = pc.min_max(self.source_keys.column(k))

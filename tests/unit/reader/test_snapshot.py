@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,6 +13,8 @@ import pytest
 
 import ctfile
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, VersionNotFoundError
+
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "conformance" / "golden"
 
 
 def _rows(n, start=0):
@@ -214,3 +217,18 @@ def test_repr_and_properties(lineage):
     assert snap.table_schema.field("x").id == 2
     assert snap.protocol.min_reader_version == 1
     assert snap.to_pandas().shape == (19, 3)
+
+
+def test_misread_by_name_names_the_files_written_before_a_rename(tmp_path):
+    """people-evolved: the two partitions written before version 8 (rename
+    name -> full_name, drop email) misread by name; the one written after
+    does not; a version before the rename has none."""
+    root = tmp_path / "pe"
+    shutil.copytree(GOLDEN_DIR / "people-evolved", root)
+    t = ctfile.open_table(str(root))
+    snap = t.snapshot()
+    old = sorted(p.path for p in snap.partitions if p.default_row_version < 8)
+    assert len(old) == 2 and len(snap.partitions) == 3
+    assert sorted(snap.misread_by_name()) == old
+    assert snap.misread_by_name([p for p in snap.partitions if p.path not in old]) == []
+    assert t.snapshot(7).misread_by_name() == []
