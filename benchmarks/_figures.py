@@ -263,6 +263,22 @@ def _spark_native_figures(r: dict) -> list[dict]:
     return out
 
 
+def _spark_dml_figures(r: dict) -> list[dict]:
+    """Issue 15: a MERGE of a 0.5% upsert batch through ``ctfile.spark``
+    against the native floor (Spark MERGEing plain Parquet) and the Python
+    ``Table.merge``."""
+    m, med, cpu = r["meta"], r["median_s"], r["median_cpu_s"]
+    what = f"MERGE of {m['batch_rows']:,} rows into {m['rows']:,} (SF {m['scale']}), ctfile.spark on local[2]"
+    return [
+        fig("spark_dml_floor", what, "native floor: Spark MERGEing the same Parquet files", f"<= {r['goal_vs_floor']}x",
+            f"{r['ratio_vs_floor']:.2f}x", f"{med['spark']:.2f} s vs {med['floor']:.2f} s (CPU {cpu['spark']:.1f} s vs "
+            f"{cpu['floor']:.1f} s; {m['runs']} runs)", r["pass"], "spark_dml"),
+        fig("spark_dml_python", what, "Python Table.merge in the driver process", "reported",
+            f"{r['ratio_vs_python']:.2f}x", f"{med['spark']:.2f} s vs {med['python']:.2f} s (CPU {cpu['spark']:.1f} s vs "
+            f"{cpu['python']:.1f} s)", None, "spark_dml"),
+    ]
+
+
 def _open_figures(core: dict) -> list[dict]:
     return [fig(f"open_{shape}", f"open table at {r['versions_large']:,} vs {r['versions_small']:,} versions ({shape})",
                 "itself", "<= +100 ms", f"{r['diff_ms']:+.1f} ms",
@@ -488,6 +504,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []
     out += _spark_native_figures(res["spark_native"]) if has(res.get("spark_native"), "scan") else []
+    out += _spark_dml_figures(res["spark_dml"]) if has(res.get("spark_dml"), "median_s") else []
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []
     out += _stream_figures(changes) if has(changes, "stream") else []

@@ -172,8 +172,9 @@ def main() -> None:
             timed = _timed(lambda: counts.__setitem__("python", t.merge(batch, KEYS)))
         return timed
 
-    for name in results:  # warm-up: JVM, Python workers, page cache
-        side(name)
+    if not args.quick:  # a smoke run skips the warm-up (JVM, Python workers, page cache)
+        for name in results:
+            side(name)
     for _ in range(runs):
         for name in results:
             results[name].append(side(name))

@@ -205,11 +205,10 @@ class ConditionStatement:
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
-        matched = in_table_timestamps(matched, schema)
         if self.set is None:
             return probe, matched, used, cond
         values = _decimals_to_float(values, matched.schema, schema)
-        matched = target.where(cond).select(*keep, *values)
+        matched = in_table_timestamps(target.where(cond).select(*keep, *values), schema)
         set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
         return ctfile.RewriteJob.for_update(tx, pa.schema(set_fields)), matched, used, cond
 

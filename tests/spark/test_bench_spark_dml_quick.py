@@ -1,0 +1,42 @@
+"""Smoke test of ``benchmarks/bench_spark_dml.py --quick``: it runs end to end
+in its own process and writes a well-formed result that ``benchmarks/run.py``
+renders. Timings are not asserted, only the shape of the output and that the
+Spark MERGE did what the Python one did."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "bench_spark_dml.py"
+
+
+@pytest.mark.slow
+def test_bench_spark_dml_quick(tmp_path):
+    out = tmp_path / "spark_dml.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(out), "--work-dir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    m = r["meta"]
+    assert m["scale"] == "0.01" and m["rows"] > 50_000 and m["batch_rows"] == int(m["rows"] * 0.005)
+    assert set(r["median_s"]) == {"spark", "python", "floor"} and all(v > 0 for v in r["median_s"].values())
+    c = r["counts"]
+    assert c["same_as_python"] and c["inserted"] == m["batch_rows"] - m["batch_rows"] // 2
+    assert c["updated"] == m["batch_rows"] // 2 and isinstance(r["pass"], bool)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("_bench_run", ROOT / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "spark_dml.json").write_text(out.read_text())
+    text = run.render(tmp_path / "results")
+    assert "ctfile.spark on local[2]" in text and "native floor" in text
