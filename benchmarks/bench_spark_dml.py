@@ -47,7 +47,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 import ctfile  # noqa: E402
-from bench_spark import cpu_between, lineitem, tree_cpu  # noqa: E402
+from bench_spark import cpu_between, lineitem, spark_session, tree_cpu  # noqa: E402
 
 KEYS = ["l_orderkey", "l_linenumber"]
 GOAL_VS_FLOOR = 2.0  # ctfile.spark MERGE at most this many times the native floor
@@ -103,21 +103,6 @@ def floor_merge(spark, files: list[str], batch_df, out_dir: str) -> None:
     batch_df.join(all_keys, KEYS, "left_anti").write.mode("overwrite").parquet(f"{out_dir}/inserted")
 
 
-def _session():
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 def _timed(fn) -> tuple[float, float]:
     c0 = tree_cpu()
     t0 = time.perf_counter()
@@ -143,7 +128,7 @@ def main() -> None:
     batch = upsert_batch(table, args.fraction)
     files = [str(base / p.path) for p in table.snapshot().partitions]
     load_start = os.getloadavg()
-    spark = _session()
+    spark = spark_session()
     from ctfile.spark import CtfileTable
 
     batch_df = spark.createDataFrame(batch).persist()
