@@ -35,7 +35,8 @@ from typing import Any
 import xxhash
 
 import ctfile
-from ctfile.spark.native import datasource_df, native_files, spark_struct
+from ctfile.spark.native import datasource_df, native_files
+from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
 
@@ -126,8 +127,8 @@ def append_only_df(spark: Any, table: ctfile.Table, start_version: int | None, e
 
     cs = table.changes(start_version=start_version, end_version=end_version, information="append_only")
     end = table.snapshot(cs.end_version)
-    data = spark_struct(end.schema)
-    out_schema = spark_struct(cs.schema)
+    data = spark_schema(end.schema)
+    out_schema = spark_schema(cs.schema)
     parts = list(cs.plan.appended)
     if not parts:
         return spark.createDataFrame([], out_schema)

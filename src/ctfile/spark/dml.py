@@ -111,8 +111,8 @@ def to_column(value: Any, *, what: str) -> Column:
         return value
     if isinstance(value, str):
         try:
-            return F.expr(value)
-        except Exception as e:  # noqa: BLE001 -- a parse error, typed below
+            return F.expr(value)  # PySpark 4 parses when the expression is used (see _analyze)
+        except ParseException as e:
             raise ctfile.InvalidArgumentError(f"{what} is not a Spark SQL expression: {value!r} ({e})") from e
     raise ctfile.InvalidArgumentError(f"{what} must be a Spark SQL string or a Column, found {type(value).__name__}")
 
@@ -262,7 +262,6 @@ class MergeStatement:
         if not self.source.is_cached:
             self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
             self._persisted = True
-        self._checked = {}
         keys = list(spec.keys)
         worst = self.source.groupBy(*keys).count().agg(F.max("count")).first()[0]
         if worst and worst > 1:
@@ -299,7 +298,7 @@ class MergeStatement:
     def _insert_groups(self, job: ctfile.RewriteJob, n_rows: int) -> int:
         """How many groups a MERGE's unmatched rows are spread over: about
         ``ctfile.partitionRows`` source rows each, at least one per core."""
-        if job.merge.when_not_matched is None:
+        if not job.merge.inserts_unmatched:
             return 0
         return max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
 
@@ -308,8 +307,7 @@ class MergeStatement:
         group: the partition a matched row rewrites, or one of ``n_groups``
         insert groups for an unmatched one."""
         spec = job.merge
-        rewrites = bool(job.set_columns) or spec.when_matched is not None and spec.when_matched.value == "delete"
-        inserts = spec.when_not_matched is not None
+        rewrites, inserts = spec.rewrites_matched, spec.inserts_unmatched
         cols = [c for c in self.source.columns if c in set(job.schema.names)]
         if not rewrites and not inserts:
             return self.source.limit(0).select(F.lit("").alias(GROUP_COLUMN))

@@ -44,6 +44,7 @@ from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 import ctfile
+from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
 
@@ -121,14 +122,6 @@ def hadoop_location(spark: Any, table: ctfile.Table) -> Location:
     return Location(_to_hadoop_url(uri))
 
 
-def spark_struct(arrow_schema):
-    """The Spark schema of ctfile reads whose Arrow schema is ``arrow_schema``
-    (a snapshot's: its columns in order, no hidden ones; or a change scan's)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(arrow_schema)
-
-
 def datasource_df(spark: Any, table: ctfile.Table, **options: Any):
     """``spark.read.format("ctfile")`` with ``options`` (as strings) and the
     table's storage options."""
@@ -160,7 +153,7 @@ def snapshot_df(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
     """The DataFrame of ``snapshot``: Spark's Parquet reader over its files,
     or ``spark.read.format("ctfile")`` at its version where that reader
     would not be exact (module docstring)."""
-    schema = spark_struct(snapshot.schema)
+    schema = spark_schema(snapshot.schema)
     if not snapshot.partitions:
         return spark.createDataFrame([], schema)
     files, why_not = native_files(spark, table, snapshot)

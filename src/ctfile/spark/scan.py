@@ -41,9 +41,8 @@ def _read_tasks(tasks: Sequence[ctfile.ScanTask], out: pa.Schema) -> Callable:
         for b in batches:
             for i in b.column(0).to_pylist():
                 task = tasks[i]
-                path = pa.scalar(task.partition.path)
                 for rows in task.to_batches(positions=True, use_threads=False):
-                    arrays = list(rows.columns) + [pa.array([path.as_py()] * rows.num_rows, pa.string())]
+                    arrays = list(rows.columns) + [pa.array([task.partition.path] * rows.num_rows, pa.string())]
                     yield pa.RecordBatch.from_arrays(
                         [a if a.type.equals(f.type) else a.cast(f.type) for a, f in zip(arrays, out)], schema=out
                     )

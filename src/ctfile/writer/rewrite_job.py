@@ -103,6 +103,18 @@ class MergeSpec:
     when_not_matched: merge_.WhenNotMatched | None
     source_schema: pa.Schema
 
+    @property
+    def rewrites_matched(self) -> bool:
+        """Whether a matched row changes: deleted, or updated from a source
+        holding some column besides the keys."""
+        return self.when_matched is merge_.WhenMatched.DELETE or (
+            self.when_matched is merge_.WhenMatched.UPDATE and bool(self.update_columns)
+        )
+
+    @property
+    def inserts_unmatched(self) -> bool:
+        return self.when_not_matched is merge_.WhenNotMatched.INSERT
+
 
 @dataclass(frozen=True)
 class RewriteJob:
