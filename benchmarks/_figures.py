@@ -276,6 +276,25 @@ def _spark_dml_figures(r: dict) -> list[dict]:
         fig("spark_dml_python", what, "Python Table.merge in the driver process", "reported",
             f"{r['ratio_vs_python']:.2f}x", f"{med['spark']:.2f} s vs {med['python']:.2f} s (CPU {cpu['spark']:.1f} s vs "
             f"{cpu['python']:.1f} s)", None, "spark_dml"),
+    ] + _spark_update_figures(r)
+
+
+def _spark_update_figures(r: dict) -> list[dict]:
+    """The selective UPDATE of the same run (absent from results of before it)."""
+    u = r.get("update")
+    if not u:
+        return []
+    m, med, cpu = r["meta"], r["median_s"], r["median_cpu_s"]
+    what = (f"UPDATE where {u['condition']} ({u['updated']:,} of {m['rows']:,} rows, {u['removed_partitions']} of "
+            f"{m['partitions']} partitions rewritten), ctfile.spark on local[2]")
+    return [
+        fig("spark_update_floor", what, "native floor: Spark filtering (row-group pushdown) and rewriting the same files",
+            f"<= {r['goal_vs_floor']}x", f"{u['ratio_vs_floor']:.2f}x",
+            f"{med['spark_update']:.2f} s vs {med['floor_update']:.2f} s (CPU {cpu['spark_update']:.1f} s vs "
+            f"{cpu['floor_update']:.1f} s; {m['runs']} runs)", u["pass"], "spark_dml"),
+        fig("spark_update_python", what, "Python Table.update in the driver process", "reported",
+            f"{u['ratio_vs_python']:.2f}x", f"{med['spark_update']:.2f} s vs {med['python_update']:.2f} s (CPU "
+            f"{cpu['spark_update']:.1f} s vs {cpu['python_update']:.1f} s)", None, "spark_dml"),
     ]
 
 

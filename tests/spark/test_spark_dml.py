@@ -35,6 +35,19 @@ def test_merge_update_and_insert(spark, tmp_path):
     assert_same(st, pt, r1, r2, old)
 
 
+def test_merge_of_a_source_too_large_to_broadcast(spark, tmp_path):
+    """With broadcasting off (a source above ``autoBroadcastJoinThreshold``)
+    the MERGE joins by sort-merge, with the same result."""
+    st, pt = twins(tmp_path)
+    old = row_ids(pt)
+    rows = [(3, "three", 31), (8, None, 81), (30, "thirty", 300), (31, None, None)]
+    with spark_conf(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
+        r1 = CtfileTable.for_path(spark, st.uri).merge(source(spark, rows), "id")
+    r2 = pt.merge(pa.table(list(zip(*rows)), names=["id", "name", "qty"]), "id")
+    assert (r1.num_updated_rows, r1.num_inserted_rows) == (2, 2)
+    assert_same(st, pt, r1, r2, old)
+
+
 def test_merge_leaves_the_callers_cache_alone(spark, tmp_path):
     """A source the caller persisted (to write a micro-batch to two tables,
     say) is still cached after the MERGE; one it did not is not left cached."""

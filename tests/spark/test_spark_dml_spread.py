@@ -5,7 +5,9 @@ The table is written in several partitions; the MERGE touches most of them.
 Spark's status tracker shows the rewrite stage ran more than one task, and
 the driver's Arrow memory (a fresh pool counting every allocation the
 driver's Python makes during the statement) peaks far below the table's
-size: the rows were read and written in the Python workers.
+size: the rows were read and written in the Python workers. Spark's record
+of the physical plans shows that only the source was broadcast (a
+broadcast is collected on the driver's JVM first), never the candidates.
 """
 
 from __future__ import annotations
@@ -45,6 +47,22 @@ def _stage_tasks(spark, group: str) -> list[tuple[str, int]]:
     return out
 
 
+def _broadcast_inputs(spark, first_execution: int) -> list[str]:
+    """The operators under each BroadcastExchange of the SQL executions
+    from ``first_execution`` on (Spark's own record of the physical plans):
+    a broadcast is collected on the driver first."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    it = store.executionsList().iterator()
+    out = []
+    while it.hasNext():
+        e = it.next()
+        if e.executionId() < first_execution:
+            continue
+        tree = e.physicalPlanDescription().split("\n\n")[0].splitlines()
+        out += [tree[i + 1].strip() for i, line in enumerate(tree[:-1]) if "BroadcastExchange" in line]
+    return out
+
+
 def test_merge_runs_in_many_tasks_and_driver_holds_no_table(spark, big_table):
     n_parts = len(big_table.snapshot().partitions)
     assert n_parts == ROWS // PARTITION_ROWS
@@ -58,6 +76,7 @@ def test_merge_runs_in_many_tasks_and_driver_holds_no_table(spark, big_table):
     old_pool = pa.default_memory_pool()
     before = pool.max_memory()
     pa.set_memory_pool(pool)
+    first_execution = spark._jsparkSession.sharedState().statusStore().executionsCount()
     sc.setJobGroup("ct-merge-spread", "distributed MERGE")
     try:
         result = CtfileTable.for_path(spark, big_table.uri).merge(source, "id")
@@ -73,6 +92,10 @@ def test_merge_runs_in_many_tasks_and_driver_holds_no_table(spark, big_table):
     # The driver allocated far less Arrow memory than the table holds (raw
     # or encoded); reading even one partition would take about 1/8 of it.
     assert peak < raw_bytes / 20 and peak < table_bytes, (peak, raw_bytes, table_bytes)
+    # Nor did its JVM: the source was broadcast, never the candidate rows
+    # (read by MapInArrow), which Spark would collect on the driver to do so.
+    broadcast = _broadcast_inputs(spark, first_execution)
+    assert broadcast and not any("MapInArrow" in b for b in broadcast), broadcast
     got = big_table.refresh().to_arrow()
     assert got.num_rows == ROWS + 500
     v = dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist()))

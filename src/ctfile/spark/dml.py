@@ -7,10 +7,13 @@ Each statement is planned on the driver in a transaction of its own
 1. the statement is checked as the Python helpers check it
    (:class:`ctfile.RewriteJob`), before any file is written: unknown
    columns, types that do not fit, a MERGE source with two rows per key;
-2. Spark finds the matched rows: the candidate partitions are read on the
-   executors with each row's file and position
-   (:func:`ctfile.spark.scan.candidate_rows`), joined with the MERGE source
-   on the keys or filtered by the condition, and SET values are computed;
+2. Spark finds the matched rows: the candidate partitions (pruned by
+   statistics: a MERGE by the source's key ranges, an UPDATE or DELETE by
+   the part of its condition pyarrow can express,
+   :mod:`ctfile.spark.conditions`) are read on the executors with each
+   row's file and position (:func:`ctfile.spark.scan.candidate_rows`),
+   joined with the MERGE source on the keys or filtered by the condition,
+   and SET values are computed;
 3. the rows are grouped by file, and one Spark task per touched partition
    rewrites it (:meth:`ctfile.RewriteJob.rewrite`); a MERGE's unmatched
    source rows are spread over more groups and written as new partitions
@@ -38,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
 
 import ctfile
+from ctfile.spark.conditions import pruning_expression
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
@@ -200,7 +204,10 @@ class ConditionStatement:
         cond = F.lit(True) if self.condition is None else self.condition
         values = [v.alias(c) for c, v in (self.set or {}).items()]
         used = _analyze(lambda: referenced_columns(self.spark, schema, [cond, *values]), what="condition or set")
-        probe = ctfile.RewriteJob.for_delete(tx)
+        prune_by = None
+        if self.condition is not None:
+            prune_by = _analyze(lambda: pruning_expression(self.spark, schema, cond), what="condition")
+        probe = ctfile.RewriteJob.for_delete(tx, prune_by=prune_by)
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         matched = _analyze(lambda: target.where(cond).select(*keep, *values), what="condition or set")
@@ -209,7 +216,7 @@ class ConditionStatement:
         values = _decimals_to_float(values, matched.schema, schema)
         matched = in_table_timestamps(target.where(cond).select(*keep, *values), schema)
         set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
-        return ctfile.RewriteJob.for_update(tx, pa.schema(set_fields)), matched, used, cond
+        return ctfile.RewriteJob.for_update(tx, pa.schema(set_fields), prune_by=prune_by), matched, used, cond
 
 
 def _decimals_to_float(values: list[Column], analyzed: Any, schema: pa.Schema) -> list[Column]:
@@ -287,7 +294,12 @@ class MergeStatement:
         job = ctfile.RewriteJob.for_merge(tx, source_schema, self.keys, key_ranges=checked["ranges"], **kw)
         keys = list(spec.keys)
         n_inserts = self._insert_groups(job, checked["rows"])
-        results = _execute(job, self._grouped_rows(job, keys, n_inserts), groups=len(job.candidates) + n_inserts)
+        rows, cached = self._grouped_rows(job, keys, n_inserts)
+        try:
+            results = _execute(job, rows, groups=len(job.candidates) + n_inserts)
+        finally:
+            if cached is not None:
+                cached.unpersist()
         src_keys = self.source.select(*keys)
         predicate = SparkRowsPredicate(
             self.spark, job, keys, lambda rows: rows.join(src_keys, keys, "left_semi"),
@@ -302,24 +314,55 @@ class MergeStatement:
             return 0
         return max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
 
-    def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_groups: int) -> DataFrame:
-        """The source joined with the candidates' keys, each row in its
-        group: the partition a matched row rewrites, or one of ``n_groups``
-        insert groups for an unmatched one."""
+    def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_groups: int) -> tuple[DataFrame, DataFrame | None]:
+        """The rows of the tasks, each in its group: a matched source row in
+        the partition it rewrites, an unmatched one in one of ``n_groups``
+        insert groups; and the DataFrame persisted for them (None if none),
+        which the caller unpersists once the tasks ran.
+
+        The candidates are *inner*-joined with the source (:func:`_join_sides`
+        chooses how), so that a small source is broadcast and the
+        candidates' keys stream through it without a shuffle; a left join of
+        the source could only broadcast the candidates. The unmatched rows
+        are then the source anti-joined with the matched keys, so the
+        matched rows are persisted: the candidates are read once."""
         spec = job.merge
         rewrites, inserts = spec.rewrites_matched, spec.inserts_unmatched
         cols = [c for c in self.source.columns if c in set(job.schema.names)]
         if not rewrites and not inserts:
-            return self.source.limit(0).select(F.lit("").alias(GROUP_COLUMN))
-        target = candidate_rows(self.spark, job, keys)
-        how = "left" if rewrites and inserts else "inner" if rewrites else "left_anti"
-        joined = self.source.select(*cols).join(target, keys, how)
-        if how == "left_anti":
-            joined = joined.withColumn(FILE_COLUMN, F.lit(None).cast("string"))
-            joined = joined.withColumn(ctfile.POSITION_COLUMN, F.lit(None).cast("long"))
+            return self.source.limit(0).select(F.lit("").alias(GROUP_COLUMN)), None
+        candidates, source = _join_sides(self.spark, candidate_rows(self.spark, job, keys), self.source.select(*cols))
+        matched = candidates.join(source, keys, "inner")
+        if not inserts:
+            return matched.select(F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols), None
+        matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
+        matched.count()  # materialized once, before two plans read it
+        unmatched = self.source.select(*cols).join(matched.select(*keys), keys, "left_anti")
         insert_group = F.concat(F.lit(_INSERT_PREFIX), F.pmod(F.hash(*keys), F.lit(max(1, n_groups))).cast("string"))
-        group = F.when(F.col(FILE_COLUMN).isNotNull(), F.col(FILE_COLUMN)).otherwise(insert_group)
-        return joined.select(group.alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols)
+        rows = unmatched.select(insert_group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN), *cols)
+        if rewrites:
+            found = matched.select(F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols)
+            rows = found.unionByName(rows)
+        return rows, matched
+
+
+def _join_sides(spark: SparkSession, candidates: DataFrame, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The two sides of a MERGE's join, hinted so that the candidates are
+    never broadcast: Spark estimates their size from the small DataFrame of
+    task numbers they are read from (:func:`ctfile.spark.scan.candidate_rows`),
+    so unhinted it would collect every candidate row on the driver to
+    broadcast it. The source is broadcast when its size (known: it is
+    persisted and counted) is within ``spark.sql.autoBroadcastJoinThreshold``;
+    otherwise the join is a sort-merge join. Where the sizes are not
+    reachable (Spark Connect), a sort-merge join."""
+    try:
+        threshold = spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold()
+        size = source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+    except AttributeError:
+        threshold, size = -1, 0
+    if 0 <= int(size) <= threshold:
+        return candidates, F.broadcast(source)
+    return candidates.hint("merge"), source
 
 
 def _prunable(t: pa.DataType) -> bool:

@@ -152,14 +152,25 @@ class RewriteJob:
         return cls(st.uri, st.storage_options, tx.base.version, tx.base.protocol, tx.metadata, kind, parts, **kw)
 
     @classmethod
-    def for_delete(cls, tx: WriteTransaction) -> "RewriteJob":
-        """A DELETE in ``tx``: every live partition is a candidate."""
-        return cls._plan(tx, RewriteKind.DELETE, tx.live_partitions())
+    def for_delete(cls, tx: WriteTransaction, *, prune_by: pc.Expression | None = None) -> "RewriteJob":
+        """A DELETE in ``tx``. The candidates are the live partitions whose
+        statistics allow a row satisfying ``prune_by`` (every live partition
+        when None).
+
+        ``prune_by`` is a pyarrow expression true for every row the engine's
+        condition selects (the condition itself, or a weaker translation of
+        it, such as the conjuncts pyarrow can express): it only prunes; the
+        engine still evaluates its own condition on the candidates' rows.
+        """
+        return cls._plan(tx, RewriteKind.DELETE, prune(tx.live_partitions(), tx.schema, prune_by))
 
     @classmethod
-    def for_update(cls, tx: WriteTransaction, set_schema: pa.Schema) -> "RewriteJob":
+    def for_update(
+        cls, tx: WriteTransaction, set_schema: pa.Schema, *, prune_by: pc.Expression | None = None
+    ) -> "RewriteJob":
         """An UPDATE in ``tx`` setting the columns of ``set_schema`` (the
-        types of the engine's SET values).
+        types of the engine's SET values), its candidates pruned by
+        ``prune_by`` as in :meth:`for_delete`.
 
         Raises
         ------
@@ -170,7 +181,8 @@ class RewriteJob:
         if not names:
             raise InvalidArgumentError("set must name at least one column")
         Conformer(tx.schema, what="set", columns=[n for n in names if n in tx.schema.names]).check_schema(set_schema)
-        return cls._plan(tx, RewriteKind.UPDATE, tx.live_partitions(), set_columns=tuple(names))
+        candidates = prune(tx.live_partitions(), tx.schema, prune_by)
+        return cls._plan(tx, RewriteKind.UPDATE, candidates, set_columns=tuple(names))
 
     @classmethod
     def for_merge(
