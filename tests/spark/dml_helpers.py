@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
 
 import ctfile
 
@@ -174,3 +176,36 @@ def once(marker: Path | str, action):
         action()
 
     return run
+
+
+def racing_update_condition(uri: str, marker: Path, storage_options: dict | None = None):
+    """``qty > 100 AND <a UDF of qty>``: the comparison prunes the DELETE's
+    candidates to the partition of ids 10-12; the UDF's first evaluation
+    (on those candidates, in a worker) commits a Python UPDATE setting id
+    2's qty to 500, in a partition the DELETE did not read."""
+    def update():
+        ctfile.open_table(uri, storage_options=storage_options).update(pc.field("id") == 2, {"qty": 500})
+
+    update_once = once(marker, update)
+
+    def qty_after_racing_update(q):
+        update_once()
+        return q
+
+    return (F.col("qty") > 100) & (F.udf(qty_after_racing_update, "long")(F.col("qty")) > 0)
+
+
+def check_pruned_delete_race(st: ctfile.Table, pt: ctfile.Table, r1: ctfile.CommitResult, start: int, messages) -> None:
+    """The DELETE conflicted through its read predicate alone (the UPDATE
+    rewrote a partition it had pruned, so not one it read), was re-run, and
+    ended as the serial order UPDATE then DELETE does."""
+    delete, update = st.refresh().history(limit=2)
+    assert (update.operation, update.version) == ("UPDATE", start + 1)
+    assert (delete.version, delete.read_version) == (start + 2, start + 1), messages
+    assert any("re-running" in m for m in messages), messages
+    pt.update(pc.field("id") == 2, {"qty": 500})
+    old = row_ids(pt)
+    r2 = pt.delete(pc.field("qty") > 100)
+    assert r1.num_deleted_rows == 3 and r1.num_removed_partitions == 2  # ids 11, 12 and the updated 2
+    assert counts(r1) == counts(r2)
+    assert table_state(st, old) == table_state(pt, old)

@@ -17,7 +17,10 @@ from pyspark.sql import functions as F
 
 import ctfile
 from ctfile.spark import CtfileTable
-from dml_helpers import SCHEMA, SPARK_SCHEMA, counts, files, once, row_ids, source, table_state, twins, watching
+from dml_helpers import (
+    SCHEMA, SPARK_SCHEMA, check_pruned_delete_race, counts, files, once, racing_update_condition, row_ids, source,
+    table_state, twins, watching,
+)
 
 
 # ---------------------------------------------------------------- exactly once
@@ -197,4 +200,15 @@ def test_concurrent_update_re_runs_a_delete(spark, tmp_path, caplog):
     assert r1.num_deleted_rows == 3  # ids 11, 12 and the updated 2
     assert counts(r1) == counts(r2)
     assert table_state(st, old) == table_state(pt, old)
+    assert ctfile.verify_table(st.uri).unreferenced_files == []
+
+
+
+def test_update_of_a_pruned_partition_re_runs_a_delete(spark, tmp_path, caplog):
+    st, pt = twins(tmp_path)
+    start = st.version
+    cond = racing_update_condition(st.uri, tmp_path / "committed")
+    with caplog.at_level("INFO", logger="ctfile"):
+        r1 = CtfileTable.for_path(spark, st.uri).delete(cond)
+    check_pruned_delete_race(st, pt, r1, start, caplog.messages)
     assert ctfile.verify_table(st.uri).unreferenced_files == []

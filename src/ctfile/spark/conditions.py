@@ -125,26 +125,30 @@ def _predicate(p: Any, schema: pa.Schema) -> _Translated | None:
     """A V2 ``Predicate`` tree as pyarrow (see the module docstring)."""
     name = p.name()
     children = list(p.children())
-    if name in ("AND", "OR"):
-        left, right = (_predicate(c, schema) for c in children)
-        if name == "AND" and (left is None or right is None):
-            return None if left is None and right is None else _Translated((left or right).expr, False)
-        if left is None or right is None:
-            return None
-        combined = left.expr & right.expr if name == "AND" else left.expr | right.expr
-        return _Translated(combined, left.faithful and right.faithful)
-    if name == "NOT":
-        inner = _predicate(children[0], schema)
-        return _Translated(~inner.expr, True) if inner is not None and inner.faithful else None
-    if name in ("ALWAYS_TRUE", "ALWAYS_FALSE"):
-        return _Translated(pc.scalar(name == "ALWAYS_TRUE"), True)
-    if name in ("IS_NULL", "IS_NOT_NULL"):
-        return _null_test(name, children[0], schema)
-    if name == "IN":
-        return _in(children, schema)
     if name in _COMPARE or name == "<=>":
         return _comparison(name, children, schema)
-    return None
+    handler = _HANDLERS.get(name)
+    return None if handler is None else handler(name, children, schema)
+
+
+def _connective(name: str, children: list, schema: pa.Schema) -> _Translated | None:
+    """AND keeps a side it can translate (weaker, so no longer faithful); OR needs both."""
+    left, right = (_predicate(c, schema) for c in children)
+    if left is None or right is None:
+        if name == "OR" or (left is None and right is None):
+            return None
+        return _Translated((left or right).expr, False)
+    combined = left.expr & right.expr if name == "AND" else left.expr | right.expr
+    return _Translated(combined, left.faithful and right.faithful)
+
+
+def _negation(name: str, children: list, schema: pa.Schema) -> _Translated | None:
+    inner = _predicate(children[0], schema)
+    return _Translated(~inner.expr, True) if inner is not None and inner.faithful else None
+
+
+def _constant(name: str, children: list, schema: pa.Schema) -> _Translated:
+    return _Translated(pc.scalar(name == "ALWAYS_TRUE"), True)
 
 
 def _column(e: Any, schema: pa.Schema) -> pa.Field | None:
@@ -160,7 +164,8 @@ def _is_literal(e: Any) -> bool:
     return e.getClass().getSimpleName() == "LiteralValue"
 
 
-def _null_test(name: str, child: Any, schema: pa.Schema) -> _Translated | None:
+def _null_test(name: str, children: list, schema: pa.Schema) -> _Translated | None:
+    child = children[0]
     if _is_literal(child):  # Spark's expansion of <=> tests literals too
         return _Translated(pc.scalar((child.value() is None) == (name == "IS_NULL")), True)
     col = _column(child, schema)
@@ -170,7 +175,7 @@ def _null_test(name: str, child: Any, schema: pa.Schema) -> _Translated | None:
     return _Translated(f.is_null() if name == "IS_NULL" else f.is_valid(), True)
 
 
-def _in(children: list, schema: pa.Schema) -> _Translated | None:
+def _in(name: str, children: list, schema: pa.Schema) -> _Translated | None:
     col = _column(children[0], schema)
     if col is None or not all(_is_literal(c) for c in children[1:]):
         return None
@@ -184,7 +189,15 @@ def _in(children: list, schema: pa.Schema) -> _Translated | None:
         values.append(v)
     if not values:
         return None
-    return _Translated(pc.field(col.name).isin(pa.array([v.as_py() for v in values], col.type)), True)
+    f = pc.field(col.name)
+    if pa.types.is_floating(col.type):
+        # Spark's IN finds -0.0 among 0.0 (it compares); Arrow's is_in hashes
+        # and does not, so floats become a disjunction of equalities.
+        expr = f == values[0]
+        for v in values[1:]:
+            expr = expr | (f == v)
+        return _Translated(expr, True)
+    return _Translated(f.isin(pa.array([v.as_py() for v in values], col.type)), True)
 
 
 def _comparison(name: str, children: list, schema: pa.Schema) -> _Translated | None:
@@ -205,37 +218,22 @@ def _comparison(name: str, children: list, schema: pa.Schema) -> _Translated | N
     return _Translated(_COMPARE[name](f, value), True)
 
 
+_HANDLERS = {
+    "AND": _connective, "OR": _connective, "NOT": _negation, "ALWAYS_TRUE": _constant, "ALWAYS_FALSE": _constant,
+    "IS_NULL": _null_test, "IS_NOT_NULL": _null_test, "IN": _in,
+}
+
+
 def _literal(lit: Any, col: pa.Field) -> pa.Scalar | None:
     """A V2 literal as a pyarrow scalar of ``col``'s type, or None when the
     literal is of another type family than the column (Spark then compares
     differently than Arrow would) or does not fit it exactly."""
     kind = lit.dataType().typeName()
-    v = lit.value()
-    t = col.type
-    families = {
-        "boolean": (pa.types.is_boolean, lambda: pa.scalar(bool(v))),
-        "byte": (pa.types.is_signed_integer, lambda: pa.scalar(int(v), pa.int64())),
-        "short": (pa.types.is_signed_integer, lambda: pa.scalar(int(v), pa.int64())),
-        "integer": (pa.types.is_signed_integer, lambda: pa.scalar(int(v), pa.int64())),
-        "long": (pa.types.is_signed_integer, lambda: pa.scalar(int(v), pa.int64())),
-        "float": (pa.types.is_floating, lambda: pa.scalar(float(v), pa.float64())),
-        "double": (pa.types.is_floating, lambda: pa.scalar(float(v), pa.float64())),
-        "string": (_is_string, lambda: pa.scalar(str(v.toString()), pa.string())),
-        "binary": (_is_binary, lambda: pa.scalar(bytes(v), pa.binary())),
-        "date": (pa.types.is_date, lambda: pa.scalar(_EPOCH + datetime.timedelta(days=int(v)), pa.date32())),
-        "timestamp": (_is_instant, lambda: pa.scalar(int(v), pa.timestamp("us", tz="UTC"))),
-        "timestamp_ntz": (_is_local_timestamp, lambda: pa.scalar(int(v), pa.timestamp("us"))),
-    }
-    if kind.startswith("decimal"):
-        family, build = pa.types.is_decimal, lambda: pa.scalar(v.toJavaBigDecimal())
-    elif kind in families:
-        family, build = families[kind]
-    else:
-        return None
-    if not family(t):
+    family, build = _LITERALS.get("decimal" if kind.startswith("decimal") else kind, (None, None))
+    if family is None or not family(col.type):
         return None
     try:
-        return build().cast(t, safe=True)
+        return build(lit.value()).cast(col.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError, ValueError):
         return None
 
@@ -254,3 +252,33 @@ def _is_instant(t: pa.DataType) -> bool:
 
 def _is_local_timestamp(t: pa.DataType) -> bool:
     return pa.types.is_timestamp(t) and t.tz is None
+
+
+def _integer(v: Any) -> pa.Scalar:
+    return pa.scalar(int(v), pa.int64())
+
+
+def _floating(v: Any) -> pa.Scalar:
+    return pa.scalar(float(v), pa.float64())
+
+
+#: Spark type name -> (the Arrow column types it compares with as Arrow
+#: does, the literal's Catalyst value as a pyarrow scalar). Catalyst values:
+#: strings are UTF8String, dates days since the epoch, timestamps
+#: microseconds (UTC for TIMESTAMP, local for TIMESTAMP_NTZ), decimals
+#: Spark Decimals.
+_LITERALS = {
+    "boolean": (pa.types.is_boolean, lambda v: pa.scalar(bool(v))),
+    "byte": (pa.types.is_signed_integer, _integer),
+    "short": (pa.types.is_signed_integer, _integer),
+    "integer": (pa.types.is_signed_integer, _integer),
+    "long": (pa.types.is_signed_integer, _integer),
+    "float": (pa.types.is_floating, _floating),
+    "double": (pa.types.is_floating, _floating),
+    "string": (_is_string, lambda v: pa.scalar(str(v.toString()), pa.string())),
+    "binary": (_is_binary, lambda v: pa.scalar(bytes(v), pa.binary())),
+    "date": (pa.types.is_date, lambda v: pa.scalar(_EPOCH + datetime.timedelta(days=int(v)), pa.date32())),
+    "timestamp": (_is_instant, lambda v: pa.scalar(int(v), pa.timestamp("us", tz="UTC"))),
+    "timestamp_ntz": (_is_local_timestamp, lambda v: pa.scalar(int(v), pa.timestamp("us"))),
+    "decimal": (pa.types.is_decimal, lambda v: pa.scalar(v.toJavaBigDecimal())),
+}
