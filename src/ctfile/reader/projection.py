@@ -17,7 +17,9 @@ A file without field ids (not written by ctfile) is matched by name.
 :attr:`Projection.by_name` says whether a reader that matches top-level
 columns by name (pyarrow's dataset scanner, the fast path of snapshot
 reads) gets the same result: true for every file written since the last
-rename, drop or widening of the columns read.
+rename, drop or widening of the columns read. :attr:`Projection.by_name_widening`
+says the same for a name-matching reader that also widens integers and
+``float`` to ``double`` as it reads, as Spark's Parquet reader does.
 """
 
 from __future__ import annotations
@@ -178,6 +180,26 @@ def project_column(plan: Plan, col: pa.Array | pa.ChunkedArray) -> pa.Array | pa
     return _apply(plan, col)
 
 
+def reader_widens(file_type: pa.DataType, want: pa.DataType) -> bool:
+    """Whether ``file_type`` to ``want`` is a widening that a reader of
+    Parquet's physical types gets exactly right by itself: a signed integer
+    to a wider one, ``float`` to ``double``.
+
+    Decimals are left out: Spark 4.3's Parquet reader widens their values
+    but fails on a pushed-down literal wider than the file's precision.
+
+    Examples
+    --------
+    >>> reader_widens(pa.int32(), pa.int64()), reader_widens(pa.float32(), pa.float64())
+    (True, True)
+    >>> reader_widens(pa.decimal128(5, 2), pa.decimal128(9, 2)), reader_widens(pa.int64(), pa.int32())
+    (False, False)
+    """
+    if pa.types.is_signed_integer(file_type) and pa.types.is_signed_integer(want):
+        return want.bit_width > file_type.bit_width
+    return pa.types.is_float32(file_type) and pa.types.is_float64(want)
+
+
 class Projection:
     """The columns ``columns`` of read schema ``schema``, from a file whose
     Arrow schema is ``file_schema``.
@@ -191,6 +213,9 @@ class Projection:
     by_name : bool
         Whether matching top-level columns by name, with no cast, gives the
         same values (see the module docstring).
+    by_name_widening : bool
+        The same, for a reader that also widens a top-level integer column
+        to a wider integer and ``float`` to ``double`` (:func:`reader_widens`).
     """
 
     def __init__(self, file_schema: pa.Schema, schema: Schema, columns: Sequence[str]):
@@ -202,7 +227,7 @@ class Projection:
                 by_id[fid] = i
         self.sources: dict[str, str | None] = {}
         self._plans: dict[str, Plan] = {}
-        self.by_name = True
+        self.by_name = self.by_name_widening = True
         for name in columns:
             f: Field = schema.field(name)
             want = target.field(name).type
@@ -213,11 +238,13 @@ class Projection:
                 # A name-matching reader would read a same-named column of
                 # another id (a dropped column whose name was added again).
                 self.by_name &= file_schema.get_field_index(name) < 0
+                self.by_name_widening &= file_schema.get_field_index(name) < 0
                 continue
             src = file_schema.field(i)
             self.sources[name] = src.name
             self._plans[name] = plan = _plan(src.type, f.type, want)
             self.by_name &= src.name == name and isinstance(plan, _Same)
+            self.by_name_widening &= src.name == name and (isinstance(plan, _Same) or reader_widens(src.type, want))
         self.read_columns = list(dict.fromkeys(s for s in self.sources.values() if s is not None))
 
     def column(self, name: str, data: pa.RecordBatch | pa.Table, n: int) -> pa.Array | pa.ChunkedArray:

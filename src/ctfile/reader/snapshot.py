@@ -409,12 +409,15 @@ class Snapshot:
             partitions=guarantees,
         )
 
-    def misread_by_name(self, partitions: Sequence[Partition] | None = None) -> list[str]:
+    def misread_by_name(self, partitions: Sequence[Partition] | None = None, *, widening: bool = False) -> list[str]:
         """The paths of the partitions (default: all of this snapshot's) that
         an engine matching Parquet columns by name, into this snapshot's
         :attr:`schema`, would misread: files written before a column was
         renamed, dropped or widened (SPEC §Schema evolution). Empty when every
-        such read gives the values of a read by field id.
+        such read gives the values of a read by field id. With
+        ``widening=True`` the engine is one that widens integers and
+        ``float`` to ``double`` as it reads (Spark's Parquet reader), so
+        files whose columns were only so widened are read right.
 
         Only a table whose protocol lists ``schemaEvolution`` can hold such a
         file (SPEC §Schema evolution, protocol); its footers are read to find
@@ -439,7 +442,8 @@ class Snapshot:
 
         def misread(p: Partition) -> bool:
             file_schema = pq.read_schema(self._storage.arrow_path(p.path), filesystem=fs)
-            return not Projection(file_schema, self.table_schema, self.table_schema.names).by_name
+            projection = Projection(file_schema, self.table_schema, self.table_schema.names)
+            return not (projection.by_name_widening if widening else projection.by_name)
 
         with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
             return [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]

@@ -10,8 +10,9 @@ columns in the table's order and types, never the hidden columns
 (SPEC §Hidden columns).
 
 That reader matches columns by name, which is right for every file written
-since the last rename, drop or widening of a column
-(:meth:`ctfile.Snapshot.misread_by_name`, SPEC §Schema evolution). Spark's
+since the last rename or drop of a column (and widens integers and ``float``
+to ``double`` itself, but not decimals exactly enough:
+:meth:`ctfile.Snapshot.misread_by_name`, SPEC §Schema evolution). Spark's
 own ``spark.sql.parquet.fieldId.read.enabled`` would match by field id, but
 it is read from the session when each query is planned, not fixed with the
 DataFrame, so a DataFrame built with it on reads by name again, wrongly,
@@ -142,10 +143,10 @@ def native_files(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot,
     where = hadoop_location(spark, table)
     if where.root is None:
         return None, where.why_not
-    misread = snapshot.misread_by_name(parts)
+    misread = snapshot.misread_by_name(parts, widening=True)
     if misread:
-        return None, (f"{len(misread)} files (first: {misread[0]}) were written before a column was renamed, dropped "
-                      "or widened, and Spark's Parquet reader matches columns by name")
+        return None, (f"{len(misread)} files (first: {misread[0]}) were written before a column was renamed or dropped, "
+                      "or a decimal column widened, and Spark's Parquet reader matches columns by name")
     return [where.file(p.path) for p in parts], ""
 
 

@@ -91,6 +91,24 @@ def test_by_name_is_false_when_a_name_matching_reader_would_misread():
         assert not Projection(file_schema, x.schema, x.schema.names).by_name
 
 
+def test_by_name_widening_allows_only_integer_and_float_widenings():
+    old = schema_from_arrow(pa.schema([("a", pa.int32()), ("f", pa.float32()), ("d", pa.decimal128(5, 2)), ("b", pa.string())]))
+    file_schema = old.to_arrow(field_ids=True)
+    for change, ok in (
+        (lambda x: x.widen_column("a", pa.int64()), True),
+        (lambda x: x.widen_column("f", pa.float64()), True),
+        (lambda x: x.add_column("c", pa.string()), True),
+        (lambda x: x.widen_column("d", pa.decimal128(9, 2)), False),
+        (lambda x: x.rename_column("b", "bb"), False),
+        (lambda x: (x.drop_column("b"), x.add_column("b", pa.string())), False),
+    ):
+        x = SchemaEditor(old, 4)
+        change(x)
+        p = Projection(file_schema, x.schema, x.schema.names)
+        assert not p.by_name or p.by_name_widening
+        assert p.by_name_widening == ok
+
+
 def test_projection_of_sliced_nested_arrays():
     old = schema_from_arrow(NESTED)
     data = pa.Table.from_pylist(ROWS, schema=old.to_arrow(field_ids=True))
