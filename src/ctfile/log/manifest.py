@@ -17,7 +17,7 @@ from typing import Callable, Iterator, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ctfile.format.actions import Action, AddPartition, CommitInfo, RemovePartition
+from ctfile.format.actions import Action, AddPartition, CommitInfo, Metadata, RemovePartition
 from ctfile.format.checkpoint import (
     check_row_count,
     checkpoint_from_arrow,
@@ -39,6 +39,7 @@ from ctfile.log.replay import (
     TableState,
     apply_entries,
     apply_table_actions,
+    check_checkpoint_identity,
     checkpoint_table_actions,
     head_from_checkpoint,
     state_from_checkpoint,
@@ -47,6 +48,7 @@ from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
 _Start = TypeVar("_Start", TableState, TableHead)
+_UNREAD = object()  # the table id of version 0, not looked for yet
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,9 @@ class ManifestLog:
     entries (and the table-level actions of those decoded only in part) are
     cached by version. The bytes of the files read for the table-level state
     alone (:meth:`load_head`) are kept until the partition state decodes
-    them (:meth:`load_state`), so that each is fetched once."""
+    them (:meth:`load_state`), so that each is fetched once. Every
+    checkpoint read is checked to be this table's (SPEC §Checkpoints,
+    identity) against the table id of version 0, read once."""
 
     def __init__(self, storage: Storage):
         self.storage = storage
@@ -80,6 +84,7 @@ class ManifestLog:
         self._undecoded: dict[str, bytes] = {}  # path -> bytes
         self._lock = threading.Lock()
         self._parallel = not isinstance(storage, LocalStorage)
+        self._version_zero_id: object = _UNREAD  # str, or None: entry 0 gone or unreadable
 
     # ------------------------------------------------------------ discovery
 
@@ -111,7 +116,7 @@ class ManifestLog:
         ``known``: a version known to be committed (the one a caller already
         holds); the search starts there, so an unchanged table costs two
         ``exists`` (that version and the next). Otherwise the search starts at the version the hint names,
-        if its checkpoint exists. From a start: exponential then binary search
+        if its entry exists. From a start: exponential then binary search
         over ``exists`` of version files, which is valid because versions are
         dense (SPEC §Commit protocol). Without one: list the log directory.
         """
@@ -119,11 +124,14 @@ class ManifestLog:
         if known is not None and self.storage.exists(commit_path(known)):
             start = known  # (a vacuum may have deleted it: then use the hint)
         if start is None:
+            # SPEC §Log replay: the hint's version is a starting point only if
+            # its entry exists (a hint and checkpoint copied from another
+            # table may name a version this one never reached).
             hint = self.read_hint()
-            if hint is not None and self.storage.exists(checkpoint_path(hint)):
+            if hint is not None and self.storage.exists(commit_path(hint)):
                 start = hint
         if start is not None:
-            lo, step = start, 1  # invariant: version lo exists (or is checkpointed)
+            lo, step = start, 1  # invariant: version lo exists
             while self.storage.exists(commit_path(lo + step)):
                 lo, step = lo + step, step * 2
             hi = lo + step  # does not exist
@@ -234,19 +242,22 @@ class ManifestLog:
 
     # ------------------------------------------------------------ checkpoints
 
-    def read_checkpoint(self, version: int, *, decode_stats: bool = False) -> TableState:
+    def read_checkpoint(self, version: int, *, decode_stats: bool = False, check_identity: bool = True) -> TableState:
         """The state the checkpoint of ``version`` holds (SPEC §Checkpoints).
 
         Partition statistics stay JSON text until first read, unless
         ``decode_stats``: then every one is decoded now, so that a bad one
         raises here (for a caller about to rely on the checkpoint alone).
+        ``check_identity=False`` skips :meth:`check_identity` (for a checker
+        that compares the whole state with the log's itself).
 
         Raises
         ------
         FileNotFoundError
             No checkpoint of ``version``.
         CorruptLogError
-            The file is not a valid checkpoint of ``version``.
+            The file is not a valid checkpoint of ``version``, or not one of
+            this table (:meth:`check_identity`).
         UnsupportedFeatureError
             Its protocol needs a newer reader.
         """
@@ -260,6 +271,8 @@ class ManifestLog:
         actions, partitions = checkpoint_from_arrow(table, where=where)
         state = state_from_checkpoint(actions, where=where, partitions=partitions)
         _check_checkpoint_version(state.version, version, where=where)
+        if check_identity:
+            self.check_identity(state.head, where=where)
         if decode_stats:
             for p in partitions:
                 p.stats  # noqa: B018 -- decodes and keeps, or raises CorruptLogError
@@ -282,7 +295,36 @@ class ManifestLog:
         check_row_count(header, footer.num_rows, where=where)
         head = head_from_checkpoint(actions, where=where)
         _check_checkpoint_version(head.version, version, where=where)
+        self.check_identity(head, where=where)
         return head
+
+    def check_identity(self, head: TableHead, *, where: str) -> None:
+        """Raise :class:`CorruptLogError` if the checkpoint whose table-level
+        state is ``head`` is not this table's (SPEC §Checkpoints, identity):
+        checked against the table id of version 0 while that entry exists,
+        else against the entry of the checkpoint's own version (a read of
+        it, cached like any entry), else accepted: the oldest state there is."""
+        table_id = self._version_zero_table_id()
+        entry = None
+        if table_id is None:
+            try:
+                entry = self.read_table_actions(head.version, keep=False)
+            except (VersionNotFoundError, CorruptLogError):
+                entry = None  # rule 3: no entry left to vouch (a damaged one cannot)
+        check_checkpoint_identity(head, table_id=table_id, entry=entry, where=where)
+
+    def _version_zero_table_id(self) -> str | None:
+        """The ``tableId`` of version 0's metadata, or None when that entry
+        is gone (vacuumed) or unreadable; read once, since a table's id
+        never changes. The bytes are kept for a replay from version 0."""
+        if self._version_zero_id is _UNREAD:
+            try:
+                actions = self.read_table_actions(0, keep=True)
+                found = next((a.table_id for a in actions if isinstance(a, Metadata)), None)
+            except (VersionNotFoundError, CorruptLogError):
+                found = None  # a damaged entry 0 cannot vouch; rule 2 applies (its replay fails on its own)
+            self._version_zero_id = found
+        return self._version_zero_id  # type: ignore[return-value]
 
     def write_checkpoint(self, state: TableState) -> CheckpointInfo:
         """Write the checkpoint of ``state`` and point the hint at it.
@@ -310,8 +352,8 @@ class ManifestLog:
     def load_state(self, version: int | None = None, *, latest: int | None = None) -> TableState:
         """Replay to ``version`` (default: the latest) from the newest usable checkpoint."""
         target = self._target(version, latest)
-        start = self._best_checkpoint(target, self.read_checkpoint)
-        first = self._first_to_replay(start, target)
+        start, rejected = self._best_checkpoint(target, self.read_checkpoint)
+        first = self._first_to_replay(start, target, rejected)
         state = apply_entries(
             start, first, self.read_entries(first, target),
             where=lambda v: f"{self.storage.uri}/{commit_path(v)}",
@@ -327,8 +369,8 @@ class ManifestLog:
         done by :meth:`load_state` when the partitions are needed; the
         protocol is checked here, with the same errors."""
         target = self._target(version, latest)
-        head = self._best_checkpoint(target, self.read_checkpoint_head)
-        first = self._first_to_replay(head, target)
+        head, rejected = self._best_checkpoint(target, self.read_checkpoint_head)
+        first = self._first_to_replay(head, target, rejected)
         for v, actions in enumerate(self.read_table_actions_between(first, target), start=first):
             head = apply_table_actions(head, v, actions, where=self._where(v))
         assert head is not None
@@ -345,23 +387,37 @@ class ManifestLog:
             )
         return target
 
-    def _first_to_replay(self, start: TableHead | TableState | None, target: int) -> int:
-        """The first entry to apply onto ``start``, the checkpoint replay starts from."""
+    def _first_to_replay(
+        self, start: TableHead | TableState | None, target: int, rejected: CorruptLogError | None
+    ) -> int:
+        """The first entry to apply onto ``start``, the checkpoint replay
+        starts from. Without one, version 0; without that entry either, the
+        version is gone: :class:`VersionNotFoundError`, or
+        :class:`CorruptLogError` when a checkpoint was ``rejected`` (SPEC
+        §Checkpoints: a damaged log, never the rejected state)."""
         if start is not None:
             return start.version + 1
         if not self.storage.exists(commit_path(0)):
             oldest = self.oldest_version()
+            if rejected is not None:
+                raise CorruptLogError(
+                    f"version {target} of {self.storage.uri} cannot be reconstructed: the log was cleaned up to "
+                    f"version {oldest} and the checkpoint replay would start from was rejected ({rejected})"
+                ) from rejected
             raise VersionNotFoundError(
                 f"version {target} of {self.storage.uri} can no longer be reconstructed: "
                 f"the log was cleaned up to version {oldest} and no checkpoint precedes {target}"
             )
         return 0
 
-    def _best_checkpoint(self, target: int, read: Callable[[int], _Start]) -> _Start | None:
+    def _best_checkpoint(
+        self, target: int, read: Callable[[int], _Start]
+    ) -> tuple[_Start | None, CorruptLogError | None]:
         """``read`` of the newest checkpoint at or before ``target`` that it
         accepts, trying first one whose bytes :meth:`load_head` kept (so the
         state is built from the files the head was), then the hint's, then
-        the others, newest first."""
+        the others, newest first; and the first rejection met (None if
+        none)."""
 
         def candidates() -> Iterator[int | None]:
             with self._lock:
@@ -371,15 +427,18 @@ class ManifestLog:
             yield from reversed(self.list().checkpoints)
 
         tried: set[int] = set()
+        rejected: CorruptLogError | None = None
         for c in candidates():
             if c is None or c > target or c in tried:
                 continue
             tried.add(c)
             try:
-                return read(c)
-            except (FileNotFoundError, CorruptLogError):
-                continue  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
-        return None
+                return read(c), rejected
+            except FileNotFoundError:
+                continue
+            except CorruptLogError as e:
+                rejected = rejected or e  # SPEC §Checkpoints: a bad checkpoint is skipped, not fatal
+        return None, rejected
 
     def oldest_version(self) -> int:
         """The oldest version that can still be reconstructed."""

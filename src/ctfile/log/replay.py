@@ -176,6 +176,11 @@ def _apply_head(
         if isinstance(a, CommitInfo):
             timestamp = a.timestamp
         elif isinstance(a, Metadata):
+            if metadata is not None and a.table_id != metadata.table_id:
+                raise CorruptLogError(
+                    f"{where}: the metadata changes the table id from {metadata.table_id} to {a.table_id}; "
+                    f"a table's id is fixed at creation (SPEC §Log replay, rule 3)"
+                )
             metadata = a
         elif isinstance(a, Protocol):
             protocol = a
@@ -232,6 +237,51 @@ def _checkpoint_head(actions: list[Action], *, where: str) -> tuple[CheckpointHe
     check_reader_protocol(protocol, where=where)
     txns = {a.app_id: a for a in actions if isinstance(a, SetTransaction)}
     return header, TableHead(header.version, header.timestamp, protocol, metadata, txns)
+
+
+def check_checkpoint_identity(
+    head: TableHead, *, table_id: str | None, entry: list[Action] | None, where: str
+) -> None:
+    """Reject the checkpoint whose table-level state is ``head`` if it is not
+    this table's (SPEC §Checkpoints, identity): ``table_id`` is the table's
+    id from the entry of version 0 (rule 1; None when that entry is gone),
+    ``entry`` the table-level actions of the entry of the checkpoint's own
+    version (rule 2; None when not read or gone). With neither, the
+    checkpoint is the oldest state there is and defines the table (rule 3).
+
+    >>> from ctfile.format.schema import Field, Schema
+    >>> md = Metadata("A", Schema((Field(1, "id", "long", False),)), 0)
+    >>> head = TableHead(4, 1000, Protocol(), md)
+    >>> check_checkpoint_identity(head, table_id="A", entry=None, where="cp")
+    >>> check_checkpoint_identity(head, table_id="B", entry=None, where="cp")
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.CorruptLogError: cp: the checkpoint is a state of table A, not of this table (B, the tableId of version 0): a copy from another table (SPEC §Checkpoints, identity)
+    >>> check_checkpoint_identity(head, table_id=None, entry=[CommitInfo(999, "WRITE")], where="cp")
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.CorruptLogError: cp: the checkpoint's commit timestamp 1000 is not that of the entry of version 4 (999): it is not this table's state of that version (SPEC §Checkpoints, identity)
+    """
+    found = head.metadata.table_id
+    if table_id is not None:
+        if found != table_id:
+            raise CorruptLogError(
+                f"{where}: the checkpoint is a state of table {found}, not of this table ({table_id}, the tableId "
+                f"of version 0): a copy from another table (SPEC §Checkpoints, identity)"
+            )
+        return
+    for a in entry or ():
+        if isinstance(a, CommitInfo) and a.timestamp != head.timestamp:
+            raise CorruptLogError(
+                f"{where}: the checkpoint's commit timestamp {head.timestamp} is not that of the entry of version "
+                f"{head.version} ({a.timestamp}): it is not this table's state of that version "
+                f"(SPEC §Checkpoints, identity)"
+            )
+        if isinstance(a, Metadata) and a.table_id != found:
+            raise CorruptLogError(
+                f"{where}: the checkpoint is a state of table {found}, not of this table ({a.table_id}, the "
+                f"tableId of the entry of version {head.version}) (SPEC §Checkpoints, identity)"
+            )
 
 
 def checkpoint_table_actions(state: TableState) -> list[Action]:

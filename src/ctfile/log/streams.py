@@ -102,10 +102,14 @@ class StreamFiles:
 
 
 class StreamStore:
-    """The streams of the table at ``storage``."""
+    """The streams of the table at ``storage``. With ``table_id`` (the
+    table's ``tableId``), a state file naming another table is refused as
+    it is read (SPEC §Streams, reader requirements: a copy from another
+    table's streams); without, a checker compares it itself."""
 
-    def __init__(self, storage: Storage):
+    def __init__(self, storage: Storage, *, table_id: str | None = None):
         self.storage = storage
+        self.table_id = table_id
 
     def files(self, name: str) -> StreamFiles | None:
         """Stream ``name``'s state files (one listing of its directory), or
@@ -134,6 +138,13 @@ class StreamStore:
             raise CorruptLogError(
                 f"{self.storage.uri}/{path}: holds state {state.sequence} of stream {state.name!r}, "
                 f"not state {sequence} of {name!r}"
+            )
+        if self.table_id is not None and state.table_id != self.table_id:
+            raise CorruptLogError(
+                f"{self.storage.uri}/{path}: state {sequence} of stream {name} is of table {state.table_id}, not of "
+                f"this table ({self.table_id}): a copy from another table's streams. Its older states are not "
+                f"used in its place (they would hand out consumed changes again): drop the stream and create "
+                f"it again (SPEC §Streams)"
             )
         return state
 
@@ -249,17 +260,20 @@ def plan_stream_retention(
     Raises
     ------
     CorruptLogError
-        A stream's current state is malformed: the vacuum then deletes
+        A stream's current state is malformed or of another table: the vacuum then deletes
         nothing rather than expire history an unreadable stream may need.
     """
-    store = StreamStore(manifest.storage)
-    listing = store.listing()
+    listing = StreamStore(manifest.storage).listing()
     old_files = tuple(p for files in listing.values() for p in files.old_files())
+    if not listing:
+        return StreamRetention(base=base, old_state_files=old_files)
+    metadata = manifest.load_head(latest, latest=latest).metadata
+    store = StreamStore(manifest.storage, table_id=metadata.table_id)
     states = [store.read(name, files.current_sequence) for name, files in listing.items()]
     behind = [s for s in states if s.is_live and s.needs_from() < base]
     if not behind:
         return StreamRetention(base=base, old_state_files=old_files)
-    properties = manifest.load_head(latest, latest=latest).metadata.properties
+    properties = metadata.properties
     extension_ms = TableProperties.from_mapping(properties).max_retention_extension_s * 1000
     # A stream holds while its first pending commit is at or after this.
     hold_from_ms = history_cutoff_ms - extension_ms

@@ -120,6 +120,13 @@ class ClaimOutcome(enum.Enum):
     FENCED = "fenced"
 
 
+def stream_store(table: "Table") -> StreamStore:
+    """The streams of ``table``, every state read checked to be of this
+    table (SPEC §Streams, reader requirements: a state file copied from
+    another table's streams is refused, never used)."""
+    return StreamStore(table.storage, table_id=table.table_id)
+
+
 class ClaimResolver:
     """Settles the claim of a stream's current state against its target
     (SPEC §Streams, claims). ``source`` is the stream's table (whose storage

@@ -45,7 +45,7 @@ from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgum
 from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
-from ctfile.table.consumption import ClaimResolver, ConsumingTransaction, Consumption, StreamPin
+from ctfile.table.consumption import ClaimResolver, ConsumingTransaction, Consumption, StreamPin, stream_store
 from ctfile.table.streams import Stream
 from ctfile.writer.distributed import WriteJob
 
@@ -103,7 +103,7 @@ class ConsumingWriteJob(WriteJob):
         claimed = StreamPin(over, pin.end)
         params = {"stream": {"name": stream.name, "table": over.table_id, "from": over.offset + 1, "to": pin.end}}
         tx = self.transaction(files, against_latest=against_latest, parameters=params, cls=ConsumingTransaction)
-        tx.consumption = Consumption(claimed, StreamStore(source.storage), target, _nothing)
+        tx.consumption = Consumption(claimed, stream_store(source), target, _nothing)
         return tx.commit()
 
 
@@ -151,7 +151,7 @@ def claimable_state(source: "Table", pin: StreamPin, target: "Table") -> StreamS
     CommitConflictError
         The interval was consumed otherwise (see the module docstring).
     """
-    store = StreamStore(source.storage)
+    store = stream_store(source)
     name = pin.state.name
     current = store.current(name)
     if current is None or current.dropped or current.stream_id != pin.state.stream_id:

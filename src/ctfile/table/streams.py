@@ -48,7 +48,7 @@ from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode
-from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token
+from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token, stream_store
 
 if TYPE_CHECKING:
     from ctfile.table.table import Table
@@ -107,7 +107,7 @@ class Stream:
 
     @property
     def _store(self) -> StreamStore:
-        return StreamStore(self.table.storage)
+        return stream_store(self.table)
 
     def state(self) -> StreamState:
         """The current state, a committed claim rolled forward (read only
@@ -350,7 +350,7 @@ class TableStreams:
         mode = ChangeMode.parse(information)
         if not isinstance(initial_rows, bool):
             raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
-        store = StreamStore(self.storage)
+        store = stream_store(self)
         current = store.current(name)
         if current is not None and not current.dropped:
             raise StreamExistsError(f"stream {name!r} already exists on {self.uri}; drop it first")
@@ -387,9 +387,9 @@ class TableStreams:
         """The stream ``name``; :class:`StreamNotFoundError` naming the
         streams there are if it does not exist."""
         check_stream_name(name)
-        state = StreamStore(self.storage).current(name)
+        state = stream_store(self).current(name)
         if state is None or state.dropped:
-            names = [s.name for s in StreamStore(self.storage).all_current() if not s.dropped]
+            names = [s.name for s in stream_store(self).all_current() if not s.dropped]
             raise StreamNotFoundError(f"no stream {name!r} on {self.uri}; its streams are {names or 'none'}")
         return Stream(self, name)
 
@@ -398,7 +398,7 @@ class TableStreams:
         staleness (:class:`StreamInfo`; ``retain`` and ``grace_period``
         are the vacuum windows staleness is predicted with, by default
         vacuum's)."""
-        states = [s for s in StreamStore(self.storage).all_current() if not s.dropped]
+        states = [s for s in stream_store(self).all_current() if not s.dropped]
         return stream_infos(self, states, retain=retain, grace_period=grace_period)
 
     def drop_stream(self: "Table", name: str) -> None:
@@ -406,7 +406,7 @@ class TableStreams:
         and the name can be created again (as a new stream). A consumption
         in progress still commits to its target, but no longer moves the
         dropped stream."""
-        store = StreamStore(self.storage)
+        store = stream_store(self)
         for _ in range(MAX_RESOLVE_ROUNDS):
             state = self.stream(name)._current_or_raise()
             try:

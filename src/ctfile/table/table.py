@@ -15,7 +15,6 @@ from ctfile.format.schema import Schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
 from ctfile.log.storage import Storage
-from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
@@ -23,7 +22,7 @@ from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
 from ctfile.reader.clustering import ClusteringInfo
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
-from ctfile.table.consumption import Consumption, ConsumingTransaction, StreamPin
+from ctfile.table.consumption import Consumption, ConsumingTransaction, StreamPin, stream_store
 from ctfile.table.maintenance import TableMaintenance, check_version
 from ctfile.table.stream_jobs import consuming_job
 from ctfile.table.streams import Stream, TableStreams
@@ -366,7 +365,7 @@ class Table(TableMaintenance, TableStreams):
             stream.end_consumption()
             raise
         tx.on_commit = self._on_commit
-        tx.consumption = Consumption(pin, StreamStore(stream.table.storage), self, stream.end_consumption)
+        tx.consumption = Consumption(pin, stream_store(stream.table), self, stream.end_consumption)
         return tx
 
     def app_version(self, app_id: str) -> int | None:

@@ -294,6 +294,11 @@ class LogChecker(Recorder):
             self.problem("log", "version 0 must contain protocol and metadata actions", v, path)
         protocol = new_protocol or (state.protocol if state else None)
         metadata = new_metadata or (state.metadata if state else None)
+        if new_metadata is not None and state is not None and new_metadata.table_id != state.metadata.table_id:
+            self.problem(
+                "replay", f"the metadata changes the table id from {state.metadata.table_id} to "
+                f"{new_metadata.table_id} (SPEC §Log replay, rule 3)", v, path,
+            )
         if protocol is None or metadata is None:
             return None
         if new_protocol is not None:
@@ -350,9 +355,17 @@ class LogChecker(Recorder):
     def _compare_checkpoint(self, state: TableState) -> None:
         v = state.version
         try:
-            cp = self.log.read_checkpoint(v, decode_stats=True)
+            # Compared whole below, a checkpoint of another table included.
+            cp = self.log.read_checkpoint(v, decode_stats=True, check_identity=False)
         except (FileNotFoundError, CorruptLogError) as e:
             self.warning("checkpoint", f"checkpoint is unreadable and will be skipped by readers: {e}", v)
+            return
+        if cp.metadata.table_id != state.metadata.table_id:
+            self.problem(
+                "checkpoint", f"checkpoint is a state of table {cp.metadata.table_id}, not of this table "
+                f"({state.metadata.table_id}): a copy from another table, which readers skip "
+                f"(SPEC §Checkpoints, identity)", v,
+            )
             return
         diffs = []
         if set(cp.partitions) != set(state.partitions):
