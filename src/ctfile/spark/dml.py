@@ -28,7 +28,9 @@ deletes every task's files and raises it, typed as in the Python API.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import pickle
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -262,7 +264,12 @@ class MergeStatement:
     def _check_source(self, spec: ctfile.MergeSpec, table_schema: pa.Schema) -> dict:
         """Persist the source (its timestamps of the table's kinds,
         :func:`in_table_timestamps`), refuse two rows with one key, and find
-        each key column's range and the row count (two Spark jobs)."""
+        each key column's range and the row count (two Spark jobs).
+
+        Keys are counted by SPEC §Copy-on-write (MERGE, key equality), as
+        ``Table.merge`` counts them: Spark's grouping already takes ``-0.0``
+        and ``0.0`` (and every NaN) for one key; a row with a null key part
+        is no key, so it is left out."""
         if self._checked is not None:
             return self._checked
         self.source = in_table_timestamps(self.source, table_schema)
@@ -270,7 +277,8 @@ class MergeStatement:
             self.source = self.source.persist(StorageLevel.MEMORY_AND_DISK)
             self._persisted = True
         keys = list(spec.keys)
-        worst = self.source.groupBy(*keys).count().agg(F.max("count")).first()[0]
+        keyed = self.source.where(functools.reduce(operator.and_, (F.col(k).isNotNull() for k in keys)))
+        worst = keyed.groupBy(*keys).count().agg(F.max("count")).first()[0]
         if worst and worst > 1:
             raise ctfile.InvalidArgumentError(
                 f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "

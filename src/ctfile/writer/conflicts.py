@@ -8,8 +8,9 @@ new key each found it absent and each inserted it):
 
 * :class:`RowPredicate` -- the ``where`` of a DELETE or UPDATE;
 * :class:`KeyPredicate` -- the keys of a MERGE's source: a row is selected
-  when its key columns equal those of some source row (null keys select
-  nothing, as in the MERGE's join).
+  when its key columns equal those of some source row, by the one key
+  equality of SPEC §Copy-on-write (:func:`comparable_keys`; null keys
+  select nothing, as in the MERGE's join).
 
 Both answer :meth:`first_match` for the partitions a winner added: first
 from their statistics (no I/O), then, for those the statistics cannot
@@ -68,6 +69,31 @@ class RowPredicate:
         return None
 
 
+def comparable_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``table`` with its floating-point ``keys`` columns in the canonical
+    form SPEC §Copy-on-write (MERGE, key equality) compares them in:
+    ``-0.0`` as ``0.0``, every NaN as one NaN; nulls stay null (a join
+    matches no null). Arrow's hash joins and grouping compare a float's
+    bits, so without it ``-0.0`` would miss ``0.0``, and a NaN another NaN
+    with a different payload. The other columns are left as they are.
+
+    >>> t = comparable_keys(pa.table({"k": [-0.0, 0.0, None], "v": [-0.0, 1.0, 2.0]}), ["k"])
+    >>> t.column("k").to_pylist(), t.column("v").to_pylist()
+    ([0.0, 0.0, None], [-0.0, 1.0, 2.0])
+    >>> t.group_by("k").aggregate([([], "count_all")]).column("count_all").to_pylist()
+    [2, 1]
+    """
+    for k in keys:
+        i = table.schema.get_field_index(k)
+        col = table.column(i)
+        if not pa.types.is_floating(col.type):
+            continue
+        zero, nan = pa.scalar(0.0, col.type), pa.scalar(float("nan"), col.type)
+        canonical = pc.if_else(pc.is_nan(col), nan, pc.if_else(pc.equal(col, zero), zero, col))
+        table = table.set_column(i, table.schema.field(i), canonical)
+    return table
+
+
 @dataclass(frozen=True)
 class _KeyValues:
     """The distinct non-null values of one key column of a MERGE source,
@@ -112,7 +138,9 @@ class KeyPredicate:
     """The rows a MERGE selects: those whose ``keys`` equal a source row's.
 
     ``source_keys`` holds the key columns of the source rows with no null
-    key, one row per key. :meth:`candidates` keeps the partitions whose
+    key part, in the form keys compare in (:func:`comparable_keys`): the
+    keys of the source as SPEC §Copy-on-write (MERGE, key equality) counts
+    them. :meth:`candidates` keeps the partitions whose
     statistics can hold one of those keys, column by column (SPEC
     §Copy-on-write, MERGE): both the MERGE's own candidates and, in conflict
     detection, a winner's partitions. :meth:`range_filter` is the coarser
@@ -131,7 +159,8 @@ class KeyPredicate:
 
     @classmethod
     def from_source(cls, source: pa.Table, keys: Sequence[str]) -> "KeyPredicate":
-        """The key predicate of ``source`` (its rows with no null key)."""
+        """The key predicate of ``source`` (its rows with no null key part:
+        a null matches nothing)."""
         key_table = source.select(list(keys))
         valid = None
         for k in keys:
@@ -139,7 +168,7 @@ class KeyPredicate:
             valid = v if valid is None else pc.and_(valid, v)
         if valid is not None and key_table.num_rows:
             key_table = key_table.filter(valid)
-        return cls(tuple(keys), key_table)
+        return cls(tuple(keys), comparable_keys(key_table, keys))
 
     def describe(self) -> str:
         return f"rows whose key ({', '.join(self.keys)}) is one of the {self.source_keys.num_rows} source keys"
@@ -209,7 +238,7 @@ class KeyPredicate:
         if self.source_keys.num_rows == 0:
             return None
         for p in self.candidates(partitions, schema):
-            t = read_partition_table(storage, p, schema, columns=list(self.keys))
+            t = comparable_keys(read_partition_table(storage, p, schema, columns=list(self.keys)), self.keys)
             if t.join(self.source_keys, list(self.keys), join_type="left semi", use_threads=False).num_rows:
                 return p
         return None

@@ -267,13 +267,15 @@ def apply_changes(
     whose matched values differs is left as it was (an upsert that sends
     every column usually changes one or two): no full-length work for it,
     and its column chunks come out byte-identical, which the change scan
-    exploits (``same_columns``). With change capture, the old and new
-    images of the changed rows go to the transaction's change writer.
+    exploits (``same_columns``). In a column that changes, a value not
+    distinct from the old one leaves the old one too (SPEC §Copy-on-write:
+    ``-0.0`` over ``0.0`` keeps ``0.0``). With change capture, the old and
+    new images of the changed rows go to the transaction's change writer.
     """
     arrow = tx.schema.to_arrow(field_ids=False)
     at = pa.array(positions)
     changed = np.zeros(len(positions), dtype=bool)
-    touched: dict[str, pa.Array] = {}
+    touched: dict[str, tuple[pa.Array, np.ndarray]] = {}  # column -> (new values, which differ)
     for name, values in new_values.items():
         field = arrow.field(name)
         if not values.type.equals(field.type):
@@ -285,21 +287,20 @@ def apply_changes(
             raise SchemaMismatchError(f"update would write null into non-nullable column {name!r} ({p.path})")
         differs = is_distinct(t.column(name).take(at), values)
         if differs.any():
-            touched[name] = values
+            touched[name] = (values, differs)
             changed |= differs
     n_changed = int(np.count_nonzero(changed))
     if n_changed == 0:
         return None
-    # Every matched row takes the new values (equal to the old ones where
-    # nothing differs), scattered onto the full column.
-    matched = np.zeros(t.num_rows, dtype=bool)
-    matched[positions] = True
+    # The new values that differ, scattered onto the full column.
     scatter = np.zeros(t.num_rows, dtype=np.int64)
     scatter[positions] = np.arange(len(positions))
-    mask, scatter_idx = pa.array(matched), pa.array(scatter)
+    scatter_idx = pa.array(scatter)
     old = t
-    for name, values in touched.items():
-        merged = pc.if_else(mask, values.take(scatter_idx), t.column(name))
+    for name, (values, differs) in touched.items():
+        mask = np.zeros(t.num_rows, dtype=bool)
+        mask[positions[differs]] = True
+        merged = pc.if_else(pa.array(mask), values.take(scatter_idx), t.column(name))
         t = t.set_column(t.schema.get_field_index(name), name, merged)
     is_changed = np.zeros(t.num_rows, dtype=bool)
     is_changed[positions[changed]] = True

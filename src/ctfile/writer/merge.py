@@ -4,6 +4,9 @@ Planning is apart from execution. :func:`plan_merge` checks everything
 before a file is written -- the actions, the keys, the source's columns and
 types, one source row per key -- and builds a :class:`MergePlan`: the
 conformed source and its :class:`~ctfile.writer.conflicts.KeyPredicate`.
+Keys match by the one key equality of SPEC §Copy-on-write (MERGE):
+``-0.0`` matches ``0.0``, NaN matches NaN, a null matches nothing
+(:func:`~ctfile.writer.conflicts.comparable_keys`).
 :func:`run_merge` then records the key predicate in the transaction (SPEC
 §Conflict detection: a concurrent commit adding a row with one of these keys
 conflicts), rewrites the candidate partitions (those whose key statistics
@@ -30,7 +33,7 @@ import pyarrow.compute as pc
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.log.transaction import Transaction
-from ctfile.writer.conflicts import KeyPredicate
+from ctfile.writer.conflicts import KeyPredicate, comparable_keys
 from ctfile.writer.dml import Rewrite, insert, rewrite_all, rewrite_positions
 from ctfile.writer.input import Conformer, to_table
 
@@ -73,6 +76,9 @@ class MergePlan:
     when_matched: WhenMatched | None
     when_not_matched: WhenNotMatched | None
     predicate: KeyPredicate
+    #: The source's key columns as keys compare (:func:`comparable_keys`),
+    #: with the ``__ct_src`` position column: one side of every match.
+    match_keys: pa.Table
 
 
 def plan_merge(
@@ -110,11 +116,11 @@ def plan_merge(
     conformer = Conformer(tx.schema, what="merge source", columns=columns)
     conformer.check_schema(src.schema)
     src = pa.Table.from_batches([conformer.conform(b) for b in src.to_batches()], schema=conformer.target)
-    _check_unique_keys(src, keys)
+    predicate = KeyPredicate.from_source(src, keys)
+    _check_unique_keys(predicate.source_keys, keys)
     src = src.append_column(_SRC, pa.array(np.arange(src.num_rows, dtype=np.int64)))
-    return MergePlan(
-        tuple(keys), src, tuple(update_columns), matched, not_matched, KeyPredicate.from_source(src, keys)
-    )
+    match_keys = comparable_keys(src.select(keys + [_SRC]), keys)
+    return MergePlan(tuple(keys), src, tuple(update_columns), matched, not_matched, predicate, match_keys)
 
 
 def merge_keys(on: Any) -> list[str]:
@@ -129,10 +135,15 @@ def merge_keys(on: Any) -> list[str]:
     return keys
 
 
-def _check_unique_keys(src: pa.Table, keys: list[str]) -> None:
-    if not src.num_rows:
+def _check_unique_keys(source_keys: pa.Table, keys: list[str]) -> None:
+    """At most one source row per key. ``source_keys``: the keys of the
+    source rows with no null key part, as keys compare
+    (:attr:`KeyPredicate.source_keys`): ``0.0`` and ``-0.0`` are one key,
+    and a row with a null key part is no key (SPEC §Copy-on-write, MERGE,
+    key equality)."""
+    if not source_keys.num_rows:
         return
-    counts = src.group_by(keys).aggregate([([], "count_all")]).column("count_all")
+    counts = source_keys.group_by(keys).aggregate([([], "count_all")]).column("count_all")
     worst = pc.max(counts).as_py()
     if worst and worst > 1:
         raise InvalidArgumentError(
@@ -144,8 +155,8 @@ def _check_unique_keys(src: pa.Table, keys: list[str]) -> None:
 def _matches(plan: MergePlan, t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(positions in ``t``, source rows) of the matched keys, by position."""
     keys = list(plan.keys)
-    tk = t.select(keys).append_column(_POS, pa.array(np.arange(t.num_rows, dtype=np.int64)))
-    j = tk.join(plan.source.select(keys + [_SRC]), keys, join_type="inner", use_threads=False)
+    tk = comparable_keys(t.select(keys), keys).append_column(_POS, pa.array(np.arange(t.num_rows, dtype=np.int64)))
+    j = tk.join(plan.match_keys, keys, join_type="inner", use_threads=False)
     pos = j.column(_POS).to_numpy()
     sidx = j.column(_SRC).to_numpy()
     order = np.argsort(pos)
