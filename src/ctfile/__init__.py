@@ -27,6 +27,7 @@ from ctfile.format.errors import (
 )
 from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
+from ctfile.format.column_paths import format_field_path, parse_field_path
 from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.scan_task import POSITION_COLUMN
@@ -66,6 +67,8 @@ __all__ = [
     "diff_schemas",
     "IntroducedVersions",
     "field_paths",
+    "parse_field_path",
+    "format_field_path",
     "WriteTransaction",
     "WriteJob",
     "SchemaMode",

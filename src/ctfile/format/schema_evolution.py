@@ -9,8 +9,10 @@ I/O; :mod:`ctfile.table.maintenance` commits the result.
 
 A *path* names a field from the top level, joined by ``.``, with
 ``element`` for a list's element and ``key`` / ``value`` for a map's
-(Iceberg's convention). A path may also be given as a tuple of names, for
-names that contain a dot.
+(Iceberg's convention); a name holding a ``.`` or a backtick is quoted in
+backticks, as in Spark SQL (:mod:`ctfile.format.column_paths`, the one
+parser and formatter of path text). A path may also be given as a tuple of
+names, unquoted.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Sequence, Union
 
 import pyarrow as pa
 
+from ctfile.format.column_paths import format_field_path, parse_field_path, quote_field_name
 from ctfile.format.errors import SchemaMismatchError
 from ctfile.format.schema import (
     ArrayType,
@@ -67,7 +70,7 @@ class SchemaChange:
 
     @property
     def top_level(self) -> bool:
-        return "." not in self.path
+        return len(parse_field_path(self.path)) == 1
 
     @property
     def needs_feature(self) -> bool:
@@ -104,11 +107,12 @@ def _decimal(t: str) -> tuple[int, int]:
 
 
 def split_path(path: Path) -> tuple[str, ...]:
-    """``path`` as a tuple of names ("a.b" -> ("a", "b"))."""
+    """``path`` as a tuple of names ("a.b" -> ("a", "b"), "`a.b`" -> ("a.b",):
+    :func:`~ctfile.format.column_paths.parse_field_path`); a tuple as it is."""
     if isinstance(path, str):
         if not path:
             raise SchemaMismatchError("a column path must not be empty")
-        return tuple(path.split("."))
+        return parse_field_path(path)
     parts = tuple(path)
     if not parts or not all(isinstance(p, str) and p for p in parts):
         raise SchemaMismatchError(f"a column path must be a non-empty string or tuple of names, found {path!r}")
@@ -150,22 +154,22 @@ class SchemaEditor:
         parts = split_path(path)
         parent, name = parts[:-1], parts[-1]
         if not isinstance(type, pa.DataType):
-            raise SchemaMismatchError(f"add_column({'.'.join(parts)!r}): type must be a pyarrow DataType, found {type!r}")
+            raise SchemaMismatchError(f"add_column({format_field_path(parts)!r}): type must be a pyarrow DataType, found {type!r}")
         if doc is not None and not isinstance(doc, str):
-            raise SchemaMismatchError(f"add_column({'.'.join(parts)!r}): doc must be a string, found {doc!r}")
+            raise SchemaMismatchError(f"add_column({format_field_path(parts)!r}): doc must be a string, found {doc!r}")
         self._check_name(parent, name)
         next_id = [self.last_field_id]
         fid = next_id[0] = next_id[0] + 1
-        new = Field(fid, name, type_from_arrow(type, next_id, ".".join(parts)), True, {"comment": doc} if doc else {})
+        new = Field(fid, name, type_from_arrow(type, next_id, format_field_path(parts)), True, {"comment": doc} if doc else {})
 
         def edit(fields: tuple[Field, ...]) -> tuple[Field, ...]:
             if any(f.name == name for f in fields):
-                raise SchemaMismatchError(f"cannot add {'.'.join(parts)!r}: a field of that name exists; drop or rename it first")
-            return _place(fields + (new,), name, after=after, first=first, where=".".join(parts))
+                raise SchemaMismatchError(f"cannot add {format_field_path(parts)!r}: a field of that name exists; drop or rename it first")
+            return _place(fields + (new,), name, after=after, first=first, where=format_field_path(parts))
 
         self._edit_struct(parent, edit, "add a field to")
         self.last_field_id = next_id[0]
-        self.changes.append(SchemaChange(SchemaChangeKind.ADD, ".".join(parts), _type_name(new.type)))
+        self.changes.append(SchemaChange(SchemaChangeKind.ADD, format_field_path(parts), _type_name(new.type)))
 
     def drop_column(self, path: Path) -> None:
         """Drop a field; its ids are retired, never reused."""
@@ -179,12 +183,12 @@ class SchemaEditor:
             raise SchemaMismatchError(f"cannot drop {parts[0]!r}: it is the table's only column")
         parent = self._type_at(parts[:-1]) if len(parts) > 1 else None
         if isinstance(parent, StructType) and len(parent.fields) == 1:  # Parquet cannot store an empty struct
-            where = ".".join(parts[:-1])
+            where = format_field_path(parts[:-1])
             raise SchemaMismatchError(
-                f"cannot drop {'.'.join(parts)!r}: it is the only field of {where!r}; drop {where!r} instead"
+                f"cannot drop {format_field_path(parts)!r}: it is the only field of {where!r}; drop {where!r} instead"
             )
         self._edit_struct(parts[:-1], edit, "drop a field of")
-        self.changes.append(SchemaChange(SchemaChangeKind.DROP, ".".join(parts)))
+        self.changes.append(SchemaChange(SchemaChangeKind.DROP, format_field_path(parts)))
 
     def rename_column(self, path: Path, new_name: str) -> None:
         """Give a field a new name; its id, and so its values, stay."""
@@ -198,13 +202,13 @@ class SchemaEditor:
             return tuple(replace(f, name=new_name) if f.name == parts[-1] else f for f in fields)
 
         self._edit_struct(parts[:-1], edit, "rename a field of")
-        self.changes.append(SchemaChange(SchemaChangeKind.RENAME, ".".join(parts), new_name))
+        self.changes.append(SchemaChange(SchemaChangeKind.RENAME, format_field_path(parts), new_name))
 
     def widen_column(self, path: Path, type: pa.DataType) -> None:
         """Widen a primitive field, list element or map value (SPEC §Schema
         evolution: integers up, float to double, decimal precision up)."""
         parts = split_path(path)
-        where = ".".join(parts)
+        where = format_field_path(parts)
         if not isinstance(type, pa.DataType):
             raise SchemaMismatchError(f"widen_column({where!r}): type must be a pyarrow DataType, found {type!r}")
         new = type_from_arrow(type, [0], where)
@@ -223,23 +227,23 @@ class SchemaEditor:
         """Let a field (or a list element, map value) hold nulls."""
         parts = split_path(path)
         if parts[-1] == "key" and isinstance(self._type_at(parts[:-1]), MapType):
-            raise SchemaMismatchError(f"cannot make {'.'.join(parts)!r} nullable: map keys are never null")
+            raise SchemaMismatchError(f"cannot make {format_field_path(parts)!r} nullable: map keys are never null")
         self._type_at(parts)
         self._set_slot(parts, lambda f: replace(f, nullable=True), lambda t, k: _with_child(t, k, nullable=True))
-        self.changes.append(SchemaChange(SchemaChangeKind.MAKE_NULLABLE, ".".join(parts)))
+        self.changes.append(SchemaChange(SchemaChangeKind.MAKE_NULLABLE, format_field_path(parts)))
 
     def move_column(self, path: Path, *, after: str | None = None, first: bool = False) -> None:
         """Move a field first, or after sibling ``after``, within its struct."""
         parts = split_path(path)
         self._field(parts)
         if (after is None) == (not first):
-            raise SchemaMismatchError(f"move_column({'.'.join(parts)!r}): give exactly one of after= or first=True")
+            raise SchemaMismatchError(f"move_column({format_field_path(parts)!r}): give exactly one of after= or first=True")
 
         def edit(fields: tuple[Field, ...]) -> tuple[Field, ...]:
-            return _place(fields, parts[-1], after=after, first=first, where=".".join(parts))
+            return _place(fields, parts[-1], after=after, first=first, where=format_field_path(parts))
 
         self._edit_struct(parts[:-1], edit, "move a field of")
-        self.changes.append(SchemaChange(SchemaChangeKind.MOVE, ".".join(parts), "first" if first else f"after {after}"))
+        self.changes.append(SchemaChange(SchemaChangeKind.MOVE, format_field_path(parts), "first" if first else f"after {after}"))
 
     # ------------------------------------------------------------ navigation
 
@@ -250,27 +254,27 @@ class SchemaEditor:
             raise SchemaMismatchError(f"field names must be non-empty strings; found {name!r}")
         st = self._type_at(parent) if parent else StructType(self.schema.fields)
         if isinstance(st, StructType) and any(f.name == name for f in st.fields):
-            raise SchemaMismatchError(f"a field {'.'.join((*parent, name))!r} already exists")
+            raise SchemaMismatchError(f"a field {format_field_path((*parent, name))!r} already exists")
 
     def _type_at(self, parts: tuple[str, ...]) -> DataType:
         """The type at ``parts`` (a field's type, or a collection's child)."""
         t: DataType = StructType(self.schema.fields)
         for i, part in enumerate(parts):
-            t = _child(t, part, ".".join(parts[: i + 1]))
+            t = _child(t, part, format_field_path(parts[: i + 1]))
         return t
 
     def _field(self, parts: tuple[str, ...]) -> Field:
         parent = self._type_at(parts[:-1]) if len(parts) > 1 else StructType(self.schema.fields)
         if not isinstance(parent, StructType):
-            raise SchemaMismatchError(f"{'.'.join(parts)!r} is not a struct field")
+            raise SchemaMismatchError(f"{format_field_path(parts)!r} is not a struct field")
         for f in parent.fields:
             if f.name == parts[-1]:
                 return f
-        raise SchemaMismatchError(f"no field {'.'.join(parts)!r}; fields there are {[f.name for f in parent.fields]}")
+        raise SchemaMismatchError(f"no field {format_field_path(parts)!r}; fields there are {[f.name for f in parent.fields]}")
 
     def _edit_struct(self, parent: tuple[str, ...], edit, what: str) -> None:
         if parent and not isinstance(self._type_at(parent), StructType):
-            raise SchemaMismatchError(f"cannot {what} {'.'.join(parent)!r}: it is not a struct")
+            raise SchemaMismatchError(f"cannot {what} {format_field_path(parent)!r}: it is not a struct")
         root = _rewrite(StructType(self.schema.fields), parent, lambda st: StructType(edit(st.fields)))
         self.schema = Schema(root.fields)
 
@@ -349,17 +353,17 @@ def diff_schemas(old: Schema, new: Schema) -> list[SchemaChange]:
     and moved, in the new schema's order (drops first)."""
     before = dict(_walk(StructType(old.fields), ()))
     after = dict(_walk(StructType(new.fields), ()))
-    out = [SchemaChange(SchemaChangeKind.DROP, ".".join(p)) for fid, (p, _, _) in before.items()
+    out = [SchemaChange(SchemaChangeKind.DROP, format_field_path(p)) for fid, (p, _, _) in before.items()
            if fid not in after and _parent_kept(p, before, after, fid)]
     for fid, (path, t, nullable) in after.items():
-        name = ".".join(path)
+        name = format_field_path(path)
         if fid not in before:
             if _new_parent(fid, after, before):
                 out.append(SchemaChange(SchemaChangeKind.ADD, name, _type_name(t)))
             continue
         old_path, old_t, old_null = before[fid]
         if old_path[-1] != path[-1]:
-            out.append(SchemaChange(SchemaChangeKind.RENAME, ".".join(old_path), path[-1]))
+            out.append(SchemaChange(SchemaChangeKind.RENAME, format_field_path(old_path), path[-1]))
         if isinstance(t, str) and t != old_t:
             out.append(SchemaChange(SchemaChangeKind.WIDEN, name, f"{_type_name(old_t)} -> {_type_name(t)}"))
         if nullable and not old_null:
@@ -395,7 +399,7 @@ def _moves(old: Schema, new: Schema) -> list[SchemaChange]:
     for i, f in enumerate(kept):
         if i not in stay:
             before = kept[i - 1].name if i else None
-            out.append(SchemaChange(SchemaChangeKind.MOVE, f.name, f"after {before}" if before else "first"))
+            out.append(SchemaChange(SchemaChangeKind.MOVE, quote_field_name(f.name), f"after {before}" if before else "first"))
     return out
 
 
@@ -420,7 +424,9 @@ def _walk(t: DataType, path: tuple[str, ...]):
 
 def field_paths(schema: Schema) -> dict[int, str]:
     """Every id of ``schema`` (fields, list elements, map keys and values,
-    nested ones too) and its path, in the depth-first pre-order of SPEC §Schema.
+    nested ones too) and its path, in the depth-first pre-order of SPEC §Schema;
+    a name holding a ``.`` or a backtick is quoted, so that each path reads
+    back as the field (:mod:`ctfile.format.column_paths`).
 
     Examples
     --------
@@ -428,7 +434,7 @@ def field_paths(schema: Schema) -> dict[int, str]:
     >>> field_paths(schema_from_arrow(pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string()))])))
     {1: 'id', 2: 'tags', 3: 'tags.element'}
     """
-    return {fid: ".".join(path) for fid, (path, _, _) in _walk(StructType(schema.fields), ())}
+    return {fid: format_field_path(path) for fid, (path, _, _) in _walk(StructType(schema.fields), ())}
 
 
 def _parent_kept(path, before, after, fid) -> bool:

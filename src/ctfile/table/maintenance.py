@@ -46,6 +46,15 @@ class UpdateSchema:
     what the block changes so far; :attr:`result` is the commit's result
     after the block (None when it changed nothing).
 
+    A *path* names a field from the top level, its names joined by ``.``
+    (``"address.zip"``, ``"tags.element"``, ``"attrs.value"``); a name
+    holding a ``.`` or a backtick is quoted in backticks, a backtick in it
+    doubled, as in Spark SQL (``"`a.b`"`` is the column named ``a.b``,
+    ``"s.`x.y`"`` the field ``x.y`` of struct ``s``): the paths
+    :func:`ctfile.field_paths` and ``ctfile schema`` print. A tuple of
+    names, unquoted, works too. ``new_name`` and ``after`` are names, not
+    paths (a sibling's name, never quoted).
+
     Examples
     --------
     >>> import ctfile, pyarrow as pa, tempfile

@@ -72,7 +72,8 @@ def _type_str(t: Any) -> str:
 @dataclass(frozen=True)
 class FieldRow:
     """One field, list element, map key or value of a schema. ``name`` is
-    its path (``address.zip``, ``tags.element``); ``introduced_in`` the
+    its path (``address.zip``, ``tags.element``, ```a.b``` for a column
+    named ``a.b``); ``introduced_in`` the
     version that added its id (None: before the oldest version available)."""
 
     id: int
@@ -93,25 +94,27 @@ class FieldRow:
 
 def field_rows(schema: Any, introduced: ctfile.IntroducedVersions) -> list[FieldRow]:
     """Every field of ``schema`` (a ``ctfile.format.Schema``) in pre-order,
-    nested ones after their parent, with the version that introduced it."""
+    nested ones after their parent, with the version that introduced it.
+    Its name is its path as :func:`ctfile.field_paths` writes it (a name
+    holding a ``.`` or a backtick quoted: the path ``update_schema()`` takes)."""
     rows: list[FieldRow] = []
+    paths = ctfile.field_paths(schema)
 
-    def add(fid: int, parent: str, leaf: str, t: Any, nullable: bool, comment: str | None, depth: int) -> None:
-        name = f"{parent}.{leaf}" if parent else leaf
-        rows.append(FieldRow(fid, name, _type_str(t), nullable, comment, introduced.get(fid), leaf, depth))
-        nested(t, name, depth + 1)
+    def add(fid: int, leaf: str, t: Any, nullable: bool, comment: str | None, depth: int) -> None:
+        rows.append(FieldRow(fid, paths[fid], _type_str(t), nullable, comment, introduced.get(fid), leaf, depth))
+        nested(t, depth + 1)
 
-    def nested(t: Any, name: str, depth: int) -> None:
+    def nested(t: Any, depth: int) -> None:
         if hasattr(t, "element_type"):
-            add(t.element_id, name, "element", t.element_type, t.contains_null, None, depth)
+            add(t.element_id, "element", t.element_type, t.contains_null, None, depth)
         elif hasattr(t, "key_type"):
-            add(t.key_id, name, "key", t.key_type, False, None, depth)
-            add(t.value_id, name, "value", t.value_type, t.value_contains_null, None, depth)
+            add(t.key_id, "key", t.key_type, False, None, depth)
+            add(t.value_id, "value", t.value_type, t.value_contains_null, None, depth)
         elif hasattr(t, "fields"):
             for f in t.fields:
-                add(f.id, name, f.name, f.type, f.nullable, f.metadata.get("comment"), depth)
+                add(f.id, f.name, f.type, f.nullable, f.metadata.get("comment"), depth)
 
-    nested(schema, "", 0)
+    nested(schema, 0)
     return rows
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ctfile.format.column_paths import format_field_path
 from ctfile.format.errors import SchemaMismatchError
 from ctfile.format.schema import HIDDEN_COLUMNS, ArrayType, DataType, MapType, Schema, StructType, type_from_arrow
 from ctfile.format.schema_evolution import SchemaChangeKind, SchemaEditor, can_widen
@@ -51,7 +52,7 @@ class MergeStep:
             editor.widen_column(self.path, self.type)
 
     def __str__(self) -> str:
-        return f"{self.kind.value} {'.'.join(self.path)} ({self.type})"
+        return f"{self.kind.value} {format_field_path(self.path)} ({self.type})"
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def _merge_type(path: tuple[str, ...], have: DataType, incoming: pa.DataType) ->
         return _merge_type((*path, "value"), have.value_type, incoming.item_type)
     if isinstance(have, str) and not pa.types.is_nested(incoming):
         try:
-            wanted = type_from_arrow(incoming, [0], ".".join(path))
+            wanted = type_from_arrow(incoming, [0], format_field_path(path))
         except SchemaMismatchError:
             return []  # a type ctfile does not store: the write's check names it
         if can_widen(have, wanted):
