@@ -303,7 +303,8 @@ class ManifestLog:
         state is ``head`` is not this table's (SPEC §Checkpoints, identity):
         checked against the table id of version 0 while that entry exists,
         else against the entry of the checkpoint's own version (a read of
-        it, cached like any entry), else accepted: the oldest state there is."""
+        it, cached like any entry), else accepted if an entry follows it:
+        the oldest state there is."""
         table_id = self._version_zero_table_id()
         entry = None
         if table_id is None:
@@ -311,6 +312,12 @@ class ManifestLog:
                 entry = self.read_table_actions(head.version, keep=False)
             except (VersionNotFoundError, CorruptLogError):
                 entry = None  # rule 3: no entry left to vouch (a damaged one cannot)
+            if entry is None and not self.storage.exists(commit_path(head.version + 1)):
+                raise CorruptLogError(
+                    f"{where}: neither the entry of version 0 nor that of version {head.version} is there to vouch "
+                    f"for the checkpoint, and no entry follows it: a state connected to nothing in this table's "
+                    f"log (SPEC §Checkpoints, identity, rule 3)"
+                )
         check_checkpoint_identity(head, table_id=table_id, entry=entry, where=where)
 
     def _version_zero_table_id(self) -> str | None:
@@ -448,8 +455,11 @@ class ManifestLog:
         oldest_commit = listing.commits[0] if listing.commits else None
         if oldest_commit == 0:
             return 0
-        # Without version 0, history starts at the oldest checkpoint.
-        return listing.checkpoints[0] if listing.checkpoints else (oldest_commit or 0)
+        # Without version 0, history starts at the oldest checkpoint the
+        # entries go on from (an older one is connected to nothing: SPEC
+        # §Checkpoints, identity, rule 3).
+        connected = [c for c in listing.checkpoints if oldest_commit is None or c >= oldest_commit - 1]
+        return connected[0] if connected else (oldest_commit or 0)
 
     def version_at_timestamp(self, timestamp_ms: int, *, latest: int, past_latest: bool = True) -> int:
         """The last version committed at or before ``timestamp_ms``.

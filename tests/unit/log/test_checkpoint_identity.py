@@ -156,6 +156,19 @@ def test_oldest_checkpoint_of_another_table_fails_the_versions_it_alone_holds(va
     assert any(p.check == "checkpoint" and "needed to start replay" in p.message for p in report.problems)
 
 
+def test_checkpoint_of_another_table_below_the_oldest_entry(vacuumed_pair):
+    """A's checkpoint 5, a version B vacuumed: no entry of B vouches for it
+    or follows it (rule 3), so reading version 5 of B fails typed instead of
+    returning A's state; B's retained versions read as before."""
+    a, b = vacuumed_pair
+    before = _observe(b.uri, versions=(8, 12), changes_from=9)
+    _copy(a, b, checkpoint_path(5))
+    with pytest.raises(CorruptLogError, match="connected to nothing"):
+        ctfile.open_table(b.uri).snapshot(5)
+    assert _observe(b.uri, versions=(8, 12), changes_from=9) == before
+    assert ctfile.open_table(b.uri).log.oldest_version() == 8
+
+
 def test_hint_and_checkpoint_of_another_table_beyond_the_latest_version(pair):
     """A's hint and checkpoint 15, a version B never reached: B's latest
     version stays 12 (the hint's version has no entry in B)."""
