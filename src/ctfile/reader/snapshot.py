@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition, Protocol
 from ctfile.format.properties import TableProperties, check_cluster_keys, cluster_keys
 from ctfile.format.errors import InvalidArgumentError, UnsupportedFeatureError
+from ctfile.format.log_values import require_long, utc_datetime
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
@@ -85,9 +86,16 @@ class Snapshot:
         return self._state.version
 
     @property
-    def timestamp(self) -> dt.datetime:
-        """Commit time of this version (UTC)."""
-        return dt.datetime.fromtimestamp(self._state.timestamp / 1000, tz=dt.timezone.utc)
+    def timestamp(self) -> dt.datetime | None:
+        """Commit time of this version (UTC); None for a commit timestamp a
+        datetime cannot hold (after year 9999, see :attr:`timestamp_ms`)."""
+        return utc_datetime(self._state.timestamp)
+
+    @property
+    def timestamp_ms(self) -> int:
+        """Commit time of this version as the log holds it: milliseconds
+        since the epoch (SPEC §Commit timestamps)."""
+        return self._state.timestamp
 
     @property
     def table_schema(self) -> Schema:
@@ -155,6 +163,8 @@ class Snapshot:
             keys = self.cluster_keys
             if not keys:
                 return None
+        if not isinstance(keys, (str, list, tuple)) or not all(isinstance(k, str) for k in keys):
+            raise InvalidArgumentError(f"keys must be a column name or a list of them, found {keys!r:.80}")
         keys = tuple([keys] if isinstance(keys, str) else keys)
         if not keys:
             raise InvalidArgumentError("keys must name one or more columns, found none")
@@ -197,7 +207,7 @@ class Snapshot:
         names = self.table_schema.names
         if columns is None:
             return names
-        if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+        if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
             raise InvalidArgumentError(f"columns must be a list of column names, found {columns!r}")
         unknown = [c for c in columns if c not in names]
         if unknown:
@@ -359,6 +369,8 @@ class Snapshot:
         Partitions are pruned by their statistics; a partition with more
         rows than ``max_rows_per_task`` is split into row-group ranges.
         """
+        if max_rows_per_task is not None:
+            require_long(max_rows_per_task, "max_rows_per_task", minimum=1)
         cols = self._columns(columns)
         if filter is not None:
             check_predicate(filter, self.schema, what="filter")
@@ -435,6 +447,10 @@ class Snapshot:
         >>> [p.startswith("data/") for p in t.snapshot().misread_by_name()]
         [True]
         """
+        if partitions is not None and (
+            not isinstance(partitions, (list, tuple)) or not all(isinstance(p, Partition) for p in partitions)
+        ):
+            raise InvalidArgumentError(f"partitions must be a list of Partition (or None), found {partitions!r:.80}")
         parts = self.partitions if partitions is None else list(partitions)
         if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features or not parts:
             return []
