@@ -460,8 +460,11 @@ class Transaction:
             version = state.version + 1
             timestamp = max(now_ms(), state.timestamp + 1)  # SPEC §Commit timestamps
             actions = self._actions(version, state, timestamp)
+            # Encoded before the put: an entry readers would refuse raises
+            # here (InvalidArgumentError), nothing was put, the files go.
+            entry = encode_entry(actions)
             try:
-                self.storage.put_if_absent(commit_path(version), encode_entry(actions))
+                self.storage.put_if_absent(commit_path(version), entry)
             except FileExistsError:
                 state, done = self._rebase(state, version, attempts)
                 if done is not None:

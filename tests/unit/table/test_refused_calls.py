@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import ctfile
-from ctfile.format.actions import CommitInfo
+from ctfile.format.actions import AddPartition, CommitInfo, Partition
 from ctfile.format.entries import encode_entry
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import LONG_MAX
@@ -158,3 +158,26 @@ def test_create_stream_still_starts_after_its_own_commit(table, make_rows):
     assert s.pending().to_arrow().num_rows == 1
     s2 = table.create_stream("s2", start_version=0, initial_rows=True)
     assert s2.offset == -1 and s2.pending().to_arrow().num_rows == 4
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": 5}, "name must be a string"), ({"description": ["d"]}, "description must be a string"),
+])
+def test_create_table_refuses_a_name_or_description_that_is_not_a_string(tmp_path, kwargs, match):
+    with pytest.raises(ctfile.InvalidArgumentError, match=match):
+        ctfile.create_table(tmp_path / "t", pa.schema([("id", pa.int64())]), **kwargs)
+    assert not (tmp_path / "t" / "_ct_log").exists() or not any((tmp_path / "t" / "_ct_log").iterdir())
+
+
+def test_a_commit_whose_row_ids_would_leave_the_long_range_is_refused_and_its_files_deleted(table, file_tree, make_rows):
+    """SPEC §Log entries, rule 3: ``firstRowId + numRecords`` fits a long.
+    A table whose row-id counter is at the top of the range (written by
+    hand here) takes no more rows: the entry is refused when it is encoded,
+    before its put, and the data files the statement wrote are deleted."""
+    near_top = Partition("data/far.parquet", 10, 1, LONG_MAX - 1, 2, 0)
+    table.storage.put_if_absent(commit_path(2), encode_entry([CommitInfo(1 << 42, "WRITE", read_version=1),
+                                                              AddPartition(near_top)]))
+    t = ctfile.open_table(table.uri)
+    e = _unchanged(t, file_tree, lambda: t.insert(make_rows(2, 10)), match="does not fit a long")
+    assert "firstRowId" in str(e)
+    assert ctfile.open_table(table.uri).version == 2
