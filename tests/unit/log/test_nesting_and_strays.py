@@ -153,3 +153,22 @@ def test_readers_on_an_object_store_stop_at_the_first_missing_version():
         _in_thread(lambda: t.log.read_entries(0, 10**15), timeout=20)
     report = _in_thread(lambda: ctfile.verify_table(URI), timeout=20)
     assert [(p.check, p.version) for p in report.problems] == [("dense", 2)]
+
+
+def test_readers_and_vacuum_stop_at_the_first_missing_version_of_a_stray(new_table, make_rows, file_tree):
+    """Without a checkpoint hint the latest version is the listing's (a
+    hint lets readers probe from its checkpoint instead, and they then do
+    not see the stray at all: SPEC §Log replay)."""
+    table = new_table()
+    table.insert(make_rows(3))
+    shutil.copy(f"{table.uri}/{commit_path(1)}", f"{table.uri}/{commit_path(10**15)}")
+    before = file_tree(table.uri)
+    for call in (
+        lambda: ctfile.open_table(table.uri),
+        lambda: ctfile.Table(table.storage).refresh(),
+        lambda: table.vacuum(retain=0, grace_period=0),
+        lambda: table.log.read_entries(0, 10**15),
+    ):
+        with pytest.raises(ctfile.VersionNotFoundError, match="version 2 is not in the log"):
+            _in_thread(call, timeout=20)
+    assert file_tree(table.uri) == before
