@@ -64,6 +64,15 @@ class _Projected:
             yield pa.RecordBatch.from_arrays(self._assemble(b), schema=self._schema)
 
 
+#: The largest ``batch_rows``: pyarrow takes a batch size as a 32-bit int.
+MAX_BATCH_ROWS = 2**31 - 1
+
+
+def _check_flag(value: Any, what: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{what} must be a bool, found {value!r:.80}")
+
+
 class Snapshot:
     """A read-only view of a table at one version.
 
@@ -270,6 +279,7 @@ class Snapshot:
         >>> t.snapshot().to_arrow(filter=pc.field("id") > 1).column("id").to_pylist()
         [2, 3]
         """
+        _check_flag(include_hidden, "include_hidden")
         cols = self._columns(columns)
         parts = self._plan(filter)
         files = DataFiles(self._storage)
@@ -310,7 +320,12 @@ class Snapshot:
 
         Memory stays bounded: a few batches, and the bytes of the partition
         being decoded and of the next one, fetched and verified meanwhile.
+        ``batch_rows``: at most this many rows per batch (pyarrow's batch
+        size, a 32-bit int).
         """
+        if batch_rows is not None:
+            require_long(batch_rows, "batch_rows", minimum=1, maximum=MAX_BATCH_ROWS)
+        _check_flag(include_hidden, "include_hidden")
         cols = self._columns(columns)
         parts = self._plan(filter)
         if not include_hidden:
