@@ -6,7 +6,9 @@ object with exactly one key naming the action (``commitInfo``, ``protocol``,
 ``checkpoint``). Readers ignore unknown action keys and unknown fields (forward compatibility);
 missing or mistyped required fields, and integers that do not fit a ``long``
 (SPEC §Conventions), raise :class:`CorruptLogError` naming the entry and the
-field. Whole commit entries, self-checking, are written and read by
+field. Every action written is first checked as a reader checks it
+(:func:`writable_action_json`): what a reader would refuse is never
+written. Whole commit entries, self-checking, are written and read by
 :mod:`ctfile.format.entries`.
 """
 
@@ -30,7 +32,9 @@ from ctfile.format.actions import (
     RemovePartition,
     SetTransaction,
 )
-from ctfile.format.errors import CorruptLogError
+from ctfile.format.errors import CorruptLogError, InvalidArgumentError
+from ctfile.format.fast_path import fast_add, fast_partition, fast_stats, loads_line
+from ctfile.format.log_values import check_json_value, nested_too_deeply
 from ctfile.format.paths import CHANGES_DIR, is_change_file_path, validate_relative_path
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
@@ -347,9 +351,13 @@ def action_from_json(obj: Any, where: str) -> Action | None:
         props = get_field(body, "properties", dict, w, default={})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
             raise CorruptLogError(f"{w}: properties must map strings to strings, found {props!r}")
+        try:
+            schema = schema_from_json(get_field(body, "schema", dict, w), f"{w}.schema")
+        except RecursionError:
+            raise nested_too_deeply(f"{w}.schema") from None
         return Metadata(
             table_id=get_field(body, "tableId", str, w),
-            schema=schema_from_json(get_field(body, "schema", dict, w), f"{w}.schema"),
+            schema=schema,
             created_time=get_field(body, "createdTime", int, w),
             properties=props,
             name=get_field(body, "name", str, w, default=None),
@@ -387,121 +395,6 @@ _KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn"
 _HEX128 = re.compile(r"[0-9a-f]{32}")
 
 
-# ---------------------------------------------------------------- fast path
-#
-# A checkpoint holds one ``add`` line per live partition (10,000 lines of
-# ~1 KB for a table of 10,000 partitions), so decoding them is most of the
-# cost of opening a big table. The fast path accepts only well-formed lines,
-# which it turns into the very objects the checked path builds; on anything
-# unusual it returns None and the line takes the checked path, which then
-# produces its usual result or error.
-
-_SCAN_ONCE = json.JSONDecoder().scan_once  # what json.loads runs, minus its Python wrapper
-_ID_KEYS: dict[tuple, tuple] = {}  # key strings of a field-id map -> their int values
-_ID_KEYS_MAX = 4096
-# One segment under data/ with no leading dot, no ':', '\\' or NUL: what writers produce.
-_PLAIN_DATA_PATH = re.compile(r"data/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
-
-
-def _loads_line(line: str) -> Any:
-    """``json.loads(line)``; a line that is exactly one JSON value skips the wrapper."""
-    try:
-        obj, end = _SCAN_ONCE(line, 0)
-        if end == len(line):
-            return obj
-    except Exception:  # StopIteration, JSONDecodeError ...: json.loads reports it
-        pass
-    return json.loads(line)
-
-
-def _fast_id_map(obj: Any) -> dict | None:
-    """``_id_map`` of a well-formed object (int() of each key, cached); None otherwise."""
-    if obj is None:
-        return {}
-    if type(obj) is not dict:
-        return None
-    keys = tuple(obj)
-    ids = _ID_KEYS.get(keys)
-    if ids is None:
-        try:
-            ids = tuple(int(k) for k in keys)
-        except ValueError:
-            return None
-        if len(_ID_KEYS) >= _ID_KEYS_MAX:
-            _ID_KEYS.clear()
-        _ID_KEYS[keys] = ids
-    return dict(zip(ids, obj.values()))
-
-
-def _fast_counts(obj: Any) -> dict | None:
-    m = _fast_id_map(obj)
-    if m:
-        vals = m.values()
-        if not set(map(type, vals)) <= {int} or min(vals) < 0 or max(vals) > LONG_MAX:
-            return None
-    return m
-
-
-def _fast_bounds(obj: Any) -> dict | None:
-    """``_fast_id_map`` of bounds that pass ``_plain_bound`` (inlined: this
-    runs for every bound of every add a reader decodes)."""
-    m = _fast_id_map(obj)
-    if m:
-        for v in m.values():
-            t = type(v)
-            if t is int:
-                if not LONG_MIN <= v <= LONG_MAX:
-                    return None
-            elif t is float and v - v != 0.0:  # inf - inf and nan - nan are nan
-                return None
-    return m
-
-
-def _fast_add(body: dict) -> AddPartition | None:
-    """``action_from_json`` of a well-formed ``add`` body; None to take the checked path."""
-    g = body.get
-    path, size, n = g("path"), g("sizeBytes"), g("numRecords")
-    first, drv, mtime = g("firstRowId"), g("defaultRowVersion"), g("modificationTime")
-    checksum, dc, st = g("checksum"), g("dataChange"), g("stats")
-    if (
-        type(path) is not str or type(size) is not int or type(n) is not int
-        or type(first) is not int or type(drv) is not int or type(mtime) is not int
-        or type(dc) is not bool or (checksum is not None and type(checksum) is not str)
-        or size < 0 or n < 0 or first < 0 or drv < 0
-        # SPEC §Conventions: longs; firstRowId + numRecords too (it bounds both)
-        or first + n > LONG_MAX or size > LONG_MAX or drv > LONG_MAX or not LONG_MIN <= mtime <= LONG_MAX
-    ):
-        return None
-    if _PLAIN_DATA_PATH.fullmatch(path) is None:  # such a path passes validate_relative_path
-        try:
-            validate_relative_path(path, where="")
-        except CorruptLogError:
-            return None
-    stats = None
-    if st is not None:
-        stats = _fast_stats(st, n)
-        if stats is None:
-            return None
-    return AddPartition(Partition(path, size, n, first, drv, mtime, checksum, stats), dc)
-
-
-def _fast_stats(st: Any, n: int) -> PartitionStats | None:
-    """``stats_from_json`` of a well-formed stats object of a partition of ``n``
-    rows; None to take the checked path."""
-    if type(st) is not dict:
-        return None
-    sn = st.get("numRecords")
-    if type(sn) is not int or sn != n:
-        return None
-    mins = _fast_bounds(st.get("minValues"))
-    maxs = _fast_bounds(st.get("maxValues"))
-    nulls = _fast_counts(st.get("nullCount"))
-    nans = _fast_counts(st.get("nanCount"))
-    if mins is None or maxs is None or nulls is None or nans is None:
-        return None
-    return PartitionStats(sn, mins, maxs, nulls, nans)
-
-
 def stats_to_text(s: PartitionStats) -> str:
     """The stats object as compact JSON text, exactly as inside an ``add`` line."""
     return json.dumps(stats_to_json(s), separators=(",", ":"), ensure_ascii=False)
@@ -518,15 +411,76 @@ def stats_from_text(text: str, where: str, *, num_records: int, path: str) -> Pa
     """
     w = f"{where} stats of {path}"
     try:
-        obj = _loads_line(text)
+        obj = loads_line(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise CorruptLogError(f"{w}: invalid JSON ({e})") from e
-    stats = _fast_stats(obj, num_records)
+    except RecursionError:
+        raise nested_too_deeply(w) from None
+    stats = fast_stats(obj, num_records)
     if stats is None:
         stats = stats_from_json(obj, w)
         if stats.num_records != num_records:
             raise CorruptLogError(f"{w}: stats.numRecords {stats.num_records} != numRecords {num_records}")
     return stats
+
+
+# ---------------------------------------------------------------- writing what readers read
+#
+# SPEC §Conventions, writer requirements: a writer MUST NOT write a value
+# its readers refuse. Every action ctfile writes goes through
+# ``writable_action_json``, which checks the JSON object as a reader checks
+# it, with the reader's own code: the fast path for the add and remove lines
+# (most of an entry), the checked decoder for the others. The values no
+# decoder types field by field (a commit's operationParameters, a field's
+# metadata) are checked by ``check_json_value``.
+
+_FREE_FORM = ("commitInfo", "metadata")
+
+
+def writable_action_json(a: Action) -> dict:
+    """:func:`action_to_json` of ``a``, if readers accept it as written.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``a`` holds what a reader would refuse (a ``long`` out of range, a
+        negative count, an unsafe path, a free-form value that is not plain
+        JSON ...): the message names the action and the field, what readers
+        expect and what was found. Nothing is written.
+
+    Examples
+    --------
+    >>> writable_action_json(SetTransaction("nightly", 7, 1000))
+    {'txn': {'appId': 'nightly', 'version': 7, 'lastUpdated': 1000}}
+    >>> writable_action_json(SetTransaction("nightly", 2**63, 1000))
+    Traceback (most recent call last):
+      ...
+    ctfile.format.errors.InvalidArgumentError: the action to write txn: field 'version' is 9223372036854775808, which does not fit a long (a signed 64-bit integer); readers refuse it, so it is not written (SPEC §Conventions)
+    """
+    obj = action_to_json(a)
+    (key, body), = obj.items()
+    if key in _FREE_FORM:
+        check_json_value(body, key, depth=2)
+    if not _read_by_fast_path(key, body):
+        try:
+            action_from_json(obj, "the action to write")
+        except CorruptLogError as e:
+            raise InvalidArgumentError(f"{e}; readers refuse it, so it is not written (SPEC §Conventions)") from None
+    return obj
+
+
+def _read_by_fast_path(key: str, body: dict) -> bool:
+    """True if readers' fast path accepts this ``add`` or ``remove`` body
+    (see :func:`~ctfile.format.fast_path.fast_add`); False means: check it on the checked path."""
+    if key == "add":
+        return fast_add(body) is not None
+    if key == "remove":
+        ts, dc = body.get("deletionTimestamp"), body.get("dataChange")
+        return (
+            type(ts) is int and LONG_MIN <= ts <= LONG_MAX and type(dc) is bool
+            and type(body.get("deletesAllRows", False)) is bool and fast_partition(body) is not None
+        )
+    return False
 
 
 def encode_line(obj: dict) -> str:
@@ -538,8 +492,14 @@ def encode_line(obj: dict) -> str:
 def encode_actions(actions: Iterable[Action]) -> bytes:
     """NDJSON bytes of actions, one line each: a checkpoint's key-value body.
     A commit entry is written by :func:`ctfile.format.entries.encode_entry`,
-    which makes it self-checking."""
-    return "".join(encode_line(action_to_json(a)) + "\n" for a in actions).encode("utf-8")
+    which makes it self-checking.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An action holds a value readers refuse (:func:`writable_action_json`).
+    """
+    return "".join(encode_line(writable_action_json(a)) + "\n" for a in actions).encode("utf-8")
 
 
 def parse_lines(data: bytes, *, where: str, first_lineno: int = 1) -> list[tuple[int, Any]]:
@@ -567,9 +527,11 @@ def parse_lines(data: bytes, *, where: str, first_lineno: int = 1) -> list[tuple
         if not line.strip():
             continue
         try:
-            out.append((lineno, _loads_line(line)))
+            out.append((lineno, loads_line(line)))
         except json.JSONDecodeError as e:
             raise CorruptLogError(f"{where} line {lineno}: invalid JSON ({e.msg})") from e
+        except RecursionError:
+            raise nested_too_deeply(f"{where} line {lineno}") from None
     return out
 
 
@@ -581,7 +543,7 @@ def decode_lines(lines: Iterable[tuple[int, Any]], *, where: str) -> list[Action
         if type(obj) is dict and len(obj) == 1:
             body = obj.get("add")
             if type(body) is dict:
-                act = _fast_add(body)  # None: not the common case, take the checked path
+                act = fast_add(body)  # None: not the common case, take the checked path
         if act is None:
             act = action_from_json(obj, f"{where} line {lineno}")
         if act is not None:

@@ -39,7 +39,7 @@ from ctfile.format.actions import (
     RemovePartition,
     SetTransaction,
 )
-from ctfile.format.codec import action_from_json, action_to_json, decode_lines, encode_line, parse_lines
+from ctfile.format.codec import action_from_json, decode_lines, encode_line, parse_lines, writable_action_json
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.paths import CHANGES_DIR, is_change_file_path
 
@@ -53,17 +53,23 @@ def encode_entry(actions: Iterable[Action]) -> bytes:
     ------
     ValueError
         ``actions`` do not hold exactly one :class:`CommitInfo`.
+    InvalidArgumentError
+        An action holds a value readers refuse
+        (:func:`~ctfile.format.codec.writable_action_json`): no entry is
+        encoded.
     """
     actions = list(actions)
     info = _the_commit_info([a for a in actions if isinstance(a, CommitInfo)])
     # One action at a time, like encode_actions: building every object first is slower on large entries.
-    rest = _lines(action_to_json(a) for a in actions if a is not info)
-    return _sealed(action_to_json(info)["commitInfo"], rest, len(actions))
+    rest = _lines(writable_action_json(a) for a in actions if a is not info)
+    return _sealed(writable_action_json(info)["commitInfo"], rest, len(actions))
 
 
 def encode_entry_objects(objects: Iterable[dict]) -> bytes:
     """:func:`encode_entry` of action objects in their JSON form (one key
-    each), for actions this module has no class for.
+    each), for actions this module has no class for. Unchecked: what the
+    objects hold is written as it is (tests write what readers must refuse
+    with it).
 
     Examples
     --------

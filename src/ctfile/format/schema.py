@@ -18,7 +18,7 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-from ctfile.format.errors import CorruptLogError, SchemaMismatchError
+from ctfile.format.errors import CorruptLogError, InvalidArgumentError, SchemaMismatchError
 
 # SPEC §Hidden columns: reserved names and field ids.
 ROW_ID_COLUMN = "_ct_row_id"
@@ -114,6 +114,8 @@ class Schema:
         return [f.name for f in self.fields]
 
     def field(self, name: str) -> Field:
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"a column name must be a string, found {name!r:.80}")
         for f in self.fields:
             if f.name == name:
                 return f
@@ -289,7 +291,11 @@ def schema_from_arrow(arrow_schema: pa.Schema) -> Schema:
     ------
     SchemaMismatchError
         On a reserved or duplicate column name, or a type with no ctfile equivalent.
+    InvalidArgumentError
+        ``arrow_schema`` is not a ``pyarrow.Schema``.
     """
+    if not isinstance(arrow_schema, pa.Schema):
+        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(arrow_schema).__name__}")
     seen: set[str] = set()
     next_id = [0]
     fields = []
@@ -415,12 +421,15 @@ def type_from_json(obj: Any, where: str) -> DataType:
 
 def field_from_json(obj: Any, where: str) -> Field:
     name = _req(obj, "name", str, where)
+    metadata = obj.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise CorruptLogError(f"{where}.{name}: field 'metadata' should be an object, found {metadata!r:.80}")
     return Field(
         id=_field_id(obj, "id", where),
         name=name,
         type=type_from_json(_req(obj, "type", (str, dict), f"{where}.{name}"), f"{where}.{name}"),
         nullable=_req(obj, "nullable", bool, where),
-        metadata=dict(obj.get("metadata") or {}),
+        metadata=dict(metadata),
     )
 
 

@@ -25,7 +25,7 @@ from typing import Sequence, Union
 import pyarrow as pa
 
 from ctfile.format.column_paths import format_field_path, parse_field_path, quote_field_name
-from ctfile.format.errors import SchemaMismatchError
+from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import (
     ArrayType,
     DataType,
@@ -113,7 +113,7 @@ def split_path(path: Path) -> tuple[str, ...]:
         if not path:
             raise SchemaMismatchError("a column path must not be empty")
         return parse_field_path(path)
-    parts = tuple(path)
+    parts = tuple(path) if isinstance(path, (list, tuple)) else ()
     if not parts or not all(isinstance(p, str) and p for p in parts):
         raise SchemaMismatchError(f"a column path must be a non-empty string or tuple of names, found {path!r}")
     return parts
@@ -194,6 +194,8 @@ class SchemaEditor:
         """Give a field a new name; its id, and so its values, stay."""
         parts = split_path(path)
         self._field(parts)
+        if not isinstance(new_name, str):
+            raise SchemaMismatchError(f"rename_column({'.'.join(parts)!r}): new_name must be a string, found {new_name!r:.80}")
         if new_name == parts[-1]:
             return
         self._check_name(parts[:-1], new_name)
@@ -351,6 +353,8 @@ def diff_schemas(old: Schema, new: Schema) -> list[SchemaChange]:
     """What changed from ``old`` to ``new``, by field id: the fields added
     (each at its top-most new id), dropped, renamed, widened, made nullable
     and moved, in the new schema's order (drops first)."""
+    _check_schema(old, "old")
+    _check_schema(new, "new")
     before = dict(_walk(StructType(old.fields), ()))
     after = dict(_walk(StructType(new.fields), ()))
     out = [SchemaChange(SchemaChangeKind.DROP, format_field_path(p)) for fid, (p, _, _) in before.items()
@@ -434,6 +438,7 @@ def field_paths(schema: Schema) -> dict[int, str]:
     >>> field_paths(schema_from_arrow(pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string()))])))
     {1: 'id', 2: 'tags', 3: 'tags.element'}
     """
+    _check_schema(schema, "schema")
     return {fid: format_field_path(path) for fid, (path, _, _) in _walk(StructType(schema.fields), ())}
 
 
@@ -457,6 +462,13 @@ def _new_parent(fid, after, before) -> bool:
 def changes_need_feature(changes: Sequence[SchemaChange]) -> bool:
     """Whether a schema change needs the ``schemaEvolution`` feature."""
     return any(c.needs_feature for c in changes)
+
+
+def _check_schema(schema: object, what: str) -> None:
+    if not isinstance(schema, Schema):
+        raise InvalidArgumentError(
+            f"{what} must be a ctfile.format.Schema (Table.schema_at() gives one), found {type(schema).__name__}"
+        )
 
 
 def replacement_schema(old: Schema, last_field_id: int, new: pa.Schema) -> tuple[Schema, int]:

@@ -30,6 +30,7 @@ from typing import Any
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
 from ctfile.format.paths import VERSION_DIGITS
 from ctfile.format.codec import get_field
+from ctfile.format.log_values import parse_json
 
 STREAMS_DIR = "_ct_streams"
 #: SPEC §Streams: the modes of a stream's change scans.
@@ -199,7 +200,22 @@ def state_to_json(s: StreamState) -> dict:
 
 
 def encode_state(s: StreamState) -> bytes:
-    return (json.dumps(state_to_json(s), separators=(",", ":")) + "\n").encode()
+    """The bytes of a state file, if readers accept the state: it is checked
+    as :func:`decode_state` checks it (SPEC §Conventions: a writer MUST NOT
+    write what readers refuse).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A field readers refuse (a ``long`` out of range, an offset below
+        -1 ...), named with what was expected and what was found.
+    """
+    obj = state_to_json(s)
+    try:
+        state_from_json(obj, f"state {s.sequence} of stream {s.name!r} to write")
+    except CorruptLogError as e:
+        raise InvalidArgumentError(f"{e}; readers refuse it, so it is not written (SPEC §Conventions)") from None
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
 def _field(obj: dict, key: str, typ: type, where: str, *, optional: bool = False) -> Any:
@@ -268,8 +284,15 @@ def _check_state(s: StreamState, where: str) -> None:
 
 
 def decode_state(data: bytes, *, where: str) -> StreamState:
+    """The state a state file holds, checked (:func:`state_from_json`).
+
+    Raises
+    ------
+    CorruptLogError
+        Not UTF-8 JSON (or nested too deeply to decode), or a bad state.
+    """
     try:
-        obj = json.loads(data.decode("utf-8"))
+        obj = parse_json(data.decode("utf-8"), where=where)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CorruptLogError(f"{where}: not a JSON stream state: {e}") from None
     return state_from_json(obj, where)

@@ -26,6 +26,7 @@ from ctfile.format.checkpoint import (
 )
 from ctfile.format.entries import decode_entry, decode_table_actions
 from ctfile.format.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from ctfile.format.log_values import format_timestamp
 from ctfile.format.paths import (
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -34,6 +35,7 @@ from ctfile.format.paths import (
     parse_checkpoint_name,
     parse_commit_name,
 )
+from ctfile.format.schema import LONG_MAX
 from ctfile.log.replay import (
     TableHead,
     TableState,
@@ -47,6 +49,8 @@ from ctfile.log.replay import (
 from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
+_FETCH_WORKERS = 16
+_FETCH_BATCH = 4 * _FETCH_WORKERS  # versions asked for at a time (ManifestLog._each_version)
 _Start = TypeVar("_Start", TableState, TableHead)
 _UNREAD = object()  # the table id of version 0, not looked for yet
 
@@ -102,12 +106,14 @@ class ManifestLog:
         return LogListing(sorted(commits), sorted(checkpoints))
 
     def read_hint(self) -> int | None:
-        """The version ``_last_checkpoint`` names, or None if absent or unreadable."""
+        """The version ``_last_checkpoint`` names, or None if absent or
+        unreadable (also when nested too deeply to decode, or naming no
+        version: SPEC §Checkpoints, the hint is advisory)."""
         try:
             obj = json.loads(self.storage.read_bytes(LAST_CHECKPOINT))
             v = obj["version"]
-            return v if isinstance(v, int) and v >= 0 else None
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= LONG_MAX else None
+        except (FileNotFoundError, ValueError, KeyError, TypeError, RecursionError):
             return None  # advisory only: fall back to listing
 
     def latest_version(self, *, known: int | None = None) -> int:
@@ -228,11 +234,19 @@ class ManifestLog:
         return self._each_version(functools.partial(self.read_table_actions, keep=keep), start, end)
 
     def _each_version(self, read, start: int, end: int) -> list[list[Action]]:
+        """``read`` of each version ``start..end``, in order. On object stores
+        they are fetched concurrently, a batch at a time: a missing version
+        raises before more than a batch past it is asked for, so a range
+        that ends at a stray version number (SPEC §Log replay: versions are
+        dense) costs what the versions that exist cost."""
         versions = range(start, end + 1)
-        if self._parallel and len(versions) > 1:
-            with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
-                return list(pool.map(read, versions))
-        return [read(v) for v in versions]
+        if not (self._parallel and len(versions) > 1):
+            return [read(v) for v in versions]
+        out: list[list[Action]] = []
+        with ThreadPoolExecutor(max_workers=min(_FETCH_WORKERS, len(versions))) as pool:
+            for lo in range(0, len(versions), _FETCH_BATCH):
+                out.extend(pool.map(read, versions[lo:lo + _FETCH_BATCH]))
+        return out
 
     def commit_info(self, version: int) -> CommitInfo:
         for a in self.read_table_actions(version, keep=False):
@@ -477,8 +491,8 @@ class ManifestLog:
         first_ts = self.commit_info(lo).timestamp
         if timestamp_ms < first_ts:
             raise VersionNotFoundError(
-                f"timestamp {_fmt_ms(timestamp_ms)} is before the first available commit "
-                f"(version {lo} at {_fmt_ms(first_ts)}) of {self.storage.uri}"
+                f"timestamp {format_timestamp(timestamp_ms)} is before the first available commit "
+                f"(version {lo} at {format_timestamp(first_ts)}) of {self.storage.uri}"
             )
         hi = latest
         while lo < hi:
@@ -491,9 +505,9 @@ class ManifestLog:
             latest_ts = self.commit_info(latest).timestamp  # read (cached) by the search
             if timestamp_ms > latest_ts:
                 raise VersionNotFoundError(
-                    f"timestamp {_fmt_ms(timestamp_ms)} is after the latest version available in "
-                    f"{self.storage.uri}: version {latest}, committed at {_fmt_ms(latest_ts)}; use a "
-                    f"timestamp at or before {_fmt_ms(latest_ts)}: what a later one resolves to is "
+                    f"timestamp {format_timestamp(timestamp_ms)} is after the latest version available in "
+                    f"{self.storage.uri}: version {latest}, committed at {format_timestamp(latest_ts)}; use a "
+                    f"timestamp at or before {format_timestamp(latest_ts)}: what a later one resolves to is "
                     f"not settled until the next commit"
                 )
         return lo
@@ -502,9 +516,3 @@ class ManifestLog:
 def _check_checkpoint_version(found: int, version: int, *, where: str) -> None:
     if found != version:
         raise CorruptLogError(f"{where}: checkpoint header says version {found}")
-
-
-def _fmt_ms(ms: int) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")

@@ -25,7 +25,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ctfile.format.actions import (
     Action,
@@ -45,8 +45,10 @@ from ctfile.format.errors import (
     InvalidArgumentError,
     StorageError,
 )
+from ctfile.format.log_values import check_json_value, require_long
 from ctfile.format.paths import change_file_path, commit_path, data_file_path
 from ctfile.format.properties import ChangeCapture, TableProperties
+from ctfile.format.schema import LONG_MAX
 from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
@@ -86,6 +88,33 @@ class _Metrics:
     copied: int = 0
 
 
+def operation_parameters(parameters: Any) -> dict[str, Any]:
+    """A copy of ``parameters`` (None: empty), the ``operationParameters``
+    of a commit, refused now if its ``commitInfo`` could not hold it
+    (SPEC §commitInfo, §Conventions): a mapping with str keys of JSON
+    values (no set, object, NaN or Infinity; integers that fit a ``long``;
+    nesting within :data:`~ctfile.format.log_values.MAX_JSON_DEPTH`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the bad item, what was expected and what was found, before
+        any statement of the transaction runs.
+    """
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, Mapping):
+        raise InvalidArgumentError(f"parameters must be a mapping of str to JSON values, found {parameters!r:.80}")
+    out = dict(parameters)
+    check_json_value(out, "parameters", depth=_PARAMETERS_DEPTH)
+    return out
+
+
+#: The level of ``operationParameters`` in its log line: the line's object,
+#: the ``commitInfo`` body, the parameters.
+_PARAMETERS_DEPTH = 3
+
+
 class Transaction:
     """Collects the actions of one or more statements and commits them as one version.
 
@@ -107,12 +136,19 @@ class Transaction:
         data_change: bool = True,
     ):
         check_writer_protocol(base.protocol, where=log.storage.uri)
+        if base.timestamp >= LONG_MAX:
+            raise InvalidArgumentError(
+                f"version {base.version} of {log.storage.uri} was committed at {base.timestamp}, the largest long: "
+                f"there is no later commit timestamp (SPEC §Commit timestamps), so the table takes no more commits"
+            )
+        if not isinstance(operation, str):
+            raise InvalidArgumentError(f"operation must be a str, found {operation!r}")
         self.log = log
         self.storage = log.storage
         self.base = base
         self.txn_id = uuid.uuid4().hex
         self.operation = operation
-        self.parameters: dict[str, Any] = dict(parameters or {})
+        self.parameters: dict[str, Any] = operation_parameters(parameters)
         self.data_change = data_change
         self.metrics = _Metrics()
         self._staged: dict[str, StagedFile] = {}
@@ -280,8 +316,7 @@ class Transaction:
         self._check_open()
         if not isinstance(app_id, str) or not app_id:
             raise InvalidArgumentError(f"app_id must be a non-empty string, found {app_id!r}")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise InvalidArgumentError(f"app_version must be an int >= 0, found {version!r}")
+        require_long(version, "app_version", minimum=0)  # SPEC §txn: a long the log holds
         self._app_txn = SetTransaction(app_id, version, 0)
         done = self.base.app_transactions.get(app_id)
         self._replay = done is not None and done.version >= version
@@ -292,6 +327,7 @@ class Transaction:
         self._check_open()
         if not isinstance(app_id, str) or not app_id or (self._app_txn and self._app_txn.app_id == app_id):
             raise InvalidArgumentError(f"a marker needs its own non-empty app_id, found {app_id!r}")
+        require_long(version, "version", minimum=0)
         self._markers.append(SetTransaction(app_id, version, 0))
 
     @property
@@ -424,8 +460,11 @@ class Transaction:
             version = state.version + 1
             timestamp = max(now_ms(), state.timestamp + 1)  # SPEC §Commit timestamps
             actions = self._actions(version, state, timestamp)
+            # Encoded before the put: an entry readers would refuse raises
+            # here (InvalidArgumentError), nothing was put, the files go.
+            entry = encode_entry(actions)
             try:
-                self.storage.put_if_absent(commit_path(version), encode_entry(actions))
+                self.storage.put_if_absent(commit_path(version), entry)
             except FileExistsError:
                 state, done = self._rebase(state, version, attempts)
                 if done is not None:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,17 +141,40 @@ class VacuumResult:
         return self.retain_s < self.grace_period_s
 
 
-def _seconds(value: Any, *, what: str, default: float) -> float:
+#: The longest window a vacuum (or a stream's staleness forecast) takes:
+#: the largest :class:`datetime.timedelta` (about 2.7 million years, so
+#: ``retain=timedelta.max`` keeps everything). Its milliseconds before any
+#: clock still fit a ``long`` (SPEC §Conventions).
+MAX_WINDOW_S = dt.timedelta.max.total_seconds()
+
+
+def window_seconds(value: Any, *, what: str, default: float) -> float:
+    """A retention window or grace period in seconds: ``value`` a
+    :class:`datetime.timedelta` or a number of seconds in
+    ``0..MAX_WINDOW_S`` (None: ``default``).
+
+    >>> window_seconds(dt.timedelta(hours=1), what="retain", default=0), window_seconds(None, what="retain", default=5)
+    (3600.0, 5)
+    >>> window_seconds(float("inf"), what="retain", default=0)
+    Traceback (most recent call last):
+      ...
+    ctfile.format.errors.InvalidArgumentError: retain must be between 0 and 86400000000000 seconds (datetime.timedelta.max), found inf
+    """
     if value is None:
         return default
     if isinstance(value, dt.timedelta):
         s = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        s = float(value)
+        try:
+            s = float(value)
+        except OverflowError:  # an int beyond any float
+            s = math.inf
     else:
         raise InvalidArgumentError(f"{what} must be a timedelta or a number of seconds, found {value!r}")
-    if not s >= 0:  # also rejects NaN
-        raise InvalidArgumentError(f"{what} must be >= 0, found {value!r}")
+    if not 0 <= s <= MAX_WINDOW_S:  # also rejects NaN
+        raise InvalidArgumentError(
+            f"{what} must be between 0 and {MAX_WINDOW_S:.0f} seconds (datetime.timedelta.max), found {value!r}"
+        )
     return s
 
 
@@ -236,8 +260,8 @@ def plan_vacuum(manifest: ManifestLog, *, retain: Any = None, grace_period: Any 
         A stream's current state is malformed (nothing is deleted for a
         stream whose needs cannot be read).
     """
-    retain_s = _seconds(retain, what="retain", default=DEFAULT_RETAIN_S)
-    grace_s = _seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S)
+    retain_s = window_seconds(retain, what="retain", default=DEFAULT_RETAIN_S)
+    grace_s = window_seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S)
     storage = manifest.storage
     now = _now_ms() if now_ms is None else now_ms
     # A transaction younger than the grace period may still commit with a read

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.log_values import require_long
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
@@ -159,6 +160,9 @@ class ChangeSet:
         engines: together their ``to_batches()`` yield this scan's rows (as a
         multiset). See :mod:`ctfile.reader.change_tasks`."""
         from ctfile.reader.change_tasks import plan_change_tasks
+
+        if max_rows_per_task is not None:
+            require_long(max_rows_per_task, "max_rows_per_task", minimum=1)
 
         return plan_change_tasks(
             self._storage, self._table_schema, self._table_id, self.scan, self.plan,

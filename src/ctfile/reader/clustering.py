@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ctfile.format.actions import Partition
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema
 from ctfile.format.stats import STRING_PREFIX_LENGTH
 from ctfile.reader.pruning import column_bounds
@@ -106,10 +107,37 @@ def clustering_depth(ranges: Sequence[tuple[Any, Any]]) -> float | None:
     >>> clustering_depth([]) is None
     True
     """
-    if not ranges:
+    try:
+        return _average_depth(_pairs(ranges))
+    except TypeError:  # sorting the bounds: some do not compare
+        raise InvalidArgumentError(f"the bounds of the ranges must be of one ordered type, found {ranges!r:.80}") from None
+
+
+def _average_depth(pairs: Sequence[tuple[Any, Any]]) -> float | None:
+    """:func:`clustering_depth` of pairs known to be ranges (from statistics)."""
+    if not pairs:
         return None
-    depths = [d for d in piece_depths(ranges)[1] if d]
+    depths = [d for d in piece_depths(pairs)[1] if d]
     return sum(depths) / len(depths)
+
+
+def _pairs(ranges: Any) -> list[tuple[Any, Any]]:
+    """``ranges`` as a list of ``(low, high)`` pairs with ``low <= high``;
+    :class:`InvalidArgumentError` otherwise."""
+    if isinstance(ranges, (str, bytes)) or not isinstance(ranges, Sequence):
+        raise InvalidArgumentError(f"ranges must be a sequence of (low, high) pairs, found {ranges!r:.80}")
+    out = []
+    for r in ranges:
+        if isinstance(r, (str, bytes)) or not isinstance(r, Sequence) or len(r) != 2:
+            raise InvalidArgumentError(f"each range must be a (low, high) pair, found {r!r:.80}")
+        try:
+            ordered = r[0] <= r[1]
+        except TypeError:
+            ordered = False
+        if ordered is not True:
+            raise InvalidArgumentError(f"each range must be a (low, high) pair with low <= high, found {r!r:.80}")
+        out.append((r[0], r[1]))
+    return out
 
 
 def max_depth(ranges: Sequence[tuple[Any, Any]]) -> int:
@@ -197,7 +225,7 @@ def clustering_info(partitions: Sequence[Partition], schema: Schema, keys: Seque
         unranged=len(unranged),
         constant=sum(1 for r in ranged if r.low == r.high),
         average_overlaps=total / n if n else 0.0,
-        average_depth=clustering_depth(pairs),
+        average_depth=_average_depth(pairs),
         max_depth=max(depths, default=0),
         depth_histogram=dict(sorted(collections.Counter(depths).items())),
     )

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition, Protocol
 from ctfile.format.properties import TableProperties, check_cluster_keys, cluster_keys
 from ctfile.format.errors import InvalidArgumentError, UnsupportedFeatureError
+from ctfile.format.log_values import require_long, utc_datetime
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
@@ -63,6 +64,15 @@ class _Projected:
             yield pa.RecordBatch.from_arrays(self._assemble(b), schema=self._schema)
 
 
+#: The largest ``batch_rows``: pyarrow takes a batch size as a 32-bit int.
+MAX_BATCH_ROWS = 2**31 - 1
+
+
+def _check_flag(value: Any, what: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{what} must be a bool, found {value!r:.80}")
+
+
 class Snapshot:
     """A read-only view of a table at one version.
 
@@ -85,9 +95,16 @@ class Snapshot:
         return self._state.version
 
     @property
-    def timestamp(self) -> dt.datetime:
-        """Commit time of this version (UTC)."""
-        return dt.datetime.fromtimestamp(self._state.timestamp / 1000, tz=dt.timezone.utc)
+    def timestamp(self) -> dt.datetime | None:
+        """Commit time of this version (UTC); None for a commit timestamp a
+        datetime cannot hold (after year 9999, see :attr:`timestamp_ms`)."""
+        return utc_datetime(self._state.timestamp)
+
+    @property
+    def timestamp_ms(self) -> int:
+        """Commit time of this version as the log holds it: milliseconds
+        since the epoch (SPEC §Commit timestamps)."""
+        return self._state.timestamp
 
     @property
     def table_schema(self) -> Schema:
@@ -155,6 +172,8 @@ class Snapshot:
             keys = self.cluster_keys
             if not keys:
                 return None
+        if not isinstance(keys, (str, list, tuple)) or not all(isinstance(k, str) for k in keys):
+            raise InvalidArgumentError(f"keys must be a column name or a list of them, found {keys!r:.80}")
         keys = tuple([keys] if isinstance(keys, str) else keys)
         if not keys:
             raise InvalidArgumentError("keys must name one or more columns, found none")
@@ -197,7 +216,7 @@ class Snapshot:
         names = self.table_schema.names
         if columns is None:
             return names
-        if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+        if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
             raise InvalidArgumentError(f"columns must be a list of column names, found {columns!r}")
         unknown = [c for c in columns if c not in names]
         if unknown:
@@ -260,6 +279,7 @@ class Snapshot:
         >>> t.snapshot().to_arrow(filter=pc.field("id") > 1).column("id").to_pylist()
         [2, 3]
         """
+        _check_flag(include_hidden, "include_hidden")
         cols = self._columns(columns)
         parts = self._plan(filter)
         files = DataFiles(self._storage)
@@ -300,7 +320,12 @@ class Snapshot:
 
         Memory stays bounded: a few batches, and the bytes of the partition
         being decoded and of the next one, fetched and verified meanwhile.
+        ``batch_rows``: at most this many rows per batch (pyarrow's batch
+        size, a 32-bit int).
         """
+        if batch_rows is not None:
+            require_long(batch_rows, "batch_rows", minimum=1, maximum=MAX_BATCH_ROWS)
+        _check_flag(include_hidden, "include_hidden")
         cols = self._columns(columns)
         parts = self._plan(filter)
         if not include_hidden:
@@ -359,6 +384,8 @@ class Snapshot:
         Partitions are pruned by their statistics; a partition with more
         rows than ``max_rows_per_task`` is split into row-group ranges.
         """
+        if max_rows_per_task is not None:
+            require_long(max_rows_per_task, "max_rows_per_task", minimum=1)
         cols = self._columns(columns)
         if filter is not None:
             check_predicate(filter, self.schema, what="filter")
@@ -435,6 +462,10 @@ class Snapshot:
         >>> [p.startswith("data/") for p in t.snapshot().misread_by_name()]
         [True]
         """
+        if partitions is not None and (
+            not isinstance(partitions, (list, tuple)) or not all(isinstance(p, Partition) for p in partitions)
+        ):
+            raise InvalidArgumentError(f"partitions must be a list of Partition (or None), found {partitions!r:.80}")
         parts = self.partitions if partitions is None else list(partitions)
         if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features or not parts:
             return []

@@ -68,6 +68,9 @@ def create_table(
     storage = _storage_for(uri, storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
+    for what, text in (("name", name), ("description", description)):
+        if text is not None and not isinstance(text, str):  # SPEC §metadata: strings
+            raise InvalidArgumentError(f"{what} must be a string, found {text!r:.80}")
     table_schema: Schema = schema_from_arrow(schema)
     props = table_properties.validate_properties({} if properties is None else properties, schema=table_schema)
     if partition_rows is not None:

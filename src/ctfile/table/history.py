@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 from ctfile.format.actions import Action, AddPartition, ChangeFile, CommitInfo, Metadata, RemovePartition
 from ctfile.format.change_files import is_captured
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
+from ctfile.format.log_values import utc_datetime
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import SchemaChange, diff_schemas, field_paths
@@ -31,10 +32,17 @@ _BATCH = 64
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One version of the table as ``Table.history()`` lists it."""
+    """One version of the table as ``Table.history()`` lists it.
+
+    ``timestamp_ms`` is the commit timestamp as the log holds it
+    (milliseconds since the epoch, SPEC §Commit timestamps) and
+    ``timestamp`` the same as a UTC datetime, or None for a timestamp
+    Python's datetime cannot hold (after year 9999: a clock far off, or an
+    entry written by hand)."""
 
     version: int
-    timestamp: dt.datetime
+    timestamp: dt.datetime | None
+    timestamp_ms: int
     operation: str
     operation_parameters: dict
     operation_metrics: dict
@@ -96,7 +104,10 @@ class SchemaVersion:
     """
 
     version: int
-    timestamp: dt.datetime
+    #: The commit time (None where a datetime cannot hold it, as in
+    #: :class:`HistoryEntry`), and as the log holds it.
+    timestamp: dt.datetime | None
+    timestamp_ms: int
     #: The commit's operation; None for an oldest version whose entry is
     #: gone (only its checkpoint is left).
     operation: str | None
@@ -108,10 +119,6 @@ class SchemaVersion:
 def _check_limit(limit: Any) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
-
-
-def _utc(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
 def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[HistoryEntry]:
@@ -131,7 +138,8 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
         out.append(
             HistoryEntry(
                 version=v,
-                timestamp=_utc(ci.timestamp),
+                timestamp=utc_datetime(ci.timestamp),
+                timestamp_ms=ci.timestamp,
                 operation=ci.operation,
                 operation_parameters=dict(ci.operation_parameters),
                 operation_metrics=dict(ci.operation_metrics),
@@ -177,7 +185,7 @@ def read_schema_history(log: ManifestLog, latest: int, *, limit: int | None = No
     if start and (limit is None or len(out) < limit):
         head = log.load_head(start, latest=latest)
         operation = log.commit_info(start).operation if start in listing.commits else None
-        out.append(SchemaVersion(start, _utc(head.timestamp), operation, head.metadata.schema, (), complete=False))
+        out.append(_schema_version(start, head.timestamp, operation, head.metadata.schema, (), complete=False))
     return out
 
 
@@ -205,8 +213,14 @@ def _newest_first(log: ManifestLog, latest: int, lowest: int) -> Iterator[tuple[
         hi = lo - 1
 
 
-def _commit(ci: CommitInfo) -> tuple[dt.datetime, str]:
-    return _utc(ci.timestamp), ci.operation
+def _schema_version(
+    version: int, timestamp_ms: int, operation: str | None, schema: Schema, changes: Iterable[SchemaChange],
+    *, complete: bool = True,
+) -> SchemaVersion:
+    return SchemaVersion(
+        version=version, timestamp=utc_datetime(timestamp_ms), timestamp_ms=timestamp_ms, operation=operation,
+        schema=schema, changes=tuple(changes), complete=complete,
+    )
 
 
 def _schema_versions(
@@ -230,7 +244,7 @@ def _schema_versions(
             continue
         if pending is not None and pending[2] != md.schema:
             pv, ci, schema = pending
-            out.append(SchemaVersion(pv, *_commit(ci), schema, tuple(diff_schemas(md.schema, schema))))
+            out.append(_schema_version(pv, ci.timestamp, ci.operation, schema, diff_schemas(md.schema, schema)))
             if len(out) == limit:
                 return out
         pending = (v, next(a for a in actions if isinstance(a, CommitInfo)), md.schema)
@@ -238,11 +252,11 @@ def _schema_versions(
         return out
     v, ci, schema = pending
     if v == oldest and v > 0:
-        out.append(SchemaVersion(v, *_commit(ci), schema, (), complete=False))
+        out.append(_schema_version(v, ci.timestamp, ci.operation, schema, (), complete=False))
         return out
     before = Schema(()) if v == 0 else log.load_head(v - 1, latest=latest).metadata.schema
     if before != schema:
-        out.append(SchemaVersion(v, *_commit(ci), schema, tuple(diff_schemas(before, schema))))
+        out.append(_schema_version(v, ci.timestamp, ci.operation, schema, diff_schemas(before, schema)))
     return out
 
 

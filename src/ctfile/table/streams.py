@@ -41,11 +41,12 @@ from ctfile.format.errors import (
     StreamNotFoundError,
     VersionNotFoundError,
 )
+from ctfile.format.log_values import require_long, utc_datetime
 from ctfile.format.properties import TableProperties
 from ctfile.format.streams import StreamClaim, StreamState, check_stream_name
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import now_ms
-from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S
+from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S, window_seconds
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode
 from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token, stream_store
@@ -57,7 +58,7 @@ CREATE_OPERATION = "CREATE STREAM"
 
 
 def _utc(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return None if ms is None else utc_datetime(ms)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ class Stream:
     def pin(self, state: StreamState | None = None) -> StreamPin:
         """Pin the current state and the table's latest version (what
         :meth:`pending` reads outside a consuming transaction)."""
+        if state is not None and not isinstance(state, StreamState):
+            raise InvalidArgumentError(f"state must be a StreamState of stream {self.name} (or None), found {state!r:.80}")
         state = self.state() if state is None else state
         self._check_live(state)
         return StreamPin(state, self.table.refresh().version)
@@ -278,16 +281,6 @@ class Stream:
         return stream_infos(self.table, [self.state()], retain=retain, grace_period=grace_period)[0]
 
 
-def _window_s(value: Any, default: float) -> float:
-    if value is None:
-        return default
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    raise InvalidArgumentError(f"a retention window is a timedelta or seconds >= 0, found {value!r}")
-
-
 def stream_infos(
     table: "Table", states: list[StreamState], *, retain: Any = None, grace_period: Any = None,
 ) -> list[StreamInfo]:
@@ -295,7 +288,8 @@ def stream_infos(
     and the log entries after the smallest offset read once, for all of
     them (``Table.streams()`` of many streams stays one history read)."""
     latest = table.refresh().version
-    window_s = max(_window_s(retain, DEFAULT_RETAIN_S), _window_s(grace_period, DEFAULT_GRACE_S))
+    window_s = max(window_seconds(retain, what="retain", default=DEFAULT_RETAIN_S),
+                   window_seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S))
     ext_s = TableProperties.from_mapping(table.properties).max_retention_extension_s
     lowest = min((s.offset for s in states), default=latest)
     history = table.history(limit=latest - lowest) if lowest < latest else []
@@ -303,13 +297,13 @@ def stream_infos(
     out = []
     for state in states:
         pending = [h for h in history if h.version > state.offset]
-        oldest = min((h.timestamp for h in pending), default=None)
+        oldest = min((h.timestamp_ms for h in pending), default=None)
         rows = sum(int(h.operation_metrics.get(k, 0) or 0) for h in pending for k in metrics)
-        stale_after = None if oldest is None or state.is_stale else oldest + dt.timedelta(seconds=window_s + ext_s)
+        stale_after = None if oldest is None or state.is_stale else _utc(oldest + int((window_s + ext_s) * 1000))
         out.append(StreamInfo(
             name=state.name, information=state.information, initial_rows=state.initial_rows, offset=state.offset,
             latest_version=latest, lag_versions=max(latest - state.offset, 0), lag_rows=rows,
-            oldest_pending=oldest, stale=state.is_stale, stale_since=_utc(state.stale_since),
+            oldest_pending=_utc(oldest), stale=state.is_stale, stale_since=_utc(state.stale_since),
             stale_after=stale_after, created=_utc(state.created_time), claim=state.claim,  # type: ignore[arg-type]
         ))
     return out
@@ -337,7 +331,8 @@ class TableStreams:
             (Snowflake's SHOW_INITIAL_ROWS).
 
         The table's first stream adds the writer feature ``streams`` in a
-        ``CREATE STREAM`` commit.
+        ``CREATE STREAM`` commit, after every argument is checked: a refused
+        call commits nothing.
 
         Raises
         ------
@@ -354,15 +349,14 @@ class TableStreams:
         current = store.current(name)
         if current is not None and not current.dropped:
             raise StreamExistsError(f"stream {name!r} already exists on {self.uri}; drop it first")
-        self._require_streams_feature(name)
         latest = self.refresh().version
-        if start_version is not None and (
-            isinstance(start_version, bool) or not isinstance(start_version, int) or not 0 <= start_version <= latest + 1
-        ):
-            raise InvalidArgumentError(f"start_version must be an int in 0..{latest + 1}, found {start_version!r}")
+        if start_version is not None:
+            require_long(start_version, "start_version", minimum=0, maximum=latest + 1)
         offset = latest if start_version is None else start_version - 1
-        # Fails now, with StaleIntervalError, if the history is already gone.
+        # Fails now, with StaleIntervalError, if the history is already gone: before the CREATE STREAM commit.
         self.changes(start_version=offset + 1, end_version=latest, information=mode.value, initial_rows=initial_rows)
+        if self._require_streams_feature(name) and start_version is None:
+            offset = self.refresh().version  # the CREATE STREAM commit is not pending either
         state = StreamState.created(
             name, stream_id=uuid.uuid4().hex, table_id=self.table_id, information=mode.value,
             initial_rows=initial_rows, offset=offset, now_ms=now_ms(),
@@ -374,14 +368,16 @@ class TableStreams:
             raise StreamExistsError(f"stream {name!r} was created on {self.uri} concurrently") from None
         return Stream(self, name)
 
-    def _require_streams_feature(self: "Table", name: str) -> None:
+    def _require_streams_feature(self: "Table", name: str) -> bool:
+        """Commit ``CREATE STREAM`` adding the writer feature ``streams``
+        unless the protocol lists it; True if a version was committed."""
         if FEATURE_STREAMS in self.refresh()._current_head().protocol.writer_features:
-            return
+            return False
 
         def fn(tx) -> None:
             tx.require_feature(FEATURE_STREAMS, reader=False)
 
-        self._run(CREATE_OPERATION, {"name": name}, fn, {})
+        return self._run(CREATE_OPERATION, {"name": name}, fn, {}).committed
 
     def stream(self: "Table", name: str) -> Stream:
         """The stream ``name``; :class:`StreamNotFoundError` naming the

@@ -15,7 +15,7 @@ from ctfile.format.schema import Schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
 from ctfile.log.storage import Storage
-from ctfile.log.transaction import CommitResult
+from ctfile.log.transaction import CommitResult, operation_parameters
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
@@ -30,6 +30,7 @@ from ctfile.table.history import (
     HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
     timestamp_to_ms,
 )
+from ctfile.writer.compaction import check_compaction_options
 from ctfile.writer.distributed import SchemaMode, WriteJob, plan_write
 from ctfile.writer.input import is_reusable, to_table
 from ctfile.writer.merge import merge_keys
@@ -338,10 +339,11 @@ class Table(TableMaintenance, TableStreams):
         """
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError(f"give both app_id and app_version, or neither; found {app_id!r}, {app_version!r}")
+        parameters = operation_parameters(parameters)  # refused now, not at commit
         if consuming is not None:
             return self._consuming_transaction(consuming, operation=operation, parameters=parameters, app_id=app_id)
         self.refresh()
-        tx = WriteTransaction(self._log, self._current(), operation=operation, parameters=dict(parameters or {}))
+        tx = WriteTransaction(self._log, self._current(), operation=operation, parameters=parameters)
         tx.on_commit = self._on_commit
         if app_id is not None:
             tx.set_app_transaction(app_id, app_version)
@@ -416,7 +418,8 @@ class Table(TableMaintenance, TableStreams):
         1
         """
         app = {"app_id": app_id, "app_version": app_version}
-        begin = lambda: self.transaction(operation=operation, parameters=dict(parameters or {}), **app)  # noqa: E731
+        parameters = operation_parameters(parameters)
+        begin = lambda: self.transaction(operation=operation, parameters=parameters, **app)  # noqa: E731
         return run_statement(begin, body, max_runs=max_runs)
 
     def insert(self, data: Any, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
@@ -541,6 +544,7 @@ class Table(TableMaintenance, TableStreams):
         >>> t.to_arrow().column("id").to_pylist()
         [1, 2, 3, 4, 5, 6, 7, 8]
         """
+        check_compaction_options(target_rows, max_rows)
         params = {"targetRows": target_rows, "maxRows": max_rows}
         return self._run("COMPACT", params, lambda tx: tx.compact(target_rows=target_rows, max_rows=max_rows), {})
 

@@ -27,7 +27,14 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|w|d|h|m|s)")
 def parse_duration(text: str) -> dt.timedelta:
     """A sum of ``<number><unit>`` terms, units w, d, h, m, s, ms.
 
-    Raises ValueError for anything else (a bare number is ambiguous and refused).
+    Raises ValueError for anything else (a bare number is ambiguous and
+    refused), and for a duration longer than a :class:`datetime.timedelta`
+    holds (about 2.7 million years).
+
+    >>> parse_duration("99999999999999d")
+    Traceback (most recent call last):
+      ...
+    ValueError: duration '99999999999999d' is too long: at most 999999999d (about 2.7 million years)
     """
     s = text.strip().lower().replace(" ", "")
     if not s:
@@ -36,7 +43,12 @@ def parse_duration(text: str) -> dt.timedelta:
     for m in _PART.finditer(s):
         if m.start() != pos:
             break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
+        try:
+            total += float(m.group(1)) * _UNITS[m.group(2)]
+        except OverflowError:
+            raise ValueError(
+                f"duration {text!r:.60} is too long: at most {dt.timedelta.max.days}d (about 2.7 million years)"
+            ) from None
         pos = m.end()
     if pos != len(s):
         raise ValueError(f"bad duration {text!r}; expected e.g. 7d, 12h, 30m, 1w2d (units w, d, h, m, s, ms)")

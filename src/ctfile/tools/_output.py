@@ -101,18 +101,37 @@ def json_line(obj: Any) -> str:
     return json.dumps(jsonable(obj), ensure_ascii=False, separators=(",", ":"))
 
 
-def fmt_time(ts: dt.datetime | None) -> str:
-    """UTC, millisecond precision: ``2026-01-02 03:04:05.678Z``."""
+def fmt_time(ts: dt.datetime | int | None) -> str:
+    """UTC, millisecond precision: ``2026-01-02 03:04:05.678Z``; an int is
+    a time in milliseconds no datetime can hold (:func:`commit_time`),
+    printed as such.
+
+    >>> fmt_time(commit_time(0)), fmt_time(commit_time(2**63 - 1))
+    ('1970-01-01 00:00:00.000Z', '9223372036854775807 ms after the epoch')
+    """
     if ts is None:
         return ""
+    if isinstance(ts, int):
+        return f"{ts} ms after the epoch"
     ts = ts.astimezone(dt.timezone.utc)
-    return ts.strftime("%Y-%m-%d %H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    return f"{ts.year:04d}" + ts.strftime("-%m-%d %H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def commit_time(ms: int) -> dt.datetime | int:
+    """A time of the log (milliseconds since the epoch, any ``long``) as a
+    UTC datetime, or as ``ms`` itself where a datetime cannot hold it
+    (before year 1 or after 9999)."""
+    try:
+        return _EPOCH + dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return ms
 
 
 def fmt_ms(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    return fmt_time(dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc))
+    return "" if ms is None else fmt_time(commit_time(ms))
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def fmt_bytes(n: int | None) -> str:

@@ -84,7 +84,7 @@ def _history_row(h: ctfile.HistoryEntry) -> dict:
     m = h.operation_metrics
     return {
         "version": h.version,
-        "timestamp": h.timestamp,
+        "timestamp": out.commit_time(h.timestamp_ms),
         "operation": h.operation,
         "parameters": h.operation_parameters,
         "partitions_added": m.get("numAddedPartitions"),
@@ -338,7 +338,7 @@ def _gather_show(uri: str, storage_option, version, timestamp, cluster_by):
     info = {
         "uri": uri,
         "version": snap.version,
-        "timestamp": snap.timestamp,
+        "timestamp": out.commit_time(snap.timestamp_ms),
         "table_id": md.table_id,
         "name": md.name,
         "description": md.description,

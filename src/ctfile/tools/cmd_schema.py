@@ -171,8 +171,8 @@ class SchemaReport:
             "oldest_version": self.oldest_version,
             "fields": [f.as_json() for f in self.fields],
             "history": [
-                {"version": s.version, "timestamp": s.timestamp, "operation": s.operation, "complete": s.complete,
-                 "changes": [c.to_json() for c in s.changes]}
+                {"version": s.version, "timestamp": out.commit_time(s.timestamp_ms), "operation": s.operation,
+                 "complete": s.complete, "changes": [c.to_json() for c in s.changes]}
                 for s in self.history
             ],
         }
@@ -187,7 +187,7 @@ class SchemaReport:
             t.add_column(c, justify=just, overflow="fold")
         for s in self.history:
             text = "\n".join(change_text(c) for c in s.changes) if s.complete else _VACUUMED
-            t.add_row(str(s.version), out.fmt_time(s.timestamp), s.operation or "", text)
+            t.add_row(str(s.version), out.fmt_ms(s.timestamp_ms), s.operation or "", text)
         con.print(t)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Collection
 
 from ctfile.format.actions import Partition
-from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.log_values import require_long
 from ctfile.format.properties import TableProperties
 from ctfile.writer.clustering import ClusterOrder
 from ctfile.writer.recluster import Group, choose_groups, is_small, plan_groups, read_with_lineage, rewrite_group
@@ -58,9 +58,13 @@ class CompactionPlan:
         return sum(g.rows for g in self.groups)
 
 
-def _check_positive(value: object, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise InvalidArgumentError(f"{what} must be a positive int, found {value!r}")
+def check_compaction_options(target_rows: object, max_rows: object) -> None:
+    """Refuse a ``target_rows`` or ``max_rows`` that is not None or a
+    positive int the log can hold (they go into the commit's
+    ``operationParameters``, SPEC §Conventions)."""
+    for value, what in ((target_rows, "target_rows"), (max_rows, "max_rows")):
+        if value is not None:
+            require_long(value, what, minimum=1)
 
 
 def _small_group(partitions: list[Partition], target_rows: int, max_rows: int | None) -> list[Group]:
@@ -84,8 +88,7 @@ def plan_compaction(
     """The COMPACT of ``tx``'s live partitions; ``target_rows`` defaults to
     ``ctfile.partitionRows``, ``max_rows`` (None: no bound) bounds the rows
     rewritten."""
-    _check_positive(target_rows, "target_rows")
-    _check_positive(max_rows, "max_rows")
+    check_compaction_options(target_rows, max_rows)
     target = target_rows or TableProperties.from_mapping(tx.metadata.properties).partition_rows
     order = ClusterOrder.of(tx.metadata.properties, tx.schema)
     live = tx.live_partitions()

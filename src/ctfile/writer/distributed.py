@@ -303,6 +303,8 @@ def plan_write(
     """
     _check_mode(mode)
     schema_mode = SchemaMode.parse(schema_mode)
+    if schema is not None and not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
     md = table_state.metadata
     update = None
     target = md.schema

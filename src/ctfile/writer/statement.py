@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from ctfile.format.errors import CommitConflictError, ConflictKind
+from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
 from ctfile.log.transaction import CommitResult, retry_delay
 from ctfile.writer.transaction import WriteTransaction
 
@@ -55,6 +55,10 @@ def run_statement(
     CommitConflictError
         The statement conflicted on its last allowed run.
     """
+    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
+        raise InvalidArgumentError(f"max_runs must be a positive int, found {max_runs!r}")
+    if not callable(body):
+        raise InvalidArgumentError(f"body must be a callable taking the transaction, found {body!r:.80}")
     limit = MAX_STATEMENT_RUNS if max_runs is None else max_runs
     attempts = 0
     for run in range(1, limit + 1):

@@ -129,6 +129,8 @@ class WriteTransaction(Transaction):
         over the schema read. The statements that follow write with the new
         schema. Adds the ``schemaEvolution`` feature when a change needs it.
         Returns the changes (empty: nothing changed, nothing is set)."""
+        if not callable(edit):
+            raise InvalidArgumentError(f"edit must be a callable taking a SchemaEditor, found {edit!r:.80}")
         self._check_schema_change_first("a schema change")
         md = self.metadata
         editor = SchemaEditor(md.schema, md.assigned_field_ids)

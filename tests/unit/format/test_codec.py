@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -25,8 +26,8 @@ from ctfile.format.codec import (
     decode_actions,
     encode_actions,
 )
-from ctfile.format.entries import validate_commit_entry
-from ctfile.format.errors import CorruptLogError
+from ctfile.format.entries import encode_entry, validate_commit_entry
+from ctfile.format.errors import CorruptLogError, InvalidArgumentError
 from ctfile.format.schema import MAX_FIELD_ID, ArrayType, Field, MapType, Schema, StructType
 
 WHERE = "mem://t/_ct_log/00000000000000000007.json"
@@ -472,3 +473,81 @@ def test_an_add_under_the_changes_directory_is_corrupt():
         validate_commit_entry(
             [info, AddPartition(Partition("data/p.parquet", 1, 1, 0, 7, 5)), change, change], version=7, where=WHERE
         )
+
+
+# ---------------------------------------------------------------- writing what readers read (issue 26)
+
+
+def _attr(key) -> str:
+    return re.sub(r"([A-Z])", r"_\1", key).lower()
+
+
+def _replace_at(obj, path, value):
+    """``obj`` (an action, a dataclass inside one, a dict or a tuple) with the
+    value at the JSON ``path`` of its :func:`action_to_json` replaced."""
+    if not path:
+        return value
+    key, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        k = int(key) if obj and isinstance(next(iter(obj)), int) else key
+        return {**obj, k: _replace_at(obj[k], rest, value)}
+    if isinstance(obj, tuple):
+        return obj[:key] + (_replace_at(obj[key], rest, value),) + obj[key + 1:]
+    if isinstance(obj, (AddPartition, RemovePartition)) and not hasattr(obj, _attr(key)):
+        return dataclasses.replace(obj, partition=_replace_at(obj.partition, path, value))
+    return dataclasses.replace(obj, **{_attr(key): _replace_at(getattr(obj, _attr(key)), rest, value)})
+
+
+def _refused(fn) -> bool:
+    try:
+        fn()
+    except (CorruptLogError, InvalidArgumentError):
+        return True
+    return False
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30, -1, True, 2**63 - 1])
+@pytest.mark.parametrize("action, path", LONG_FIELDS, ids=lambda x: "/".join(map(str, x)) if isinstance(x, tuple) else None)
+def test_the_codec_refuses_to_write_exactly_what_it_refuses_to_read(action, path, value):
+    """SPEC §Conventions, writer requirements: a writer MUST NOT write a
+    value its readers refuse. For every integer of every action, at and
+    beyond the long range, negative, a bool: encoding the action raises
+    InvalidArgumentError exactly when decoding its JSON raises
+    CorruptLogError (same check, same code), naming the field."""
+    bad = _replace_at(action, path[1:], value)
+    assert action_to_json(bad) == _set(action_to_json(action), path, value)  # the helper built the action meant
+    reader_refuses = _refused(lambda: decode_actions(_entry(COMMIT, action_to_json(bad)), where=WHERE))
+    with_writer = _refused(lambda: encode_actions([bad]))
+    assert with_writer == reader_refuses
+    if with_writer:
+        with pytest.raises(InvalidArgumentError, match=re.escape(path[0])):
+            encode_actions([bad])
+
+
+@pytest.mark.parametrize("parameters, match", [
+    ({"a": float("nan")}, "finite"),
+    ({"a": [1, float("inf")]}, "finite"),
+    ({"a": 2**63}, r"commitInfo\['operationParameters'\]\['a'\] must be an int"),
+    ({"a": {1, 2}}, "must be a JSON value"),
+    ({1: "a"}, "str keys"),
+    ({"a": object()}, "must be a JSON value"),
+])
+def test_free_form_values_readers_could_not_read_are_not_written(parameters, match):
+    info = CommitInfo(1, "WRITE", operation_parameters=parameters)
+    with pytest.raises(InvalidArgumentError, match=match):
+        encode_entry([info])
+
+
+def test_nesting_beyond_the_limit_is_not_written_and_reads_as_corrupt_beyond_the_parser():
+    from ctfile.format.log_values import MAX_JSON_DEPTH
+
+    deep: object = "x"
+    for _ in range(MAX_JSON_DEPTH):
+        deep = [deep]
+    ok = encode_entry([CommitInfo(1, "WRITE", operation_parameters={"a": [[[["x"]]]]})])
+    assert decode_actions(ok, where=WHERE)[0].operation_parameters == {"a": [[[["x"]]]]}
+    with pytest.raises(InvalidArgumentError, match=f"nests deeper than {MAX_JSON_DEPTH}"):
+        encode_entry([CommitInfo(1, "WRITE", operation_parameters={"a": deep})])
+    line = '{"commitInfo":{"timestamp":1,"operation":"W","operationParameters":{"a":' + "[" * 100_000 + "]" * 100_000 + "}}}\n"
+    with pytest.raises(CorruptLogError, match="nested too deeply"):
+        decode_actions(line.encode(), where=WHERE)

@@ -307,7 +307,7 @@ def test_compact_without_keys_merges_small_partitions_as_before(tmp_path):
         t.insert(_rows([i * 10 + 3, i * 10 + 1]))
     r = t.compact()
     assert r.num_removed_partitions == 4 and r.num_added_partitions == 1
-    with pytest.raises(ctfile.InvalidArgumentError, match="max_rows must be a positive int, found 0"):
+    with pytest.raises(ctfile.InvalidArgumentError, match="max_rows must be an int in 1..9223372036854775807, found 0"):
         t.compact(max_rows=0)
 
 

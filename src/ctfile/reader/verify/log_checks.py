@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Iterator
 
 from ctfile.format.actions import (
     FEATURE_ENTRY_CHECKSUMS,
@@ -31,13 +31,14 @@ from ctfile.format.actions import (
 from ctfile.format.codec import action_from_json
 from ctfile.format.entries import duplicate_paths, integrity_problem, repeated_actions
 from ctfile.format.errors import CorruptLogError
+from ctfile.format.log_values import nested_too_deeply
 from ctfile.format.paths import LAST_CHECKPOINT, commit_path, validate_relative_path
-from ctfile.format.schema import Schema
+from ctfile.format.schema import LONG_MAX, Schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, check_reader_protocol
 from ctfile.log.storage import LocalStorage, Storage
 from ctfile.reader.verify.change_checks import ChangeCommit
-from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyReport
+from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
 
 
 @dataclass
@@ -90,6 +91,20 @@ class LogChecker(Recorder):
         self.log = log
         self.progress = progress
         self.workers = workers
+        #: The runs of missing versions :meth:`check_dense` reported, by their first version.
+        self._gaps: dict[int, VerifyProblem] = {}
+
+    def report_replay_stop(self, end: int, latest: int) -> None:
+        """Replay reached ``end``, not ``latest``: say so, in the problem of
+        the gap that stopped it if one starts right after ``end`` (one
+        problem per cause, however many versions the gap spans)."""
+        consequence = f"the latest version {latest} cannot be reconstructed (replay stops at version {end})"
+        gap = self._gaps.get(end + 1)
+        if gap is None:
+            self.problem("dense", consequence, version=latest)
+            return
+        problems = self.report.problems
+        problems[problems.index(gap)] = replace(gap, message=f"{gap.message}: {consequence}")
 
     # ------------------------------------------------------------ log structure
 
@@ -100,9 +115,9 @@ class LogChecker(Recorder):
             return
         try:
             v = json.loads(raw)["version"]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LONG_MAX:
                 raise ValueError(v)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             self.warning("checkpoint", "the checkpoint hint is unreadable (readers fall back to listing)", path=LAST_CHECKPOINT)
             return
         if v not in checkpoints:
@@ -112,17 +127,22 @@ class LogChecker(Recorder):
             )
 
     def check_dense(self, commits: list[int], checkpoints: list[int], latest: int) -> None:
+        """SPEC §Log replay: versions are dense. Each run of versions listed
+        neither as an entry nor as a checkpoint is one problem naming the
+        run, and each checkpoint without its entry one more: the work is
+        bounded by the listing, whatever the version numbers (a stray entry
+        named with a huge version is one gap, not one problem per number)."""
         if not commits:
             return
         present = set(commits)
         first = commits[0]
-        for v in range(first, latest + 1):
-            if v not in present and v not in checkpoints:
-                self.problem("dense", f"version {v} is missing from the log (versions must be dense)", version=v, path=commit_path(v))
-            elif v not in present and v > first:
-                # A checkpoint without its entry: replay can restart there,
-                # but the entry itself is gone.
-                self.problem("dense", f"version {v} has a checkpoint but no log entry", version=v, path=commit_path(v))
+        later_checkpoints = [c for c in checkpoints if first < c <= latest and c not in present]
+        for lo, hi in missing_runs(sorted(present.union(later_checkpoints))):
+            self.problem("dense", _missing_text(lo, hi), version=lo, path=commit_path(lo))
+            self._gaps[lo] = self.report.problems[-1]
+        for c in later_checkpoints:
+            # A checkpoint without its entry: replay can restart there, but the entry itself is gone.
+            self.problem("dense", f"version {c} has a checkpoint but no log entry", version=c, path=commit_path(c))
         if first > 0 and not any(first - 1 <= c <= latest for c in checkpoints):
             self.problem(
                 "dense",
@@ -148,6 +168,8 @@ class LogChecker(Recorder):
     # ------------------------------------------------------------ entries
 
     def _read_entry(self, v: int) -> Entry:
+        """Entry ``v`` parsed line by line, each broken rule reported and
+        the usable actions kept (a missing file: an empty entry, not ok)."""
         path = commit_path(v)
         entry = Entry(v)
         try:
@@ -155,52 +177,63 @@ class LogChecker(Recorder):
         except FileNotFoundError:
             entry.ok = False
             return entry
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            self.problem("log", f"not valid UTF-8 ({e})", v, path)
-            entry.ok = False
+        text = self._entry_text(entry, data)
+        if text is None:
             return entry
-        if text and not text.endswith("\n"):
-            self.problem("log", "truncated entry: the last line has no terminating newline", v, path)
-            entry.ok = False
         lines = 0  # action lines, understood or not: what numActions counts
         info_lineno = None
         for lineno, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             lines += 1
-            where = f"line {lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                self.problem("log", f"{where}: invalid JSON ({e.msg})", v, path)
-                entry.ok = False
-                continue
-            if isinstance(obj, dict) and len(obj) == 1:
-                (key, body), = obj.items()
-                if key in ("add", "remove") and isinstance(body, dict) and isinstance(body.get("path"), str):
-                    try:
-                        validate_relative_path(body["path"], where=where)
-                    except CorruptLogError:
-                        self.problem(
-                            "path", f"{where}: {key} path {body['path']!r} escapes the table root "
-                            f"(not opened)", v, body["path"],
-                        )
-                        entry.ok = False
-                        continue
-            try:
-                act = action_from_json(obj, where)
-            except CorruptLogError as e:
-                self.problem("log", str(e), v, _raw_path(obj) or path)
-                entry.ok = False
-                act = _without_stats(obj, where)  # keep replaying with what is usable
+            act = self._line_action(entry, line, f"line {lineno}")
             if act is not None:
                 entry.actions.append(act)
                 if isinstance(act, CommitInfo):
                     info_lineno = lineno
         self._check_integrity(entry, data, info_lineno, lines)
         return entry
+
+    def _entry_text(self, entry: Entry, data: bytes) -> str | None:
+        """The entry's text; None (reported) if it is not UTF-8. A missing
+        final newline is reported and the text kept."""
+        path = commit_path(entry.version)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.problem("log", f"not valid UTF-8 ({e})", entry.version, path)
+            entry.ok = False
+            return None
+        if text and not text.endswith("\n"):
+            self.problem("log", "truncated entry: the last line has no terminating newline", entry.version, path)
+            entry.ok = False
+        return text
+
+    def _line_action(self, entry: Entry, line: str, where: str):
+        """The action of one line, or None; a problem is reported (and the
+        entry marked not ok) for a line that is not JSON, nests too deeply,
+        names a path out of the table root (never opened) or breaks a rule
+        of its action (then what is usable of it is kept)."""
+        v, path = entry.version, commit_path(entry.version)
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as e:
+            message = f"{where}: invalid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else str(nested_too_deeply(where))
+            self.problem("log", message, v, path)
+            entry.ok = False
+            return None
+        escaping = _escaping_path(obj)
+        if escaping is not None:
+            key, bad = escaping
+            self.problem("path", f"{where}: {key} path {bad!r} escapes the table root (not opened)", v, bad)
+            entry.ok = False
+            return None
+        try:
+            return action_from_json(obj, where)
+        except CorruptLogError as e:
+            self.problem("log", str(e), v, _raw_path(obj) or path)
+            entry.ok = False
+            return _without_stats(obj, where)  # keep replaying with what is usable
 
     def _check_integrity(self, entry: Entry, data: bytes, info_lineno: int | None, lines: int) -> None:
         """SPEC §Log entries, rule 8: the entry against its commitInfo's
@@ -245,17 +278,15 @@ class LogChecker(Recorder):
         else:
             return rep
         cps = set(checkpoints)
-        for entry in self._read_entries(list(range(first, latest + 1))):
+        previous = first - 1
+        # The listed versions only: the loop is bounded by the listing, not by version numbers.
+        for entry in self._read_entries(sorted(v for v in present if first <= v <= latest)):
             v = entry.version
-            if v not in present:
-                state = None  # a gap: restart from a checkpoint at or after it
-                continue
             self.report.entries_checked += 1
+            state = self._state_before(v, state if v == previous + 1 else None, cps, rep)
+            previous = v
             if state is None and v > 0:
-                state = self._restart(v - 1, cps)
-                if state is None:
-                    continue
-                rep.start(state)
+                continue
             read_properties = state.metadata.properties if state is not None else {}
             applied = self._apply(state, entry)
             if applied is None:
@@ -269,6 +300,17 @@ class LogChecker(Recorder):
             if v in cps:
                 self._compare_checkpoint(state)
         return rep
+
+    def _state_before(self, v: int, state: TableState | None, cps: set[int], rep: Replay) -> TableState | None:
+        """The state entry ``v`` applies to: ``state`` (that of ``v - 1``),
+        or when there is none (after a gap, or an entry that could not be
+        applied) the checkpoint of ``v - 1``, from which replay restarts."""
+        if state is not None or v == 0:
+            return state
+        state = self._restart(v - 1, cps)
+        if state is not None:
+            rep.start(state)
+        return state
 
     def _restart(self, c: int, cps: set[int]) -> TableState | None:
         if c not in cps:
@@ -388,6 +430,24 @@ class LogChecker(Recorder):
             self.problem("checkpoint", "checkpoint does not match the log: " + "; ".join(diffs), v)
 
 
+def missing_runs(versions: list[int]) -> Iterator[tuple[int, int]]:
+    """The runs ``(lo, hi)`` of numbers missing between consecutive items of
+    the sorted list ``versions``: one per gap, whatever its length.
+
+    >>> list(missing_runs([0, 1, 4, 5, 10**15]))
+    [(2, 3), (6, 999999999999999)]
+    """
+    for before, after in zip(versions, versions[1:]):
+        if after > before + 1:
+            yield before + 1, after - 1
+
+
+def _missing_text(lo: int, hi: int) -> str:
+    if lo == hi:
+        return f"version {lo} is missing from the log (versions must be dense)"
+    return f"versions {lo}..{hi} ({hi - lo + 1} versions) are missing from the log (versions must be dense)"
+
+
 def _without_stats(obj: Any, where: str):
     """An undecodable add/remove decoded again without its ``stats`` (so
     replay and the file checks go on), or None."""
@@ -400,6 +460,21 @@ def _without_stats(obj: Any, where: str):
         return action_from_json({key: {k: v for k, v in body.items() if k != "stats"}}, where)
     except CorruptLogError:
         return None
+
+
+def _escaping_path(obj: Any) -> tuple[str, str] | None:
+    """``(kind, path)`` of an add or remove line whose path leaves the
+    table root (SPEC §Table layout), else None."""
+    if not (isinstance(obj, dict) and len(obj) == 1):
+        return None
+    (key, body), = obj.items()
+    if key not in ("add", "remove") or not isinstance(body, dict) or not isinstance(body.get("path"), str):
+        return None
+    try:
+        validate_relative_path(body["path"], where="")
+    except CorruptLogError:
+        return key, body["path"]
+    return None
 
 
 def _raw_path(obj: Any) -> str | None:
