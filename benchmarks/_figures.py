@@ -199,7 +199,25 @@ def _clustering_figures(c: dict) -> list[dict]:
                        "the same MERGE unclustered", f"<= {g['random_floor']}x", f"{s['ratio']:.2f}x",
                        f"{s['merge_ms']['clustered']:.0f} ms vs {s['merge_ms']['unclustered']:.0f} ms (median of "
                        f"{m['random_batches']}; CPU ratio {s['cpu_ratio']:.2f})", s["pass"], "clustering"))
+    if "recluster" in c:
+        out += _recluster_figures(c["recluster"])
     return out
+
+
+def _recluster_figures(w: dict) -> list[dict]:
+    """Issue 26: the maximum clustering depth after every random-key MERGE
+    with ``ctfile.autoCompact``, against ``ctfile.autoCompactMaxDepth``."""
+    s, n, u = w["summary"], len(w["batches"]), w["summary"]["unbounded"]
+    return [
+        fig(f"clustering_depth_bound_{x['bound']}",
+            f"max clustering depth after each of {n} random-key MERGEs ({w['rows']:,} rows), autoCompact, "
+            f"autoCompactMaxDepth {x['bound']}", "the bound", f"<= {x['bound']}", str(x["worst_max_depth"]),
+            f"final average {x['final_average_depth']:.2f} (without the bound: max {u['worst_max_depth']}, final "
+            f"average {u['final_average_depth']:.2f}); compaction rewrote {x['auto_rows']:,} rows, "
+            f"{x['auto_per_merge_rows']:.1%} of the {x['merge_rows']:,} the MERGEs wrote; all MERGEs {x['total_s']:.0f} s "
+            f"vs {u['total_s']:.0f} s", x["pass"], "clustering")
+        for x in (s["depth_2"], s["depth_3"])
+    ]
 
 
 def _streams_figures(streams: dict) -> list[dict]:

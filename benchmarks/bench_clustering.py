@@ -55,6 +55,22 @@ time for ``a = x`` and ``b = y``; ``--multi-merges`` MERGEs keyed on (a, b)
 of the rows in a box of 5% of a's range x 5% of b's (partitions read:
 ``Transaction.read_partitions``).
 
+(6) **Depth under random-key upserts with automatic compaction**
+(``--recluster-rows``, default 1,000,000, quick 4,000; ``--recluster-batches``,
+default 60, quick 30; issue 26): a table clustered by id with
+``ctfile.autoCompact`` on, ids 0, 8, 16, ... so that new ids fall between
+them, ``ctfile.partitionRows`` = rows / 40; MERGE batches of 1% of the rows,
+half existing ids and half new ids, both drawn uniformly over the whole key
+range (keys scattered as hashed or random ids are), so that every batch's
+inserts make a partition spanning every other. Three copies differ only in
+``ctfile.autoCompactMaxDepth``: 2, 3 (the default) and one no table reaches
+(only small partitions are compacted: the behaviour before the depth
+bound). Per MERGE: average and maximum clustering depth after it, the rows
+its automatic compaction rewrote, the rows the MERGE itself wrote (updated,
+inserted and copied) and the statement's time with the compaction. Goal: the
+maximum depth never exceeds the bound; the rows compaction rewrites are
+reported against those the MERGEs wrote.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_clustering.py                 # 10M rows, 20 batches (long: see RESULTS.md)
@@ -92,6 +108,9 @@ DEFAULT_OUT = HERE / "results" / "clustering.json"
 NEW_SHARE = 0.10  # share of each MERGE batch that is new ids (inserts)
 BATCH_SHARE, RECENT_SHARE = 0.01, 0.05
 GOALS = {"rewrite_x_min": 2.0, "speedup": 5.0, "random_floor": 1.1, "insert": 1.3, "auto_compaction": 1.2}
+#: (6): the ``ctfile.autoCompactMaxDepth`` of each copy; "unbounded" is a bound no table reaches.
+RECLUSTER_DEPTHS = {"depth_2": 2, "depth_3": 3, "unbounded": 1 << 40}
+RECLUSTER_SPACING = 8  # (6): ids 0, 8, 16, ...: room for new ids inside every partition's range
 SCHEMA = pa.schema([
     pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("amount", pa.float64()),
     ("day", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")),
@@ -112,7 +131,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scan-runs", type=int, default=1, help="timed change scans of each MERGE (after one warm-up)")
     p.add_argument("--multi-rows", type=int, default=None, help="rows of the (a, b) tables (default 2,000,000; quick 4,000)")
     p.add_argument("--multi-merges", type=int, default=3, help="MERGEs keyed on (a, b)")
-    p.add_argument("--only", default="insert,upsert,random,multi", help="comma-separated parts")
+    p.add_argument("--recluster-rows", type=int, default=None, help="rows of (6) (default 1,000,000; quick 4,000)")
+    p.add_argument("--recluster-batches", type=int, default=None, help="MERGEs of (6) (default 60; quick 30)")
+    p.add_argument("--only", default="insert,upsert,random,multi,recluster", help="comma-separated parts")
     p.add_argument("--profile", choices=("insert", "upsert", "random"),
                    help="pyinstrument of the clustered insert or of one clustered MERGE instead of the run")
     p.add_argument("--seed", type=int, default=16)
@@ -126,6 +147,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.random_batches = a.random_batches or a.batches
     a.insert_runs = a.insert_runs or (1 if a.quick else 3)
     a.multi_rows = a.multi_rows or (4_000 if a.quick else 2_000_000)
+    a.recluster_rows = a.recluster_rows or (4_000 if a.quick else 1_000_000)
+    a.recluster_batches = a.recluster_batches or (30 if a.quick else 60)
     a.only = set(a.only.split(","))
     return a
 
@@ -331,6 +354,72 @@ def measure_random(a: argparse.Namespace, work: Path, base: dict[str, Path]) -> 
     return {"batches": recs, "summary": s}
 
 
+# ---------------------------------------------------------------- (6) depth under random-key upserts
+
+
+def recluster_batches(a: argparse.Namespace) -> list[np.ndarray]:
+    """(6): per MERGE, half existing ids and half new ones, uniform over the
+    whole key range (new ids are never multiples of the spacing, so never
+    existing ones); each batch is unique and disjoint from the new ids of
+    the batches before it."""
+    rng = np.random.default_rng(a.seed + 6000)
+    n, top = a.recluster_rows, a.recluster_rows * RECLUSTER_SPACING
+    half = max(1, int(n * BATCH_SHARE) // 2)
+    live, out = np.arange(0, top, RECLUSTER_SPACING, dtype=np.int64), []
+    for _ in range(a.recluster_batches):
+        new = np.setdiff1d(rng.integers(0, top, 2 * half), live)
+        new = new[new % RECLUSTER_SPACING != 0][:half]
+        keys = np.union1d(rng.choice(live, half, replace=False), new)
+        live = np.union1d(live, new)
+        out.append(keys)
+    return out
+
+
+def measure_recluster(a: argparse.Namespace, work: Path) -> dict:
+    """(6): the same random-key MERGEs on copies that differ only in
+    ``ctfile.autoCompactMaxDepth``; depth after each, rows rewritten by the
+    MERGE and by its automatic compaction, and the statement's time."""
+    n = a.recluster_rows
+    partition_rows = max(1, n // 40)
+    start = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "loadavg_start": list(os.getloadavg())}
+    ids = np.random.default_rng(a.seed + 6001).permutation(np.arange(0, n * RECLUSTER_SPACING, RECLUSTER_SPACING))
+    base = new_table(work / "recluster-base", partition_rows=partition_rows, cluster_by="id")
+    base.insert(rows_for(ids, a.seed))
+    base.set_properties({"ctfile.autoCompact": "true"})
+    tables = {k: copy_table(Path(base.uri), work / f"recluster-{k}", {"ctfile.autoCompactMaxDepth": str(d)})
+              for k, d in RECLUSTER_DEPTHS.items()}
+    recs = []
+    for i, keys in enumerate(recluster_batches(a)):
+        source, rec = rows_for(keys, a.seed + 7 + i), {"keys": len(keys)}
+        for name in list(tables)[i % len(tables):] + list(tables)[: i % len(tables)]:
+            t = tables[name]
+            quiesce()  # the copies alternate first, as _timing.interleaved does
+            t0 = time.perf_counter()
+            r = t.merge(source, "id")
+            ms = 1000 * (time.perf_counter() - t0)
+            info, auto = t.clustering_info(), r.auto_compaction
+            rec[name] = {"ms": ms, "average_depth": info.average_depth, "max_depth": info.max_depth,
+                         "partitions": info.partitions,
+                         "merge_rows": r.num_updated_rows + r.num_inserted_rows + r.num_copied_rows,
+                         "auto_rows": auto.num_copied_rows if auto is not None and auto.committed else 0}
+        recs.append(rec)
+        _progress(f"recluster batch {i + 1}/{a.recluster_batches}: " + ", ".join(
+            f"{k} depth {x['max_depth']} auto {x['auto_rows']}" for k, x in rec.items() if k != "keys"))
+    summary = {}
+    for name, bound in RECLUSTER_DEPTHS.items():
+        col = [r[name] for r in recs]
+        merge_rows, auto_rows = sum(x["merge_rows"] for x in col), sum(x["auto_rows"] for x in col)
+        summary[name] = {
+            "bound": bound, "worst_max_depth": max(x["max_depth"] for x in col),
+            "final_average_depth": col[-1]["average_depth"], "merge_rows": merge_rows, "auto_rows": auto_rows,
+            "auto_per_merge_rows": auto_rows / merge_rows, "median_ms": median(x["ms"] for x in col),
+            "total_s": sum(x["ms"] for x in col) / 1000,
+        }
+        summary[name]["pass"] = summary[name]["worst_max_depth"] <= bound
+    return {"rows": n, "partition_rows": partition_rows, **start, "loadavg_end": list(os.getloadavg()),
+            "batches": recs, "summary": summary}
+
+
 # ---------------------------------------------------------------- (5) multi-column keys
 
 
@@ -457,6 +546,41 @@ def _md_goals(r: dict) -> list[str]:
         lines.append(f"| random keys: MERGE clustered / unclustered (median) | <= {g['random_floor']}x | "
                      f"{s['ratio']:.2f}x ({s['merge_ms']['clustered']:.0f} vs {s['merge_ms']['unclustered']:.0f} ms; "
                      f"CPU {s['cpu_ratio']:.2f}x) | {_ok(s['pass'])} |")
+    if "recluster" in r:
+        s = r["recluster"]["summary"]
+        for name in ("depth_2", "depth_3"):
+            x, u = s[name], s["unbounded"]
+            lines.append(
+                f"| random-key upserts with autoCompact: max depth after every MERGE (autoCompactMaxDepth "
+                f"{x['bound']}) | <= {x['bound']} | {x['worst_max_depth']} (final average {x['final_average_depth']:.2f}; "
+                f"unbounded {u['worst_max_depth']}, final average {u['final_average_depth']:.2f}); compaction rewrote "
+                f"{x['auto_per_merge_rows']:.2f}x the rows the MERGEs wrote (unbounded {u['auto_per_merge_rows']:.2f}x) "
+                f"| {_ok(x['pass'])} |")
+    return lines + [""]
+
+
+def _md_recluster(w: dict) -> list[str]:
+    names = list(RECLUSTER_DEPTHS)
+    lines = [f"### (6) depth under random-key upserts with autoCompact ({w['rows']:,} rows, partitionRows "
+             f"{w['partition_rows']:,}; autoCompactMaxDepth 2, 3 and unbounded)", "",
+             f"Measured {w['date']}, load average {w['loadavg_start'][0]:.1f} at start, {w['loadavg_end'][0]:.1f} at "
+             "end. Each MERGE: half existing ids, half new ids, both uniform over the key range; the copies "
+             "alternate first. Compacted rows: what the MERGE's automatic compaction rewrote.", "",
+             "| MERGE | keys | " + " | ".join(f"{n} avg / max depth" for n in names) + " | "
+             + " | ".join(f"{n} compacted rows" for n in names) + " | " + " | ".join(f"{n} ms" for n in names) + " |",
+             "|---:|---:|" + "---:|" * (3 * len(names))]
+    for i, r in enumerate(w["batches"], 1):
+        lines.append(f"| {i} | {r['keys']} | "
+                     + " | ".join(f"{r[n]['average_depth']:.2f} / {r[n]['max_depth']}" for n in names) + " | "
+                     + " | ".join(f"{r[n]['auto_rows']:,}" for n in names) + " | "
+                     + " | ".join(f"{r[n]['ms']:.0f}" for n in names) + " |")
+    s = w["summary"]
+    lines += ["", "| copy | worst max depth | final average depth | rows the MERGEs wrote | rows compaction rewrote "
+              "| ratio | median MERGE ms | all MERGEs s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in names:
+        x = s[n]
+        lines.append(f"| {n} | {x['worst_max_depth']} | {x['final_average_depth']:.2f} | {x['merge_rows']:,} | "
+                     f"{x['auto_rows']:,} | {x['auto_per_merge_rows']:.2f} | {x['median_ms']:.0f} | {x['total_s']:.1f} |")
     return lines + [""]
 
 
@@ -486,6 +610,8 @@ def command(m: dict, multi: dict | None) -> str:
     """The command line that reproduces a run (every option is in ``meta``)."""
     opts = (f"--rows {m['rows']} --partition-rows {m['partition_rows']} --batches {m['batches']} "
             f"--random-batches {m['random_batches']} --insert-runs {m['insert_runs']} --scan-runs {m['scan_runs']}")
+    if m.get("recluster_rows"):
+        opts += f" --recluster-rows {m['recluster_rows']} --recluster-batches {m['recluster_batches']}"
     if multi:
         opts += f" --multi-rows {multi['rows']} --multi-merges {len(multi['merges'])}"
     return f"PYTHONPATH=$PWD/src .venv/bin/python benchmarks/bench_clustering.py {opts}"
@@ -504,6 +630,8 @@ def markdown(r: dict) -> str:
         lines += _md_merges("(2) random keys over all ids", r["random"])
     if "multi" in r:
         lines += _md_multi(r["multi"])
+    if "recluster" in r:
+        lines += _md_recluster(r["recluster"])
     return "\n".join(lines)
 
 
@@ -535,6 +663,7 @@ def measure(a: argparse.Namespace, work: Path) -> dict:
         "rows": a.rows, "partition_rows": a.partition_rows, "batches": a.batches, "random_batches": a.random_batches,
         "batch_keys": max(2, int(a.rows * BATCH_SHARE)), "new_share": NEW_SHARE, "recent_share": RECENT_SHARE,
         "insert_runs": a.insert_runs, "scan_runs": a.scan_runs, "goals": GOALS, "ctfile": ctfile.__file__,
+        "recluster_rows": a.recluster_rows, "recluster_batches": a.recluster_batches,
         "loadavg_start": list(os.getloadavg()), "seconds": {},
     }}
     t0 = time.perf_counter()
@@ -550,6 +679,11 @@ def measure(a: argparse.Namespace, work: Path) -> dict:
         t0 = time.perf_counter()
         out["multi"] = measure_multi(a, work)
         out["meta"]["seconds"]["multi"] = time.perf_counter() - t0
+    if "recluster" in a.only:
+        t0 = time.perf_counter()
+        _progress("recluster ...")
+        out["recluster"] = measure_recluster(a, work)
+        out["meta"]["seconds"]["recluster"] = time.perf_counter() - t0
     out["meta"]["loadavg_end"] = list(os.getloadavg())
     return out
 

@@ -5,7 +5,9 @@ any scale (never timings: they depend on the machine): a clustered MERGE
 of recent keys rewrites fewer partitions than the unclustered one of the
 same keys, automatic compaction leaves no more partitions than none, both
 tables take the same inserts and updates, the minimum is that of a sorted
-layout, and the two multi-column layouts update the same rows.
+layout, the two multi-column layouts update the same rows, and with
+``ctfile.autoCompactMaxDepth`` 2 or 3 the maximum clustering depth never
+exceeds it after a random-key MERGE.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def test_bench_clustering_quick(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "## Clustering: layout for upserts" in r.stdout
     res = json.loads(out.read_text())
-    assert set(res) == {"meta", "insert", "upsert", "random", "multi"}
+    assert set(res) == {"meta", "insert", "upsert", "random", "multi", "recluster"}
     m = res["meta"]
     assert m["mode"] == "quick" and m["rows"] == 4000 and m["batches"] == 3
     ins = res["insert"]
@@ -82,6 +84,16 @@ def test_bench_clustering_quick(tmp_path):
     assert mu["a"]["partitions_read"]["lexicographic"] <= mu["a"]["partitions_read"]["zorder"]
     for x in mu["merges"]:  # both layouts hold the same rows: the same keys update the same rows
         assert x["lexicographic"]["updated"] == x["zorder"]["updated"] == x["keys"]
+
+    rc = res["recluster"]  # (6): the depth bound holds after every MERGE; the copies hold the same rows
+    assert len(rc["batches"]) == m["recluster_batches"] == 30 and rc["rows"] == m["recluster_rows"] == 4000
+    for name, x in rc["summary"].items():
+        assert x["pass"] == (x["worst_max_depth"] <= x["bound"])
+        assert x["worst_max_depth"] == max(r[name]["max_depth"] for r in rc["batches"])
+        assert x["auto_rows"] == sum(r[name]["auto_rows"] for r in rc["batches"])
+    assert rc["summary"]["depth_2"]["pass"] and rc["summary"]["depth_3"]["pass"]
+    for r in rc["batches"]:
+        assert r["depth_2"]["max_depth"] <= 2 and r["depth_3"]["max_depth"] <= 3
 
 
 def test_minimum_partitions_and_z_values():

@@ -3,11 +3,16 @@ as copy-on-write replace, schema checks before any file, abort."""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark import cloudpickle
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceWriter, WriterCommitMessage
 
 import ctfile
 from ctfile.spark_datasource.batch import CtfileWriter
@@ -240,3 +245,86 @@ def test_partition_by_is_refused_by_spark_before_the_source_is_called(spark, tmp
     with pytest.raises(Exception, match="do not match the existing table's"):
         df.write.format("ctfile").partitionBy("x").mode("append").save(p)
     assert data_files(p) == before and ctfile.open_table(p).version == 1
+
+
+CREATE_ONLY_MODES = [None, "error", "errorifexists", "ignore"]
+
+
+def _save(df, fmt: str, path: str, mode: str | None) -> None:
+    w = df.write.format(fmt)
+    (w if mode is None else w.mode(mode)).save(path)
+
+
+@pytest.mark.parametrize("mode", CREATE_ONLY_MODES)
+def test_create_only_save_modes_are_refused_by_spark_before_the_source_is_called(spark, tmp_path, mode):
+    """Issue 26: ``df.write.format("ctfile").save(path)`` (Spark's default
+    mode, ErrorIfExists) fails even for a new table. PySpark 4.3 hands a
+    Python data source only ``overwrite: bool`` (SPARK-46290), and its
+    ``DataFrameWriter`` refuses every mode but Append and Overwrite for a
+    DataSourceV2 ``TableProvider`` that is not ``SupportsCatalogOptions``,
+    which PySpark's wrapper of Python data sources is not: the error comes
+    from the JVM before any Python data source is instantiated
+    (:func:`test_no_python_data_source_code_runs_for_create_only_modes`), so
+    ctfile can neither honour these modes nor word the error (README, "Save
+    modes"). This pins what users see, new table or existing, so that a
+    PySpark that starts passing them through is noticed (ctfile should then
+    implement them)."""
+    p = str(tmp_path / "t")
+    df = frame(spark, 0, 4, 1)
+    expected = "Ignore" if mode == "ignore" else "ErrorIfExists"
+    for exists in (False, True):
+        with pytest.raises(Exception) as ei:
+            _save(df, "ctfile", p, mode)
+        message = str(ei.value)
+        assert "UNSUPPORTED_DATA_SOURCE_SAVE_MODE" in message and f'"{expected}" mode' in message, message
+        assert 'Please use either the "Append" or "Overwrite" mode instead' in message
+        if not exists:
+            assert not Path(p).exists()  # nothing written, no table created
+            df.write.format("ctfile").mode("append").save(p)  # append creates it
+            assert ctfile.open_table(p).version == 1
+    assert ctfile.open_table(p).version == 1 and len(data_files(p)) == 1
+
+
+class _ProbeSource(DataSource):
+    """A Python data source that records, in a directory beside the path it
+    is given, each time Spark instantiates it (in a Python worker)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ctfile_save_mode_probe"
+
+    def __init__(self, options):
+        super().__init__(options)
+        calls = Path(options["path"] + ".calls")
+        calls.mkdir(exist_ok=True)
+        (calls / f"{os.getpid()}-{time.monotonic_ns()}").touch()
+
+    def writer(self, schema, overwrite):
+        return _ProbeWriter()
+
+
+class _ProbeWriter(DataSourceWriter):
+    def write(self, iterator):
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+def test_no_python_data_source_code_runs_for_create_only_modes(spark, tmp_path):
+    """The evidence that ctfile has no hook for these modes: a probe data
+    source that records each instantiation is never instantiated for them
+    (Spark refuses the write in the JVM first), and is for an append."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+    try:
+        probing = spark.newSession()
+        probing.dataSource.register(_ProbeSource)
+        df = probing.createDataFrame([(1,)], "id long")
+        for i, mode in enumerate(CREATE_ONLY_MODES):
+            probe = str(tmp_path / f"probe{i}")
+            with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+                _save(df, _ProbeSource.name(), probe, mode)
+            assert not Path(probe + ".calls").exists(), mode  # no Python data source code ran
+        _save(df, _ProbeSource.name(), probe, "append")
+        assert Path(probe + ".calls").exists()
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])

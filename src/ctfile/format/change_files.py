@@ -140,6 +140,19 @@ def check_change_rows(table: pa.Table, *, uri: str, path: str, version: int) -> 
     return codes
 
 
+def has_removes(actions) -> bool:
+    """Whether a commit with ``actions`` removes a partition as a data change:
+    only such a commit has anything to capture (SPEC §Change capture). One
+    that removes nothing, such as an INSERT, is captured without a change
+    file: its change rows are the rows of the partitions it added, which a
+    change scan reads anyway.
+
+    >>> has_removes([]), has_removes([ChangeFile("_ct_changes/c.parquet", 1, 1, 0)])
+    (False, False)
+    """
+    return any(isinstance(a, RemovePartition) and a.data_change for a in actions)
+
+
 def is_captured(actions) -> bool:
     """Whether a data-changing commit with ``actions`` is *captured* (SPEC
     §Change capture): it names a change file, or every data-changing remove

@@ -184,6 +184,7 @@ CHANGE_CAPTURE = "ctfile.changeCapture"
 MAX_RETENTION_EXTENSION = "ctfile.maxRetentionExtension"
 CLUSTER_BY = "ctfile.clusterBy"
 AUTO_COMPACT = "ctfile.autoCompact"
+AUTO_COMPACT_MAX_DEPTH = "ctfile.autoCompactMaxDepth"
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 DEFAULT_ROW_GROUP_ROWS = 1 << 20
@@ -192,6 +193,7 @@ DEFAULT_CHECKPOINT_INTERVAL = 100
 DEFAULT_ISOLATION_LEVEL = IsolationLevel.WRITE_SERIALIZABLE
 DEFAULT_CHANGE_CAPTURE = ChangeCapture.NONE
 DEFAULT_MAX_RETENTION_EXTENSION_S = 14 * 86400
+DEFAULT_AUTO_COMPACT_MAX_DEPTH = 3
 
 #: Every property ctfile interprets, by key (SPEC §Table properties).
 TABLE_PROPERTIES: dict[str, PropertySpec] = {
@@ -217,6 +219,9 @@ TABLE_PROPERTIES: dict[str, PropertySpec] = {
                      parse_cluster_by, "the clustering keys: writers sort the rows they write by them"),
         PropertySpec(AUTO_COMPACT, "true or false", False, _boolean,
                      "whether a commit that leaves small partitions is followed by a compaction of them"),
+        PropertySpec(AUTO_COMPACT_MAX_DEPTH, "a positive integer", DEFAULT_AUTO_COMPACT_MAX_DEPTH, _positive_int,
+                     "with ctfile.autoCompact and clustering keys, the most partitions a key value may lie in "
+                     "after a commit"),
     )
 }
 
@@ -322,6 +327,8 @@ class TableProperties:
     #: :func:`cluster_keys` drops them when the schema lacks one.
     cluster_by: tuple[str, ...] = ()
     auto_compact: bool = False
+    #: SPEC §Clustering, automatic compaction: the clustering depth it keeps.
+    auto_compact_max_depth: int = DEFAULT_AUTO_COMPACT_MAX_DEPTH
 
     @classmethod
     def from_mapping(cls, properties: Mapping[str, str]) -> "TableProperties":
@@ -349,4 +356,5 @@ class TableProperties:
             max_retention_extension_s=get(MAX_RETENTION_EXTENSION),
             cluster_by=get(CLUSTER_BY),
             auto_compact=get(AUTO_COMPACT),
+            auto_compact_max_depth=get(AUTO_COMPACT_MAX_DEPTH),
         )

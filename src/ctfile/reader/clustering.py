@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -147,6 +148,66 @@ def max_depth(ranges: Sequence[tuple[Any, Any]]) -> int:
     2
     """
     return max(piece_depths(ranges)[1], default=0)
+
+
+def stretches(ranges: Sequence[tuple[Any, Any]]) -> list[range]:
+    """Cut ``ranges`` (sorted by (low, high)) into *stretches*: maximal runs
+    of consecutive ranges each of which overlaps (:func:`overlaps`) the
+    union of those before it in the stretch. Ranges of different stretches
+    never overlap, so depth can be bounded one stretch at a time. Returned
+    as index ranges into ``ranges``.
+
+    >>> stretches([(0, 10), (5, 15), (15, 20), (16, 17)])
+    [range(0, 2), range(2, 4)]
+    """
+    out: list[range] = []
+    start, high = 0, None
+    for i, (lo, hi) in enumerate(ranges):
+        if i and not (lo < high and ranges[start][0] < hi):
+            out.append(range(start, i))
+            start, high = i, hi
+        else:
+            high = hi if high is None else max(high, hi)
+    if ranges:
+        out.append(range(start, len(ranges)))
+    return out
+
+
+def sorted_runs(ranges: Sequence[tuple[Any, Any]], weights: Sequence[int] | None = None) -> list[list[int]]:
+    """Split ``ranges`` (sorted by (low, high)) into the fewest *runs*: sets
+    of ranges no two of which overlap (:func:`overlaps`), as lists of
+    indices into ``ranges`` (SPEC §Clustering, automatic compaction).
+
+    Interval partitioning: each range joins a run whose last range ends at
+    or before its low, the heaviest such run by ``weights`` (rows; default
+    1 each), so that a long sorted run of partitions stays one run and the
+    ranges that cut across it make light runs of their own; a range that no
+    run can take starts a new one. Whichever run takes it, this uses as many
+    runs as the largest number of ranges that pairwise overlap (on a line,
+    ranges that pairwise overlap share a point): :func:`max_depth` when no
+    two ranges touch (share only a bound). O(n log n).
+
+    >>> sorted_runs([(0, 1), (0, 9), (2, 3), (4, 5), (10, 12)])
+    [[0, 2, 3, 4], [1]]
+    """
+    runs: list[list[int]] = []
+    totals: list[int] = []
+    busy: list[tuple[Any, int]] = []  # heap of (end of the run's last range, run)
+    free: list[tuple[int, int]] = []  # heap of (-total weight, run): runs ending at or before the current low
+    for i, (lo, hi) in enumerate(ranges):
+        while busy and not busy[0][0] > lo:
+            run = heapq.heappop(busy)[1]
+            heapq.heappush(free, (-totals[run], run))
+        if free:
+            run = heapq.heappop(free)[1]
+        else:
+            run = len(runs)
+            runs.append([])
+            totals.append(0)
+        runs[run].append(i)
+        totals[run] += 1 if weights is None else weights[i]
+        heapq.heappush(busy, (hi, run))
+    return runs
 
 
 def partition_depths(ranges: Sequence[tuple[Any, Any]]) -> list[int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ctfile.format.actions import Action, AddPartition, ChangeFile, CommitInfo, Metadata, RemovePartition
-from ctfile.format.change_files import is_captured
+from ctfile.format.change_files import has_removes, is_captured
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.log_values import utc_datetime
 from ctfile.format.properties import IsolationLevel
@@ -54,8 +54,11 @@ class HistoryEntry:
     #: True if the commit only added rows and read nothing (SPEC §Conflict detection).
     is_blind_append: bool = False
     #: SPEC §Change capture: whether a change scan can compute this commit's
-    #: change without reading the partitions it removed (None for a commit
-    #: that changes no data); and the change files it names, with their bytes.
+    #: change without reading the partitions it removed (its change files,
+    #: ``deletesAllRows`` removes); None for a commit that changes no data
+    #: or removes no partition (an append needs no capture: its change rows
+    #: are the rows of the partitions it added). And the change files it
+    #: names, with their bytes.
     captured: bool | None = None
     change_files: int = 0
     change_bytes: int = 0
@@ -147,7 +150,7 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
                 read_version=ci.read_version,
                 isolation_level=ci.isolation_level,
                 is_blind_append=bool(ci.is_blind_append),
-                captured=is_captured(actions) if ci.data_change else None,
+                captured=is_captured(actions) if ci.data_change and has_removes(actions) else None,
                 change_files=len(changes),
                 change_bytes=sum(c.size_bytes for c in changes),
                 partitions_added=len(added),

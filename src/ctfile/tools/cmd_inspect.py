@@ -121,14 +121,19 @@ def _schema_cell(h: ctfile.HistoryEntry) -> str:
 
 def _captured_cell(r: dict) -> str:
     """``yes``/``no`` (SPEC §Change capture), with the change files if any;
-    empty for a commit that changes no data."""
-    if r["captured"] is None:
+    ``not needed`` for a data change that removes no partition (an append:
+    its change rows are the rows it added); empty for a commit that changes
+    no data."""
+    if r["captured"] is None and not r["data_change"]:
         return ""
-    if not r["captured"]:
-        return "no"
-    if not r["change_files"]:
-        return "yes"
+    if not r["captured"] or not r["change_files"]:
+        return _yes_no(r["captured"])
     return f"yes, {r['change_files']} files ({out.fmt_bytes(r['change_bytes'])})"
+
+
+def _yes_no(captured: bool | None) -> str:
+    """A commit's capture as the text tables show it (SPEC §Change capture)."""
+    return "not needed" if captured is None else "yes" if captured else "no"
 
 
 def _num(v: Any) -> str:
@@ -147,7 +152,8 @@ def history(
     One row per version: commit time (UTC), operation and its parameters,
     partitions added/removed, rows inserted/updated/deleted, data change,
     whether the commit is captured (a change scan needs none of the
-    partitions it removed) with its change files, and the schema changes of
+    partitions it removed) with its change files ("not needed" for an append,
+    which removes nothing), and the schema changes of
     the commits that changed the schema (a SCHEMA CHANGE, a mergeSchema
     write, the creation).
 
@@ -442,7 +448,9 @@ class DiffCommit:
     timestamp: str
     partitions_added: int
     partitions_removed: int
-    captured: bool  # its change is known without reading the partitions it rewrote
+    #: Its change is known without reading the partitions it rewrote; None
+    #: for a commit that removes none (an append needs no capture).
+    captured: bool | None
     change_files: int
     change_bytes: int
 
@@ -483,7 +491,8 @@ class DiffReport:
             bytes_to_read=plan.bytes_to_read,
             commits=[
                 DiffCommit(
-                    c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed), c.captured is not None,
+                    c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed),
+                    c.captured is not None if c.removed else None,
                     len(c.change_files), sum(f.size_bytes for f in c.change_files),
                 )
                 for c in plan.commits
@@ -513,7 +522,7 @@ class DiffReport:
             for c in self.commits:
                 files = f"{c.change_files} ({out.fmt_bytes(c.change_bytes)})" if c.change_files else ""
                 ct.add_row(str(c.version), c.timestamp, str(c.partitions_added), str(c.partitions_removed),
-                           "yes" if c.captured else "no", files)
+                           _yes_no(c.captured), files)
             con.print(ct)
         if self.partitions_added or self.partitions_removed:
             t = RichTable(title_justify="left")

@@ -843,7 +843,8 @@ def captured(tmp_path_factory) -> ctfile.Table:
 
 def test_history_shows_which_commits_are_captured(captured):
     versions = {v["version"]: v for v in run_json("history", captured.uri)["versions"]}
-    assert [versions[v]["captured"] for v in range(6)] == [None, True, False, None, True, True]
+    # v1 is an insert: nothing to capture (null); v0 and v3 change no data.
+    assert [versions[v]["captured"] for v in range(6)] == [None, None, False, None, True, True]
     (change,) = [a for a in captured.log.read_entry(4) if type(a).__name__ == "ChangeFile"]
     assert (versions[4]["change_files"], versions[4]["change_bytes"]) == (1, change.size_bytes)
     assert versions[5]["change_files"] == 0 and versions[2]["change_files"] == 0
@@ -851,6 +852,33 @@ def test_history_shows_which_commits_are_captured(captured):
     assert (h[4].captured, h[4].change_files, h[4].change_bytes) == (True, 1, change.size_bytes)
     text = ok("history", captured.uri).stdout
     assert "captured" in text and "1 files" in text
+
+
+def test_history_does_not_mark_appends_as_captured(tmp_path):
+    """Issue 26: an append was marked captured (``yes``; true in JSON) on a
+    table with change capture off, as if it had been recorded: it removes
+    no partition, so it has nothing to capture (its change rows are the
+    rows it added) and shows ``not needed`` (null), like the inserts of a
+    capture-on table; a DELETE there shows whether it was captured."""
+    for capture in ("none", "before_after"):
+        t = ctfile.create_table(
+            tmp_path / capture, pa.schema([pa.field("id", pa.int64(), nullable=False)]), partition_rows=2,
+            properties={"ctfile.changeCapture": capture},
+        )
+        t.insert(pa.table({"id": [1, 2, 3]}))  # v1: an append
+        t.delete(pc.field("id") == 1)  # v2: rewrites the partition holding 1
+        h = {e.version: e for e in t.history()}
+        assert (h[1].captured, h[1].data_change, h[2].captured) == (None, True, capture == "before_after")
+        doc = {v["version"]: v for v in run_json("history", t.uri)["versions"]}
+        assert (doc[1]["captured"], doc[2]["captured"]) == (None, capture == "before_after")
+        lines = ok("history", t.uri).stdout.replace("┃", "│").splitlines()
+        table = [[c.strip() for c in line.split("│")[1:-1]] for line in lines]
+        column = next(row for row in table if "captured" in row).index("captured")
+        cell = {int(row[0]): row[column] for row in table if row and row[0].isdigit()}
+        assert cell[1] == "not needed"
+        assert cell[2].startswith("yes, 1 files") if capture == "before_after" else cell[2] == "no"
+        commits = run_json("diff", t.uri, "1", "2")["commits"]
+        assert [(c["version"], c["captured"]) for c in commits] == [(1, None), (2, capture == "before_after")]
 
 
 def test_show_shows_the_change_capture_mode(captured):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -177,3 +178,85 @@ def test_with_change_capture_the_changes_are_those_of_the_statements(tmp_path):
         versions.append(r.version)
     changed = t.changes(start_version=2).to_arrow()
     assert sorted(changed.column("id").to_pylist()) == [1, 1, 3, 3, 1000, 1002]
+
+
+# ---------------------------------------------------------------- the depth bound (issue 26)
+
+
+def _random_upserts(t: ctfile.Table, rng, live: set[int], *, batches: int, top: int, check=None) -> None:
+    """MERGEs of 20 existing and 20 new ids, both drawn uniformly over
+    ``[0, top)`` (so every batch's inserts make a partition across every
+    other); ``check(i)`` after each."""
+    for i in range(batches):
+        old = rng.choice(sorted(live), 20, replace=False).tolist()
+        new = [x for x in dict.fromkeys(rng.integers(0, top, 60).tolist()) if x not in live][:20]
+        t.merge(_rows(sorted(old + new)), on="id")
+        live.update(new)
+        if check is not None:
+            check(i)
+
+
+def _spaced_table(tmp_path, rng, **props) -> tuple[ctfile.Table, set[int]]:
+    """2,000 rows, ids 0, 8, 16, ... (room for new ids in every partition's
+    range), clustered by id in partitions of 100: depth 1."""
+    t = _table(tmp_path, **props)
+    ids = list(range(0, 16_000, 8))
+    t.insert(_rows(rng.permutation(ids).tolist()))
+    assert t.clustering_info().max_depth == 1
+    return t, set(ids)
+
+
+def test_random_key_upserts_keep_the_clustering_depth_bounded(tmp_path):
+    """The drift of issue 26: each MERGE's inserts span every partition, and
+    automatic compaction merged only small partitions among themselves, so
+    the depth rose with the MERGEs (maximum 4 after the third, 10 after the
+    thirtieth, average 8.2). ``ctfile.autoCompactMaxDepth`` (default 3) now
+    bounds the maximum depth, so the average, after every commit."""
+    rng = np.random.default_rng(26)
+    t, live = _spaced_table(tmp_path, rng)
+    seen = []
+
+    def check(i):
+        info = t.clustering_info()
+        seen.append((info.average_depth, info.max_depth))
+        assert info.max_depth <= 3 and info.average_depth <= 3, (i, seen)
+
+    _random_upserts(t, rng, live, batches=30, top=16_000, check=check)
+    assert _ids(t) == sorted(live)
+
+
+def test_a_bound_of_one_keeps_the_table_fully_clustered(tmp_path):
+    rng = np.random.default_rng(7)
+    t, live = _spaced_table(tmp_path, rng, **{"ctfile.autoCompactMaxDepth": "1"})
+
+    def check(i):
+        info = t.clustering_info()
+        assert (info.max_depth, info.average_overlaps) == (1, 0.0), i
+
+    _random_upserts(t, rng, live, batches=8, top=16_000, check=check)
+    assert _ids(t) == sorted(live)
+
+
+def test_the_bound_is_restored_whatever_the_commits_before_left(tmp_path):
+    """The check is of the whole version, not of what the commit added: a
+    table deepened while automatic compaction was off (or one whose
+    compaction was abandoned) is brought within the bound by the next
+    commit's compaction, which rewrites the lightest runs."""
+    rng = np.random.default_rng(3)
+    t, live = _spaced_table(tmp_path, rng, auto=False)
+    _random_upserts(t, rng, live, batches=12, top=16_000)
+    deep = t.clustering_info()
+    assert deep.max_depth > 3
+    t.set_properties({"ctfile.autoCompact": "true"})
+    r = t.insert(_rows([16_001]))  # one row: no small-partition trigger on its own
+    assert r.auto_compaction is not None and r.auto_compaction.committed
+    assert r.auto_compaction.num_copied_rows < t.snapshot().num_records  # the lightest runs, not the table
+    assert t.clustering_info().max_depth <= 3
+    assert _ids(t) == sorted(live | {16_001})
+
+
+def test_the_bound_is_a_validated_table_property(tmp_path):
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(ctfile.InvalidArgumentError, match="ctfile.autoCompactMaxDepth must be a positive integer"):
+            _table(tmp_path, **{"ctfile.autoCompactMaxDepth": bad})
+    assert not (tmp_path / "t").exists()
