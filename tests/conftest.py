@@ -26,6 +26,18 @@ if str(_OBJECTSTORE) not in sys.path:
 import s3servers  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``long`` (long property and fuzz runs) are skipped unless
+    the marker expression names them (``-m long``): the default run, which CI
+    makes, has a time budget."""
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="a long run: select it with -m long")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     server = s3servers.start_moto()

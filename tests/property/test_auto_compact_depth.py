@@ -135,7 +135,7 @@ def test_depth_bound(partition_rows, max_depth, base, ops):
     _run(partition_rows, max_depth, base, ops)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=30, **_SETTINGS)
 @given(ops=st.lists(OPS, min_size=1, max_size=25), **TABLES)
 def test_depth_bound_long(partition_rows, max_depth, base, ops):

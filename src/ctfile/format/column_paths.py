@@ -45,10 +45,24 @@ def quote_field_name(name: str) -> str:
 def format_field_path(parts: Sequence[str]) -> str:
     """The path text of ``parts``, which :func:`parse_field_path` reads back as them.
 
+    Raises
+    ------
+    SchemaMismatchError
+        ``parts`` is not a non-empty sequence of non-empty strings.
+
+    Examples
+    --------
     >>> format_field_path(("address", "zip")), format_field_path(("a.b",)), format_field_path(("m", "value", "x.y"))
     ('address.zip', '`a.b`', 'm.value.`x.y`')
     """
+    if not _is_names(parts):
+        raise SchemaMismatchError(f"a column path is a non-empty sequence of non-empty names, found {parts!r}")
     return ".".join(quote_field_name(p) for p in parts)
+
+
+def _is_names(parts: object) -> bool:
+    """Whether ``parts`` is a non-empty list or tuple of non-empty strings."""
+    return isinstance(parts, (list, tuple)) and bool(parts) and all(isinstance(p, str) and p for p in parts)
 
 
 def parse_field_path(text: str) -> tuple[str, ...]:

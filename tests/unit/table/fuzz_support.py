@@ -127,12 +127,10 @@ def changed_files(before: dict, after: dict) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
-def long_run(request, check, *, max_examples: int) -> None:
+def long_run(check, *, max_examples: int) -> None:
     """The long run of a fuzz test: ``check(data)`` over ``max_examples``
-    random examples, only when ``-m slow`` selects it (a plain run of the
-    suite skips it: its time budget)."""
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the long fuzz run: select it with -m slow")
+    random examples; its test is marked ``long``, which a plain run of the
+    suite skips (``tests/conftest.py``: its time budget)."""
     run = given(data=st.data())(check)
     settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])(run)()
 

@@ -315,6 +315,10 @@ MODULE_CALLS: dict[str, Call] = {
                          lambda t, kw, ctx: ctfile.diff_schemas(**_resolved(t, kw))),
     "field_paths": Call(options({"schema": either(SCHEMA_OF_TABLE)}),
                         lambda t, kw, ctx: ctfile.field_paths(**_resolved(t, kw))),
+    "parse_field_path": Call(options({"text": either("a.b", "`a.b`.c", "`it``s`", "a..b", "`open")}),
+                             lambda t, kw, ctx: ctfile.parse_field_path(**kw)),
+    "format_field_path": Call(options({"parts": either(("a", "b"), ("a.b",), ("`",), ())}),
+                              lambda t, kw, ctx: ctfile.format_field_path(**kw)),
     "validate_properties": Call(options({"properties": either({"ctfile.partitionRows": "2"})},
                                         schema=either(SCHEMA_OF_TABLE)),
                                 lambda t, kw, ctx: ctfile.validate_properties(**_resolved(t, kw))),
@@ -406,9 +410,9 @@ def test_entry_point_succeeds_or_refuses_without_a_trace(copies, group, name, da
     check_call(copies, group, name, data.draw(GROUPS[group][0][name].args, label="kwargs"))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("group,name", CASES, ids=[f"{g}.{n}" for g, n in CASES])
-def test_entry_point_succeeds_or_refuses_without_a_trace_long(request, copies, group, name):
-    """The long run: ``-m slow`` selects it."""
-    long_run(request, lambda data: check_call(copies, group, name, data.draw(GROUPS[group][0][name].args)),
+def test_entry_point_succeeds_or_refuses_without_a_trace_long(copies, group, name):
+    """The long run: ``-m long`` selects it."""
+    long_run(lambda data: check_call(copies, group, name, data.draw(GROUPS[group][0][name].args)),
              max_examples=150)

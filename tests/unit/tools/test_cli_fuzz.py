@@ -138,8 +138,8 @@ def test_command_exits_cleanly_and_refuses_without_a_trace(copies, in_tmp, name,
     check_command_line(copies, data.draw(command_lines(name), label="argv"))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", CASES)
-def test_command_exits_cleanly_and_refuses_without_a_trace_long(request, copies, in_tmp, name):
-    """The long run: ``-m slow`` selects it."""
-    long_run(request, lambda data: check_command_line(copies, data.draw(command_lines(name))), max_examples=200)
+def test_command_exits_cleanly_and_refuses_without_a_trace_long(copies, in_tmp, name):
+    """The long run: ``-m long`` selects it."""
+    long_run(lambda data: check_command_line(copies, data.draw(command_lines(name))), max_examples=200)
