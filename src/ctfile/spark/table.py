@@ -9,7 +9,13 @@ from ctfile.spark.dml import ConditionStatement, MergeStatement, to_column
 
 
 class CtfileTable:
-    """A handle on the ctfile table at a URI, for one SparkSession.
+    """A handle on the ctfile table at a URI, for one SparkSession: a classic
+    one or a Spark Connect session (README "Spark Connect"). On Connect a
+    condition prunes the candidates by statistics only when it is a SQL
+    string (a Column has no SQL text through PySpark's public API: every
+    live partition is read), a MERGE source's size is estimated from its row
+    count for the broadcast decision, and ``to_df``/``changes_df`` read
+    natively only local paths.
 
     Examples
     --------
