@@ -143,20 +143,13 @@ def connect_pruning(spark, work: Path) -> None:
 
     from ctfile.spark import CtfileTable
 
-    t = ctfile.create_table(str(work / "t"), pa.schema([("id", pa.int64()), ("v", pa.string())]), partition_rows=100)
-    for lo in range(0, 800, 100):
-        t.insert(pa.table({"id": pa.array(range(lo, lo + 100), pa.int64()), "v": [f"v{k}" for k in range(lo, lo + 100)]}))
-    parts = sorted(t.snapshot().partitions, key=lambda p: p.stats.min_values[1])
-    spoiled = {}
-    for p in parts[:6]:
-        path = work / "t" / p.path
-        spoiled[path] = path.read_bytes()
-        path.write_bytes(b"not parquet")
+    from spark_helpers import by_first_id, ranged_table, spoiled
+
+    t = ranged_table(work / "t")
     ct = CtfileTable.for_path(spark, t.uri)
-    r1 = ct.update("ID >= 650 AND v <> 'x'", {"v": F.upper(F.col("v"))})
-    r2 = ct.delete("id BETWEEN 741 AND 10000")
-    for path, data in spoiled.items():
-        path.write_bytes(data)
+    with spoiled(t, by_first_id(t)[:6]):
+        r1 = ct.update("ID >= 650 AND v <> 'x'", {"v": F.upper(F.col("v"))})
+        r2 = ct.delete("id BETWEEN 741 AND 10000")
     assert (r1.num_updated_rows, r2.num_deleted_rows) == (150, 59)
     r3 = ct.update(F.col("id") == 5, {"v": "'five'"})  # not pruned: every partition is read, as they are whole again
     assert r3.num_updated_rows == 1

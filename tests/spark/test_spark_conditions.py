@@ -29,7 +29,7 @@ from ctfile.spark import CtfileTable
 from ctfile.spark.conditions import pruning_expression, sql_pruning_expression
 from ctfile.spark.sqltext import SqlConf
 from ctfile.spark_datasource.types import spark_schema
-from spark_helpers import spark_conf
+from spark_helpers import by_first_id, ranged_table, spark_conf, spoiled
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema([
@@ -247,35 +247,19 @@ def test_sql_text_translation_examples(spark, condition, expected):
     assert (None if expr is None else str(expr)) == expected
 
 
-def _clustered(tmp_path, n: int = 800, per: int = 100) -> ctfile.Table:
-    t = ctfile.create_table(
-        str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("v", pa.string())]),
-        properties={"ctfile.partitionRows": str(per)},
-    )
-    for lo in range(0, n, per):
-        t.insert(pa.table({"id": pa.array(range(lo, lo + per), pa.int64()), "v": [f"v{k}" for k in range(lo, lo + per)]}))
-    return t
-
-
 def test_update_and_delete_read_only_the_partitions_statistics_allow(spark, tmp_path):
     """The partitions that cannot match are never opened: their files are
     garbage while the statements run, and the statements still succeed."""
-    t = _clustered(tmp_path)
-    parts = sorted(t.snapshot().partitions, key=lambda p: p.stats.min_values[1] if p.stats else 0)
+    t = ranged_table(tmp_path / "t")
+    parts = by_first_id(t)
     with t.transaction() as tx:
         where = pruning_expression(spark, tx.schema.to_arrow(field_ids=False), F.expr("id >= 650 AND v <> 'x'"))
         assert [p.path for p in ctfile.RewriteJob.for_delete(tx, prune_by=where).candidates] == [p.path for p in parts[6:]]
     before = t.version
-    spoiled = {}
-    for p in parts[:6]:
-        path = tmp_path / "t" / p.path
-        spoiled[path] = path.read_bytes()
-        path.write_bytes(b"not parquet")
     ct = CtfileTable.for_path(spark, t.uri)
-    r1 = ct.update("id >= 650 AND v <> 'x'", {"v": F.upper(F.col("v"))})
-    r2 = ct.delete(F.col("id") > 740)
-    for path, data in spoiled.items():
-        path.write_bytes(data)
+    with spoiled(t, parts[:6]):
+        r1 = ct.update("id >= 650 AND v <> 'x'", {"v": F.upper(F.col("v"))})
+        r2 = ct.delete(F.col("id") > 740)
     assert (r1.num_updated_rows, r2.num_deleted_rows) == (150, 59)
     t = ctfile.open_table(t.uri)
     assert t.version == before + 2
