@@ -118,7 +118,7 @@ def hadoop_location(spark: Any, table: ctfile.Table) -> Location:
     hadoop = _HADOOP_SCHEMES.get(scheme, scheme)
     has = _has_filesystem(spark, hadoop)
     if has is None:
-        return Location(None, f"there is no JVM to ask whether Spark's Hadoop can open {hadoop}:// (Spark Connect?)")
+        return Location(None, f"a Spark Connect session has no JVM to ask whether Spark's Hadoop can open {hadoop}://")
     if not has:
         return Location(None, f"Spark's Hadoop has no FileSystem for {hadoop}:// on its classpath"
                               + (" (hadoop-aws provides s3a)" if hadoop == "s3a" else ""))
