@@ -1,7 +1,7 @@
 """The back end of condition translation: a predicate tree as a pyarrow
 expression true wherever Spark's condition is true.
 
-Both front ends (:mod:`ctfile.spark.catalyst`, Spark's own pushdown
+Both front ends (:func:`ctfile.spark.conditions.catalyst_tree`, Spark's own pushdown
 translation through the JVM of a classic session; :mod:`ctfile.spark.sqltext`,
 the condition's SQL text parsed with sqlglot on Spark Connect) produce the
 same small tree, so the rules of what means the same in Spark and in pyarrow

@@ -2,7 +2,7 @@
 text, parsed with sqlglot (dialect ``spark``).
 
 A Spark Connect client has no JVM, so Spark's own translation
-(:mod:`ctfile.spark.catalyst`) is out of reach; the SQL text of a string
+(:func:`ctfile.spark.conditions.catalyst_tree`) is out of reach; the SQL text of a string
 condition is all there is. sqlglot parses it; this module turns the parse
 into the tree of :mod:`ctfile.spark.predicates`, doing itself the part of
 Spark's work the rules depend on, and only where it is sure to do it as
