@@ -7,7 +7,7 @@ server).
   use it (Spark's own condition translation, its analysis of the columns an
   expression uses, its size of a persisted DataFrame);
 - :func:`default_parallelism`: the cores Spark schedules tasks on, measured
-  the same way on both (one small job per session object);
+  the same way on both (one small job per application);
 - :func:`fits_broadcast`: whether a MERGE source is within
   ``spark.sql.autoBroadcastJoinThreshold``: Spark's own size of the
   persisted source on a classic session, an estimate from its row count and
@@ -17,13 +17,12 @@ server).
 from __future__ import annotations
 
 import re
-import weakref
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-_PARALLELISM: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+_PARALLELISM: dict[str, int] = {}  # spark.app.id -> measured default parallelism
 _PROBE_ROWS = 1 << 16
 _BYTES = re.compile(r"\s*(-?\d+)\s*([kmgtp]?i?b?)?\s*", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -41,22 +40,19 @@ def default_parallelism(spark: Any) -> int:
     ``spark.sql.leafNodeDefaultParallelism``, or the cores of the
     application's executors (``SparkContext.defaultParallelism``, which a
     Connect client cannot read). Measured by one small job, the partitions of
-    ``spark.range`` counted with ``spark_partition_id``, once per session
-    object; a session that gains or loses executors later keeps its first
-    measure."""
-    try:
-        return _PARALLELISM[spark]
-    except (KeyError, TypeError):
-        pass
+    ``spark.range`` counted with ``spark_partition_id``, once per application
+    (``spark.app.id``: every session of it, ``foreachBatch``'s included,
+    shares the measure; an application that gains or loses executors later
+    keeps its first one)."""
+    app = spark.conf.get("spark.app.id", None)
+    if app in _PARALLELISM:
+        return _PARALLELISM[app]
     from pyspark.sql import functions as F
 
     ids = spark.range(0, _PROBE_ROWS).select(F.spark_partition_id().alias("p"))
-    n = ids.agg(F.max("p")).first()[0]
-    n = max(1, (n or 0) + 1)
-    try:
-        _PARALLELISM[spark] = n
-    except TypeError:  # a session object that cannot be weakly referenced: measured each time
-        pass
+    n = max(1, (ids.agg(F.max("p")).first()[0] or 0) + 1)
+    if app is not None:
+        _PARALLELISM[app] = n
     return n
 
 
