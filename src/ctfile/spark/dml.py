@@ -171,11 +171,11 @@ def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[C
     text of the expressions as ``given`` (strings; other values are
     literals), every column whose name is one of their words
     (:func:`ctfile.spark.sqltext.sql_columns`); a Column given has no SQL
-    text, so then every column is read."""
+    text, so then (or with nothing given) every column is read."""
     analyzed = spark.createDataFrame([], spark_schema(schema)).select(*exprs)
     analyzed.schema  # noqa: B018 -- an unknown column fails here, on Connect too
     if not is_classic(spark):
-        if any(isinstance(g, Column) for g in given):
+        if not given or any(isinstance(g, Column) for g in given):
             return list(schema.names)
         found = sql_columns([g for g in given if isinstance(g, str)], schema, SqlConf.of(spark))
         return list(schema.names) if found is None else found
