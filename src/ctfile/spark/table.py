@@ -9,7 +9,13 @@ from ctfile.spark.dml import ConditionStatement, MergeStatement, to_column
 
 
 class CtfileTable:
-    """A handle on the ctfile table at a URI, for one SparkSession.
+    """A handle on the ctfile table at a URI, for one SparkSession: a classic
+    one or a Spark Connect session (README "Spark Connect"). On Connect a
+    condition prunes the candidates by statistics only when it is a SQL
+    string (a Column has no SQL text through PySpark's public API: every
+    live partition is read), a MERGE source's size is estimated from its row
+    count for the broadcast decision, and ``to_df``/``changes_df`` read
+    natively only local paths.
 
     Examples
     --------
@@ -149,7 +155,7 @@ class CtfileTable:
             raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
         values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
         cond = None if condition is None else to_column(condition, what="condition")
-        statement = ConditionStatement(self.spark, cond, values)
+        statement = ConditionStatement(self.spark, cond, values, given=(condition, *set.values()))
         params = {"predicate": _text(condition), "set": {k: _text(v) for k, v in set.items()}, "engine": "spark"}
         return self.table.run_statement("UPDATE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
@@ -158,7 +164,7 @@ class CtfileTable:
         """Delete the rows where ``condition`` (a Spark SQL string or Column;
         None: every row) holds. Semantics as :meth:`ctfile.Table.delete`."""
         cond = None if condition is None else to_column(condition, what="condition")
-        statement = ConditionStatement(self.spark, cond)
+        statement = ConditionStatement(self.spark, cond, given=(condition,))
         params = {"predicate": _text(condition), "engine": "spark"}
         return self.table.run_statement("DELETE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
