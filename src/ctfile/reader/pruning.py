@@ -24,11 +24,18 @@ of a column with a range (``x + 1 > 5``, ``starts_with``), and ``is_nan``
 Comparisons (column on either side, through numeric casts; not through a
 date-to-timestamp cast), ``is_in``, ``is_null``,
 ``is_valid``, ``~``, ``&``, ``|`` and constants prune.
+
+pyarrow's simplifier misjudges a comparison with a NaN literal against a
+range (it folds ``x < nan`` to true over ``-1.5 <= x <= -1.5``, so ``~(x <
+nan)`` would prune a partition whose rows all satisfy it). A filter that
+mentions NaN therefore gets no range guarantee for floating-point columns,
+only their null and valid kinds (:func:`_mentions_nan`).
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -42,6 +49,14 @@ from ctfile.format.stats import decode_bound, has_bounds
 from ctfile.reader.expressions import referenced_columns
 
 MAX_ALTERNATIVES = 16
+_NAN = re.compile(r"\bnan\b", re.IGNORECASE)
+
+
+def _mentions_nan(filter: pc.Expression) -> bool:
+    """Whether ``filter``'s text holds a NaN literal (or a name or string
+    spelled ``nan``, which only costs pruning): pyarrow exposes no tree to
+    look for the literal itself."""
+    return _NAN.search(str(filter)) is not None
 
 
 def column_bounds(p: Partition, name: str, fid: int, typ: Any) -> tuple[Any, Any] | None:
@@ -82,7 +97,7 @@ def _range(p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, boun
 
 
 def _column_alternatives(
-    p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, *, equalities: bool
+    p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, *, equalities: bool, float_ranges: bool = True
 ) -> list[pc.Expression]:
     s = p.stats
     x = pc.field(name)
@@ -91,7 +106,8 @@ def _column_alternatives(
     nulls = s.null_count.get(fid)
     if nulls is not None and nulls == s.num_records:
         return [x.is_null()]
-    bounds = column_bounds(p, name, fid, typ)
+    is_float = typ in ("float", "double")
+    bounds = column_bounds(p, name, fid, typ) if float_ranges or not is_float else None
     if bounds is not None:
         alts = [_range(p, name, fid, typ, atype, bounds, equalities=equalities)]
     elif nulls == 0:
@@ -100,7 +116,7 @@ def _column_alternatives(
         return [pc.scalar(True)]
     if nulls is None or nulls > 0:
         alts.append(x.is_null())
-    if typ in ("float", "double") and s.nan_count.get(fid) != 0:
+    if is_float and s.nan_count.get(fid) != 0:
         # pyarrow ignores is_nan in a guarantee; is_valid (NaN is not
         # null) at least prunes is_null for these rows.
         alts.append(x.is_valid())
@@ -108,19 +124,22 @@ def _column_alternatives(
 
 
 def partition_guarantees(
-    p: Partition, schema: Schema, columns: Sequence[str], *, equalities: bool = False
+    p: Partition, schema: Schema, columns: Sequence[str], *, equalities: bool = False, float_ranges: bool = True
 ) -> list[pc.Expression]:
     """Conjunctive guarantees whose union covers every row of ``p``;
     ``equalities``: a column with one value is guaranteed equal to it (for
     :func:`prune`, which retries without them when folding fails; off for
-    other uses, such as a dataset's partition expressions)."""
+    other uses, such as a dataset's partition expressions); ``float_ranges``
+    False: a floating-point column is only guaranteed valid, not within its
+    bounds (a filter with a NaN literal, see the module docstring)."""
     per_column = []
     arrow = schema.to_arrow(field_ids=False)
     for name in columns:
         f = schema.field(name)
         if not isinstance(f.type, str):
             continue
-        per_column.append(_column_alternatives(p, name, f.id, f.type, arrow.field(name).type, equalities=equalities))
+        per_column.append(_column_alternatives(p, name, f.id, f.type, arrow.field(name).type, equalities=equalities,
+                                               float_ranges=float_ranges))
     # Cap the cross product: drop the widest columns' guarantees first.
     per_column.sort(key=len)
     while per_column and _product(len(a) for a in per_column) > MAX_ALTERNATIVES:
@@ -173,10 +192,11 @@ def _prune(partitions: Sequence[Partition], schema: Schema, filter: pc.Expressio
 
     arrow = schema.to_arrow(field_ids=False)
     cols = referenced_columns(filter, arrow)
+    float_ranges = not _mentions_nan(filter)
     paths: list[str] = []
     guarantees: list[pc.Expression] = []
     for p in partitions:
-        for g in partition_guarantees(p, schema, cols, equalities=equalities):
+        for g in partition_guarantees(p, schema, cols, equalities=equalities, float_ranges=float_ranges):
             paths.append(p.path)
             guarantees.append(g)
     dataset = ds.FileSystemDataset.from_paths(

@@ -296,3 +296,24 @@ def test_bad_statistics_are_corrupt(table, column, bound):
     bad = dataclasses.replace(p, stats=dataclasses.replace(p.stats, min_values={**p.stats.min_values, fid: bound}))
     with pytest.raises(ctfile.CorruptLogError, match=f"bad statistics for column '{column}'"):
         prune([bad], snap.table_schema, f(column).is_valid())
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("where", [
+    ~(pc.field("f") < NAN), ~(pc.field("f") > NAN), ~(pc.field("f") == NAN), pc.field("f") != NAN,
+    ~(pc.field("f") <= pc.scalar(pa.scalar(NAN, pa.float32()))), (pc.field("f") < NAN) | (pc.field("f") > 0),
+], ids=str)
+def test_a_nan_literal_never_prunes_a_partition_with_a_selected_row(tmp_path, where):
+    """pyarrow folds ``f < nan`` to true over a range guarantee, so ``~(f <
+    nan)``, true for every row, pruned every partition without a NaN: a
+    DELETE of it deleted nothing (found by test_pruning_model)."""
+    t = ctfile.create_table(str(tmp_path / "t"), pa.schema([("f", pa.float64())]),
+                            properties={"ctfile.partitionRows": "1"})
+    t.insert(pa.table({"f": [-1.5, 2.0, NAN, None]}))
+    s = t.snapshot()
+    selected = s.to_arrow().filter(where).num_rows
+    kept = prune(s.partitions, s.metadata.schema, where)
+    assert sum(p.num_records for p in kept) >= selected
+    assert t.delete(where).num_deleted_rows == selected
