@@ -25,6 +25,11 @@ if str(_OBJECTSTORE) not in sys.path:
 
 import s3servers  # noqa: E402
 
+# The CLI tests read the `ctfile` tool's output as a pipe prints it (rich's
+# pipe width); pytest-xdist's workers inherit a COLUMNS that would narrow it.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``long`` (long property and fuzz runs) are skipped unless
