@@ -268,6 +268,11 @@ class Statement:
     on_condition: Any = None
     keys: tuple[str, ...] = ("k",)
 
+    def builder(self, table, source):
+        """``table.merge_builder`` of ``source`` with this statement."""
+        on_condition = None if self.on_condition is None else self.on_condition.to_arrow()
+        return self.build(table.merge_builder(source, on=list(self.keys), on_condition=on_condition))
+
     def build(self, builder):
         """``builder`` (``Table.merge_builder(...)``) with the clauses added."""
         for c in self.clauses:

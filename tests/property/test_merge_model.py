@@ -91,7 +91,7 @@ def check_statement(stmt, target: list[dict], source: list[dict], capture: bool)
     try:
         t, ids = _setup(root, target, capture)
         before, version = _files(root), t.version
-        builder = stmt.build(t.merge_builder(table_of(source, SOURCE_SCHEMA), on="k"))
+        builder = stmt.builder(t, table_of(source, SOURCE_SCHEMA))
         try:
             outcome = run_model(stmt, target, source)
         except MultipleMatch as e:

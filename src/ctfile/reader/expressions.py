@@ -63,20 +63,30 @@ def value_type(expr: pc.Expression, schema: pa.Schema, *, what: str) -> pa.DataT
     DataType(int64)
     """
     try:
-        return _dataset(schema.empty_table()).to_table(columns={"v": expr}).schema.field("v").type
+        return _bind_value(expr, schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"{what} {expr} does not fit the table schema: {e}") from e
 
 
-def referenced_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
-    """Top-level columns of ``schema`` that ``expr`` refers to."""
+def referenced_columns(expr: pc.Expression, schema: pa.Schema, *, value: bool = False) -> list[str]:
+    """Top-level columns of ``schema`` that ``expr`` refers to: a predicate,
+    or with ``value`` any expression (bound as a projection).
+
+    >>> referenced_columns(pc.field("a") + 1, pa.schema([("a", pa.int8()), ("b", pa.int8())]), value=True)
+    ['a']
+    """
+    bind = _bind_value if value else _bind
     refs = []
     for i, name in enumerate(schema.names):
         try:
-            _bind(expr, schema.remove(i))
+            bind(expr, schema.remove(i))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             refs.append(name)
     return refs
+
+
+def _bind_value(expr: pc.Expression, schema: pa.Schema) -> pa.DataType:
+    return _dataset(schema.empty_table()).to_table(columns={"v": expr}).schema.field("v").type
 
 
 @dataclass(frozen=True)

@@ -99,12 +99,6 @@ class MergeScopes:
         (to prune and to detect conflicts with, SPEC §Conflict detection)."""
         return ColumnAliases(tuple((n, col) for n, (_, col) in self.names((Side.TARGET,)).items()))
 
-    def columns(self, expr: pc.Expression, sides: Sides, side: Side) -> list[str]:
-        """The columns of ``side`` that ``expr`` (valid for ``sides``) reads."""
-        names = self.names(sides)
-        return list(dict.fromkeys(names[n][1] for n in referenced_columns(expr, self.schema(sides))
-                                  if names[n][0] is side))
-
     # ------------------------------------------------------------ checks
 
     def check_condition(self, expr: Any, sides: Sides, *, what: str) -> pc.Expression:
@@ -139,7 +133,7 @@ class MergeScopes:
         except SchemaMismatchError:
             return
         visible = self.names(sides)
-        for name in referenced_columns(expr, universe):
+        for name in referenced_columns(expr, universe, value=True):
             if name not in visible:
                 raise SchemaMismatchError(f"{what} {expr} names {name!r}, {self._why(name, sides, meanings)}")
 
