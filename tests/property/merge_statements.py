@@ -4,7 +4,7 @@
 A generated statement is plain data (:class:`Statement`): ordered
 :class:`Clause` objects whose conditions and values are small expression
 trees (:class:`Col`, :class:`Lit`, :class:`Cmp`, :class:`Add`,
-:class:`IsNull`, :class:`And`, :class:`Or`, :class:`Not`). Each tree renders
+:class:`IsNull`, :class:`Logic`, :class:`Not`). Each tree renders
 itself as a pyarrow expression (``to_arrow``, for ``Table.merge_builder``)
 and as Spark SQL text (``to_sql``, for ``ctfile.spark`` and ``MERGE INTO``),
 and evaluates itself on a row pair with SQL's three-valued logic
@@ -139,39 +139,26 @@ class IsNull:
 
 
 @dataclass(frozen=True)
-class And:
+class Logic:
+    """``left AND right`` or ``left OR right`` (Kleene logic, as SQL's)."""
+
+    op: str  # "AND" or "OR"
     left: Any
     right: Any
 
     def to_arrow(self) -> pc.Expression:
-        return self.left.to_arrow() & self.right.to_arrow()
+        a, b = self.left.to_arrow(), self.right.to_arrow()
+        return a & b if self.op == "AND" else a | b
 
     def to_sql(self) -> str:
-        return f"({self.left.to_sql()} AND {self.right.to_sql()})"
+        return f"({self.left.to_sql()} {self.op} {self.right.to_sql()})"
 
     def eval(self, t, s) -> bool | None:
         a, b = self.left.eval(t, s), self.right.eval(t, s)
-        if a is False or b is False:
-            return False
-        return None if a is None or b is None else True
-
-
-@dataclass(frozen=True)
-class Or:
-    left: Any
-    right: Any
-
-    def to_arrow(self) -> pc.Expression:
-        return self.left.to_arrow() | self.right.to_arrow()
-
-    def to_sql(self) -> str:
-        return f"({self.left.to_sql()} OR {self.right.to_sql()})"
-
-    def eval(self, t, s) -> bool | None:
-        a, b = self.left.eval(t, s), self.right.eval(t, s)
-        if a is True or b is True:
-            return True
-        return None if a is None or b is None else False
+        decisive = self.op == "OR"  # the value that decides alone: True for OR, False for AND
+        if a is decisive or b is decisive:
+            return decisive
+        return None if a is None or b is None else not decisive
 
 
 @dataclass(frozen=True)
@@ -221,7 +208,7 @@ def comparisons(draw, sides: tuple[str, ...]):
 def conditions(sides: tuple[str, ...]):
     return st.recursive(
         comparisons(sides),
-        lambda inner: st.one_of(st.builds(And, inner, inner), st.builds(Or, inner, inner), st.builds(Not, inner)),
+        lambda inner: st.one_of(st.builds(Logic, st.sampled_from(["AND", "OR"]), inner, inner), st.builds(Not, inner)),
         max_leaves=3,
     )
 

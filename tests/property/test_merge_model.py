@@ -130,3 +130,26 @@ def test_merge_builder_matches_the_model(stmt, target, source, capture):
 @given(**CASES)
 def test_merge_builder_matches_the_model_long(stmt, target, source, capture):
     check_statement(stmt, target, source, capture)
+
+
+def test_a_statement_renders_as_spark_sql():
+    """The generator's statements render as Spark SQL text too (for the
+    Spark and SQL front ends' differential tests)."""
+    from merge_statements import Add, Clause, Cmp, Col, IsNull, Lit, Logic, Not, Statement
+
+    from ctfile import MatchKind, MergeAction
+
+    stmt = Statement((
+        Clause(MatchKind.MATCHED, MergeAction.DELETE, Cmp("==", Col("s", "op"), Lit("d"))),
+        Clause(MatchKind.MATCHED, MergeAction.UPDATE, None, (("a", Add(Col("t", "a"), Col("s", "c", False))),)),
+        Clause(MatchKind.NOT_MATCHED, MergeAction.INSERT, Not(IsNull(Col("s", "k"))), (("k", Col("s", "k")), ("b", Lit(None)))),
+        Clause(MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE,
+               Logic("OR", Cmp(">", Col("t", "a"), Lit(1)), Cmp("!=", Col("t", "b"), Lit("x")))),
+    ), on_condition=Cmp(">=", Col("s", "a"), Col("t", "a")))
+    assert stmt.to_sql("ctfile.`/t`", "src") == (
+        "MERGE INTO ctfile.`/t` t USING src s ON t.k = s.k AND (s.a >= t.a) "
+        "WHEN MATCHED AND (s.op = 'd') THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET a = (t.a + c) "
+        "WHEN NOT MATCHED AND (NOT (s.k IS NULL)) THEN INSERT (k, b) VALUES (s.k, NULL) "
+        "WHEN NOT MATCHED BY SOURCE AND ((t.a > 1) OR (t.b <> 'x')) THEN DELETE"
+    )

@@ -122,6 +122,20 @@ def rewrite_all(
 ) -> list[Rewrite]:
     """Read each candidate (hidden columns materialized), apply ``fn``, and
     record the results in ``tx``. Partitions are processed concurrently."""
+    done = rewrite_partitions(tx, candidates, fn)
+    stage_rewrites(tx, done)
+    return done
+
+
+def rewrite_partitions(
+    tx: Transaction,
+    candidates: Sequence[Partition],
+    fn: Callable[[Partition, pa.Table], Rewrite | None],
+) -> list[Rewrite]:
+    """:func:`rewrite_all` without staging the results (the candidates are
+    marked read): for a statement with more to check before its rewrites
+    join the transaction (:func:`discard_rewrites` if it fails). On an
+    error every file written is deleted."""
 
     def work(p: Partition) -> Rewrite | None:
         t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
@@ -139,17 +153,26 @@ def rewrite_all(
             except BaseException as e:  # collect: every finished file must be cleaned up
                 errors.append(e)
                 results.append(None)
-    if errors:
-        tx.storage.delete([s.path for r in results if r for s in r.files])
-        raise errors[0]
     done = [r for r in results if r is not None]
-    for r in done:
+    if errors:
+        discard_rewrites(tx, done)
+        raise errors[0]
+    return done
+
+
+def discard_rewrites(tx: Transaction, rewrites: Sequence[Rewrite]) -> None:
+    """Delete the files of rewrites that will not be staged."""
+    tx.storage.delete([s.path for r in rewrites for s in r.files])
+
+
+def stage_rewrites(tx: Transaction, rewrites: Sequence[Rewrite]) -> None:
+    """Record rewrites in ``tx``: each partition removed, its files staged."""
+    for r in rewrites:
         if r.unchanged:
             continue
         tx.remove(r.partition, deletes_all_rows=r.deletes_all_rows)
         tx.stage(r.files)
         tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
-    return done
 
 
 def write_rows(tx: Transaction, t: pa.Table, *, keep_order: bool = False) -> list[StagedFile]:

@@ -14,9 +14,10 @@ side of every match and the :class:`~ctfile.writer.conflicts.KeyPredicate`
 of conflict detection.
 
 The shorthand ``merge(source, on, when_matched=, when_not_matched=)`` is a
-statement (:func:`shorthand_statement`) with the two checks it always made:
-every source column is a table column, and the source holds one row per key
-(:func:`merge`).
+statement (:func:`shorthand_statement`) with the two checks it always made
+(:func:`check_shorthand_source`, :func:`check_unique_keys`): every source
+column is a table column, and the source holds one row per key; it runs as
+:func:`ctfile.writer.merge_run.merge`.
 
 Examples
 --------
@@ -41,12 +42,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema
 from ctfile.log.transaction import Transaction
 from ctfile.writer.conflicts import KeyPredicate, comparable_keys
 from ctfile.writer.dml import literal
-from ctfile.writer.input import Conformer, to_table
+from ctfile.writer.input import Conformer, cast_column, to_table
 from ctfile.writer.merge_plan import MergePlan, PlannedClause, SourceColumn, assigned_new_columns, plan_statement
 from ctfile.writer.merge_scope import MergeScopes
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement, key_pairs
@@ -246,15 +247,7 @@ def _in_table_types(plan: MergePlan, source: pa.Table) -> pa.Table:
         if conformed is not None and f.name in copied:
             column = conformed.column(f.name)
         else:
-            column = source.column(i)
-            if not column.type.equals(f.type):
-                try:
-                    column = column.cast(f.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise SchemaMismatchError(
-                        f"merge source: key column {f.name!r} cannot be cast from {column.type} to {f.type} "
-                        f"without loss: {e}"
-                    ) from e
+            column = cast_column(source.column(i), f.name, f.type, what="merge source")
         source = source.set_column(i, f, column)
     return source
 

@@ -37,8 +37,8 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
-from ctfile.format.schema import HIDDEN_COLUMNS, Schema
-from ctfile.writer.input import Conformer
+from ctfile.format.schema import Schema
+from ctfile.writer.input import Conformer, check_column_names
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
 from ctfile.writer.schema_merge import MergePlan as SchemaMerge
 from ctfile.writer.schema_merge import plan_merge as plan_schema_merge
@@ -165,7 +165,7 @@ def plan_statement(
     InvalidArgumentError
         Schema evolution of an assigned column whose type is unknown.
     """
-    _check_source_names(source_schema)
+    check_column_names(source_schema, what="merge source")
     _check_keys(schema, statement, source_schema)
     evolution = _evolution(schema, last_field_id, statement, source_schema, value_types or {})
     written = schema if evolution is None else evolution.schema
@@ -176,19 +176,6 @@ def plan_statement(
         pa.schema([source_schema.field(n) for n in copied])
     )
     return MergePlan(statement, written, _in_table_types(written, statement, source_schema, copied), clauses, evolution)
-
-
-def _check_source_names(source: pa.Schema) -> None:
-    names = source.names
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise SchemaMismatchError(f"merge source has duplicate columns {dupes}")
-    hidden = [n for n in names if n in HIDDEN_COLUMNS]
-    if hidden:
-        raise SchemaMismatchError(
-            f"merge source contains hidden columns {hidden}; they are maintained by ctfile and cannot be "
-            f"written directly (select the columns the MERGE uses)"
-        )
 
 
 def _check_keys(schema: Schema, statement: MergeStatement, source: pa.Schema) -> None:

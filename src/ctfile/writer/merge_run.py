@@ -18,7 +18,8 @@ transaction:
    the partition rewritten once with its deletes and updates
    (:func:`~ctfile.writer.dml.rewrite_positions`);
 5. the source rows no table row matched go to the ``NOT MATCHED`` clauses
-   and are inserted (:func:`insert_unmatched`).
+   (:func:`unmatched_rows`); only once their rows are checked do the
+   rewrites join the transaction, and the rows are inserted.
 
 Examples
 --------
@@ -46,13 +47,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
-from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.reader.expressions import evaluate_mask, evaluate_values
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
 from ctfile.writer.conflicts import KeyPredicate, RowPredicate, comparable_keys
-from ctfile.writer.dml import Rewrite, insert, rewrite_all, rewrite_positions
-from ctfile.writer.input import Conformer
+from ctfile.writer.dml import (
+    Rewrite, discard_rewrites, insert, rewrite_partitions, rewrite_positions, stage_rewrites,
+)
+from ctfile.writer.input import Conformer, cast_column
 from ctfile.writer.merge import (
     SOURCE_ROW, ArrowMerge, BoundClause, check_shorthand_source, check_unique_keys, plan_merge,
     shorthand_statement,
@@ -201,17 +204,8 @@ def clause_values(m: ArrowMerge, clause: BoundClause, rows: pa.Table, sources: n
             column = m.source.column(value.name).take(pa.array(sources))
         else:
             column = computed.column(name)
-        out[name] = _in_type(column.combine_chunks(), arrow.field(name), clause)
+        out[name] = cast_column(column.combine_chunks(), name, arrow.field(name).type, what=str(clause.clause))
     return out
-
-
-def _in_type(values: pa.Array, field: pa.Field, clause: BoundClause) -> pa.Array:
-    if values.type.equals(field.type):
-        return values
-    try:
-        return values.cast(field.type, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise SchemaMismatchError(f"{clause.clause}: a value for {field.name!r} does not fit {field.type}: {e}") from e
 
 
 def _changes(m: ArrowMerge, t: pa.Table, clauses: Sequence[BoundClause], rows: pa.Table, positions: np.ndarray,
@@ -283,14 +277,15 @@ def rewrite_partition(tx: "WriteTransaction", m: ArrowMerge, p: Partition, t: pa
     return r
 
 
-def insert_unmatched(tx: "WriteTransaction", m: ArrowMerge, matched: np.ndarray) -> int:
-    """Insert what the ``NOT MATCHED`` clauses make of the source rows no
-    table row matched (``matched`` false), in source order. Returns the
-    number inserted."""
+def unmatched_rows(tx: "WriteTransaction", m: ArrowMerge, matched: np.ndarray) -> pa.Table | None:
+    """The rows the ``NOT MATCHED`` clauses make of the source rows no table
+    row matched (``matched`` false), in source order and conformed to the
+    table (None: no row); a value that does not fit is refused here,
+    before anything of the statement is staged."""
     clauses = m.of(MatchKind.NOT_MATCHED)
     sources = np.flatnonzero(~matched)
     if not clauses or not len(sources):
-        return 0
+        return None
     rows = m.scopes.table(MatchKind.NOT_MATCHED.sees, source=m.source.take(pa.array(sources)))
     chosen = first_clauses(clauses, rows)
     conformer = Conformer(tx.schema, what="merge insert")
@@ -304,9 +299,9 @@ def insert_unmatched(tx: "WriteTransaction", m: ArrowMerge, matched: np.ndarray)
         pieces.append(conformer.conform(pa.RecordBatch.from_arrays(arrays, names=conformer.target.names)))
         order.append(sources[mine])
     if not pieces:
-        return 0
+        return None
     table = pa.Table.from_batches(pieces, schema=conformer.target)
-    return insert(tx, table.take(pa.array(np.argsort(np.concatenate(order), kind="stable"))))
+    return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
 
 def candidates(tx: "WriteTransaction", m: ArrowMerge) -> list[Partition]:
@@ -368,13 +363,19 @@ def run_merge(tx: "WriteTransaction", m: ArrowMerge) -> dict[str, int]:
     if m.plan.evolution is not None:
         tx.evolve_schema(m.plan.evolution.apply)
     _record_reads(tx, m)
-    results = rewrite_all(tx, parts, lambda p, t: rewrite_partition(tx, m, p, t))
+    results = rewrite_partitions(tx, parts, lambda p, t: rewrite_partition(tx, m, p, t))
     matched = np.zeros(m.source.num_rows, dtype=bool)
     for r in results:
         if r.matched_source is not None:
             matched[r.matched_source] = True
+    try:
+        inserts = unmatched_rows(tx, m, matched)
+    except BaseException:
+        discard_rewrites(tx, results)
+        raise
+    stage_rewrites(tx, results)
     return {
-        "inserted": insert_unmatched(tx, m, matched),
+        "inserted": 0 if inserts is None else insert(tx, inserts),
         "updated": sum(r.updated for r in results),
         "deleted": sum(r.deleted for r in results),
     }

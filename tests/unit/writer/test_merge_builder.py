@@ -157,6 +157,27 @@ def test_execution_errors_leave_nothing_behind(table, file_tree):
     assert file_tree(table.storage.root) == before
 
 
+def test_an_insert_refused_after_the_rewrites_leaves_no_part_of_the_statement(table, file_tree):
+    """The inserted rows are checked only once the matches are known, after
+    the partitions were rewritten: a null for the non-nullable ``id`` then
+    discards the rewrites too, in a statement of its own and in a
+    transaction that goes on after the error."""
+    source = pa.table({"id": [1, 7], "n": [0, 0], "new_id": pa.array([1, None], pa.int64())})
+
+    def builder(b):
+        return b.when_matched_delete().when_not_matched_insert({"id": pc.field("new_id")})
+
+    before = file_tree(table.storage.root)
+    with pytest.raises(SchemaMismatchError, match="merge insert: column 'id' is not nullable"):
+        builder(table.merge_builder(source, on="id")).execute()
+    assert file_tree(table.storage.root) == before
+    with table.transaction() as tx:
+        with pytest.raises(SchemaMismatchError, match="merge insert"):
+            builder(tx.merge_builder(source, on="id")).execute()
+        tx.delete(pc.field("id") == 6)
+    assert (tx.result.num_deleted_rows, tx.result.num_inserted_rows) == (1, 0) and 1 in _rows(table)
+
+
 # ---------------------------------------------------------------- semantics
 
 
