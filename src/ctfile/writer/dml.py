@@ -350,24 +350,64 @@ def updated_rows(
     n_changed = int(np.count_nonzero(changed))
     if n_changed == 0:
         return None
-    # The new values that differ, scattered onto the full column.
-    scatter = np.zeros(t.num_rows, dtype=np.int64)
-    scatter[positions] = np.arange(len(positions))
-    scatter_idx = pa.array(scatter)
     old = t
     for name, (values, differs) in touched.items():
         mask = np.zeros(t.num_rows, dtype=bool)
         mask[positions[differs]] = True
-        merged = pc.if_else(pa.array(mask), values.take(scatter_idx), t.column(name))
-        t = t.set_column(t.schema.get_field_index(name), name, merged)
+        t = t.set_column(t.schema.get_field_index(name), name, _replaced(t.column(name), mask, values.filter(differs)))
     is_changed = np.zeros(t.num_rows, dtype=bool)
     is_changed[positions[changed]] = True
-    rv = pc.if_else(pa.array(is_changed), pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
+    rv = _replaced(t.column(ROW_VERSION_COLUMN), is_changed, pa.nulls(n_changed, pa.int64()))
     t = t.set_column(t.schema.get_field_index(ROW_VERSION_COLUMN), ROW_VERSION_COLUMN, rv)
     if tx.changes is not None:
         at_changed = pa.array(positions[changed])
         tx.changes.updates(p, old.take(at_changed), t.take(at_changed))
     return t, n_changed
+
+
+def _replaced(column: pa.ChunkedArray, mask: np.ndarray, values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column`` with its rows where ``mask`` is true set to ``values``, in
+    row order: one pass over the column (``replace_with_mask``); for the
+    types that function lacks (lists, structs, maps) the values are
+    gathered onto the column's length and chosen row by row.
+
+    >>> _replaced(pa.chunked_array([["a", "b", "c"]]), np.array([False, True, True]), pa.array(["B", None])).to_pylist()
+    ['a', 'B', None]
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    try:
+        return pc.replace_with_mask(column, pa.array(mask), values)
+    except pa.ArrowNotImplementedError:
+        scatter = np.zeros(len(mask), dtype=np.int64)
+        scatter[mask] = np.arange(len(values))
+        return pc.if_else(pa.array(mask), values.take(pa.array(scatter)), column)
+
+
+#: Survivors in at most one run per this many rows are sliced, not copied.
+_ROWS_PER_RUN = 256
+
+
+def surviving_rows(t: pa.Table, gone: np.ndarray) -> pa.Table:
+    """``t`` without the rows where ``gone`` is true, in order. When the
+    survivors form few runs (a few rows deleted out of many, as a MERGE's
+    batch deletes), the result is zero-copy slices of ``t``: copying every
+    column of the partition once more cost more than writing the slices
+    (bench_merge.py); many runs are copied by ``filter``.
+
+    >>> surviving_rows(pa.table({"x": [1, 2, 3, 4]}), np.array([False, True, False, False])).column("x").to_pylist()
+    [1, 3, 4]
+    >>> gone = np.zeros(1000, dtype=bool); gone[[0, 500, 999]] = True
+    >>> kept = surviving_rows(pa.table({"x": np.arange(1000)}), gone)   # two runs: sliced
+    >>> kept.column("x").num_chunks, kept.num_rows, kept.column("x")[497:500].to_pylist()
+    (2, 997, [498, 499, 501])
+    """
+    keep = ~gone
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], keep, [False]]).astype(np.int8)))
+    starts, ends = edges[0::2], edges[1::2]
+    if not len(starts) or len(starts) * _ROWS_PER_RUN > t.num_rows:
+        return t.filter(pa.array(keep))
+    return pa.concat_tables([t.slice(a, b - a) for a, b in zip(starts, ends)])
 
 
 def rewrite_positions(
@@ -402,7 +442,7 @@ def rewrite_positions(
         return Rewrite(p, write_rows(tx, new), updated=n_updated, copied=new.num_rows - n_updated)
     gone = np.zeros(t.num_rows, dtype=bool)
     gone[positions[deleted]] = True
-    kept = new.filter(pa.array(~gone))
+    kept = surviving_rows(new, gone)
     whole = capture_deletes(tx, p, t, pa.array(gone))
     return Rewrite(
         p, write_rows(tx, kept, keep_order=n_updated == 0), deleted=n_deleted, updated=n_updated,

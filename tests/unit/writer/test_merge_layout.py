@@ -106,3 +106,21 @@ def test_auto_compaction_follows_a_merge_that_leaves_small_partitions(tmp_path):
     live = t.snapshot().partitions
     assert len(live) <= -(-sum(p.num_records for p in live) // 100) + 3
     assert t.clustering_info().average_depth == 1.0
+
+
+def test_a_few_deletes_out_of_a_large_partition_keep_every_other_row_and_its_lineage(tmp_path):
+    """Survivors in few runs are written from slices of the partition read
+    (``dml.surviving_rows``): the same rows, row ids and change rows."""
+    t = ctfile.create_table(tmp_path / "t", SCHEMA, properties={"ctfile.changeCapture": "before_after"})
+    t.insert(_rows(range(3000)))
+    before = {r["id"]: r for r in t.to_arrow(include_hidden=True).to_pylist()}
+    r = _merge(t, _source([10, 2000, 2500], ["d", "d", "u"]))
+    assert (r.num_deleted_rows, r.num_updated_rows, r.num_removed_partitions) == (2, 1 + 5, 1)  # 5 stale rows
+    after = {x["id"]: x for x in t.to_arrow(include_hidden=True).to_pylist()}
+    assert set(before) - set(after) == {10, 2000}
+    for i, row in after.items():
+        assert row[ctfile.ROW_ID_COLUMN] == before[i][ctfile.ROW_ID_COLUMN]
+        changed = i == 2500 or i < 5
+        assert row[ctfile.ROW_VERSION_COLUMN] == (2 if changed else 1), i
+        assert (row["n"], row["v"]) == ((25001, "v2500") if i == 2500 else (i * 10, "stale" if i < 5 else f"v{i}"))
+    assert [x[0] for x in _captured(t, 2) if x[3] == "delete"] == [10, 2000]
