@@ -24,11 +24,15 @@ from ctfile.format.schema_evolution import (
 )
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
-from ctfile.writer import merge as merge_
+from ctfile.writer import merge_run
+from ctfile.writer.merge_builder import MergeBuilder
+from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.change_writer import ChangeWriter
 from ctfile.writer.compaction import CompactionPlan, plan_auto_compaction, plan_compaction, run_compaction
 
 log = logging.getLogger("ctfile")
+
+_NO_ROWS = {"inserted": 0, "updated": 0, "deleted": 0}  # a replayed statement's counts
 
 
 class WriteTransaction(Transaction):
@@ -201,11 +205,53 @@ class WriteTransaction(Transaction):
         when_matched: str | None = "update",
         when_not_matched: str | None = "insert",
     ) -> dict[str, int]:
+        """The shorthand MERGE (SPEC §Copy-on-write, MERGE, the shorthand),
+        as :meth:`ctfile.Table.merge`; returns the counts."""
         self._check_open()
         if self.is_replay:
-            return {"inserted": 0, "updated": 0, "deleted": 0}
+            return dict(_NO_ROWS)
         with self.statement():
-            return merge_.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
+            return merge_run.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
+
+    def merge_builder(
+        self, source: Any, on: Any, *, on_condition: pc.Expression | None = None, source_alias: str = "s",
+        target_alias: str = "t",
+    ) -> MergeBuilder:
+        """A MERGE of ``source`` as the next statement of this transaction
+        (:class:`~ctfile.writer.merge_builder.MergeBuilder`, as from
+        :meth:`ctfile.Table.merge_builder`); its ``execute()`` returns the
+        ``inserted``/``updated``/``deleted`` counts.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+        >>> with t.transaction() as tx:
+        ...     _ = tx.insert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+        ...     tx.merge_builder(pa.table({"id": [2]}), on="id").when_not_matched_by_source_delete().execute()
+        {'inserted': 0, 'updated': 0, 'deleted': 1}
+        >>> t.version, t.to_arrow().to_pylist()
+        (1, [{'id': 2, 'v': 'b'}])
+        """
+
+        def run(statement: MergeStatement, app_id: Any, app_version: Any) -> dict[str, int]:
+            if app_id is not None or app_version is not None:
+                raise InvalidArgumentError(
+                    "a statement of a transaction commits with it: give app_id and app_version to transaction()"
+                )
+            return self.execute_merge(statement, source)
+
+        return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
+                                  target_alias=target_alias)
+
+    def execute_merge(self, statement: MergeStatement, source: Any) -> dict[str, int]:
+        """Run a MERGE ``statement`` of ``source`` as the next statement;
+        returns the counts."""
+        self._check_open()
+        if self.is_replay:
+            return dict(_NO_ROWS)
+        with self.statement():
+            return merge_run.execute(self, statement, source)
 
     def compact(self, *, target_rows: int | None = None, max_rows: int | None = None) -> int:
         """COMPACT (SPEC §Copy-on-write; with clustering keys, the recluster
