@@ -134,11 +134,27 @@ def vacuum(
 
 
 @dataclass(frozen=True)
-class VacuumOutput:
-    """What ``ctfile vacuum`` reports: gathered from a ``VacuumResult``
-    (:meth:`of`), printed as text or JSON (:meth:`print`)."""
+class _Report:
+    """A command's report as plain values (``info``), gathered apart from
+    its rendering: :meth:`print` writes it as JSON, or as the text
+    :meth:`print_text` makes of it."""
 
     info: dict
+
+    def print(self, *, json_mode: bool) -> None:
+        if json_mode:
+            out.print_json(self.info)
+        else:
+            self.print_text(out.console())
+
+    def print_text(self, con) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class VacuumOutput(_Report):
+    """What ``ctfile vacuum`` reports: gathered from a ``VacuumResult``
+    (:meth:`of`), printed as text or JSON (:meth:`print`)."""
 
     @classmethod
     def of(cls, uri: str, r: Any) -> "VacuumOutput":
@@ -171,12 +187,8 @@ class VacuumOutput:
             "notes": notes,
         })
 
-    def print(self, *, json_mode: bool) -> None:
+    def print_text(self, con) -> None:
         info = self.info
-        if json_mode:
-            out.print_json(info)
-            return
-        con = out.console()
         dry_run = info["dry_run"]
         verb = "would delete" if dry_run else "deleted"
         changes = info["deleted_change_files"]
@@ -382,12 +394,10 @@ def restore(
 
 
 @dataclass(frozen=True)
-class RestoreOutput:
+class RestoreOutput(_Report):
     """What ``ctfile restore`` reports: the commit, gathered from its
     result and its ``commitInfo`` (:meth:`of`), printed as text or JSON
     (:meth:`print`)."""
-
-    info: dict
 
     @classmethod
     def of(cls, uri: str, table: ctfile.Table, r: ctfile.CommitResult) -> "RestoreOutput":
@@ -406,12 +416,8 @@ class RestoreOutput:
             "rows_removed": metrics.get("numRemovedRows", 0),
         })
 
-    def print(self, *, json_mode: bool) -> None:
+    def print_text(self, con) -> None:
         info = self.info
-        if json_mode:
-            out.print_json(info)
-            return
-        con = out.console()
         if not info["committed"]:
             con.print(f"the table is already equal to the version asked for: nothing committed (version {info['version']})")
             return

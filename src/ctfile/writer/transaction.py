@@ -208,7 +208,7 @@ class WriteTransaction(Transaction):
         self._check_open()
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidArgumentError(f"the version to restore must be an int >= 0, found {version!r}")
-        if not self.is_empty or self._restored_version is not None:
+        if self.has_statements or self.metadata is not self.base.metadata or self._restored_version is not None:
             raise InvalidArgumentError("restore() must be the only statement of its transaction (SPEC §Restore)")
         if version > self.base.version:
             raise VersionNotFoundError(
