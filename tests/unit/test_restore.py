@@ -64,6 +64,9 @@ def test_restore_brings_back_rows_with_their_lineage_and_its_change_is_the_diffe
     ]
     assert _changes(t, 6, 6, "audit") == got
     assert _changes(t, 6, 6, "append_only") == []  # a RESTORE inserts no row
+    ao = t.changes(start_version=6, end_version=6, information="append_only")
+    # Not even read (Spark's native append_only reads plan.appended with its own Parquet reader).
+    assert ao.plan.appended == () and ao.plan_shape is ctfile.PlanShape.EMPTY
     assert _changes(t, 2, 6) == []  # the snapshots at 1 and 6 are equal
     assert t.changes(start_version=6, end_version=6).plan_shape is ctfile.PlanShape.MINIMIZE
     info = t.log.commit_info(6)
