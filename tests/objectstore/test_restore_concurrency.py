@@ -39,7 +39,8 @@ DEADLINE_S = 300
 class _Restorer(procs.Child):
     """``_restorer.py``'s job in a forked child of the pre-loaded forkserver."""
 
-    def __init__(self, job: dict):  # noqa: super().__init__ would start a _writer child
+    def __init__(self, job: dict):
+        # Not super().__init__: that starts a _writer child.
         self._p = procs.context().Process(target=_restorer.run, args=(json.dumps(job),), daemon=True)
         self._p.start()
         self.pid = self._p.pid
