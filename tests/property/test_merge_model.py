@@ -125,7 +125,7 @@ def test_merge_builder_matches_the_model(stmt, target, source, capture):
     check_statement(stmt, target, source, capture)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=600, **SETTINGS)
 @given(**CASES)
 def test_merge_builder_matches_the_model_long(stmt, target, source, capture):

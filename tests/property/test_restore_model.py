@@ -319,7 +319,7 @@ def test_restore_matches_the_model(history, capture):
     run_history(history, capture)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=300, **SETTINGS)
 @given(history=HISTORIES, capture=CAPTURES)
 def test_restore_matches_the_model_long(history, capture):
