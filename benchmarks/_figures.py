@@ -147,6 +147,19 @@ def _cold_figures(cold: dict) -> list[dict]:
     ]
 
 
+def _merge_figures(r: dict) -> list[dict]:
+    """Issue 27: one conditional upsert-with-delete MERGE vs what it replaces."""
+    m = r["meta"]
+    what = f"one MERGE of a {m['batch']:,}-row upsert-with-delete batch into {m['rows']:,} rows"
+    anchors = {"two_statements": "the two statements it replaces (keyed delete, then upsert)",
+               "upsert": "Table.merge of the same batch (plain upsert)"}
+    return [
+        fig(f"merge_vs_{n}", what, anchors[n], f"<= {goal}x", f"{r['ratio'][n]:.2f}x",
+            f"{r['ms']['merge']:.0f} ms vs {r['ms'][n]:.0f} ms (CPU ratio {r['cpu_ratio'][n]:.2f})", r["pass"][n], "merge")
+        for n, goal in m["goals"].items()
+    ]
+
+
 def _schema_figures(schema: dict) -> list[dict]:
     """Issue 14: reads after a schema change vs the same read before it."""
     m = schema["meta"]
@@ -523,7 +536,7 @@ def capture_figures(delta: dict) -> list[dict]:
 
 
 def figures(res: dict[str, dict]) -> list[dict]:
-    """The figures of issues 7, 12, 13, 14, 16 and 17, from whatever results exist."""
+    """The figures of issues 7, 12, 13, 14, 16, 17 and 27, from whatever results exist."""
     core, changes, delta, spark = (res.get(k) for k in ("core", "changes", "delta", "spark"))
     has = lambda r, k: bool(r and r.get(k))  # noqa: E731
     out: list[dict] = []
@@ -537,6 +550,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _changes_figures(changes) if changes else []
     out += _cold_figures(res["cold"]) if has(res.get("cold"), "scan") else []
     out += _schema_figures(res["schema"]) if has(res.get("schema"), "reads") else []
+    out += _merge_figures(res["merge"]) if has(res.get("merge"), "ratio") else []
     out += _clustering_figures(res["clustering"]) if has(res.get("clustering"), "insert") else []
     out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []

@@ -12,7 +12,7 @@ in quick mode, ``--out`` where the script has it) and writes its JSON results
 under the results directory (``benchmarks/results/``; ``benchmarks/results/quick/``
 with ``--quick``). This script records the machine, the load average around
 each script and each exit code in ``suite.json``, then renders the markdown
-report from the JSON files alone: the figures of issues 7, 12, 13, 14, 16 and 17 against
+report from the JSON files alone: the figures of issues 7, 12, 13, 14, 16, 17 and 27 against
 their goals (``_figures.py``), the misses first with what limits them
 (``_report_text.py``, or composed from the run's own measurements), then each
 script's own tables. Next to the report, ``plots/<script>.svg`` draw each
@@ -51,6 +51,7 @@ SCRIPTS = {
     "changes": ("bench_changes.py", "changes.json", "append-only scan, MINIMIZE vs ADDED_ONLY, table size, streaming RSS, change scans checked vs unchecked"),
     "cold": ("bench_cold.py", "cold.json", "cold one-commit change scan and open + snapshot, 10,000 vs 10 live partitions"),
     "schema": ("bench_schema.py", "schema.json", "snapshot reads of a 1,000-partition table before and after add_column / rename_column"),
+    "merge": ("bench_merge.py", "merge.json", "issue 27: one conditional upsert-with-delete MERGE vs the two statements it replaces and vs Table.merge of the same batch"),
     "clustering": ("bench_clustering.py", "clustering.json", "issue 16: MERGE of recent and of random keys, insert, auto compaction on a table clustered by id vs unclustered; lexicographic vs Z-order keys"),
     "delta": ("bench_delta.py", "delta.json", "ctfile vs delta-rs on the same DML history; hidden-column bytes"),
     "objectstore": ("bench_objectstore.py", "objectstore.json", "object-store (S3 API) figures"),

@@ -37,7 +37,10 @@ from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
 from ctfile.table.streams import Stream, StreamInfo
 from ctfile.writer.distributed import SchemaMode, WriteJob
-from ctfile.writer.rewrite_job import MergeSpec, PartitionRewrite, RewriteJob, RewriteKind
+from ctfile.writer.merge_builder import MergeBuilder
+from ctfile.writer.merge_plan import MergePlan, MergeSpec
+from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
+from ctfile.writer.rewrite_job import ACTION_COLUMN, PartitionRewrite, RewriteJob, RewriteKind, RowAction
 from ctfile.writer.transaction import WriteTransaction
 
 __version__ = "0.1.0"
@@ -76,6 +79,14 @@ __all__ = [
     "RewriteKind",
     "PartitionRewrite",
     "MergeSpec",
+    "MergePlan",
+    "MergeStatement",
+    "MergeClause",
+    "MatchKind",
+    "MergeAction",
+    "MergeBuilder",
+    "RowAction",
+    "ACTION_COLUMN",
     "POSITION_COLUMN",
     "ROW_ID_COLUMN",
     "ROW_VERSION_COLUMN",

@@ -76,7 +76,18 @@ v6    COMPACT: the recluster rewrites the overlapping partitions into
       [0, 1], [3, 4], [6] (``dataChange`` false)
 ====  ==========================================================
 
-``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` regenerate only ``people-capture`` /
+``golden/people-restored/`` (revision 7, SPEC §Restore) runs the statements
+of ``people`` (v1-v5), then
+
+====  ==========================================================
+v6    RESTORE TABLE people TO VERSION AS OF 2: removes E1 and E2,
+      re-adds A and B (adds the ``restoredPartitions`` feature)
+v7    UPDATE people SET name = 'Donny K' WHERE id = 2 (rewrites the
+      re-added A)   (and a checkpoint of version 7, which holds the
+      ``restoredRowVersion`` column for B)
+====  ==========================================================
+
+``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` / ``--restored`` regenerate only ``people-capture`` /
 ``people-evolved`` (each is regenerated separately: regenerating one changes
 the SPEC examples copied from it).
 
@@ -85,7 +96,8 @@ Usage (from the repository root)::
     .venv/bin/python tests/conformance/make_golden.py            # regenerate people
     .venv/bin/python tests/conformance/make_golden.py --capture  # regenerate people-capture
     .venv/bin/python tests/conformance/make_golden.py --evolve   # regenerate people-evolved
-    .venv/bin/python tests/conformance/make_golden.py --examples [--capture | --evolve] # print log lines
+    .venv/bin/python tests/conformance/make_golden.py --restored # regenerate people-restored
+    .venv/bin/python tests/conformance/make_golden.py --examples [--capture | --evolve | --restored] # print log lines
 
 Regenerating replaces the whole ``golden/people`` directory: table id,
 transaction ids, file names, timestamps and checksums all change. The JSON
@@ -114,6 +126,7 @@ PEOPLE_EVOLVED = os.path.join(GOLDEN_DIR, "people-evolved")
 PEOPLE_STREAMS = os.path.join(GOLDEN_DIR, "people-streams")
 PEOPLE_CHANGES = os.path.join(GOLDEN_DIR, "people-changes")
 PEOPLE_CLUSTERED = os.path.join(GOLDEN_DIR, "people-clustered")
+PEOPLE_RESTORED = os.path.join(GOLDEN_DIR, "people-restored")
 # Where people-changes is built, so that the claims of people-streams name it.
 STREAMS_BUILD_DIR = "/tmp/ctfile-golden"
 
@@ -125,6 +138,8 @@ ROWS_V6 = {3: "Walter", 4: "Maude"}  # people-capture only
 ROWS_EVOLVED = {1: ("Jeffrey", None), 3: ("Walter", None), 4: ("Maude", None), 6: ("Bunny", "bunny@example.com")}
 # people-clustered, version 6 (and 5).
 ROWS_CLUSTERED = {0: "Smokey", 1: "Jeffrey", 3: "Walter", 4: "Maude", 6: "Bunny"}
+# people-restored, version 7 (version 6 is ROWS_V2).
+ROWS_RESTORED = {1: "Jeff", 2: "Donny K", 3: "Walter", 4: "Maud", 5: "Uli"}
 
 
 def build(target: str, *, capture: bool = False) -> None:
@@ -267,6 +282,24 @@ def clustered(target: str) -> None:
         raise SystemExit(f"unexpected final rows {got} or layout {t.clustering_info()}")
 
 
+def restored(target: str) -> None:
+    """The ``people-restored`` table (revision 7) at ``target``."""
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    build(target)
+    t = ctfile.open_table(target)
+    steps = [t.restore(version=2), t.update(pc.field("id") == 2, {"name": "Donny K"})]
+    for expected_version, result in enumerate(steps, start=6):
+        if not result.committed or result.version != expected_version:
+            raise SystemExit(f"unexpected commit result {result}")
+    t.checkpoint()
+    got = dict(zip(*t.snapshot().to_arrow().sort_by("id").to_pydict().values()))
+    if got != ROWS_RESTORED:
+        raise SystemExit(f"unexpected final rows {got}")
+
+
 def regenerate_streams() -> None:
     """Build in :data:`STREAMS_BUILD_DIR`, then move both tables into ``golden/``."""
     shutil.rmtree(STREAMS_BUILD_DIR, ignore_errors=True)
@@ -285,8 +318,11 @@ def regenerate_streams() -> None:
                 print(os.path.relpath(os.path.join(root, name), HERE))
 
 
-def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool = False) -> None:
-    target = PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
+def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool = False, restored_: bool = False) -> None:
+    target = (
+        PEOPLE_RESTORED if restored_ else PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved
+        else PEOPLE_CAPTURE if capture else PEOPLE
+    )
     name = os.path.basename(target)
     os.makedirs(GOLDEN_DIR, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=GOLDEN_DIR)
@@ -295,6 +331,8 @@ def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool
             evolve(os.path.join(tmp, name))
         elif clustered_:
             clustered(os.path.join(tmp, name))
+        elif restored_:
+            restored(os.path.join(tmp, name))
         else:
             build(os.path.join(tmp, name), capture=capture)
         if os.path.exists(target):
@@ -307,13 +345,13 @@ def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool
             print(os.path.relpath(os.path.join(root, name), HERE))
 
 
-def print_examples(*, capture: bool = False, evolved: bool = False) -> None:
+def print_examples(*, capture: bool = False, evolved: bool = False, restored_: bool = False) -> None:
     """Every log line of the golden table and the checkpoint's key-value
     metadata lines, pretty-printed; then the checkpoint's rows (and, for
     ``people-capture``, the rows of each change file)."""
     import pyarrow.parquet as pq
 
-    table_dir = PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
+    table_dir = PEOPLE_RESTORED if restored_ else PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
     log_dir = os.path.join(table_dir, "_ct_log")
     for name in sorted(os.listdir(log_dir)):
         path = os.path.join(log_dir, name)
@@ -345,6 +383,7 @@ def main(argv: list[str]) -> None:
     which.add_argument("--evolve", action="store_true", help="the people-evolved table instead of people")
     which.add_argument("--streams", action="store_true", help="people-streams and people-changes instead of people")
     which.add_argument("--clustered", action="store_true", help="the people-clustered table instead of people")
+    which.add_argument("--restored", action="store_true", help="the people-restored table instead of people")
     args = ap.parse_args(argv)
     if args.streams:
         if args.examples:
@@ -356,9 +395,9 @@ def main(argv: list[str]) -> None:
         else:
             regenerate_streams()
     elif args.examples:
-        print_examples(capture=args.capture, evolved=args.evolve)
+        print_examples(capture=args.capture, evolved=args.evolve, restored_=args.restored)
     else:
-        regenerate(capture=args.capture, evolved=args.evolve, clustered_=args.clustered)
+        regenerate(capture=args.capture, evolved=args.evolve, clustered_=args.clustered, restored_=args.restored)
 
 
 if __name__ == "__main__":

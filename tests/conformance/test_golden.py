@@ -109,7 +109,7 @@ EVOLVED_ROWS = {
 
 
 def latest(root: Path) -> int:
-    return {CAPTURE: 6, EVOLVED: EVOLVED_LATEST, "people-clustered": 6}.get(root.name, LATEST)
+    return {CAPTURE: 6, EVOLVED: EVOLVED_LATEST, "people-clustered": 6, "people-restored": 7}.get(root.name, LATEST)
 
 
 def final_lineage(root: Path) -> dict:
@@ -124,7 +124,7 @@ def root(tmp_path, request) -> Path:
     return dst
 
 
-@pytest.fixture(params=[*sorted(GENERATIONS), EVOLVED, "people-clustered"])
+@pytest.fixture(params=[*sorted(GENERATIONS), EVOLVED, "people-clustered", "people-restored"])
 def any_root(tmp_path, request) -> Path:
     """A copy of any golden table, ``people-evolved`` included (for the rules
     of the log that do not depend on what the statements were)."""
@@ -261,7 +261,7 @@ def test_log_directory_names(any_root):
     root = any_root
     names = sorted(p.name for p in (root / paths.LOG_DIR).iterdir())
     # people-clustered keeps the default interval (100): no checkpoint yet.
-    checkpoints = {EVOLVED: (5, 10), "people-clustered": ()}.get(root.name, (5,))
+    checkpoints = {EVOLVED: (5, 10), "people-clustered": (), "people-restored": (5, 7)}.get(root.name, (5,))
     assert names == sorted(
         [f"{v:020d}.json" for v in range(latest(root) + 1)]
         + [f"{v:020d}.checkpoint.parquet" for v in checkpoints] + (["_last_checkpoint"] if checkpoints else [])

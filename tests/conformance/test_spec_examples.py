@@ -48,6 +48,8 @@ GOLDEN_EVOLVED = HERE / "golden" / "people-evolved"
 # Stream states (SPEC §Streams) and the target their consumptions committed to.
 GOLDEN_STREAMS = HERE / "golden" / "people-streams"
 GOLDEN_CHANGES = HERE / "golden" / "people-changes"
+# The re-add of SPEC §Restore.
+GOLDEN_RESTORED = HERE / "golden" / "people-restored"
 
 ACTION_KEYS = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 STATS_KEYS = {"numRecords", "minValues", "maxValues", "nullCount", "nanCount"}
@@ -81,6 +83,7 @@ REQUIRED_HEADINGS = [
     "Commit timestamps",
     "Creating a table",
     "Copy-on-write",
+    "Restore",
     "Change capture",
     "Change scans",
     "Streams",
@@ -103,6 +106,7 @@ SECTIONS_WITH_REQUIREMENTS = [
     "Commit protocol",
     "Commit timestamps",
     "Copy-on-write",
+    "Restore",
     "Change capture",
     "Streams",
     "Vacuum",
@@ -110,7 +114,7 @@ SECTIONS_WITH_REQUIREMENTS = [
 GLOSSARY_TERMS = [
     "Table", "Version", "Micro-partition", "Manifest log", "Log entry", "Action", "Checkpoint",
     "Live partition", "Row id", "Row version", "Fresh row", "Copy-on-write", "Data change",
-    "Snapshot", "Change interval",
+    "Snapshot", "Change interval", "Re-add",
 ]
 
 
@@ -235,7 +239,7 @@ def _golden_checkpoint_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def golden_objects() -> list[dict]:
     out = []
-    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED, GOLDEN_STREAMS, GOLDEN_CHANGES):
+    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED, GOLDEN_STREAMS, GOLDEN_CHANGES, GOLDEN_RESTORED):
         for p in sorted((golden / "_ct_log").iterdir()):
             if paths.parse_commit_name(p.name) is not None or paths.parse_checkpoint_name(p.name) is not None:
                 out.extend(_golden_lines(p.name, golden))
@@ -384,7 +388,7 @@ def _field_table(sec: Section, index: int = 0) -> list[tuple[str, str, str]]:
 
 
 _STATS = A.PartitionStats(3, {1: 1}, {1: 2}, {1: 0}, {2: 0})
-_PART = A.Partition("data/p.parquet", 10, 3, 0, 1, 5, "ab" * 16, _STATS)
+_PART = A.Partition("data/p.parquet", 10, 3, 0, 1, 5, "ab" * 16, _STATS, restored_row_version=0)
 _SCHEMA = S.Schema((S.Field(1, "x", "double", True, {"comment": "c"}),))
 FULL_ACTIONS = {
     "commitInfo": A.CommitInfo(

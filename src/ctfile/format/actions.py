@@ -7,6 +7,7 @@ each is defined in :mod:`ctfile.format.codec`.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
@@ -26,13 +27,18 @@ FEATURE_ENTRY_CHECKSUMS = "entryChecksums"  # SPEC §Log entries: self-checking 
 FEATURE_CHANGE_CAPTURE = "changeCapture"  # SPEC §Change capture
 FEATURE_SCHEMA_EVOLUTION = "schemaEvolution"  # SPEC §Schema evolution: projection by field id
 FEATURE_STREAMS = "streams"  # SPEC §Streams: vacuum keeps what streams need
-SUPPORTED_READER_FEATURES = frozenset({FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_SCHEMA_EVOLUTION})
+# Revision 7: partitions re-added by a RESTORE keep their lineage (SPEC §Restore).
+FEATURE_RESTORED_PARTITIONS = "restoredPartitions"
+SUPPORTED_READER_FEATURES = frozenset(
+    {FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_SCHEMA_EVOLUTION, FEATURE_RESTORED_PARTITIONS}
+)
 SUPPORTED_WRITER_FEATURES = frozenset(
     {
         FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_TXN, FEATURE_SERIALIZABLE_WRITES, FEATURE_ENTRY_CHECKSUMS,
         FEATURE_CHANGE_CAPTURE,
         FEATURE_SCHEMA_EVOLUTION,
         FEATURE_STREAMS,
+        FEATURE_RESTORED_PARTITIONS,
     }
 )
 
@@ -179,10 +185,35 @@ class Partition:
     modification_time: int
     checksum: str | None = None
     stats: PartitionStats | None = _StatsField()  # type: ignore[assignment]
+    #: SPEC §Restore: set on a partition a RESTORE re-added, the row version
+    #: its rows with a null stored ``_ct_row_version`` inherit (instead of
+    #: ``default_row_version``, the RESTORE's version).
+    restored_row_version: int | None = None
+
+    @property
+    def is_restored(self) -> bool:
+        """Whether a RESTORE re-added this partition (SPEC §Restore)."""
+        return self.restored_row_version is not None
+
+    @property
+    def inherited_row_version(self) -> int:
+        """The row version of the rows that store none (SPEC §Hidden columns):
+        ``restoredRowVersion`` for a re-added partition, else ``defaultRowVersion``.
+
+        >>> Partition("data/a.parquet", 10, 2, 0, 7, 0).inherited_row_version
+        7
+        >>> Partition("data/a.parquet", 10, 2, 0, 7, 0, restored_row_version=3).inherited_row_version
+        3
+        """
+        return self.default_row_version if self.restored_row_version is None else self.restored_row_version
 
     @property
     def fresh_rows(self) -> int | None:
-        """Rows whose ``_ct_row_id`` is null (inserted by this partition's commit)."""
+        """Rows whose ``_ct_row_id`` is null and that the partition's commit
+        inserted: none in a re-added partition, whose rows were inserted
+        before (SPEC §Restore)."""
+        if self.restored_row_version is not None:
+            return 0
         if self.stats is None:
             return None
         return self.stats.null_count.get(ROW_ID_FIELD_ID)
@@ -197,16 +228,20 @@ def pending_stats_text(p: Partition) -> str | None:
 def partitions_from_columns(
     paths: list, size_bytes: list, num_records: list, first_row_ids: list, default_row_versions: list,
     modification_times: list, checksums: list, stats_texts: list, *, where: str,
+    restored_row_versions: list | None = None,
 ) -> list[Partition]:
     """One :class:`Partition` per row of these columns, statistics deferred
     (``stats_texts`` holds JSON text or None), built without the frozen
     dataclass's per-field ``object.__setattr__``: opening a table builds
-    10,000 of them from a checkpoint. The caller has validated the values."""
+    10,000 of them from a checkpoint. The caller has validated the values.
+    ``restored_row_versions`` (None: all None) holds each ``restoredRowVersion``."""
     new = object.__new__
     out: list[Partition] = []
     append = out.append
-    for path, size, n, first, drv, mtime, checksum, stats in zip(
-        paths, size_bytes, num_records, first_row_ids, default_row_versions, modification_times, checksums, stats_texts
+    restored = restored_row_versions if restored_row_versions is not None else itertools.repeat(None)
+    for path, size, n, first, drv, mtime, checksum, stats, rrv in zip(
+        paths, size_bytes, num_records, first_row_ids, default_row_versions, modification_times, checksums, stats_texts,
+        restored,
     ):
         p = new(Partition)
         d = p.__dict__
@@ -220,6 +255,7 @@ def partitions_from_columns(
         d["_stats"] = stats
         if stats is not None:
             d["_stats_where"] = where
+        d["restored_row_version"] = rrv
         append(p)
     return out
 

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format.actions import ChangeFile, RemovePartition
+from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
@@ -153,17 +153,28 @@ def has_removes(actions) -> bool:
     return any(isinstance(a, RemovePartition) and a.data_change for a in actions)
 
 
+def re_adds(actions) -> bool:
+    """Whether a commit with ``actions`` re-adds a partition: a RESTORE
+    (SPEC §Restore), which is never captured."""
+    return any(isinstance(a, AddPartition) and a.partition.is_restored for a in actions)
+
+
 def is_captured(actions) -> bool:
     """Whether a data-changing commit with ``actions`` is *captured* (SPEC
     §Change capture): it names a change file, or every data-changing remove
     it holds has ``deletesAllRows`` (a commit that removes nothing, such as
-    an INSERT, included).
+    an INSERT, included); never when it re-adds a partition (a RESTORE,
+    SPEC §Restore).
 
     Examples
     --------
     >>> is_captured([]), is_captured([ChangeFile("_ct_changes/c.parquet", 1, 1, 0)])
     (True, True)
+    >>> is_captured([AddPartition(Partition("data/a.parquet", 1, 1, 0, 5, 0, restored_row_version=2))])
+    False
     """
+    if re_adds(actions):
+        return False
     if any(isinstance(a, ChangeFile) for a in actions):
         return True
     return all(a.deletes_all_rows for a in actions if isinstance(a, RemovePartition) and a.data_change)

@@ -47,7 +47,11 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool], ...] = (
     ("modificationTime", pa.int64(), False),
     ("checksum", pa.string(), True),
     ("stats", pa.string(), True),
+    ("restoredRowVersion", pa.int64(), True),
 )
+#: Columns written only when a row holds a value (SPEC §Checkpoints): a
+#: checkpoint without them is what earlier revisions wrote.
+OPTIONAL_COLUMNS = frozenset({"restoredRowVersion"})
 CHECKPOINT_SCHEMA = pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable in COLUMNS])
 _NON_NEGATIVE = ("sizeBytes", "numRecords", "firstRowId", "defaultRowVersion")
 _TABLE_ACTIONS = (CheckpointHeader, Protocol, Metadata, SetTransaction)
@@ -101,9 +105,16 @@ def checkpoint_to_arrow(actions: Sequence[Action], partitions: Iterable[Partitio
         [p.modification_time for p in parts],
         [p.checksum for p in parts],
         stats,
+        [p.restored_row_version for p in parts],
     )
-    arrays = [pa.array(values, type=typ) for values, (_, typ, _) in zip(columns, COLUMNS)]
-    schema = CHECKPOINT_SCHEMA.with_metadata({METADATA_KEY: encode_actions(actions)})
+    keep = [
+        i for i, (name, _, _) in enumerate(COLUMNS)
+        if name not in OPTIONAL_COLUMNS or any(v is not None for v in columns[i])
+    ]
+    arrays = [pa.array(columns[i], type=COLUMNS[i][1]) for i in keep]
+    schema = pa.schema([CHECKPOINT_SCHEMA.field(i) for i in keep]).with_metadata(
+        {METADATA_KEY: encode_actions(actions)}
+    )
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -158,6 +169,8 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
     names = table.schema.names
     cols: dict[str, pa.ChunkedArray] = {}
     for name, typ, nullable in COLUMNS:
+        if name in OPTIONAL_COLUMNS and name not in names:
+            continue
         if names.count(name) != 1:
             raise CorruptLogError(f"{where}: expected one column {name!r}, found {names.count(name)}")
         col = table.column(name)
@@ -185,6 +198,7 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
             raise CorruptLogError(f"{where}: firstRowId + numRecords overflows ({e})") from e
         if top > header.next_row_id:
             raise CorruptLogError(f"{where}: a partition holds row ids up to {top - 1}, beyond nextRowId {header.next_row_id}")
+        _check_restored(cols, where=where)
 
     paths = cols["path"].to_pylist()
     plain = pc.match_substring_regex(cols["path"], _PLAIN_DATA_PATH)
@@ -197,4 +211,17 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
         cols["firstRowId"].to_pylist(), cols["defaultRowVersion"].to_pylist(),
         cols["modificationTime"].to_pylist(), cols["checksum"].to_pylist(), cols["stats"].to_pylist(),
         where=where,
+        restored_row_versions=cols["restoredRowVersion"].to_pylist() if "restoredRowVersion" in cols else None,
     )
+
+
+def _check_restored(cols: dict[str, pa.ChunkedArray], *, where: str) -> None:
+    """SPEC §Checkpoints: a ``restoredRowVersion`` is ``>= 0`` and below
+    its row's ``defaultRowVersion`` (a re-add's is an earlier version's)."""
+    restored = cols.get("restoredRowVersion")
+    if restored is None or restored.null_count == len(restored):
+        return
+    if pc.min(restored).as_py() < 0:
+        raise CorruptLogError(f"{where}: column 'restoredRowVersion' must be >= 0, found {pc.min(restored).as_py()}")
+    if pc.any(pc.greater_equal(restored, cols["defaultRowVersion"])).as_py():
+        raise CorruptLogError(f"{where}: a partition's restoredRowVersion is not below its defaultRowVersion")

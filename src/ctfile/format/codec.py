@@ -144,7 +144,10 @@ def _partition_to_json(p: Partition) -> dict:
         "defaultRowVersion": p.default_row_version,
         "modificationTime": p.modification_time,
     }
-    return _with_checksum_and_stats(out, p.checksum, p.stats)
+    out = _with_checksum_and_stats(out, p.checksum, p.stats)
+    if p.restored_row_version is not None:  # SPEC §Restore: a re-add
+        out["restoredRowVersion"] = p.restored_row_version
+    return out
 
 
 def _with_checksum_and_stats(out: dict[str, Any], checksum: str | None, stats: PartitionStats | None) -> dict:
@@ -170,16 +173,29 @@ def _partition_from_json(obj: dict, where: str) -> Partition:
             f"{where}: firstRowId {first_row_id} + numRecords {num_records} of {path} does not fit a long "
             "(row ids are signed 64-bit integers)"
         )
+    default_row_version = _nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where)
+    restored = _optional_nonneg(obj, "restoredRowVersion", where)
+    if restored is not None and restored >= default_row_version:  # SPEC §add: an earlier version's
+        raise CorruptLogError(
+            f"{where}: restoredRowVersion {restored} of {path} is not below its defaultRowVersion {default_row_version}"
+        )
     return Partition(
         path=path,
         size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
         first_row_id=first_row_id,
-        default_row_version=_nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where),
+        default_row_version=default_row_version,
         modification_time=get_field(obj, "modificationTime", int, where),
         checksum=get_field(obj, "checksum", str, where, default=None),
         stats=stats,
+        restored_row_version=restored,
     )
+
+
+def _optional_nonneg(obj: dict, key: str, where: str) -> int | None:
+    """Optional ``long`` field ``key``, ``>= 0`` when present."""
+    val = get_field(obj, key, int, where, default=None)
+    return None if val is None else _nonneg(val, key, where)
 
 
 def _change_file_to_json(c: ChangeFile) -> dict:

@@ -87,8 +87,8 @@ def _fast_bounds(obj: Any) -> dict | None:
 def fast_add(body: dict) -> AddPartition | None:
     """``action_from_json`` of a well-formed ``add`` body; None to take the checked path."""
     dc = body.get("dataChange")
-    if type(dc) is not bool:
-        return None
+    if type(dc) is not bool or body.get("restoredRowVersion") is not None:
+        return None  # a re-add (SPEC §Restore) is rare: the checked path
     p = fast_partition(body)
     return None if p is None else AddPartition(p, dc)
 

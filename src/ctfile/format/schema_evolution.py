@@ -519,3 +519,57 @@ def _strip_ids(t: DataType):
 def retires_ids(old: Schema, new: Schema) -> bool:
     """Whether ``new`` lacks a field id ``old`` has."""
     return bool({fid for fid, _ in _walk(StructType(old.fields), ())} - {fid for fid, _ in _walk(StructType(new.fields), ())})
+
+
+def restored_schema(current: Schema, target: Schema) -> Schema:
+    """The schema a RESTORE of a version whose schema is ``target`` commits
+    over ``current`` (SPEC §Schema evolution, §Restore): ``target``'s fields
+    by id, with their names, places and documentation, each with the type it
+    has in ``current`` (a widening since is kept) and nullable if it is in
+    either. A field of ``target`` that ``current`` lacks was dropped since,
+    and its values never come back: refused.
+
+    Examples
+    --------
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> old = schema_from_arrow(pa.schema([("id", pa.int32()), ("name", pa.string())]))
+    >>> e = SchemaEditor(old, 2)
+    >>> e.rename_column("name", "full_name"); e.widen_column("id", pa.int64()); e.add_column("email", pa.string())
+    >>> [(f.id, f.name, f.type) for f in restored_schema(e.schema, old).fields]
+    [(1, 'id', 'long'), (2, 'name', 'string')]
+    >>> e.drop_column("full_name")
+    >>> restored_schema(e.schema, old)
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.SchemaMismatchError: field name (id 2) of the version restored was dropped since: a dropped field's values never come back (SPEC §Schema evolution), so the table cannot be restored to a version before the drop
+    """
+    now = dict(_walk(StructType(current.fields), ()))
+    for fid, (path, _, _) in _walk(StructType(target.fields), ()):
+        if fid not in now:
+            raise SchemaMismatchError(
+                f"field {format_field_path(path)} (id {fid}) of the version restored was dropped since: a dropped "
+                "field's values never come back (SPEC §Schema evolution), so the table cannot be restored to a "
+                "version before the drop"
+            )
+    return Schema(tuple(_restored_field(f, now) for f in target.fields))
+
+
+def _restored_field(f: Field, now: dict) -> Field:
+    return replace(f, type=_restored_type(f.type, now[f.id][1], now), nullable=f.nullable or now[f.id][2])
+
+
+def _restored_type(t: DataType, current: DataType, now: dict) -> DataType:
+    """``t`` (of the version restored) with the nested fields restored and a
+    primitive type as ``current`` (the same id's type now) has it."""
+    if isinstance(t, StructType):
+        return StructType(tuple(_restored_field(f, now) for f in t.fields))
+    if isinstance(t, ArrayType):
+        _, typ, nullable = now[t.element_id]
+        return replace(t, element_type=_restored_type(t.element_type, typ, now), contains_null=t.contains_null or nullable)
+    if isinstance(t, MapType):
+        _, typ, nullable = now[t.value_id]
+        return replace(
+            t, key_type=_restored_type(t.key_type, now[t.key_id][1], now),
+            value_type=_restored_type(t.value_type, typ, now), value_contains_null=t.value_contains_null or nullable,
+        )
+    return current if isinstance(current, str) else t

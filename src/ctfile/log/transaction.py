@@ -24,7 +24,7 @@ import logging
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ctfile.format.actions import (
@@ -153,6 +153,12 @@ class Transaction:
         self.metrics = _Metrics()
         self._staged: dict[str, StagedFile] = {}
         self._removed: dict[str, Partition] = {}
+        #: SPEC §Restore: partitions of an earlier version made live again,
+        #: with their lineage (their files are not this transaction's).
+        self._restored: dict[str, Partition] = {}
+        #: Counters that replace the four row counters of ``operationMetrics``
+        #: (a RESTORE's, SPEC §Restore); None: the DML counters.
+        self.row_metrics: dict[str, int] | None = None
         #: SPEC §Change capture: the change files staged, and the removed
         #: partitions whose every row the transaction deletes.
         self._changes: dict[str, StagedFile] = {}
@@ -194,6 +200,7 @@ class Transaction:
         state's minus those removed, plus those staged (with PENDING lineage)."""
         out = [p for path, p in self.base.partitions.items() if path not in self._removed]
         out.extend(f.as_pending_partition() for f in self._staged.values())
+        out.extend(self._restored.values())
         return out
 
     def next_file_path(self) -> str:
@@ -242,7 +249,10 @@ class Transaction:
     @property
     def is_blind_append(self) -> bool:
         """True if the transaction only adds rows and reads nothing."""
-        return self._reads.is_empty() and not self._removed and self._metadata is None and not self._adds_features()
+        return (
+            self._reads.is_empty() and not self._removed and not self._restored and self._metadata is None
+            and not self._adds_features()
+        )
 
     def _adds_features(self) -> bool:
         """True if the commit adds a feature the protocol read lacks (SPEC §Streams: ``CREATE STREAM``)."""
@@ -262,6 +272,18 @@ class Transaction:
             self._removed[partition.path] = self.base.partitions[partition.path]
             if deletes_all_rows and self.captures_changes:
                 self._deletes_all_rows.add(partition.path)
+
+    def re_add(self, partition: Partition) -> None:
+        """Make ``partition``, live at an earlier version and not now, live
+        again with the lineage it had there (SPEC §Restore): the commit's
+        ``add`` keeps its ``firstRowId``, takes the commit's version as
+        ``defaultRowVersion`` and records the row version its rows inherited
+        as ``restoredRowVersion``. Its file is not this transaction's: an
+        abort leaves it."""
+        self._check_open()
+        if partition.path in self.base.partitions or partition.path in self._staged:
+            raise InvalidArgumentError(f"cannot re-add {partition.path}: it is live in {self.storage.uri}")
+        self._restored[partition.path] = replace(partition, restored_row_version=partition.inherited_row_version)
 
     def stage_changes(self, files: list[StagedFile]) -> None:
         """Stage change files (SPEC §Change capture), named by the commit in
@@ -353,12 +375,13 @@ class Transaction:
     @property
     def has_statements(self) -> bool:
         """True once a statement staged or removed a partition or a change file."""
-        return bool(self._staged or self._removed or self._changes)
+        return bool(self._staged or self._removed or self._changes or self._restored)
 
     @property
     def is_empty(self) -> bool:
         return not (
-            self._staged or self._removed or self._metadata or self._app_txn or self._changes or self._adds_features()
+            self._staged or self._removed or self._metadata or self._app_txn or self._changes or self._restored
+            or self._adds_features()
         )
 
     def _actions(self, version: int, state: TableState, timestamp: int) -> list[Action]:
@@ -401,16 +424,24 @@ class Transaction:
             )
             next_row_id += f.num_records
             actions.append(AddPartition(part, data_change=self.data_change))
+        # SPEC §Restore: a re-add keeps its firstRowId and takes no range.
+        actions.extend(
+            AddPartition(replace(p, default_row_version=version), data_change=self.data_change)
+            for p in self._restored.values()
+        )
         actions.extend(f.as_change_file() for f in self._changes.values())
         return actions
 
     def _metrics_dict(self) -> dict[str, int]:
-        return {
+        rows = self.row_metrics if self.row_metrics is not None else {
             "numInsertedRows": self.metrics.inserted,
             "numUpdatedRows": self.metrics.updated,
             "numDeletedRows": self.metrics.deleted,
             "numCopiedRows": self.metrics.copied,
-            "numAddedPartitions": len(self._staged),
+        }
+        return {
+            **rows,
+            "numAddedPartitions": len(self._staged) + len(self._restored),
             "numRemovedPartitions": len(self._removed),
         }
 
@@ -533,7 +564,7 @@ class Transaction:
         if self.on_commit is not None:
             self.on_commit(new_state)
         interval = TableProperties.from_mapping(new_state.metadata.properties).checkpoint_interval
-        large = len(self._removed) + len(self._staged) >= LARGE_ENTRY_ACTIONS
+        large = len(self._removed) + len(self._staged) + len(self._restored) >= LARGE_ENTRY_ACTIONS
         if interval and (new_state.version % interval == 0 or large):
             try:
                 self.log.write_checkpoint(new_state)
@@ -560,7 +591,7 @@ class Transaction:
             num_updated_rows=self.metrics.updated,
             num_deleted_rows=self.metrics.deleted,
             num_copied_rows=self.metrics.copied,
-            num_added_partitions=len(self._staged) if committed else 0,
+            num_added_partitions=len(self._staged) + len(self._restored) if committed else 0,
             num_removed_partitions=len(self._removed) if committed else 0,
             attempts=attempts,
         )

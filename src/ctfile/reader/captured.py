@@ -101,7 +101,8 @@ class CapturedCommit:
 def captured_commit(version: int, timestamp: int, actions: Sequence) -> CapturedCommit | None:
     """The :class:`CapturedCommit` of an entry's actions, or None when the
     commit is not captured (SPEC §Change capture: it has a data-changing
-    ``remove`` without ``deletesAllRows`` and no ``change`` action)."""
+    ``remove`` without ``deletesAllRows`` and no ``change`` action, or it
+    re-adds a partition, SPEC §Restore)."""
     if not is_captured(actions):
         return None
     changes = tuple(a for a in actions if isinstance(a, ChangeFile))
@@ -152,6 +153,8 @@ def fresh_positions(files: DataFiles, p: Partition) -> np.ndarray:
     nothing when statistics decide."""
     n = p.num_records
     s = p.stats
+    if p.is_restored:  # its rows were inserted before the RESTORE that re-added it (SPEC §Restore)
+        return np.empty(0, dtype=np.int64)
     if hidden_values_only_inherited(p):
         return np.arange(n, dtype=np.int64)
     if s is not None and s.null_count.get(ROW_ID_FIELD_ID) == 0:

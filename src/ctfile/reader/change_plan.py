@@ -10,7 +10,8 @@ From those entries the planner derives
 * the **net added** partitions: added in the interval, still live at ``b``;
 * the **net removed** partitions: live at ``a - 1``, removed in the interval;
 * the **appended** partitions: every partition a data-changing commit added in
-  the interval (the only ones an append-only scan reads).
+  the interval but a re-added one (the only ones an append-only scan reads:
+  a RESTORE inserts no row, SPEC §Restore).
 
 Partitions added and later removed inside the interval are in neither net
 set, so the default mode never reads them. A ``dataChange: false`` commit
@@ -31,6 +32,12 @@ Captured segments are planned only for ``default`` and ``audit`` scans whose
 interval has a commit with a ``change`` action (plan shapes CAPTURED and
 MIXED); any other interval keeps the partition-based plan, since a commit
 without change files reads the same partitions either way.
+
+A segment whose versions hold a RESTORE that re-added a partition (SPEC
+§Restore) matches the rows of its two sides by row id and row version
+(:attr:`PartitionDelta.match_versions`): its re-added rows keep older row
+versions, so a row version below the segment's start no longer marks an
+unchanged copy (SPEC §Change scans, ``default``).
 """
 
 from __future__ import annotations
@@ -79,6 +86,17 @@ class CommitChanges:
     def change_files(self) -> tuple[ChangeFile, ...]:
         return self.captured.change_files if self.captured is not None else ()
 
+    @property
+    def restores(self) -> bool:
+        """Whether the commit re-added a partition (a RESTORE, SPEC §Restore)."""
+        return any(p.is_restored for p in self.added)
+
+    @property
+    def inserted(self) -> tuple[Partition, ...]:
+        """The partitions whose fresh rows the commit inserted: its adds but
+        the re-added ones."""
+        return tuple(p for p in self.added if not p.is_restored)
+
 
 @dataclass(frozen=True)
 class PartitionDelta:
@@ -88,7 +106,9 @@ class PartitionDelta:
     ``default`` reads the minimum delta of ``added`` against ``removed`` (the
     net sets of its versions), ``audit`` the same for one commit (then
     ``timestamp`` is that commit's), ``append_only`` the rows ``added``
-    partitions inserted (``removed`` is empty).
+    partitions inserted (``removed`` is empty). ``match_versions``: the
+    versions hold a re-add, so the minimum delta tells unchanged rows by
+    row id and row version, not by a row version below ``start_version``.
     """
 
     start_version: int
@@ -96,11 +116,18 @@ class PartitionDelta:
     added: tuple[Partition, ...] = ()
     removed: tuple[Partition, ...] = ()
     timestamp: int | None = None
+    match_versions: bool = False
 
     @classmethod
-    def of_commit(cls, c: CommitChanges, *, with_removed: bool = True) -> "PartitionDelta":
+    def of_commit(cls, c: CommitChanges) -> "PartitionDelta":
         """The segment of commit ``c`` alone."""
-        return cls(c.version, c.version, c.added, c.removed if with_removed else (), c.timestamp)
+        return cls(c.version, c.version, c.added, c.removed, c.timestamp, match_versions=c.restores)
+
+    @classmethod
+    def appended_by(cls, c: CommitChanges) -> "PartitionDelta":
+        """The ``append_only`` segment of commit ``c``: its partitions whose
+        fresh rows it inserted."""
+        return cls(c.version, c.version, c.inserted, (), c.timestamp)
 
     @property
     def partitions(self) -> tuple[Partition, ...]:
@@ -149,8 +176,10 @@ class ChangePlan:
 
     @property
     def appended(self) -> tuple[Partition, ...]:
-        """Every partition a data-changing commit of the interval added."""
-        return tuple(p for c in self.commits for p in c.added)
+        """Every partition a data-changing commit of the interval added, but
+        the re-added ones: the partitions whose fresh rows an ``append_only``
+        scan reads."""
+        return tuple(p for c in self.commits for p in c.inserted)
 
     @property
     def consolidates(self) -> bool:
@@ -335,7 +364,7 @@ def may_hold_rows_written_since(p: Partition, a: int) -> bool:
     nulls = s.null_count.get(ROW_VERSION_FIELD_ID)
     if nulls is None:
         return True
-    if nulls > 0 and p.default_row_version >= a:
+    if nulls > 0 and p.inherited_row_version >= a:
         return True
     hi = s.max_values.get(ROW_VERSION_FIELD_ID)
     if nulls < p.num_records and (hi is None or hi >= a):
@@ -432,7 +461,7 @@ def _shape(
     if not commits:
         return PlanShape.EMPTY
     if mode is ChangeMode.APPEND_ONLY:
-        return PlanShape.ADDED_ONLY if any(c.added for c in commits) else PlanShape.EMPTY
+        return PlanShape.ADDED_ONLY if any(c.inserted for c in commits) else PlanShape.EMPTY
     if any(c.change_files for c in commits):
         # SPEC §Change scans, plan shapes: only an interval with a change
         # action reads change files; any other keeps the shapes below.
@@ -452,7 +481,8 @@ def _shape(
         # rewrite of a partial DELETE) yields no INSERT: if every added
         # partition is such a copy, only deletes come out (REMOVED_ONLY); the
         # copies' hidden row ids are still read to cancel surviving rows.
-        inserts = any(may_hold_rows_written_since(p, a) for p in added)
+        # Not across a re-add, whose rows keep older row versions.
+        inserts = any(c.restores for c in commits) or any(may_hold_rows_written_since(p, a) for p in added)
         return PlanShape.MINIMIZE if inserts else PlanShape.REMOVED_ONLY
     if added:
         return PlanShape.ADDED_ONLY
@@ -467,10 +497,10 @@ def _segments(
     ``a..b`` (``default``), or one segment per commit (``audit``; the
     commits that added partitions for ``append_only``)."""
     if mode is ChangeMode.DEFAULT:
-        return (PartitionDelta(a, b, added, removed),)
+        return (PartitionDelta(a, b, added, removed, match_versions=any(c.restores for c in commits)),)
     if mode is ChangeMode.AUDIT:
         return tuple(PartitionDelta.of_commit(c) for c in commits)
-    return tuple(PartitionDelta.of_commit(c, with_removed=False) for c in commits if c.added)
+    return tuple(PartitionDelta.appended_by(c) for c in commits if c.inserted)
 
 
 def _captured_segments(
@@ -493,7 +523,7 @@ def _captured_segments(
             lo, hi = run[0].version, run[-1].version
             added, removed, _ = net_changes(entries[lo - first:hi - first + 1])
             if added or removed:
-                segments.append(PartitionDelta(lo, hi, added, removed))
+                segments.append(PartitionDelta(lo, hi, added, removed, match_versions=any(c.restores for c in run)))
             run.clear()
 
     for c in commits:

@@ -9,9 +9,11 @@ the output schema at the end:
 
 * ``default`` runs the minimum delta (:mod:`ctfile.reader.min_delta`) over the
   interval's net added and net removed partitions; ADDED_ONLY and
-  REMOVED_ONLY simply have no pairs.
+  REMOVED_ONLY simply have no pairs. Across a RESTORE it matches rows by row
+  id and row version (SPEC §Restore).
 * ``append_only`` is a filter over the appended partitions on the stored
-  ``_ct_row_id`` being null: no join, and no removed partition is read.
+  ``_ct_row_id`` being null: no join, and no removed partition is read (nor
+  a partition a RESTORE re-added: its rows were inserted before).
 * ``audit`` runs the minimum delta of each commit in turn.
 * With captured segments (plan shapes CAPTURED and MIXED, SPEC §Change
   scans, "Using change files"), a captured commit's change is the images in
@@ -199,7 +201,7 @@ class ChangeSet:
                 else:
                     yield from md.run(
                         self._prune(seg.added), self._prune(seg.removed), seg.start_version,
-                        version=version, timestamp_ms=timestamp,
+                        version=version, timestamp_ms=timestamp, match_versions=seg.match_versions,
                     )
 
     def _minimum_delta(self, files: DataFiles, use_threads: bool, *, filtered: bool) -> MinimumDelta:
@@ -232,7 +234,8 @@ class ChangeSet:
             if isinstance(seg, CapturedCommit):
                 segments.append(Images.concat(next(captured_images), self._data_schema))
             else:
-                segments.append(Images.from_chunks(list(md.run(seg.added, seg.removed, seg.start_version)), self._data_schema))
+                chunks = md.run(seg.added, seg.removed, seg.start_version, match_versions=seg.match_versions)
+                segments.append(Images.from_chunks(list(chunks), self._data_schema))
         yield from consolidate(segments, filter=self.scan.row_filter, batch_rows=self._batch_rows)
 
     def _pruned_commit(self, c: CapturedCommit) -> CapturedCommit:

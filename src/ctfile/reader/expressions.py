@@ -16,11 +16,14 @@ action).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.schema import Schema
 
 
 def _dataset(data):
@@ -50,21 +53,75 @@ def check_predicate(expr: object, schema: pa.Schema, *, what: str = "where") -> 
 
 
 def check_value_expression(expr: pc.Expression, schema: pa.Schema, *, what: str) -> None:
+    value_type(expr, schema, what=what)
+
+
+def value_type(expr: pc.Expression, schema: pa.Schema, *, what: str) -> pa.DataType:
+    """The type of ``expr``'s values over rows of ``schema``.
+
+    >>> value_type(pc.field("n") + pc.field("m"), pa.schema([("n", pa.int32()), ("m", pa.int64())]), what="set")
+    DataType(int64)
+    """
     try:
-        _dataset(schema.empty_table()).to_table(columns={"v": expr})
+        return _bind_value(expr, schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"{what} {expr} does not fit the table schema: {e}") from e
 
 
-def referenced_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
-    """Top-level columns of ``schema`` that ``expr`` refers to."""
+def referenced_columns(expr: pc.Expression, schema: pa.Schema, *, value: bool = False) -> list[str]:
+    """Top-level columns of ``schema`` that ``expr`` refers to: a predicate,
+    or with ``value`` any expression (bound as a projection).
+
+    >>> referenced_columns(pc.field("a") + 1, pa.schema([("a", pa.int8()), ("b", pa.int8())]), value=True)
+    ['a']
+    """
+    bind = _bind_value if value else _bind
     refs = []
     for i, name in enumerate(schema.names):
         try:
-            _bind(expr, schema.remove(i))
+            bind(expr, schema.remove(i))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             refs.append(name)
     return refs
+
+
+def _bind_value(expr: pc.Expression, schema: pa.Schema) -> pa.DataType:
+    return _dataset(schema.empty_table()).to_table(columns={"v": expr}).schema.field("v").type
+
+
+@dataclass(frozen=True)
+class ColumnAliases:
+    """The names an expression uses for table columns: (name, table
+    column) pairs, a column under any number of names (a MERGE's
+    ``NOT MATCHED BY SOURCE`` condition names column ``x`` as ``x`` or
+    ``t.x``). :meth:`schema` is a table schema with each column under its
+    names (same field ids: pruning by statistics works by id, and so
+    prunes by an aliased expression), :meth:`table` the rows under them.
+
+    Examples
+    --------
+    >>> aliases = ColumnAliases((("x", "x"), ("t.x", "x")))
+    >>> t = aliases.table(pa.table({"x": [1, 2], "y": ["a", "b"]}))
+    >>> t.column_names, evaluate_mask(t, pc.field("t.x") > 1).to_pylist()
+    (['x', 't.x'], [False, True])
+    """
+
+    pairs: tuple[tuple[str, str], ...]
+
+    def schema(self, schema: Schema) -> Schema:
+        """``schema``'s columns under their names (those it lacks left out)."""
+        have = set(schema.names)
+        return Schema(tuple(replace(schema.field(col), name=name) for name, col in self.pairs if col in have))
+
+    def table(self, rows: pa.Table) -> pa.Table:
+        """``rows`` (table columns, some or all) under the names of their columns."""
+        pairs = [(name, col) for name, col in self.pairs if col in rows.column_names]
+        return pa.Table.from_arrays([rows.column(col) for _, col in pairs], names=[n for n, _ in pairs])
+
+    def columns(self, names: list[str]) -> list[str]:
+        """The table columns ``names`` name, without repeats."""
+        wanted = set(names)
+        return list(dict.fromkeys(col for name, col in self.pairs if name in wanted))
 
 
 # Errors pyarrow raises when an expression that binds fails on the data

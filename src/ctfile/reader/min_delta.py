@@ -7,7 +7,10 @@ their two hidden int64 values, and every other needed row is decoded once:
    ``(row_id, row_version)``: rows with ``row_version >= a`` were written in
    the interval (candidate INSERTs), the others are unchanged copies whose ids
    form the set *U*. For each net-removed partition read ``row_id``: rows
-   whose id is not in *U* were deleted or updated (candidate DELETEs). Ids
+   whose id is not in *U* were deleted or updated (candidate DELETEs). Across
+   a RESTORE (``match_versions``) a row version below ``a`` does not mark a
+   copy: an added row is a copy when a removed row has its row id and its
+   row version (SPEC §Change scans, ``default``). Ids
    that are candidates on both sides are updates (pairs); the others are lone
    INSERTs or DELETEs (:mod:`ctfile.reader.row_id_sets`). A plain insert
    partition needs no read at all: its hidden values follow from the log.
@@ -103,10 +106,13 @@ class MinimumDelta:
         *,
         version: int | None = None,
         timestamp_ms: int | None = None,
+        match_versions: bool = False,
     ) -> Iterator[Chunk]:
         """The minimum delta between the state before version ``a`` and after
         the net ``added`` / ``removed`` partitions; ``version`` and
-        ``timestamp_ms`` tag the rows of an audit scan."""
+        ``timestamp_ms`` tag the rows of an audit scan. ``match_versions``:
+        unchanged rows are told by row id and row version (an interval
+        holding a RESTORE), not by a row version below ``a``."""
         kw = {"version": version, "timestamp_ms": timestamp_ms}
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
             # Phase 1: hidden columns only. Row versions only decide which
@@ -115,12 +121,17 @@ class MinimumDelta:
             def ids(p_insert):
                 p, insert = p_insert
                 rid, rv = read_hidden(self._files, p)
+                if match_versions:
+                    return rid, rv
                 return rid, (rv >= a) if insert else None
 
             hidden = list(pool.map(ids, [(p, True) for p in added] + [(p, False) for p in removed]))
             a_rid = [rid for rid, _ in hidden[:len(added)]]
-            a_sel = [sel for _, sel in hidden[:len(added)]]
             r_rid = [rid for rid, _ in hidden[len(added):]]
+            if match_versions:
+                a_sel = unmatched_rows(a_rid, [rv for _, rv in hidden[:len(added)]], r_rid, [rv for _, rv in hidden[len(added):]])
+            else:
+                a_sel = [sel for _, sel in hidden[:len(added)]]
             del hidden
             new, old, pair_ids = classify(added, a_rid, a_sel, removed, r_rid)
             del a_rid, a_sel, r_rid
@@ -364,6 +375,31 @@ class MinimumDelta:
             old, new, old_ids, filter=self._filter, batch_rows=self._batch_rows, version=version,
             timestamp_ms=timestamp_ms, skip=skip,
         )
+
+
+def unmatched_rows(
+    a_rid: Sequence[np.ndarray], a_rv: Sequence[np.ndarray], r_rid: Sequence[np.ndarray], r_rv: Sequence[np.ndarray],
+) -> list[np.ndarray]:
+    """Per added partition, which of its rows no removed row matches by row
+    id and row version: the candidate INSERTs of a minimum delta across a
+    RESTORE (SPEC §Change scans, ``default``; lineage identity makes a match
+    an unchanged row). Row ids are distinct on each side.
+
+    >>> unmatched_rows([np.array([1, 2, 3])], [np.array([4, 9, 4])], [np.array([3, 2])], [np.array([4, 4])])
+    [array([ True,  True, False])]
+    """
+    ids = np.concatenate(list(r_rid)) if r_rid else np.empty(0, np.int64)
+    versions = np.concatenate(list(r_rv)) if r_rv else np.empty(0, np.int64)
+    order = np.argsort(ids, kind="stable")
+    ids, versions = ids[order], versions[order]
+    out = []
+    for rid, rv in zip(a_rid, a_rv):
+        if not len(ids):
+            out.append(np.ones(len(rid), dtype=bool))
+            continue
+        i = np.minimum(np.searchsorted(ids, rid), len(ids) - 1)
+        out.append(~((ids[i] == rid) & (versions[i] == rv)))
+    return out
 
 
 @dataclass(frozen=True)

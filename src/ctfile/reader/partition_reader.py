@@ -4,7 +4,8 @@ Columns are matched to the table schema by field id (SPEC §Schema), so a
 partition written before a column was added reads that column as nulls.
 With ``hidden=True`` the two hidden columns are returned *materialized*:
 a null ``_ct_row_id`` becomes ``firstRowId + position`` and a null
-``_ct_row_version`` becomes ``defaultRowVersion``. A partition staged by the
+``_ct_row_version`` becomes ``defaultRowVersion`` (``restoredRowVersion`` in a
+partition a RESTORE re-added, SPEC §Restore). A partition staged by the
 current transaction has no lineage yet (``PENDING``); its nulls are kept so
 they inherit from the partition that will be committed.
 
@@ -57,7 +58,7 @@ def materialize_hidden(
         pos = pa.array(np.arange(p.first_row_id + offset, p.first_row_id + offset + n, dtype=np.int64))
         row_id = pos if row_id.null_count == n else pc.coalesce(row_id, pos)
     if row_version.null_count:
-        row_version = pc.fill_null(row_version, pa.scalar(p.default_row_version, pa.int64()))
+        row_version = pc.fill_null(row_version, pa.scalar(p.inherited_row_version, pa.int64()))
     return row_id, row_version
 
 
@@ -142,7 +143,7 @@ def read_hidden(files: DataFiles | Storage, p: Partition) -> tuple[np.ndarray, n
     if hidden_values_only_inherited(p):
         return (
             np.arange(p.first_row_id, p.first_row_id + n, dtype=np.int64),
-            np.full(n, p.default_row_version, dtype=np.int64),
+            np.full(n, p.inherited_row_version, dtype=np.int64),
         )
     files = DataFiles.of(files)
     with files.open(p) as src:
@@ -153,7 +154,7 @@ def read_hidden(files: DataFiles | Storage, p: Partition) -> tuple[np.ndarray, n
     if t is not None and t.num_rows != n:
         raise files.error(CorruptDataFileError, p, f"decodes to {t.num_rows} rows, its add action records numRecords {n}")
     rid = _materialized(t, ROW_ID_COLUMN, n, p.first_row_id, positional=True)
-    rv = _materialized(t, ROW_VERSION_COLUMN, n, p.default_row_version, positional=False)
+    rv = _materialized(t, ROW_VERSION_COLUMN, n, p.inherited_row_version, positional=False)
     return rid, rv
 
 

@@ -169,6 +169,12 @@ class CtfileTable:
         return self.table.run_statement("DELETE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
 
+    def restore(self, *, version: int | None = None, timestamp: Any = None) -> ctfile.CommitResult:
+        """RESTORE the table to ``version`` or ``timestamp`` (exactly one) in
+        one commit: :meth:`ctfile.Table.restore`, which needs no Spark job
+        (it re-adds files and writes none)."""
+        return self.table.restore(version=version, timestamp=timestamp)
+
 
 
 def _dataframe(source: Any) -> Any:

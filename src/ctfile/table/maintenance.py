@@ -1,5 +1,5 @@
 """Table maintenance and metadata changes: vacuum, checkpoints, table
-properties and schema changes (:class:`TableMaintenance`, mixed into
+properties, schema changes and RESTORE (:class:`TableMaintenance`, mixed into
 :class:`ctfile.Table`), and the ``table.update_schema()`` builder
 (:class:`UpdateSchema`, SPEC §Schema evolution).
 
@@ -28,6 +28,7 @@ from ctfile.format.schema_evolution import Path, SchemaChange, SchemaEditor
 from ctfile.log.manifest import CheckpointInfo
 from ctfile.log.replay import check_writer_protocol
 from ctfile.log.transaction import CommitResult
+from ctfile.table.history import timestamp_to_ms
 from ctfile.writer.transaction import WriteTransaction
 
 OPERATION = "SCHEMA CHANGE"
@@ -314,3 +315,66 @@ class TableMaintenance:
 
         return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})
 
+    def restore(self, *, version: int | None = None, timestamp: Any = None) -> CommitResult:
+        """Make the table equal to its snapshot at ``version`` or ``timestamp``
+        (exactly one) in one commit (operation ``RESTORE``, SPEC §Restore),
+        as Delta Lake's ``RESTORE TABLE ... TO VERSION AS OF``.
+
+        The partitions of that version that are not live are re-added, the
+        same files: every row comes back with its values, its row id and
+        its row version (a row the versions since changed or deleted comes
+        back as it was), and the partitions it does not hold are removed.
+        No data file is written. The schema and properties are set back too
+        (the schema by field id: a column added since is dropped, a renamed
+        one takes its old name, a widened one keeps its wide type); the
+        last batch of each application (``app_id``) and every stream stay
+        as they are. A change scan of the commit is exactly the difference
+        between the version before it and the restored one; ``append_only``
+        shows nothing for it (it inserts no new row). When the table already
+        is that version, nothing is committed (``result.committed`` False).
+
+        A timestamp resolves to the last version committed at or before it,
+        as :meth:`snapshot` does. A concurrent commit that changes rows or
+        metadata makes the RESTORE raise
+        :class:`~ctfile.CommitConflictError`: it is not re-run, since
+        re-run it would undo that commit too.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Both or neither of ``version`` and ``timestamp``, or a bad value.
+        VersionNotFoundError
+            A version beyond the latest, or one a vacuum expired.
+        SchemaMismatchError
+            The version's schema holds a column dropped since (its values
+            never come back).
+        MissingDataFileError
+            A file to re-add is gone (deleted by hand); nothing is written.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [1, 2, 3]}))
+        >>> _ = t.delete(pc.field("id") >= 2)
+        >>> r = t.restore(version=1)
+        >>> r.operation, r.version, t.to_arrow().column("id").to_pylist()
+        ('RESTORE', 3, [1, 2, 3])
+        >>> t.changes(start_version=3).to_arrow().select(["id", "METADATA$ACTION"]).to_pylist()
+        [{'id': 2, 'METADATA$ACTION': 'INSERT'}, {'id': 3, 'METADATA$ACTION': 'INSERT'}]
+        >>> t.restore(version=1).committed  # it already is version 1
+        False
+        """
+        if (version is None) == (timestamp is None):
+            raise InvalidArgumentError(
+                f"restore takes a version or a timestamp, exactly one; found version={version!r}, timestamp={timestamp!r}"
+            )
+        check_version(version)
+        params: dict[str, Any] = {}
+        if timestamp is not None:
+            ms = timestamp_to_ms(timestamp)
+            latest = self.refresh()._current_head().version
+            version = self._log.version_at_timestamp(ms, latest=latest, past_latest=False)
+            params["timestamp"] = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+        params["version"] = version
+        return self._run("RESTORE", params, lambda tx: tx.restore(version), {}, rerun=False)

@@ -24,6 +24,7 @@ from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
 from ctfile.table.consumption import Consumption, ConsumingTransaction, StreamPin, stream_store
 from ctfile.table.maintenance import TableMaintenance, check_version
+from ctfile.table.merges import TableMerges
 from ctfile.table.stream_jobs import consuming_job
 from ctfile.table.streams import Stream, TableStreams
 from ctfile.table.history import (
@@ -32,13 +33,12 @@ from ctfile.table.history import (
 )
 from ctfile.writer.compaction import check_compaction_options
 from ctfile.writer.distributed import SchemaMode, WriteJob, plan_write
-from ctfile.writer.input import is_reusable, to_table
-from ctfile.writer.merge import merge_keys
+from ctfile.writer.input import is_reusable
 from ctfile.writer.statement import run_statement
 from ctfile.writer.transaction import WriteTransaction
 
 
-class Table(TableMaintenance, TableStreams):
+class Table(TableMaintenance, TableStreams, TableMerges):
     """A ctfile table. Reads go through :meth:`snapshot` and :meth:`changes`;
     every DML method commits one version and returns a
     :class:`~ctfile.log.transaction.CommitResult`."""
@@ -465,36 +465,6 @@ class Table(TableMaintenance, TableStreams):
         params = {"predicate": str(where), "set": {k: str(v) for k, v in dict(set).items()} if isinstance(set, Mapping) else str(set)}
         app = {"app_id": app_id, "app_version": app_version}
         return self._run("UPDATE", params, lambda tx: tx.update(where, set), app)
-
-    def merge(
-        self,
-        source: Any,
-        on: str | Sequence[str],
-        *,
-        when_matched: str | None = "update",
-        when_not_matched: str | None = "insert",
-        app_id: str | None = None,
-        app_version: int | None = None,
-    ) -> CommitResult:
-        """Upsert ``source`` on the key columns ``on``.
-
-        ``when_matched``: "update" (set the source's columns), "delete" or
-        None; ``when_not_matched``: "insert" or None. The source must hold at
-        most one row per key, and only the columns the MERGE uses: the keys,
-        the columns to set, and when inserting every non-nullable column.
-        Concurrent MERGEs of the same keys are serialized (SPEC §Conflict
-        detection): the loser re-runs against the winner's rows, so a key is
-        never inserted twice. ``app_id``/``app_version`` make a
-        ``foreachBatch`` upsert exactly-once (see :meth:`transaction`).
-        """
-        keys = merge_keys(on)
-        params = {"on": on if isinstance(on, str) else keys, "whenMatched": when_matched, "whenNotMatched": when_not_matched}
-        source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
-        app = {"app_id": app_id, "app_version": app_version}
-        return self._run(
-            "MERGE", params,
-            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched), app,
-        )
 
     def truncate(self, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
         """Remove every row (a metadata-only commit)."""

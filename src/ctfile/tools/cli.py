@@ -15,7 +15,7 @@ This module holds the typer app and its root options; the commands live in
 :mod:`~ctfile.tools.cmd_schema` (schema),
 :mod:`~ctfile.tools.cmd_changes` (changes), :mod:`~ctfile.tools.cmd_streams`
 (streams) and :mod:`~ctfile.tools.cmd_maintain`
-(verify, vacuum, compact, checkpoint), the parameters and helpers they
+(verify, vacuum, compact, checkpoint, restore), the parameters and helpers they
 share in :mod:`~ctfile.tools._common`.
 """
 

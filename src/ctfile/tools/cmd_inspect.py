@@ -32,6 +32,8 @@ def _partition_dict(p: Any, schema: Any = None) -> dict:
         "modification_time": out.fmt_ms(p.modification_time) or None,
         "checksum": p.checksum,
     }
+    if p.restored_row_version is not None:  # re-added by a RESTORE (SPEC §Restore)
+        d["restored_row_version"] = p.restored_row_version
     if schema is not None:
         d["stats"] = _stats_dict(p, schema)
     return d
@@ -231,8 +233,8 @@ def _hidden_summary(partitions: list, next_row_id: int) -> dict:
     lo_versions, hi_versions = [], []
     for p in known:
         if p.stats.null_count[rv]:  # some rows take the partition's version
-            lo_versions.append(p.default_row_version)
-            hi_versions.append(p.default_row_version)
+            lo_versions.append(p.inherited_row_version)
+            hi_versions.append(p.inherited_row_version)
         if p.stats.null_count[rv] < p.num_records and rv in p.stats.min_values:
             lo_versions.append(p.stats.min_values[rv])
             hi_versions.append(p.stats.max_values[rv])

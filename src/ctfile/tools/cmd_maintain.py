@@ -1,8 +1,9 @@
-"""``ctfile verify``, ``ctfile vacuum``, ``ctfile compact`` and ``ctfile
-checkpoint``: checking and maintaining a table."""
+"""``ctfile verify``, ``ctfile vacuum``, ``ctfile compact``, ``ctfile
+checkpoint`` and ``ctfile restore``: checking and maintaining a table."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
@@ -133,11 +134,27 @@ def vacuum(
 
 
 @dataclass(frozen=True)
-class VacuumOutput:
-    """What ``ctfile vacuum`` reports: gathered from a ``VacuumResult``
-    (:meth:`of`), printed as text or JSON (:meth:`print`)."""
+class _Report:
+    """A command's report as plain values (``info``), gathered apart from
+    its rendering: :meth:`print` writes it as JSON, or as the text
+    :meth:`print_text` makes of it."""
 
     info: dict
+
+    def print(self, *, json_mode: bool) -> None:
+        if json_mode:
+            out.print_json(self.info)
+        else:
+            self.print_text(out.console())
+
+    def print_text(self, con) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class VacuumOutput(_Report):
+    """What ``ctfile vacuum`` reports: gathered from a ``VacuumResult``
+    (:meth:`of`), printed as text or JSON (:meth:`print`)."""
 
     @classmethod
     def of(cls, uri: str, r: Any) -> "VacuumOutput":
@@ -170,12 +187,8 @@ class VacuumOutput:
             "notes": notes,
         })
 
-    def print(self, *, json_mode: bool) -> None:
+    def print_text(self, con) -> None:
         info = self.info
-        if json_mode:
-            out.print_json(info)
-            return
-        con = out.console()
         dry_run = info["dry_run"]
         verb = "would delete" if dry_run else "deleted"
         changes = info["deleted_change_files"]
@@ -346,4 +359,74 @@ def checkpoint(
     )
 
 
-COMMANDS = (verify, vacuum, compact, checkpoint)
+def restore(
+    uri: UriArg,
+    version: Annotated[
+        Optional[int], typer.Option("--version", "-v", min=0, help="Restore this version.")
+    ] = None,
+    timestamp: Annotated[
+        Optional[str], typer.Option("--timestamp", "-t", metavar="ISO-8601",
+                                    help="Restore the last version committed at or before this time, instead of --version.")
+    ] = None,
+    json_: JsonOpt = False,
+    storage_option: StorageOpt = None,
+) -> None:
+    """Make the table equal to an earlier version, in one new version (RESTORE).
+
+    The partitions of that version that are not live are re-added (the same
+    files: rows come back with their row ids and row versions) and the
+    others removed; the schema and properties are set back too. No data file
+    is written. A change scan of the new version shows exactly what it
+    changed. A table already equal to that version is left as it is.
+    """
+    if (version is None) == (timestamp is None):
+        raise typer.BadParameter("give --version or --timestamp, exactly one", param_hint="'--version' / '--timestamp'")
+    if timestamp is not None:
+        try:
+            dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        except ValueError:
+            raise typer.BadParameter(f"{timestamp!r} is not an ISO-8601 timestamp", param_hint="'--timestamp'") from None
+    with handle_errors(json_):
+        table = open_uri(uri, storage_option)
+        r = table.restore(version=version, timestamp=timestamp)
+        report = RestoreOutput.of(uri, table, r)
+    report.print(json_mode=json_)
+
+
+@dataclass(frozen=True)
+class RestoreOutput(_Report):
+    """What ``ctfile restore`` reports: the commit, gathered from its
+    result and its ``commitInfo`` (:meth:`of`), printed as text or JSON
+    (:meth:`print`)."""
+
+    @classmethod
+    def of(cls, uri: str, table: ctfile.Table, r: ctfile.CommitResult) -> "RestoreOutput":
+        ci = table.log.commit_info(r.version) if r.committed else None
+        params = ci.operation_parameters if ci is not None else {}
+        metrics = ci.operation_metrics if ci is not None else {}
+        return cls({
+            "uri": uri,
+            "committed": r.committed,
+            "version": r.version,
+            "restored_version": params.get("version"),
+            "timestamp": params.get("timestamp"),
+            "partitions_re_added": r.num_added_partitions,
+            "partitions_removed": r.num_removed_partitions,
+            "rows_re_added": metrics.get("numAddedRows", 0),
+            "rows_removed": metrics.get("numRemovedRows", 0),
+        })
+
+    def print_text(self, con) -> None:
+        info = self.info
+        if not info["committed"]:
+            con.print(f"the table is already equal to the version asked for: nothing committed (version {info['version']})")
+            return
+        con.print(
+            f"restored version {info['restored_version']} in version {info['version']}: re-added "
+            f"{info['partitions_re_added']} partitions ({info['rows_re_added']} rows), removed "
+            f"{info['partitions_removed']} ({info['rows_removed']} rows)",
+            soft_wrap=True,
+        )
+
+
+COMMANDS = (verify, vacuum, compact, checkpoint, restore)

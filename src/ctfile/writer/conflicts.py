@@ -31,14 +31,17 @@ from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import Schema
 from ctfile.log.storage import Storage
-from ctfile.reader.expressions import evaluate_mask, referenced_columns
+from ctfile.reader.expressions import ColumnAliases, evaluate_mask, referenced_columns
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import column_bounds, prune
 
 
 @dataclass(frozen=True)
 class RowPredicate:
-    """The rows a DELETE or UPDATE selects: those where ``where`` is true.
+    """The rows a DELETE or UPDATE selects: those where ``where`` is true;
+    and the rows a MERGE's ``NOT MATCHED BY SOURCE`` clauses may select,
+    whose ``where`` names columns by the ``aliases`` of the target side
+    (``t.x`` as well as ``x``).
 
     Examples
     --------
@@ -47,17 +50,23 @@ class RowPredicate:
     """
 
     where: pc.Expression
+    aliases: ColumnAliases | None = None
 
     def describe(self) -> str:
         return f"rows where {self.where}"
 
     def first_match(self, storage: Storage, schema: Schema, partitions: Sequence[Partition]) -> Partition | None:
-        candidates = prune([p for p in partitions if p.num_records], schema, self.where)
-        columns = referenced_columns(self.where, schema.to_arrow(field_ids=False))
+        named = schema if self.aliases is None else self.aliases.schema(schema)
+        candidates = prune([p for p in partitions if p.num_records], named, self.where)
+        columns = referenced_columns(self.where, named.to_arrow(field_ids=False))
+        if self.aliases is not None:
+            columns = self.aliases.columns(columns)
         for p in candidates:
             if not columns:
                 return p  # a constant predicate that pruning kept is true
             t = read_partition_table(storage, p, schema, columns=columns)
+            if self.aliases is not None:
+                t = self.aliases.table(t)
             try:
                 if pc.any(evaluate_mask(t, self.where)).as_py():
                     return p

@@ -122,6 +122,20 @@ def rewrite_all(
 ) -> list[Rewrite]:
     """Read each candidate (hidden columns materialized), apply ``fn``, and
     record the results in ``tx``. Partitions are processed concurrently."""
+    done = rewrite_partitions(tx, candidates, fn)
+    stage_rewrites(tx, done)
+    return done
+
+
+def rewrite_partitions(
+    tx: Transaction,
+    candidates: Sequence[Partition],
+    fn: Callable[[Partition, pa.Table], Rewrite | None],
+) -> list[Rewrite]:
+    """:func:`rewrite_all` without staging the results (the candidates are
+    marked read): for a statement with more to check before its rewrites
+    join the transaction (:func:`discard_rewrites` if it fails). On an
+    error every file written is deleted."""
 
     def work(p: Partition) -> Rewrite | None:
         t = read_partition_table(tx.storage, p, tx.schema, hidden=True)
@@ -139,17 +153,26 @@ def rewrite_all(
             except BaseException as e:  # collect: every finished file must be cleaned up
                 errors.append(e)
                 results.append(None)
-    if errors:
-        tx.storage.delete([s.path for r in results if r for s in r.files])
-        raise errors[0]
     done = [r for r in results if r is not None]
-    for r in done:
+    if errors:
+        discard_rewrites(tx, done)
+        raise errors[0]
+    return done
+
+
+def discard_rewrites(tx: Transaction, rewrites: Sequence[Rewrite]) -> None:
+    """Delete the files of rewrites that will not be staged."""
+    tx.storage.delete([s.path for r in rewrites for s in r.files])
+
+
+def stage_rewrites(tx: Transaction, rewrites: Sequence[Rewrite]) -> None:
+    """Record rewrites in ``tx``: each partition removed, its files staged."""
+    for r in rewrites:
         if r.unchanged:
             continue
         tx.remove(r.partition, deletes_all_rows=r.deletes_all_rows)
         tx.stage(r.files)
         tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
-    return done
 
 
 def write_rows(tx: Transaction, t: pa.Table, *, keep_order: bool = False) -> list[StagedFile]:
@@ -239,21 +262,38 @@ def _normalize_set(tx: Transaction, set_: Mapping[str, Any]) -> dict[str, pc.Exp
     for name, value in set_.items():
         if name not in arrow.names:
             raise SchemaMismatchError(f"set names unknown column {name!r}; table columns are {arrow.names}")
-        ftype = arrow.field(name).type
         if isinstance(value, pc.Expression):
             check_value_expression(value, arrow, what=f"set[{name!r}]")
-            expr = value
+            out[name] = value
         else:
-            try:
-                scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value, type=ftype)
-                scalar = scalar.cast(ftype)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError) as e:
-                raise SchemaMismatchError(f"set[{name!r}] = {value!r} does not fit column type {ftype}: {e}") from e
-            if not arrow.field(name).nullable and not scalar.is_valid:
-                raise SchemaMismatchError(f"set[{name!r}] is null but column {name!r} is not nullable")
-            expr = pc.scalar(scalar)
-        out[name] = expr
+            out[name] = literal(value, arrow.field(name), what=f"set[{name!r}]")
     return out
+
+
+def literal(value: Any, field: pa.Field, *, what: str) -> pc.Expression:
+    """A Python value (or ``pa.Scalar``) set into column ``field``, as an
+    expression of the column's type.
+
+    Raises
+    ------
+    SchemaMismatchError
+        The value does not fit the type, or is null for a non-nullable column.
+
+    >>> literal(3, pa.field("n", pa.int8()), what="set['n']")
+    <pyarrow.compute.Expression 3>
+    >>> literal(None, pa.field("n", pa.int8(), nullable=False), what="set['n']")
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.SchemaMismatchError: set['n'] is null but column 'n' is not nullable
+    """
+    try:
+        scalar = value if isinstance(value, pa.Scalar) else pa.scalar(value, type=field.type)
+        scalar = scalar.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError) as e:
+        raise SchemaMismatchError(f"{what} = {value!r} does not fit column type {field.type}: {e}") from e
+    if not field.nullable and not scalar.is_valid:
+        raise SchemaMismatchError(f"{what} is null but column {field.name!r} is not nullable")
+    return pc.scalar(scalar)
 
 
 def apply_changes(
@@ -261,30 +301,48 @@ def apply_changes(
 ) -> Rewrite | None:
     """The rows at ``positions`` (ascending, distinct) take ``new_values``
     (one value per position); rows that really change get a null row
-    version. Returns None when nothing changes.
+    version. Returns None when nothing changes (:func:`updated_rows`)."""
+    updated = updated_rows(tx, p, t, positions, new_values)
+    if updated is None:
+        return None
+    t, n_changed = updated
+    return Rewrite(p, write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
 
-    Values are compared at the matched positions only, and a column none of
-    whose matched values differs is left as it was (an upsert that sends
-    every column usually changes one or two): no full-length work for it,
-    and its column chunks come out byte-identical, which the change scan
-    exploits (``same_columns``). In a column that changes, a value not
-    distinct from the old one leaves the old one too (SPEC §Copy-on-write:
-    ``-0.0`` over ``0.0`` keeps ``0.0``). With change capture, the old and
-    new images of the changed rows go to the transaction's change writer.
+
+def _in_column_type(values: pa.Array, field: pa.Field, p: Partition) -> pa.Array:
+    if not values.type.equals(field.type):
+        try:
+            values = values.cast(field.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaMismatchError(f"new value of column {field.name!r} cannot be cast to {field.type}: {e}") from e
+    if not field.nullable and values.null_count:
+        raise SchemaMismatchError(f"update would write null into non-nullable column {field.name!r} ({p.path})")
+    return values
+
+
+def updated_rows(
+    tx: "WriteTransaction", p: Partition, t: pa.Table, positions: np.ndarray, new_values: Mapping[str, pa.Array]
+) -> tuple[pa.Table, int] | None:
+    """``t`` with the rows at ``positions`` (ascending, distinct) set to
+    ``new_values`` (one value per position), and the number of rows that
+    changed; rows that really change get a null row version. None when no
+    row changes.
+
+    Values are compared at the given positions only, and a column none of
+    whose values differs is left as it was (an upsert that sends every
+    column usually changes one or two): no full-length work for it, and its
+    column chunks come out byte-identical, which the change scan exploits
+    (``same_columns``). In a column that changes, a value not distinct from
+    the old one leaves the old one too (SPEC §Copy-on-write: ``-0.0`` over
+    ``0.0`` keeps ``0.0``). With change capture, the old and new images of
+    the changed rows go to the transaction's change writer.
     """
     arrow = tx.schema.to_arrow(field_ids=False)
     at = pa.array(positions)
     changed = np.zeros(len(positions), dtype=bool)
     touched: dict[str, tuple[pa.Array, np.ndarray]] = {}  # column -> (new values, which differ)
     for name, values in new_values.items():
-        field = arrow.field(name)
-        if not values.type.equals(field.type):
-            try:
-                values = values.cast(field.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaMismatchError(f"new value of column {name!r} cannot be cast to {field.type}: {e}") from e
-        if not field.nullable and values.null_count:
-            raise SchemaMismatchError(f"update would write null into non-nullable column {name!r} ({p.path})")
+        values = _in_column_type(values, arrow.field(name), p)
         differs = is_distinct(t.column(name).take(at), values)
         if differs.any():
             touched[name] = (values, differs)
@@ -292,45 +350,103 @@ def apply_changes(
     n_changed = int(np.count_nonzero(changed))
     if n_changed == 0:
         return None
-    # The new values that differ, scattered onto the full column.
-    scatter = np.zeros(t.num_rows, dtype=np.int64)
-    scatter[positions] = np.arange(len(positions))
-    scatter_idx = pa.array(scatter)
     old = t
     for name, (values, differs) in touched.items():
         mask = np.zeros(t.num_rows, dtype=bool)
         mask[positions[differs]] = True
-        merged = pc.if_else(pa.array(mask), values.take(scatter_idx), t.column(name))
-        t = t.set_column(t.schema.get_field_index(name), name, merged)
+        t = t.set_column(t.schema.get_field_index(name), name, _replaced(t.column(name), mask, values.filter(differs)))
     is_changed = np.zeros(t.num_rows, dtype=bool)
     is_changed[positions[changed]] = True
-    rv = pc.if_else(pa.array(is_changed), pa.scalar(None, pa.int64()), t.column(ROW_VERSION_COLUMN))
+    rv = _replaced(t.column(ROW_VERSION_COLUMN), is_changed, pa.nulls(n_changed, pa.int64()))
     t = t.set_column(t.schema.get_field_index(ROW_VERSION_COLUMN), ROW_VERSION_COLUMN, rv)
     if tx.changes is not None:
         at_changed = pa.array(positions[changed])
         tx.changes.updates(p, old.take(at_changed), t.take(at_changed))
-    return Rewrite(p, write_rows(tx, t), updated=n_changed, copied=t.num_rows - n_changed)
+    return t, n_changed
+
+
+def _replaced(column: pa.ChunkedArray, mask: np.ndarray, values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column`` with its rows where ``mask`` is true set to ``values``, in
+    row order: one pass over the column (``replace_with_mask``); for the
+    types that function lacks (lists, structs, maps) the values are
+    gathered onto the column's length and chosen row by row.
+
+    >>> _replaced(pa.chunked_array([["a", "b", "c"]]), np.array([False, True, True]), pa.array(["B", None])).to_pylist()
+    ['a', 'B', None]
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    try:
+        return pc.replace_with_mask(column, pa.array(mask), values)
+    except pa.ArrowNotImplementedError:
+        scatter = np.zeros(len(mask), dtype=np.int64)
+        scatter[mask] = np.arange(len(values))
+        return pc.if_else(pa.array(mask), values.take(pa.array(scatter)), column)
+
+
+#: Survivors in at most one run per this many rows are sliced, not copied.
+_ROWS_PER_RUN = 256
+
+
+def surviving_rows(t: pa.Table, gone: np.ndarray) -> pa.Table:
+    """``t`` without the rows where ``gone`` is true, in order. When the
+    survivors form few runs (a few rows deleted out of many, as a MERGE's
+    batch deletes), the result is zero-copy slices of ``t``: copying every
+    column of the partition once more cost more than writing the slices
+    (bench_merge.py); many runs are copied by ``filter``.
+
+    >>> surviving_rows(pa.table({"x": [1, 2, 3, 4]}), np.array([False, True, False, False])).column("x").to_pylist()
+    [1, 3, 4]
+    >>> gone = np.zeros(1000, dtype=bool); gone[[0, 500, 999]] = True
+    >>> kept = surviving_rows(pa.table({"x": np.arange(1000)}), gone)   # two runs: sliced
+    >>> kept.column("x").num_chunks, kept.num_rows, kept.column("x")[497:500].to_pylist()
+    (2, 997, [498, 499, 501])
+    """
+    keep = ~gone
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], keep, [False]]).astype(np.int8)))
+    starts, ends = edges[0::2], edges[1::2]
+    if not len(starts) or len(starts) * _ROWS_PER_RUN > t.num_rows:
+        return t.filter(pa.array(keep))
+    return pa.concat_tables([t.slice(a, b - a) for a, b in zip(starts, ends)])
 
 
 def rewrite_positions(
     tx: "WriteTransaction", p: Partition, t: pa.Table, positions: np.ndarray,
-    new_values: Mapping[str, pa.Array] | None,
+    new_values: Mapping[str, pa.Array] | None, *, deleted: np.ndarray | None = None,
 ) -> Rewrite | None:
     """The rewrite of partition ``p`` (read as ``t``, hidden columns
-    materialized) in which the rows at ``positions`` (ascending, distinct)
-    are deleted (``new_values`` None) or take ``new_values``, one value per
-    position (:func:`apply_changes`, with the no-op rule). None when no row
-    changes. A MERGE's matched rows, and a rewrite whose rows another
-    engine found (:class:`ctfile.RewriteJob`)."""
-    if new_values is not None:
-        return apply_changes(tx, p, t, positions, dict(new_values))
-    keep = np.ones(t.num_rows, dtype=bool)
-    keep[positions] = False
-    kept = t.filter(pa.array(keep))
-    whole = capture_deletes(tx, p, t, pa.array(~keep))
+    materialized) in which each row at ``positions`` (ascending, distinct)
+    is deleted or updated: ``deleted`` says which, one flag per position
+    (default: every row when ``new_values`` is None, none otherwise), and
+    ``new_values`` holds, per column, one value per position (those of
+    deleted rows are ignored) which an updated row takes, with the no-op
+    rule (:func:`updated_rows`). None when no row changes.
+
+    One rewrite for the matched rows of a MERGE, whose clauses delete some
+    and update others (SPEC §Copy-on-write, MERGE), and for a rewrite whose
+    rows another engine found (:class:`ctfile.RewriteJob`), so that the two
+    cannot differ in what they write. The survivors keep their order when no
+    row is updated (a DELETE's, SPEC §Copy-on-write); updated partitions are
+    written in the table's clustering order.
+    """
+    if deleted is None:
+        deleted = np.full(len(positions), new_values is None)
+    kept_positions = positions[~deleted]
+    values = {c: v.filter(pa.array(~deleted)) for c, v in (new_values or {}).items()}
+    updated = updated_rows(tx, p, t, kept_positions, values) if len(kept_positions) and values else None
+    n_deleted = int(np.count_nonzero(deleted))
+    if updated is None and n_deleted == 0:
+        return None
+    new, n_updated = (t, 0) if updated is None else updated
+    if n_deleted == 0:
+        return Rewrite(p, write_rows(tx, new), updated=n_updated, copied=new.num_rows - n_updated)
+    gone = np.zeros(t.num_rows, dtype=bool)
+    gone[positions[deleted]] = True
+    kept = surviving_rows(new, gone)
+    whole = capture_deletes(tx, p, t, pa.array(gone))
     return Rewrite(
-        p, write_rows(tx, kept, keep_order=True), deleted=len(positions), copied=kept.num_rows,
-        deletes_all_rows=whole,
+        p, write_rows(tx, kept, keep_order=n_updated == 0), deleted=n_deleted, updated=n_updated,
+        copied=kept.num_rows - n_updated, deletes_all_rows=whole,
     )
 
 

@@ -77,16 +77,8 @@ class Conformer:
         self.what = what
 
     def check_schema(self, source: pa.Schema) -> None:
+        check_column_names(source, what=self.what)
         names = source.names
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise SchemaMismatchError(f"{self.what} has duplicate columns {dupes}")
-        hidden = [n for n in names if n in HIDDEN_COLUMNS]
-        if hidden:
-            raise SchemaMismatchError(
-                f"{self.what} contains hidden columns {hidden}; they are maintained by ctfile "
-                f"and cannot be written directly"
-            )
         extra = [n for n in names if n not in self.table.names]
         problems = []
         if extra:
@@ -110,15 +102,7 @@ class Conformer:
             if idx < 0:
                 arrays.append(pa.nulls(n, f.type))
                 continue
-            col = batch.column(idx)
-            if not col.type.equals(f.type):
-                try:
-                    col = col.cast(f.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise SchemaMismatchError(
-                        f"{self.what}: column {f.name!r} cannot be cast from {col.type} to "
-                        f"{f.type} without loss: {e}"
-                    ) from e
+            col = cast_column(batch.column(idx), f.name, f.type, what=self.what)
             if not f.nullable and col.null_count:
                 raise SchemaMismatchError(
                     f"{self.what}: column {f.name!r} is not nullable but has {col.null_count} null(s)"
@@ -131,6 +115,43 @@ class Conformer:
         for batch in reader:
             if batch.num_rows:
                 yield self.conform(batch)
+
+
+def check_column_names(source: pa.Schema, *, what: str) -> None:
+    """Refuse duplicate column names and ctfile's hidden columns in input.
+
+    >>> check_column_names(pa.schema([("a", pa.int8()), ("a", pa.int8())]), what="data")
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.SchemaMismatchError: data has duplicate columns ['a']
+    """
+    names = source.names
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SchemaMismatchError(f"{what} has duplicate columns {dupes}")
+    hidden = [n for n in names if n in HIDDEN_COLUMNS]
+    if hidden:
+        raise SchemaMismatchError(
+            f"{what} contains hidden columns {hidden}; they are maintained by ctfile "
+            f"and cannot be written directly"
+        )
+
+
+def cast_column(column: pa.Array | pa.ChunkedArray, name: str, typ: pa.DataType, *, what: str):
+    """``column`` (of column ``name``) in type ``typ``, refusing a value
+    the cast would change (``safe``).
+
+    >>> cast_column(pa.array([300]), "n", pa.int8(), what="data")
+    Traceback (most recent call last):
+    ...
+    ctfile.format.errors.SchemaMismatchError: data: column 'n' cannot be cast from int64 to int8 without loss: Integer value 300 not in range: -128 to 127
+    """
+    if column.type.equals(typ):
+        return column
+    try:
+        return column.cast(typ, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaMismatchError(f"{what}: column {name!r} cannot be cast from {column.type} to {typ} without loss: {e}") from e
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:

@@ -1,23 +1,35 @@
-"""MERGE: upsert a source by key columns (SPEC §Copy-on-write, MERGE).
+"""MERGE in the Python engine: planning (SPEC §Copy-on-write, MERGE).
 
-Planning is apart from execution. :func:`plan_merge` checks everything
-before a file is written -- the actions, the keys, the source's columns and
-types, one source row per key -- and builds a :class:`MergePlan`: the
-conformed source and its :class:`~ctfile.writer.conflicts.KeyPredicate`.
-Keys match by the one key equality of SPEC §Copy-on-write (MERGE):
-``-0.0`` matches ``0.0``, NaN matches NaN, a null matches nothing
-(:func:`~ctfile.writer.conflicts.comparable_keys`).
-:func:`run_merge` then records the key predicate in the transaction (SPEC
-§Conflict detection: a concurrent commit adding a row with one of these keys
-conflicts), rewrites the candidate partitions (those whose key statistics
-can hold one of the source's keys, :meth:`KeyPredicate.candidates`) where
-a key matches, and inserts the
-unmatched source rows.
+Planning is apart from execution (:mod:`ctfile.writer.merge_run`).
+:func:`plan_merge` checks a :class:`~ctfile.writer.merge_statement.MergeStatement`
+against the table and an in-memory source before anything is read or
+written: the engine-agnostic checks of :func:`~ctfile.writer.merge_plan.plan_statement`
+(keys, columns, inserts of non-nullable columns, schema evolution), then
+each pyarrow expression over the sides its clause sees
+(:class:`~ctfile.writer.merge_scope.MergeScopes`), and the type of each value
+against its column. The source's key columns and the columns the statement
+copies by name are converted to the table's types; its keys, in the form
+keys compare in (:func:`~ctfile.writer.conflicts.comparable_keys`), are one
+side of every match and the :class:`~ctfile.writer.conflicts.KeyPredicate`
+of conflict detection.
 
-The source needs only the columns the MERGE uses: the keys, the columns it
-sets when it updates, and every non-nullable column when it inserts. A
-keyed delete (``when_matched="delete", when_not_matched=None``) needs the
-keys alone.
+The shorthand ``merge(source, on, when_matched=, when_not_matched=)`` is a
+statement (:func:`shorthand_statement`) with the two checks it always made
+(:func:`check_shorthand_source`, :func:`check_unique_keys`): every source
+column is a table column, and the source holds one row per key; it runs as
+:func:`ctfile.writer.merge_run.merge`.
+
+Examples
+--------
+>>> import ctfile, tempfile
+>>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+>>> stmt = shorthand_statement("id", when_matched="update", when_not_matched="insert")
+>>> [str(c) for c in stmt.clauses]
+['WHEN MATCHED THEN UPDATE SET *', 'WHEN NOT MATCHED THEN INSERT *']
+>>> with t.transaction() as tx:
+...     m = plan_merge(tx, stmt, pa.table({"id": [1, 2], "v": ["a", None]}))
+>>> m.plan.update_columns, m.match_keys.column_names
+(('v',), ['id', '__ct_src'])
 """
 
 from __future__ import annotations
@@ -30,26 +42,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format.actions import Partition
-from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
+from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.schema import Schema
 from ctfile.log.transaction import Transaction
 from ctfile.writer.conflicts import KeyPredicate, comparable_keys
-from ctfile.writer.dml import Rewrite, insert, rewrite_all, rewrite_positions
-from ctfile.writer.input import Conformer, to_table
+from ctfile.writer.dml import literal
+from ctfile.writer.input import Conformer, cast_column, to_table
+from ctfile.writer.merge_plan import MergePlan, PlannedClause, SourceColumn, assigned_new_columns, plan_statement
+from ctfile.writer.merge_scope import MergeScopes
+from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement, key_pairs
 
-_SRC = "__ct_src"  # position of a row in the source
-_POS = "__ct_pos"  # position of a row in a partition
+SOURCE_ROW = "__ct_src"  # a source row's number, in the match keys
 
 
 class WhenMatched(str, enum.Enum):
-    """What a MERGE does with a table row whose key a source row has."""
+    """The shorthand's action for a table row whose key a source row has."""
 
     UPDATE = "update"
     DELETE = "delete"
 
 
 class WhenNotMatched(str, enum.Enum):
-    """What a MERGE does with a source row whose key no table row has."""
+    """The shorthand's action for a source row whose key no table row has."""
 
     INSERT = "insert"
 
@@ -64,144 +78,196 @@ def _enum(value: Any, cls: type[enum.Enum], what: str):
         raise InvalidArgumentError(f"{what} must be {allowed} or None, found {value!r}") from None
 
 
-@dataclass(frozen=True)
-class MergePlan:
-    """A checked MERGE, ready to run: ``source`` is conformed to the table
-    types, holds the columns the MERGE uses plus a ``__ct_src`` position
-    column, and at most one row per key."""
-
-    keys: tuple[str, ...]
-    source: pa.Table
-    update_columns: tuple[str, ...]
-    when_matched: WhenMatched | None
-    when_not_matched: WhenNotMatched | None
-    predicate: KeyPredicate
-    #: The source's key columns as keys compare (:func:`comparable_keys`),
-    #: with the ``__ct_src`` position column: one side of every match.
-    match_keys: pa.Table
-
-
-def plan_merge(
-    tx: Transaction, source: Any, on: str | Sequence[str], *, when_matched: Any, when_not_matched: Any
-) -> MergePlan:
-    """Check a MERGE and conform its source; raises before anything is written.
-
-    Raises
-    ------
-    InvalidArgumentError
-        Unknown actions, no action, bad ``on``, or two source rows with one key.
-    SchemaMismatchError
-        A key missing from the source or the table, a column not in the
-        table, a type that does not fit, or (when inserting) a missing
-        non-nullable column.
-    """
+def shorthand_statement(on: Any, *, when_matched: Any, when_not_matched: Any) -> MergeStatement:
+    """The statement ``merge(source, on, when_matched=, when_not_matched=)``
+    stands for: ``WHEN MATCHED THEN UPDATE SET *`` or ``DELETE``, and ``WHEN
+    NOT MATCHED THEN INSERT *`` (SPEC §Copy-on-write, MERGE, the shorthand)."""
     matched = _enum(when_matched, WhenMatched, "when_matched")
     not_matched = _enum(when_not_matched, WhenNotMatched, "when_not_matched")
     if matched is None and not_matched is None:
         raise InvalidArgumentError("merge needs when_matched or when_not_matched; both are None")
-    keys = merge_keys(on)
-    table_cols = tx.schema.names
-    src = to_table(source, what="merge source")
-    for k in keys:
-        if k not in table_cols:
-            raise SchemaMismatchError(f"merge key {k!r} is not a table column ({table_cols})")
-        if k not in src.schema.names:
-            raise SchemaMismatchError(f"merge key {k!r} is missing from the source (source columns: {src.schema.names})")
-    given = [c for c in table_cols if c in src.schema.names]
-    # An update sets the columns the source has (a missing one keeps its
-    # value); an insert needs whole rows, so missing nullable columns are
-    # filled with nulls for the inserted rows only.
-    update_columns = [c for c in given if c not in keys] if matched is WhenMatched.UPDATE else []
-    columns = None if not_matched is WhenNotMatched.INSERT else given
-    conformer = Conformer(tx.schema, what="merge source", columns=columns)
-    conformer.check_schema(src.schema)
-    src = pa.Table.from_batches([conformer.conform(b) for b in src.to_batches()], schema=conformer.target)
-    predicate = KeyPredicate.from_source(src, keys)
-    _check_unique_keys(predicate.source_keys, keys)
-    src = src.append_column(_SRC, pa.array(np.arange(src.num_rows, dtype=np.int64)))
-    match_keys = comparable_keys(src.select(keys + [_SRC]), keys)
-    return MergePlan(tuple(keys), src, tuple(update_columns), matched, not_matched, predicate, match_keys)
+    keys = key_pairs(on)
+    clauses = []
+    if matched is not None:
+        action = MergeAction.UPDATE_ALL if matched is WhenMatched.UPDATE else MergeAction.DELETE
+        clauses.append(MergeClause(MatchKind.MATCHED, action))
+    if not_matched is not None:
+        clauses.append(MergeClause(MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL))
+    return MergeStatement(keys, tuple(clauses))
 
 
-def merge_keys(on: Any) -> list[str]:
-    """The key columns ``on`` names (one name, or a sequence of names).
-
-    >>> merge_keys("id"), merge_keys(("a", "b"))
-    (['id'], ['a', 'b'])
-    """
-    keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else []
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise InvalidArgumentError(f"on must name one or more key columns, found {on!r}")
-    return keys
+def check_shorthand_source(schema: Schema, source: pa.Schema, statement: MergeStatement) -> None:
+    """The shorthand's own check of the source's columns: each is a table
+    column of a type that fits, and an inserting shorthand gives every
+    non-nullable column (as its earlier revisions checked)."""
+    given = [c for c in schema.names if c in source.names]
+    columns = None if statement.has(MatchKind.NOT_MATCHED) else given
+    Conformer(schema, what="merge source", columns=columns).check_schema(source)
 
 
-def _check_unique_keys(source_keys: pa.Table, keys: list[str]) -> None:
-    """At most one source row per key. ``source_keys``: the keys of the
-    source rows with no null key part, as keys compare
-    (:attr:`KeyPredicate.source_keys`): ``0.0`` and ``-0.0`` are one key,
-    and a row with a null key part is no key (SPEC §Copy-on-write, MERGE,
-    key equality)."""
+def check_unique_keys(source_keys: pa.Table, keys: Sequence[str]) -> None:
+    """The shorthand's one source row per key. ``source_keys``: the keys of
+    the source rows with no null key part, as keys compare
+    (:attr:`KeyPredicate.source_keys`): ``0.0`` and ``-0.0`` are one key, and
+    a row with a null key part is no key (SPEC §Copy-on-write, MERGE, key
+    equality)."""
     if not source_keys.num_rows:
         return
-    counts = source_keys.group_by(keys).aggregate([([], "count_all")]).column("count_all")
+    counts = source_keys.group_by(list(keys)).aggregate([([], "count_all")]).column("count_all")
     worst = pc.max(counts).as_py()
     if worst and worst > 1:
         raise InvalidArgumentError(
-            f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
+            f"merge source has {worst} rows with the same key {list(keys)}; a MERGE needs at most one "
             f"source row per key (deduplicate the source first)"
         )
 
 
-def _matches(plan: MergePlan, t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(positions in ``t``, source rows) of the matched keys, by position."""
-    keys = list(plan.keys)
-    tk = comparable_keys(t.select(keys), keys).append_column(_POS, pa.array(np.arange(t.num_rows, dtype=np.int64)))
-    j = tk.join(plan.match_keys, keys, join_type="inner", use_threads=False)
-    pos = j.column(_POS).to_numpy()
-    sidx = j.column(_SRC).to_numpy()
-    order = np.argsort(pos)
-    return pos[order], sidx[order]
+@dataclass(frozen=True)
+class BoundClause:
+    """A planned clause with its pyarrow expressions checked: ``condition``
+    (None: always) and ``values`` (column -> expression, or
+    :class:`SourceColumn` for a column copied by name), over the sides its
+    kind sees."""
+
+    planned: PlannedClause
+    condition: pc.Expression | None
+    values: dict[str, pc.Expression | SourceColumn]
+
+    @property
+    def kind(self) -> MatchKind:
+        return self.planned.kind
+
+    @property
+    def action(self) -> MergeAction:
+        return self.planned.action
+
+    @property
+    def clause(self) -> MergeClause:
+        return self.planned.clause
 
 
-def _rewrite_matched(tx: Transaction, plan: MergePlan, p: Partition, t: pa.Table) -> Rewrite | None:
-    """The rewrite of one candidate partition (None: no key matches)."""
-    pos, sidx = _matches(plan, t)
-    if not len(pos):
-        return None
-    r: Rewrite | None = None
-    if plan.when_matched is WhenMatched.DELETE:
-        r = rewrite_positions(tx, p, t, pos, None)
-    elif plan.update_columns:
-        at = pa.array(sidx)
-        r = rewrite_positions(tx, p, t, pos, {c: plan.source.column(c).take(at) for c in plan.update_columns})
-    if r is None:  # matched, but nothing to change: keep the partition
-        r = Rewrite(p, [], unchanged=True)
-    r.matched_source = sidx
-    return r
+@dataclass(frozen=True)
+class ArrowMerge:
+    """A MERGE planned for the Python engine (see the module docstring):
+    the checked ``plan``, the ``source`` in memory (its key columns and the
+    columns the statement copies in the table's types), ``match_keys`` (the
+    source's keys as keys compare, under the table's key names, with each
+    row's number in :data:`SOURCE_ROW`), the key ``predicate``, and the
+    bound expressions."""
+
+    plan: MergePlan
+    scopes: MergeScopes
+    source: pa.Table
+    match_keys: pa.Table
+    predicate: KeyPredicate
+    on_condition: pc.Expression | None
+    clauses: tuple[BoundClause, ...]
+
+    def of(self, kind: MatchKind) -> tuple[BoundClause, ...]:
+        """The bound clauses of ``kind``, in statement order."""
+        return tuple(c for c in self.clauses if c.kind is kind)
+
+    def has(self, kind: MatchKind) -> bool:
+        return self.plan.statement.has(kind)
+
+    @property
+    def matches_source(self) -> bool:
+        """Whether some clause acts on matched pairs or unmatched source rows
+        (the statement then reads by the source's keys)."""
+        return self.has(MatchKind.MATCHED) or self.has(MatchKind.NOT_MATCHED)
+
+    @property
+    def unmatched_target_condition(self) -> pc.Expression | None:
+        """The table rows the ``NOT MATCHED BY SOURCE`` clauses may select:
+        the disjunction of their conditions; None when one has none (every
+        row) or there is no such clause."""
+        clauses = self.of(MatchKind.NOT_MATCHED_BY_SOURCE)
+        if not clauses or any(c.condition is None for c in clauses):
+            return None
+        out = clauses[0].condition
+        for c in clauses[1:]:
+            out = out | c.condition
+        return out
 
 
-def run_merge(tx: Transaction, plan: MergePlan) -> dict[str, int]:
-    """Run a planned MERGE in ``tx``; returns ``inserted``/``updated``/``deleted`` counts."""
-    tx.record_read_predicate(plan.predicate)
-    candidates = plan.predicate.candidates(tx.live_partitions(), tx.schema)
-    results = rewrite_all(tx, candidates, lambda p, t: _rewrite_matched(tx, plan, p, t))
-    matched = np.zeros(plan.source.num_rows, dtype=bool)
-    for r in results:
-        if r.matched_source is not None:
-            matched[r.matched_source] = True
-    inserted = 0
-    if plan.when_not_matched is WhenNotMatched.INSERT and not matched.all():
-        inserted = insert(tx, plan.source.filter(pa.array(~matched)).drop_columns([_SRC]))
-    return {
-        "inserted": inserted,
-        "updated": sum(r.updated for r in results),
-        "deleted": sum(r.deleted for r in results),
-    }
+def plan_merge(tx: Transaction, statement: MergeStatement, source: Any) -> ArrowMerge:
+    """Check ``statement`` over ``source`` against the table ``tx``
+    read; raises before anything is written.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A condition that is not a pyarrow Expression.
+    SchemaMismatchError
+        See :func:`~ctfile.writer.merge_plan.plan_statement`; and an
+        expression naming a column its clause does not see, or a value
+        whose type does not fit its column.
+    """
+    src = to_table(source, what="merge source")
+    md = tx.metadata
+    evolving = MergeScopes(md.schema.to_arrow(field_ids=False), src.schema, statement.target_alias,
+                           statement.source_alias)
+    value_types = _new_column_types(evolving, md.schema, statement) if statement.schema_evolution else None
+    plan = plan_statement(md.schema, md.assigned_field_ids, statement, src.schema, value_types=value_types)
+    src = _in_table_types(plan, src)
+    scopes = MergeScopes(plan.schema.to_arrow(field_ids=False), src.schema, statement.target_alias,
+                         statement.source_alias)
+    on_condition = None
+    if statement.on_condition is not None:
+        on_condition = scopes.check_condition(statement.on_condition, MatchKind.MATCHED.sees, what="ON condition")
+    clauses = tuple(_bind(scopes, plan.schema, c) for c in plan.clauses)
+    keys = src.select(list(plan.source_keys)).rename_columns(list(plan.keys))
+    numbered = keys.append_column(SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
+    match_keys = comparable_keys(numbered, plan.keys)
+    return ArrowMerge(plan, scopes, src, match_keys, KeyPredicate.from_source(keys, plan.keys), on_condition, clauses)
 
 
-def merge(
-    tx: Transaction, source: Any, on: str | Sequence[str], *, when_matched: Any, when_not_matched: Any
-) -> dict[str, int]:
-    """Upsert ``source`` by the key columns ``on`` (SQL MERGE with one source row per key)."""
-    plan = plan_merge(tx, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
-    return run_merge(tx, plan)
+def _new_column_types(scopes: MergeScopes, schema: Schema, statement: MergeStatement) -> dict[str, pa.DataType]:
+    """The type of each value a statement with schema evolution assigns to
+    a column the table lacks (schema evolution adds it with that type)."""
+    out = {}
+    for clause, name, value in assigned_new_columns(schema, statement):
+        if isinstance(value, pc.Expression):
+            out[name] = scopes.check_value(value, clause.kind.sees, what=f"{clause.kind.sql} value of {name!r}")
+        else:
+            out[name] = (value if isinstance(value, pa.Scalar) else pa.scalar(value)).type
+    return out
+
+
+def _in_table_types(plan: MergePlan, source: pa.Table) -> pa.Table:
+    """``source`` with its key columns cast to the types of the table's
+    keys, and the columns the statement copies conformed to their table
+    columns (a value that does not fit, or a null for a non-nullable
+    column, is refused now)."""
+    copied = plan.copied_columns
+    conformer = Conformer(plan.schema, what="merge source", columns=copied)
+    conformed = pa.Table.from_batches([conformer.conform(b) for b in source.select(list(copied)).to_batches()],
+                                      schema=conformer.target) if copied else None
+    for i, f in enumerate(plan.source_schema):
+        if conformed is not None and f.name in copied:
+            column = conformed.column(f.name)
+        else:
+            column = cast_column(source.column(i), f.name, f.type, what="merge source")
+        source = source.set_column(i, f, column)
+    return source
+
+
+def _bind(scopes: MergeScopes, schema: Schema, planned: PlannedClause) -> BoundClause:
+    """``planned``'s condition and values checked over the sides its kind sees."""
+    kind, sees = planned.kind, planned.kind.sees
+    condition = None
+    if planned.condition is not None:
+        condition = scopes.check_condition(planned.condition, sees, what=f"{kind.sql} condition")
+    arrow = schema.to_arrow(field_ids=False)
+    values: dict[str, pc.Expression | SourceColumn] = {}
+    for name, value in planned.values:
+        what = f"{kind.sql} THEN {planned.action.sql} value of {name!r}"
+        if isinstance(value, SourceColumn):
+            values[name] = value
+        elif isinstance(value, pc.Expression):
+            typ = scopes.check_value(value, sees, what=what)
+            Conformer(schema, what=what, columns=[name]).check_schema(pa.schema([pa.field(name, typ)]))
+            values[name] = value
+        else:
+            values[name] = literal(value, arrow.field(name), what=what)
+    return BoundClause(planned, condition, values)

@@ -55,7 +55,9 @@ from ctfile.log.staged import StagedFile
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
 from ctfile.reader.scan_task import POSITION_COLUMN, storage_for
-from ctfile.writer import merge as merge_
+from ctfile.writer.merge import check_shorthand_source, shorthand_statement
+from ctfile.writer.merge_plan import MergePlan, plan_statement
+from ctfile.writer.merge_statement import MatchKind, MergeStatement
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.dml import rewrite_positions
 from ctfile.writer.input import Conformer
@@ -68,6 +70,35 @@ class RewriteKind(str, enum.Enum):
     DELETE = "DELETE"
     UPDATE = "UPDATE"
     MERGE = "MERGE"
+
+
+#: The column of a MERGE's rows that says, row by row, what
+#: :meth:`RewriteJob.rewrite` does to the row at its position.
+ACTION_COLUMN = "_ct_action"
+
+
+class RowAction(str, enum.Enum):
+    """What a rewrite does to one row (:data:`ACTION_COLUMN`)."""
+
+    UPDATE = "update"
+    DELETE = "delete"
+
+    @classmethod
+    def deletes(cls, column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        """Per row, whether ``column`` (action names) deletes it.
+
+        >>> RowAction.deletes(pa.array(["delete", "update"])).tolist()
+        [True, False]
+        >>> RowAction.deletes(pa.array(["upsert"]))
+        Traceback (most recent call last):
+        ...
+        ctfile.format.errors.InvalidArgumentError: _ct_action must hold 'update' or 'delete', found ['upsert']
+        """
+        names = set(pc.unique(column).to_pylist())
+        unknown = sorted(map(str, names - {a.value for a in cls}))
+        if unknown:
+            raise InvalidArgumentError(f"{ACTION_COLUMN} must hold 'update' or 'delete', found {unknown}")
+        return np.asarray(pc.equal(column, cls.DELETE.value).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -92,31 +123,6 @@ class PartitionRewrite:
 
 
 @dataclass(frozen=True)
-class MergeSpec:
-    """The checked shape of a MERGE's source: its ``keys``, the columns a
-    match sets, the actions, and ``source_schema``: the columns (in table
-    types) the engine must hand over, in this order."""
-
-    keys: tuple[str, ...]
-    update_columns: tuple[str, ...]
-    when_matched: merge_.WhenMatched | None
-    when_not_matched: merge_.WhenNotMatched | None
-    source_schema: pa.Schema
-
-    @property
-    def rewrites_matched(self) -> bool:
-        """Whether a matched row changes: deleted, or updated from a source
-        holding some column besides the keys."""
-        return self.when_matched is merge_.WhenMatched.DELETE or (
-            self.when_matched is merge_.WhenMatched.UPDATE and bool(self.update_columns)
-        )
-
-    @property
-    def inserts_unmatched(self) -> bool:
-        return self.when_not_matched is merge_.WhenNotMatched.INSERT
-
-
-@dataclass(frozen=True)
 class RewriteJob:
     """A planned distributed DELETE, UPDATE or MERGE (see the module docstring).
 
@@ -135,7 +141,7 @@ class RewriteJob:
     kind: RewriteKind
     candidates: tuple[Partition, ...]
     set_columns: tuple[str, ...] = ()
-    merge: MergeSpec | None = None
+    merge: MergePlan | None = None
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     # ------------------------------------------------------------ planning (coordinator)
@@ -195,25 +201,57 @@ class RewriteJob:
         when_not_matched: Any,
         key_ranges: Mapping[str, tuple[Any, Any]] | None = None,
     ) -> "RewriteJob":
-        """A MERGE in ``tx`` of a source with ``source_schema``, checked as
-        :meth:`ctfile.Table.merge` checks it.
+        """The shorthand MERGE in ``tx`` of a source with ``source_schema``,
+        checked as :meth:`ctfile.Table.merge` checks it (:meth:`for_merge_statement`
+        of its statement)."""
+        statement = shorthand_statement(on, when_matched=when_matched, when_not_matched=when_not_matched)
+        job = cls.for_merge_statement(tx, statement, source_schema, key_ranges=key_ranges)
+        check_shorthand_source(tx.schema, source_schema, statement)
+        return job
 
-        ``key_ranges`` (key column -> (min, max) of the source's non-null
-        values; ``(None, None)`` when every value is null) prunes the
-        candidates by statistics (SPEC §Copy-on-write, MERGE: by each key
-        column's range). A range with a NaN bound does not prune.
+    @classmethod
+    def for_merge_statement(
+        cls,
+        tx: WriteTransaction,
+        statement: MergeStatement,
+        source_schema: pa.Schema,
+        *,
+        key_ranges: Mapping[str, tuple[Any, Any]] | None = None,
+        prune_by: pc.Expression | None = None,
+        value_types: Mapping[str, pa.DataType] | None = None,
+    ) -> "RewriteJob":
+        """A MERGE ``statement`` in ``tx`` of a source with
+        ``source_schema``, checked against the table
+        (:func:`~ctfile.writer.merge_plan.plan_statement`; ``value_types``:
+        the types of values assigned to columns schema evolution adds). The
+        job's ``merge`` is the checked plan; its ``set_columns`` the
+        columns the statement's updates set (:attr:`MergePlan.update_columns`),
+        which every updated row carries. A statement with schema evolution
+        changes the schema in ``tx`` first: the job reads and writes in the
+        new schema.
+
+        Candidates: ``key_ranges`` (key column -> (min, max) of the source's
+        non-null values; ``(None, None)`` when every value is null) prunes
+        by statistics (SPEC §Copy-on-write, MERGE: by each key column's
+        range; a range with a NaN bound does not prune). A statement with
+        ``NOT MATCHED BY SOURCE`` clauses also reads the partitions that may
+        hold a row they select: those whose statistics allow ``prune_by``
+        (a pyarrow expression over the table's columns true for every such
+        row; every live partition when None).
         """
-        plan = merge_.plan_merge(
-            tx, source_schema.empty_table(), on, when_matched=when_matched, when_not_matched=when_not_matched
-        )
-        spec = MergeSpec(
-            plan.keys, plan.update_columns, plan.when_matched, plan.when_not_matched,
-            plan.source.schema.remove(plan.source.schema.get_field_index("__ct_src")),
-        )
+        md = tx.metadata
+        plan = plan_statement(md.schema, md.assigned_field_ids, statement, source_schema, value_types=value_types)
+        if plan.evolution is not None:
+            tx.evolve_schema(plan.evolution.apply)
         live = tx.live_partitions()
-        candidates = live if key_ranges is None else _prune_by_ranges(live, tx.schema, plan.keys, key_ranges)
-        set_columns = spec.update_columns if spec.when_matched is merge_.WhenMatched.UPDATE else ()
-        return cls._plan(tx, RewriteKind.MERGE, candidates, set_columns=set_columns, merge=spec)
+        paths: set[str] = set()
+        if statement.has(MatchKind.MATCHED) or statement.has(MatchKind.NOT_MATCHED):
+            by_key = live if key_ranges is None else _prune_by_ranges(live, tx.schema, plan.keys, key_ranges)
+            paths.update(p.path for p in by_key)
+        if plan.reads_unmatched_target:
+            paths.update(p.path for p in prune(live, tx.schema, prune_by))
+        candidates = [p for p in live if p.path in paths]
+        return cls._plan(tx, RewriteKind.MERGE, candidates, set_columns=plan.update_columns, merge=plan)
 
     # ------------------------------------------------------------ workers
 
@@ -237,26 +275,23 @@ class RewriteJob:
         """Rewrite the candidate at ``path``: the rows at the positions in
         ``rows``'s :data:`~ctfile.reader.scan_task.POSITION_COLUMN` are
         deleted, or (when the job has ``set_columns``) take the values of
-        those columns of ``rows``.
+        those columns of ``rows``. A MERGE's rows may say which, row by
+        row, in :data:`ACTION_COLUMN` (:class:`RowAction` values); a
+        deleted row's values are ignored. One rewrite applies them together
+        (:func:`~ctfile.writer.dml.rewrite_positions`).
 
         Raises
         ------
         InvalidArgumentError
-            A position twice (two source rows matched one row) or out of range.
+            A position twice, unless every row at it is a delete (two source
+            rows matched one row, SPEC §Copy-on-write, MERGE, multiple
+            matches), a position out of range, or an unknown action.
         SchemaMismatchError
             A value that does not fit its column (a null for a non-nullable
             one). Nothing is left written.
         """
         p = self.partition(path)
-        order = pc.sort_indices(rows.column(POSITION_COLUMN))
-        rows = rows.take(order)
-        positions = rows.column(POSITION_COLUMN).to_numpy()
-        if len(positions) > 1 and (np.diff(positions) == 0).any():
-            raise InvalidArgumentError(
-                f"two rows of the source matched the same row of {path} (position "
-                f"{int(positions[np.flatnonzero(np.diff(positions) == 0)[0]])}); a {self.kind.value} "
-                "needs at most one source row per target row"
-            )
+        positions, deleted, rows = self._positions(path, rows)
         if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
             raise InvalidArgumentError(f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
         storage = storage_for(self.uri, self.storage_options)
@@ -265,7 +300,7 @@ class RewriteJob:
         t = read_partition_table(storage, p, self.schema, hidden=True)
         values = {c: rows.column(c).combine_chunks() for c in self.set_columns} if self.set_columns else None
         with tx.statement():
-            r = rewrite_positions(tx, p, t, positions, values)
+            r = rewrite_positions(tx, p, t, positions, values, deleted=deleted)
         if r is None:
             return PartitionRewrite(path, unchanged=True)
         return PartitionRewrite(
@@ -273,11 +308,31 @@ class RewriteJob:
             deletes_all_rows=r.deletes_all_rows,
         )
 
+    def _positions(self, path: str, rows: pa.Table) -> tuple[np.ndarray, np.ndarray | None, pa.Table]:
+        """``rows`` in position order, one row per position: their
+        positions, which are deleted (None: as the job's kind says), and the
+        rows. Rows of one position that all delete it become one."""
+        rows = rows.take(pc.sort_indices(rows.column(POSITION_COLUMN)))
+        positions = rows.column(POSITION_COLUMN).to_numpy()
+        deleted = None if ACTION_COLUMN not in rows.column_names else RowAction.deletes(rows.column(ACTION_COLUMN))
+        repeated = np.flatnonzero(np.diff(positions) == 0) if len(positions) > 1 else np.array([], dtype=np.int64)
+        if not len(repeated):
+            return positions, deleted, rows
+        if deleted is None or not (deleted[repeated] & deleted[repeated + 1]).all():
+            raise InvalidArgumentError(
+                f"two rows of the source matched the same row of {path} (position "
+                f"{int(positions[repeated[0]])}); a {self.kind.value} needs at most one source row per "
+                "target row it updates"
+            )
+        keep = np.ones(len(positions), dtype=bool)
+        keep[repeated + 1] = False
+        return positions[keep], deleted[keep], rows.filter(pa.array(keep))
+
     def insert(self, data: Any) -> list[StagedFile]:
         """Write a MERGE's unmatched source rows (any input
         :meth:`ctfile.WriteJob.write` takes) as new partitions; a missing
         nullable column is null."""
-        if self.merge is None or self.merge.when_not_matched is None:
+        if self.merge is None or not self.merge.inserts_unmatched:
             raise InvalidArgumentError(f"this {self.kind.value} job inserts no rows")
         props = dict(self.metadata.properties)
         job = WriteJob(self.uri, self.storage_options, self.schema, props, self.version, "append", self.job_id)

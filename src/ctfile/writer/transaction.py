@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION
-from ctfile.format.errors import CtfileError, InvalidArgumentError, SchemaMismatchError
+from ctfile.format.errors import CtfileError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError
 from ctfile.format.properties import CLUSTER_BY, TableProperties
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import (
@@ -24,11 +24,16 @@ from ctfile.format.schema_evolution import (
 )
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
-from ctfile.writer import merge as merge_
+from ctfile.writer import merge_run
+from ctfile.writer.merge_builder import MergeBuilder
+from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.change_writer import ChangeWriter
 from ctfile.writer.compaction import CompactionPlan, plan_auto_compaction, plan_compaction, run_compaction
+from ctfile.writer.restore import RestorePlan, apply_restore, check_files, plan_restore
 
 log = logging.getLogger("ctfile")
+
+_NO_ROWS = {"inserted": 0, "updated": 0, "deleted": 0}  # a replayed statement's counts
 
 
 class WriteTransaction(Transaction):
@@ -59,6 +64,8 @@ class WriteTransaction(Transaction):
     """
 
     _change_writer: ChangeWriter | None = None
+    #: The version a :meth:`restore` of this transaction restores (None: none).
+    _restored_version: int | None = None
 
     @property
     def changes(self) -> ChangeWriter | None:
@@ -76,6 +83,7 @@ class WriteTransaction(Transaction):
         entry (SPEC §Copy-on-write), so it cannot share a transaction with a
         statement that changes rows: either order is refused before anything
         is written (the rows changed would vanish from change scans)."""
+        self._check_not_restoring()
         if compaction and not self.is_empty:
             raise InvalidArgumentError(
                 "compact() must be the only statement of its transaction: it commits dataChange false, and this "
@@ -117,6 +125,7 @@ class WriteTransaction(Transaction):
 
     def _check_schema_change_first(self, what: str) -> None:
         self._check_open()
+        self._check_not_restoring()
         if self.has_statements or self.metadata is not self.base.metadata:
             raise InvalidArgumentError(
                 f"{what} must come before the statements of its transaction, and once: this transaction already "
@@ -172,6 +181,55 @@ class WriteTransaction(Transaction):
                     f"or renaming it"
                 )
 
+    def _check_not_restoring(self) -> None:
+        if self._restored_version is not None:
+            raise InvalidArgumentError(
+                f"this transaction restores version {self._restored_version}: a RESTORE is the only statement of "
+                "its transaction (SPEC §Restore)"
+            )
+
+    def restore(self, version: int) -> RestorePlan:
+        """RESTORE (SPEC §Restore): make the table equal to ``version`` in
+        this transaction's commit, which must hold nothing else (operation
+        ``RESTORE``). Re-adds the partitions of ``version`` that are not live
+        (their rows come back with their row ids and row versions), removes
+        those it does not hold, and sets its metadata back (the schema by
+        field id; a field dropped since is refused); application
+        transactions and streams are left as they are. Returns the plan
+        (:class:`~ctfile.writer.restore.RestorePlan`); when the table already
+        is that version, nothing is committed.
+
+        Raises
+        ------
+        InvalidArgumentError
+            ``version`` is not an int >= 0, or the transaction already holds
+            a statement.
+        VersionNotFoundError
+            ``version`` is beyond the version read, or expired by a vacuum.
+        SchemaMismatchError
+            Its schema holds a field dropped since.
+        MissingDataFileError
+            A file it would re-add is gone; nothing is written.
+        """
+        self._check_open()
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(f"the version to restore must be an int >= 0, found {version!r}")
+        if self.has_statements or self.metadata is not self.base.metadata or self._restored_version is not None:
+            raise InvalidArgumentError("restore() must be the only statement of its transaction (SPEC §Restore)")
+        if version > self.base.version:
+            raise VersionNotFoundError(
+                f"cannot restore {self.storage.uri} to version {version}: the latest version is {self.base.version}"
+            )
+        self._restored_version = version
+        self.operation = "RESTORE"
+        self.parameters["version"] = version
+        if self.is_replay:
+            return RestorePlan(version, (), (), None)
+        plan = plan_restore(self.base, self.log.load_state(version, latest=self.base.version))
+        check_files(self.storage, plan.re_added, version=version)
+        apply_restore(self, plan)
+        return plan
+
     def insert(self, data: Any) -> int:
         self._check_open()
         if self.is_replay:
@@ -201,11 +259,53 @@ class WriteTransaction(Transaction):
         when_matched: str | None = "update",
         when_not_matched: str | None = "insert",
     ) -> dict[str, int]:
+        """The shorthand MERGE (SPEC §Copy-on-write, MERGE, the shorthand),
+        as :meth:`ctfile.Table.merge`; returns the counts."""
         self._check_open()
         if self.is_replay:
-            return {"inserted": 0, "updated": 0, "deleted": 0}
+            return dict(_NO_ROWS)
         with self.statement():
-            return merge_.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
+            return merge_run.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
+
+    def merge_builder(
+        self, source: Any, on: Any, *, on_condition: pc.Expression | None = None, source_alias: str = "s",
+        target_alias: str = "t",
+    ) -> MergeBuilder:
+        """A MERGE of ``source`` as the next statement of this transaction
+        (:class:`~ctfile.writer.merge_builder.MergeBuilder`, as from
+        :meth:`ctfile.Table.merge_builder`); its ``execute()`` returns the
+        ``inserted``/``updated``/``deleted`` counts.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("v", pa.string())]))
+        >>> with t.transaction() as tx:
+        ...     _ = tx.insert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+        ...     tx.merge_builder(pa.table({"id": [2]}), on="id").when_not_matched_by_source_delete().execute()
+        {'inserted': 0, 'updated': 0, 'deleted': 1}
+        >>> t.version, t.to_arrow().to_pylist()
+        (1, [{'id': 2, 'v': 'b'}])
+        """
+
+        def run(statement: MergeStatement, app_id: Any, app_version: Any) -> dict[str, int]:
+            if app_id is not None or app_version is not None:
+                raise InvalidArgumentError(
+                    "a statement of a transaction commits with it: give app_id and app_version to transaction()"
+                )
+            return self.execute_merge(statement, source)
+
+        return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
+                                  target_alias=target_alias)
+
+    def execute_merge(self, statement: MergeStatement, source: Any) -> dict[str, int]:
+        """Run a MERGE ``statement`` of ``source`` as the next statement;
+        returns the counts."""
+        self._check_open()
+        if self.is_replay:
+            return dict(_NO_ROWS)
+        with self.statement():
+            return merge_run.execute(self, statement, source)
 
     def compact(self, *, target_rows: int | None = None, max_rows: int | None = None) -> int:
         """COMPACT (SPEC §Copy-on-write; with clustering keys, the recluster

@@ -31,6 +31,7 @@ from ctfile.format.checkpoint import (
     CHECKPOINT_SCHEMA,
     COLUMNS,
     METADATA_KEY,
+    OPTIONAL_COLUMNS,
     checkpoint_from_arrow,
     checkpoint_to_arrow,
 )
@@ -89,8 +90,10 @@ def _set(t: pa.Table, name: str, values, typ=None) -> pa.Table:
 
 def test_round_trip_through_parquet():
     t = _table()
-    assert t.schema.remove_metadata() == CHECKPOINT_SCHEMA
-    assert t.schema.names == [c[0] for c in COLUMNS]
+    # Without a re-added partition, the optional restoredRowVersion column is
+    # left out: the file is what earlier revisions wrote.
+    assert t.schema.remove_metadata() == pa.schema([f for f in CHECKPOINT_SCHEMA if f.name not in OPTIONAL_COLUMNS])
+    assert t.schema.names == [c[0] for c in COLUMNS if c[0] not in OPTIONAL_COLUMNS]
     sink = pa.BufferOutputStream()
     pq.write_table(t, sink, compression="zstd")
     back = pq.read_table(pa.BufferReader(sink.getvalue()))
@@ -305,3 +308,27 @@ def test_writer_paths_take_the_vectorized_check():
     ok = ["data/part-x-00001.parquet", "data/a.b-c_d", "x/y/z.parquet", "data/.hidden"]
     t = _set(_table([PARTS[1]] * 4, next_row_id=110), "path", ok)
     assert [p.path for p in checkpoint_from_arrow(t, where=WHERE)[1]] == ok
+
+
+# ---------------------------------------------------------------- re-added partitions (SPEC §Restore)
+
+
+RESTORED = [*PARTS[:2], dataclasses.replace(PARTS[2], restored_row_version=1)]
+
+
+def test_restored_row_version_round_trips_in_its_optional_column():
+    t = _table(RESTORED)
+    assert t.schema.remove_metadata() == CHECKPOINT_SCHEMA  # every column, restoredRowVersion last
+    assert t.column("restoredRowVersion").to_pylist() == [None, None, 1]
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink)
+    _, parts = checkpoint_from_arrow(pq.read_table(pa.BufferReader(sink.getvalue())), where=WHERE)
+    assert parts == RESTORED
+    assert [p.inherited_row_version for p in parts] == [7, 8, 1]
+
+
+@pytest.mark.parametrize("value, what", [(-1, "must be >= 0"), (2, "not below its defaultRowVersion")])
+def test_bad_restored_row_versions_are_rejected(value, what):
+    t = _set(_table(RESTORED), "restoredRowVersion", [None, None, value])
+    with pytest.raises(CorruptLogError, match=what):
+        checkpoint_from_arrow(t, where=WHERE)

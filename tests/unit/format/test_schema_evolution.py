@@ -14,6 +14,7 @@ from ctfile.format.schema_evolution import (
     changes_need_feature,
     diff_schemas,
     replacement_schema,
+    restored_schema,
     retires_ids,
 )
 
@@ -189,3 +190,37 @@ def test_diff_reports_the_fewest_moves():
     assert e.schema.names == ["e", "a", "c", "d", "b"]
     assert moves == [("e", "first"), ("b", "after d")]
     assert diff_schemas(old, old) == []
+
+
+# ---------------------------------------------------------------- RESTORE (SPEC §Restore, metadata)
+
+
+def test_restored_schema_is_the_old_one_by_id_with_todays_types_and_nullability():
+    old = schema_from_arrow(BASE)
+    e = SchemaEditor(old, old.max_field_id())
+    e.rename_column("address.city", "town")
+    e.widen_column("tags.element", pa.int64())
+    e.widen_column("attrs.value", pa.float64())
+    e.make_nullable("id")
+    e.add_column("address.street", pa.string())
+    e.add_column("email", pa.string())
+    e.move_column("amount", first=True)
+    got = restored_schema(e.schema, old)
+    assert got.names == old.names and got.max_field_id() == old.max_field_id()
+    assert [f.id for f in got.fields] == [f.id for f in old.fields]
+    address = got.field("address").type
+    assert [f.name for f in address.fields] == ["city", "zip"]  # renamed back, the added field dropped
+    assert got.field("tags").type.element_type == "long" and got.field("attrs").type.value_type == "double"
+    assert got.field("id").nullable  # made nullable since: stays nullable
+    changes = diff_schemas(e.schema, got)
+    assert {c.kind for c in changes} == {SchemaChangeKind.DROP, SchemaChangeKind.RENAME, SchemaChangeKind.MOVE}
+    assert changes_need_feature(changes)
+    assert restored_schema(old, old) == old
+
+
+def test_restored_schema_refuses_a_nested_field_dropped_since():
+    old = schema_from_arrow(BASE)
+    e = SchemaEditor(old, old.max_field_id())
+    e.drop_column("address.zip")
+    with pytest.raises(SchemaMismatchError, match=r"field address\.zip \(id 6\).*dropped since"):
+        restored_schema(e.schema, old)

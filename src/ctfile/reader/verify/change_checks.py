@@ -36,6 +36,7 @@ from ctfile.format.change_files import (
     change_file_schema,
     check_change_rows,
     is_captured,
+    re_adds,
 )
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.properties import ChangeCapture, TableProperties
@@ -72,7 +73,9 @@ class ChangeCommit:
         rems = [a for a in actions if isinstance(a, RemovePartition)]
         capture = TableProperties.from_mapping(read_properties).change_capture is ChangeCapture.BEFORE_AFTER
         data_change = info is not None and info.data_change
-        must = capture and data_change and version > 0
+        # SPEC §Change capture: a RESTORE that re-adds a partition is the one
+        # data-changing commit that is never captured.
+        must = capture and data_change and version > 0 and not re_adds(actions)
         if not files and not must:
             return None
         captured = is_captured(actions)

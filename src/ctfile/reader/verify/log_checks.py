@@ -376,12 +376,19 @@ class LogChecker(Recorder):
             p = a.partition
             if p.default_row_version != v:
                 self.problem("log", f"add has defaultRowVersion {p.default_row_version}, expected {v}", v, p.path)
-            if p.first_row_id < counter and p.num_records:
+            if p.is_restored:  # SPEC §Restore: a re-add keeps the ids it had, all assigned before
+                if p.first_row_id + p.num_records > next_row_id:
+                    self.problem(
+                        "row_lineage", f"re-add has row ids up to {p.first_row_id + p.num_records - 1}, but only ids "
+                        f"below {next_row_id} were ever assigned (SPEC §Restore)", v, p.path,
+                    )
+            elif p.first_row_id < counter and p.num_records:
                 self.problem(
                     "row_lineage", f"add has firstRowId {p.first_row_id}, but ids below {counter} are already "
                     "assigned (SPEC §Row lineage: firstRowId comes from the table's row-id counter)", v, p.path,
                 )
-            counter = max(counter, p.first_row_id + p.num_records)
+            if not p.is_restored:
+                counter = max(counter, p.first_row_id + p.num_records)
             if p.path in partitions:
                 self.problem("replay", "add of a partition that is already live", v, p.path)
             partitions[p.path] = p

@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""A conditional upsert-with-delete batch as one MERGE (issue 27).
+
+A pipeline's batch holds, per key, the latest event: rows to delete
+(``op = 'delete'``), rows to upsert if newer than the stored row, and new
+rows. Before issue 27 it took two statements, each a copy-on-write pass
+over the partitions holding the batch's keys; one MERGE of ordered clauses
+does it in one pass:
+
+- ``merge``: ``Table.merge_builder(batch, on="id")``
+  ``.when_matched_delete(condition=s.op == 'delete')``
+  ``.when_matched_update_all(condition=s.ts > t.ts)``
+  ``.when_not_matched_insert_all(condition=s.op != 'delete')``;
+- ``two_statements``: what it replaces, ``Table.merge(deletes, on="id",
+  when_matched="delete", when_not_matched=None)`` then ``Table.merge(upserts,
+  on="id")`` (every update of the batch is newer, so both give the same
+  table; checked before timing). Goal: ``merge`` <= 0.6x;
+- ``upsert``: today's ``Table.merge`` of the same batch's rows (an
+  unconditional upsert, no deletes): what a MERGE of conditions costs over
+  the plain one. Goal: ``merge`` <= 1.1x.
+
+The table (``--rows`` rows, default 4 Mi, ``ctfile.partitionRows`` default
+1 Mi) is built once and cached; each timed run starts from a fresh copy of
+it (data files hard-linked, untimed), opened and its state read untimed.
+The batch (``--batch`` rows, default 0.5% of the table) touches every
+partition: a quarter deletes, half updates, a quarter new keys. The three
+are alternated in one process, the order rotated every round, medians of
+``--runs`` runs with process CPU time as a cross-check.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_merge.py            # 4 Mi rows, 20,971-row batch, 9 runs (a few minutes)
+    .venv/bin/python benchmarks/bench_merge.py --quick    # 200,000 rows, seconds
+    .venv/bin/python benchmarks/bench_merge.py --profile  # pyinstrument of the one MERGE instead of timing
+
+Results go to ``benchmarks/results/merge.json`` (``--out``) and a markdown
+table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import ctfile
+from _timing import quiesce, save_and_print
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_WORK = HERE / "work"
+DEFAULT_OUT = HERE / "results" / "merge.json"
+BUILD_FORMAT = 1
+GOALS = {"two_statements": 0.6, "upsert": 1.1}
+SCHEMA = pa.schema([
+    pa.field("id", pa.int64(), nullable=False), ("ts", pa.int64()), ("name", pa.string()),
+    ("amount", pa.float64()), ("category", pa.string()), ("day", pa.date32()),
+])
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="200,000 rows in partitions of 50,000, 5 runs")
+    p.add_argument("--rows", type=int, default=None, help="table rows (default 4 Mi; quick 200,000)")
+    p.add_argument("--partition-rows", type=int, default=None, help="ctfile.partitionRows (default 1 Mi; quick 50,000)")
+    p.add_argument("--batch", type=int, default=None, help="batch rows (default 0.5%% of the table)")
+    p.add_argument("--runs", type=int, default=None, help="timed runs of each (default 9; quick 5; at least 5)")
+    p.add_argument("--profile", action="store_true", help="profile the one MERGE (pyinstrument) instead of timing")
+    p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--no-print", action="store_true", help="do not print the markdown summary")
+    a = p.parse_args(argv)
+    a.rows = a.rows or (200_000 if a.quick else 4 << 20)
+    a.partition_rows = a.partition_rows or (50_000 if a.quick else 1 << 20)
+    a.batch = a.batch or max(8, a.rows // 200)
+    a.runs = max(5, a.runs or (5 if a.quick else 9))
+    return a
+
+
+# ---------------------------------------------------------------- data
+
+
+def _events(ids: np.ndarray, ts: np.ndarray, rng) -> pa.Table:
+    n = len(ids)
+    return pa.table({
+        "id": ids, "ts": ts, "name": pa.array([f"name {i % 9973}" for i in ids]),
+        "amount": rng.random(n) * 100, "category": pa.array(np.array(["a", "b", "c", "d"])[rng.integers(0, 4, n)]),
+        "day": pa.array(rng.integers(19000, 20000, n, dtype=np.int32), pa.int32()).cast(pa.date32()),
+    }, schema=SCHEMA)
+
+
+def build(root: Path, a: argparse.Namespace) -> Path:
+    """The pristine table (cached): ids 0..rows-1 at ts 1, in id order."""
+    marker, table = root / "complete.json", root / "table"
+    spec = {"build_format": BUILD_FORMAT, "rows": a.rows, "partition_rows": a.partition_rows}
+    if marker.exists() and json.loads(marker.read_text()) == spec:
+        return table
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    t = ctfile.create_table(table, SCHEMA, partition_rows=a.partition_rows)
+    t.insert(_events(np.arange(a.rows, dtype=np.int64), np.ones(a.rows, dtype=np.int64), np.random.default_rng(27)))
+    marker.write_text(json.dumps(spec))
+    return table
+
+
+def batch(a: argparse.Namespace) -> pa.Table:
+    """A quarter deletes, half newer updates (random existing keys), a
+    quarter new keys; with an ``op`` column."""
+    rng = np.random.default_rng(2027)
+    existing = rng.choice(a.rows, size=a.batch - a.batch // 4, replace=False).astype(np.int64)
+    fresh = np.arange(a.rows, a.rows + a.batch // 4, dtype=np.int64)
+    ids = np.concatenate([existing, fresh])
+    rows = _events(ids, np.full(len(ids), 2, dtype=np.int64), rng)
+    ops = np.where(np.arange(len(ids)) < a.batch // 4, "delete", "upsert")
+    return rows.append_column("op", pa.array(ops))
+
+
+# ---------------------------------------------------------------- the statements
+
+
+def one_merge(t: ctfile.Table, b: pa.Table) -> None:
+    (t.merge_builder(b, on="id")
+     .when_matched_delete(condition=pc.field("s.op") == "delete")
+     .when_matched_update_all(condition=pc.field("s.ts") > pc.field("t.ts"))
+     .when_not_matched_insert_all(condition=pc.field("s.op") != "delete")
+     .execute())
+
+
+def two_statements(t: ctfile.Table, b: pa.Table) -> None:
+    deletes = b.filter(pc.field("op") == "delete").select(["id"])
+    t.merge(deletes, on="id", when_matched="delete", when_not_matched=None)
+    t.merge(b.filter(pc.field("op") != "delete").drop_columns(["op"]), on="id")
+
+
+def upsert(t: ctfile.Table, b: pa.Table) -> None:
+    t.merge(b.drop_columns(["op"]), on="id")
+
+
+VARIANTS = {"merge": one_merge, "two_statements": two_statements, "upsert": upsert}
+
+
+def _fresh(pristine: Path, work: Path) -> ctfile.Table:
+    """A copy of the pristine table (data files hard-linked: they are never
+    written again), opened with its state read."""
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine, work, copy_function=os.link)
+    t = ctfile.open_table(work)
+    t.snapshot()
+    return t
+
+
+def _check(pristine: Path, work: Path, b: pa.Table) -> None:
+    """One MERGE and the two statements leave the same rows."""
+    got = []
+    for fn in (one_merge, two_statements):
+        t = _fresh(pristine, work)
+        fn(t, b)
+        got.append(t.to_arrow().sort_by("id"))
+    assert got[0].equals(got[1]), "the MERGE and the two statements differ"
+
+
+def measure(a: argparse.Namespace) -> dict:
+    root = a.work_dir / "merge" / f"t-{a.rows}x{a.partition_rows}"
+    pristine, work, b = build(root, a), root / "run", batch(a)
+    _check(pristine, work, b)
+    wall: dict[str, list[float]] = {n: [] for n in VARIANTS}
+    cpu: dict[str, list[float]] = {n: [] for n in VARIANTS}
+    names = list(VARIANTS)
+    load0 = list(os.getloadavg())
+    for i in range(a.runs + 1):  # round 0 warms up
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            t = _fresh(pristine, work)
+            quiesce()
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            VARIANTS[name](t, b)
+            w, c = time.perf_counter() - t0, time.process_time() - c0
+            if i:
+                wall[name].append(w)
+                cpu[name].append(c)
+    shutil.rmtree(work, ignore_errors=True)
+    ms = {n: 1000 * median(v) for n, v in wall.items()}
+    cpu_ms = {n: 1000 * median(v) for n, v in cpu.items()}
+    ratio = {n: ms["merge"] / ms[n] for n in GOALS}
+    return {
+        "meta": {
+            "mode": "quick" if a.quick else "full", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "rows": a.rows, "partition_rows": a.partition_rows, "batch": b.num_rows, "runs": a.runs, "goals": GOALS,
+            "loadavg_start": load0, "loadavg_end": list(os.getloadavg()),
+        },
+        "ms": ms, "cpu_ms": cpu_ms, "ratio": ratio,
+        "cpu_ratio": {n: cpu_ms["merge"] / cpu_ms[n] for n in GOALS},
+        "pass": {n: ratio[n] <= GOALS[n] for n in GOALS},
+        "runs_ms": {n: [1000 * x for x in v] for n, v in wall.items()},
+    }
+
+
+def profile(a: argparse.Namespace) -> None:
+    from pyinstrument import Profiler
+
+    root = a.work_dir / "merge" / f"t-{a.rows}x{a.partition_rows}"
+    pristine, work, b = build(root, a), root / "run", batch(a)
+    t = _fresh(pristine, work)
+    prof = Profiler(interval=0.001)
+    with prof:
+        one_merge(t, b)
+    shutil.rmtree(work, ignore_errors=True)
+    print(prof.output_text(unicode=False, color=False))
+
+
+def markdown(r: dict) -> str:
+    m, ms = r["meta"], r["ms"]
+    lines = [
+        f"## One conditional upsert-with-delete MERGE ({m['mode']}, {m['date']})", "",
+        f"A table of {m['rows']:,} rows (partitions of {m['partition_rows']:,}); a batch of {m['batch']:,} rows "
+        "(a quarter deletes, half newer updates, a quarter new keys) touching every partition; each run on a fresh "
+        f"copy; medians of {m['runs']} runs alternated in one process; load average {m['loadavg_start'][0]:.1f} at "
+        f"start, {m['loadavg_end'][0]:.1f} at end.", "",
+        "| MERGE ms | compared with | its ms | ratio (CPU ratio) | goal |",
+        "|---:|---|---:|---:|---|",
+    ]
+    what = {"two_statements": "the two statements it replaces (keyed delete, then upsert)",
+            "upsert": "`Table.merge` of the same batch (plain upsert)"}
+    for n, goal in m["goals"].items():
+        verdict = "ok" if r["pass"][n] else "**MISS**"
+        lines.append(f"| {ms['merge']:.0f} | {what[n]} | {ms[n]:.0f} | {r['ratio'][n]:.2f} ({r['cpu_ratio'][n]:.2f}) | "
+                     f"<= {goal}x: {verdict} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parse_args(argv)
+    if a.profile:
+        profile(a)
+        return 0
+    return save_and_print(a.out, measure(a), markdown, quiet=a.no_print)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The MERGE builder of the Python API (SPEC §Copy-on-write, MERGE), with
+delta-rs's method names: ``Table.merge_builder(source, on)`` and
+``WriteTransaction.merge_builder(source, on)`` start one, each
+``when_...`` method returns a new builder with one more clause, in order,
+and :meth:`MergeBuilder.execute` runs the statement.
+
+Conditions are pyarrow expressions; a SET or VALUES value is an expression
+or a Python value (a literal). Columns are named ``pc.field("s.x")`` (the
+source's ``x``) and ``pc.field("t.x")`` (the table's), or by the name alone
+when only one side the clause sees has it; a SET key is a table column
+(``"t.x"`` is accepted). Each clause is checked when it is added, the
+statement against the table when it executes, before anything is written.
+
+Examples
+--------
+>>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
+>>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64()), ("total", pa.int64())]))
+>>> _ = t.insert(pa.table({"id": [1, 2], "total": [10, 20]}))
+>>> r = (t.merge_builder(pa.table({"id": [2, 3], "amount": [5, 7]}), on="id")
+...       .when_matched_update(set={"total": pc.field("t.total") + pc.field("s.amount")})
+...       .when_not_matched_insert(values={"id": pc.field("s.id"), "total": pc.field("amount")})
+...       .execute())
+>>> (r.version, r.num_updated_rows, r.num_inserted_rows), sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"])
+((2, 1, 1), [{'id': 1, 'total': 10}, {'id': 2, 'total': 25}, {'id': 3, 'total': 7}])
+>>> t.merge_builder(pa.table({"id": [1]}), on="id").when_not_matched_insert_all().when_matched_delete(condition="s.id = 1")
+Traceback (most recent call last):
+...
+ctfile.format.errors.InvalidArgumentError: the condition of when_matched_delete must be a pyarrow.compute.Expression such as pc.field('s.ts') > pc.field('t.ts'), or None; found str
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import pyarrow.compute as pc
+
+from ctfile.format.errors import InvalidArgumentError
+from ctfile.writer.merge_statement import (
+    MatchKind, MergeAction, MergeClause, MergeStatement, check_aliases, check_reachable, key_pairs,
+)
+
+#: Runs a statement: ``runner(statement, app_id, app_version)``.
+Runner = Callable[[MergeStatement, Any, Any], Any]
+
+
+def _condition(value: Any, *, what: str) -> pc.Expression | None:
+    if value is not None and not isinstance(value, pc.Expression):
+        raise InvalidArgumentError(
+            f"{what} must be a pyarrow.compute.Expression such as pc.field('s.ts') > pc.field('t.ts'), or None; "
+            f"found {type(value).__name__}"
+        )
+    return value
+
+
+def _assignments(value: Any, *, what: str) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(value, Mapping) or not value:
+        raise InvalidArgumentError(
+            f"{what} must be a non-empty mapping of table column to Expression or value, found {value!r}"
+        )
+    return tuple(value.items())
+
+
+@dataclass(frozen=True)
+class MergeBuilder:
+    """A MERGE being written (see the module docstring). Immutable: each
+    method returns a new builder."""
+
+    runner: Runner
+    keys: tuple[tuple[str, str], ...]
+    on_condition: pc.Expression | None = None
+    source_alias: str = "s"
+    target_alias: str = "t"
+    clauses: tuple[MergeClause, ...] = ()
+    schema_evolution: bool = False
+
+    @classmethod
+    def start(cls, runner: Runner, on: Any, *, on_condition: Any = None, source_alias: str = "s",
+              target_alias: str = "t") -> "MergeBuilder":
+        """A builder with no clause yet; ``on``: a key column, a sequence
+        of them, or a mapping of table column to source column."""
+        keys = key_pairs(on)
+        check_aliases(source_alias, target_alias)
+        condition = _condition(on_condition, what="on_condition")
+        return cls(runner, keys, condition, source_alias, target_alias)
+
+    def _adding(self, kind: MatchKind, action: MergeAction, condition: Any, assignments=(), *, method: str):
+        clause = MergeClause(kind, action, _condition(condition, what=f"the condition of {method}"), assignments)
+        check_reachable(self.clauses + (clause,))
+        return replace(self, clauses=self.clauses + (clause,))
+
+    def when_matched_update(self, set: Mapping[str, Any], *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN MATCHED [AND condition] THEN UPDATE SET column = value, ...``
+        (values over both rows, as they were before the statement)."""
+        values = _assignments(set, what="set of when_matched_update")
+        return self._adding(MatchKind.MATCHED, MergeAction.UPDATE, condition, values, method="when_matched_update")
+
+    def when_matched_update_all(self, *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN MATCHED [AND condition] THEN UPDATE SET *``: every table
+        column the source has, except the keys."""
+        return self._adding(MatchKind.MATCHED, MergeAction.UPDATE_ALL, condition, method="when_matched_update_all")
+
+    def when_matched_delete(self, *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN MATCHED [AND condition] THEN DELETE``."""
+        return self._adding(MatchKind.MATCHED, MergeAction.DELETE, condition, method="when_matched_delete")
+
+    def when_not_matched_insert(self, values: Mapping[str, Any], *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN NOT MATCHED [AND condition] THEN INSERT (column, ...)
+        VALUES (value, ...)`` (values over the source row; columns not
+        given are null)."""
+        given = _assignments(values, what="values of when_not_matched_insert")
+        return self._adding(MatchKind.NOT_MATCHED, MergeAction.INSERT, condition, given,
+                            method="when_not_matched_insert")
+
+    def when_not_matched_insert_all(self, *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN NOT MATCHED [AND condition] THEN INSERT *``: the source's
+        columns by name."""
+        return self._adding(MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL, condition,
+                            method="when_not_matched_insert_all")
+
+    def when_not_matched_by_source_update(self, set: Mapping[str, Any], *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET
+        ...`` (conditions and values over the table row)."""
+        values = _assignments(set, what="set of when_not_matched_by_source_update")
+        return self._adding(MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.UPDATE, condition, values,
+                            method="when_not_matched_by_source_update")
+
+    def when_not_matched_by_source_delete(self, *, condition: Any = None) -> "MergeBuilder":
+        """``WHEN NOT MATCHED BY SOURCE [AND condition] THEN DELETE``."""
+        return self._adding(MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE, condition,
+                            method="when_not_matched_by_source_delete")
+
+    def with_schema_evolution(self) -> "MergeBuilder":
+        """Add the columns the statement writes that the table lacks, in
+        its version (Delta Lake's ``withSchemaEvolution()``)."""
+        return replace(self, schema_evolution=True)
+
+    @property
+    def statement(self) -> MergeStatement:
+        """The statement built so far (at least one clause)."""
+        return MergeStatement(self.keys, self.clauses, self.on_condition, self.source_alias, self.target_alias,
+                              self.schema_evolution)
+
+    def execute(self, *, app_id: str | None = None, app_version: int | None = None) -> Any:
+        """Run the statement: from a table, as one version (a
+        :class:`~ctfile.CommitResult`; re-run at the latest version after a
+        conflict, ``app_id``/``app_version`` as for any statement); in a
+        transaction, as its next statement (the ``inserted``/``updated``/
+        ``deleted`` counts)."""
+        return self.runner(self.statement, app_id, app_version)
+
+    def __str__(self) -> str:
+        on = " AND ".join(f"{self.target_alias}.{t} = {self.source_alias}.{s}" for t, s in self.keys)
+        if self.on_condition is not None:
+            on += f" AND {self.on_condition}"
+        return " ".join([f"MERGE ON {on}"] + [str(c) for c in self.clauses])
