@@ -130,6 +130,13 @@ TABLE_CALLS: dict[str, Call] = {
     ), _method("merge")),
     "overwrite": Call(options({"data": DATA}, **APP_ARGS), _method("overwrite")),
     "refresh": Call(st.just({}), _method("refresh")),
+    "restore": Call(options(version=VERSION, timestamp=either(dt.datetime(2000, 1, 1), dt.datetime.now(), "2000-01-01")),
+                    _method("restore")),
+    "merge_builder": Call(options(
+        {"source": DATA, "on": either("id", ["id", "s"], {"id": "id"}, {"id": "nope"}, "st.a")},
+        on_condition=either(pc.field("s.s") == pc.field("t.s"), pc.field("nope") > 1),
+        source_alias=either("src", "", "t"), target_alias=either("tgt", "s"),
+    ), lambda t, kw, ctx: t.merge_builder(**kw).when_matched_update_all().when_not_matched_insert_all().execute()),
     "run_statement": Call(options(
         {"operation": either("X"), "body": BODY}, parameters=either({"a": [1]}), max_runs=either(1, 2), **APP_ARGS,
     ), _method("run_statement")),
@@ -180,8 +187,45 @@ TRANSACTION_CALLS: dict[str, Call] = {
                                 _in_transaction("set_app_transaction")),
     "add_app_marker": Call(options({"app_id": either("marker"), "version": either(st.integers(0, 3))}),
                            _in_transaction("add_app_marker")),
+    "restore": Call(options({"version": VERSION}), _in_transaction("restore")),
+    "merge_builder": Call(options({"source": DATA, "on": either("id", ["id", "s"])}, target_alias=either("x")),
+                          lambda t, kw, ctx: _merge_in_transaction(t, kw)),
     "commit": Call(st.just({}), _in_transaction("commit")),
     "abort": Call(st.just({}), _in_transaction("abort")),
+}
+
+def _merge_in_transaction(t: ctfile.Table, kw: dict) -> None:
+    with t.transaction() as tx:
+        tx.merge_builder(**kw).when_matched_delete().execute()
+
+
+def _builder(method: str):
+    """Run one clause method of a MERGE builder (of the template's rows into
+    the table on ``id``) and execute the statement."""
+
+    def run(t: ctfile.Table, kw: dict, ctx) -> None:
+        builder = t.merge_builder(ROWS.slice(0, 2), "id")
+        result = getattr(builder, method)(**kw)
+        if isinstance(result, ctfile.MergeBuilder):
+            result.execute()
+
+    return run
+
+
+SET = either({"s": pc.field("s.s")}, {"s": "z"}, {"x": pc.field("t.x") + 1}, {"nope": 1}, {"s": pc.field("q.s")}, {})
+CONDITION = either(pc.field("s.id") > 1, pc.field("t.s") == "u", pc.field("nope") == 1, pc.scalar(True))
+MERGE_BUILDER_CALLS: dict[str, Call] = {
+    "when_matched_update": Call(options({"set": SET}, condition=CONDITION), _builder("when_matched_update")),
+    "when_matched_update_all": Call(options(condition=CONDITION), _builder("when_matched_update_all")),
+    "when_matched_delete": Call(options(condition=CONDITION), _builder("when_matched_delete")),
+    "when_not_matched_insert": Call(options({"values": SET}, condition=CONDITION), _builder("when_not_matched_insert")),
+    "when_not_matched_insert_all": Call(options(condition=CONDITION), _builder("when_not_matched_insert_all")),
+    "when_not_matched_by_source_update": Call(options({"set": SET}, condition=CONDITION),
+                                              _builder("when_not_matched_by_source_update")),
+    "when_not_matched_by_source_delete": Call(options(condition=CONDITION),
+                                              _builder("when_not_matched_by_source_delete")),
+    "with_schema_evolution": Call(st.just({}), _builder("with_schema_evolution")),
+    "execute": Call(options(**APP_ARGS), _builder("execute")),
 }
 
 #: Methods of the transaction that are the writer's interface to engines
@@ -198,6 +242,8 @@ TRANSACTION_EXCLUDED = {
     "remove": "takes a live Partition of the state read",
     "mark_read": "takes a Partition of the state read",
     "mark_reads_whole_table": "no arguments; records a read for conflict detection",
+    "re_add": "takes a Partition of an earlier snapshot (RESTORE's; restore is fuzzed)",
+    "execute_merge": "takes the MergeStatement a MergeBuilder made (merge_builder is fuzzed)",
     "record_read_predicate": "takes a ReadPredicate the writer made",
     "set_metadata": "takes a Metadata built from the transaction's own (schema changes go through "
                     "evolve_schema/replace_schema, properties through Table.set_properties)",
@@ -290,6 +336,9 @@ CLASSES_EXCLUDED = {
     "WriteJob": "an engine's interface: its commit takes files other processes wrote (Table.write_job is fuzzed)",
     "RewriteJob": "ctfile.spark's interface: planned inside a transaction from ctfile's own objects",
     "PartitionRewrite": "part of a RewriteJob", "MergeSpec": "part of a RewriteJob",
+    "MergeStatement": "the statement a MergeBuilder (fuzzed) describes", "MergeClause": "part of a MergeStatement",
+    "MergePlan": "the MergeStatement's plan inside a RewriteJob", "MatchKind": "an enum (chosen by the builder's methods)",
+    "MergeAction": "an enum (chosen by the builder's methods)", "RowAction": "an enum (a rewrite's per-row action)",
 }
 
 
@@ -335,6 +384,7 @@ GROUPS = {
     "WriteTransaction": (TRANSACTION_CALLS, TRANSACTION_EXCLUDED),
     "UpdateSchema": (SCHEMA_BUILDER_CALLS, {}),
     "Stream": (STREAM_CALLS, STREAM_EXCLUDED),
+    "MergeBuilder": (MERGE_BUILDER_CALLS, {"start": "called by Table.merge_builder (fuzzed) with the engine's runner"}),
     "ctfile": (MODULE_CALLS, MODULE_EXCLUDED),
 }
 CASES = [(group, name) for group, (calls, _) in GROUPS.items() for name in sorted(calls)]
@@ -349,6 +399,7 @@ def test_every_entry_point_is_fuzzed_or_excluded():
     found = {
         "Table": public_methods(ctfile.Table), "WriteTransaction": public_methods(ctfile.WriteTransaction),
         "UpdateSchema": public_methods(UpdateSchema), "Stream": public_methods(ctfile.Stream),
+        "MergeBuilder": public_methods(ctfile.MergeBuilder),
         "Snapshot": public_methods(ctfile.Snapshot), "ChangeSet": public_methods(ctfile.ChangeSet),
         "ctfile": _public_functions(),
     }
