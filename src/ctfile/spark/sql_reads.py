@@ -119,6 +119,8 @@ class QueryPlan:
             view.create(spark)
         return spark.sql(self.text)
 
+    run = dataframe  # a query's result, as :func:`ctfile.spark.sql` returns it
+
 
 def plan_query(tree: exp.Expression, names: Names, *, text: str | None = None) -> QueryPlan:
     """The plan of the query (or statement) ``tree``: its reads of ctfile
