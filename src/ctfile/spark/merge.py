@@ -132,6 +132,8 @@ class SparkMerge:
         source = self._prepare(tx)
         schema = spark_arrow_schema(source.drop(SOURCE_ROW).schema)
         job = self._plan_job(tx, schema, self._ranges["ranges"])
+        if self.unique_keys:
+            _check_unique_keys(source, list(self.statement.source_keys))
         rows, persisted = self._task_rows(job, source)
         try:
             n_inserts = self._insert_groups(job)
@@ -155,10 +157,7 @@ class SparkMerge:
             return self._source
         table_schema = tx.schema.to_arrow(field_ids=False)
         source = in_table_timestamps(self._given, table_schema).withColumn(SOURCE_ROW, F.monotonically_increasing_id())
-        source = analyze(lambda: source, what="merge source")
         self._source = source.persist(StorageLevel.MEMORY_AND_DISK)
-        if self.unique_keys:
-            _check_unique_keys(self._source, list(self.statement.source_keys))
         pairs = [(t, s) for t, s in self.statement.keys
                  if t in table_schema.names and s in self._source.columns and prunable(table_schema.field(t).type)]
         aggs = [F.count(F.lit(1)).alias("n")]
@@ -209,8 +208,8 @@ class SparkMerge:
         keys = [F.col(f"{t_alias}.{t}").alias(f"_ct_key_{i}") for i, (t, _) in enumerate(st.keys)]
         ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
                F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
-        pairs = _with_clauses(joined, plan, ctfile.MatchKind.MATCHED, ids + keys, s_alias)
-        pairs = analyze(lambda: pairs, what="WHEN MATCHED").persist(StorageLevel.MEMORY_AND_DISK)
+        pairs = analyze(lambda: _with_clauses(joined, plan, ctfile.MatchKind.MATCHED, ids + keys, s_alias),
+                        what="WHEN MATCHED").persist(StorageLevel.MEMORY_AND_DISK)
         persisted = [pairs]
         try:
             if not self.unique_keys:
@@ -255,8 +254,9 @@ class SparkMerge:
         seen = pairs.select(F.col(GROUP_COLUMN).alias(FILE_COLUMN), ctfile.POSITION_COLUMN)
         alone = target.join(seen, [FILE_COLUMN, ctfile.POSITION_COLUMN], "left_anti").alias(t_alias)
         ids = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
-        rows = _with_clauses(alone, plan, ctfile.MatchKind.NOT_MATCHED_BY_SOURCE, ids, self.statement.source_alias)
-        return analyze(lambda: rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()), what="WHEN NOT MATCHED BY SOURCE")
+        kind = ctfile.MatchKind.NOT_MATCHED_BY_SOURCE
+        rows = analyze(lambda: _with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
+        return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
     def _unmatched_source(self, job: ctfile.RewriteJob, src: DataFrame, pairs: DataFrame) -> DataFrame:
         """The source rows in no pair, with their ``NOT MATCHED`` clause,
@@ -266,8 +266,9 @@ class SparkMerge:
         n = max(1, self._insert_groups(job))
         group = F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
         ids = [group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
-        rows = _with_clauses(alone, job.merge, ctfile.MatchKind.NOT_MATCHED, ids, s_alias)
-        return analyze(lambda: rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()), what="WHEN NOT MATCHED")
+        kind = ctfile.MatchKind.NOT_MATCHED
+        rows = analyze(lambda: _with_clauses(alone, job.merge, kind, ids, s_alias), what=kind.sql)
+        return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
     def _read_predicate(self, job: ctfile.RewriteJob, source: DataFrame) -> SparkRowsPredicate:
         """SPEC §Conflict detection: the table rows whose key is one of the
