@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import ctfile
-from ctfile.spark.dml import ConditionStatement, MergeStatement, to_column
+from ctfile.spark.dml import ConditionStatement, to_column
 
 
 class CtfileTable:
@@ -107,6 +107,45 @@ class CtfileTable:
 
     # ------------------------------------------------------------ DML on the executors
 
+    def merge_builder(
+        self, source: Any, on: Any, *, on_condition: Any = None, source_alias: str = "s", target_alias: str = "t",
+    ) -> ctfile.MergeBuilder:
+        """A MERGE of the DataFrame ``source`` into this table, with the
+        methods and semantics of :meth:`ctfile.Table.merge_builder` (SPEC
+        §Copy-on-write, MERGE): add ``when_...`` clauses in order, then
+        ``execute(app_id=, app_version=)`` runs it on the executors and
+        commits one version (a :class:`ctfile.CommitResult`).
+
+        ``on``: a key column, a sequence of them, a mapping of table column
+        to source column, or an ON condition as Spark SQL text
+        (``"t.id = s.id AND t.region = 'EU'"``: its equalities of a table
+        and a source column are the key pairs, the rest joins
+        ``on_condition``). Conditions and values are Spark SQL strings
+        (quote string literals: ``"'EUR'"``) or Columns over the sides the
+        clause sees, named ``t.x`` and ``s.x`` (the aliases as given) or by
+        the name alone where Spark resolves it; a SET or VALUES value may
+        also be a Python value (a literal). See :mod:`ctfile.spark.merge`.
+
+        Raises
+        ------
+        InvalidArgumentError
+            A malformed clause or ``on``, when it is given; at ``execute``,
+            a table row matched by two source rows one of which would update
+            it (naming its key), before anything is written.
+        SchemaMismatchError
+            At ``execute``: a column either side lacks, a type that does not
+            fit; nothing is left written.
+        """
+        from ctfile.spark.merge import SPARK_EXPRESSIONS, merge_on, run_builder
+
+        source = _dataframe(source)
+        keys, on_condition = merge_on(on, on_condition, self.table.schema.names, source.columns,
+                                      source_alias=source_alias, target_alias=target_alias)
+        return ctfile.MergeBuilder.start(
+            run_builder(self, source), keys, on_condition=on_condition, source_alias=source_alias,
+            target_alias=target_alias, expressions=SPARK_EXPRESSIONS,
+        )
+
     def merge(
         self,
         source: Any,
@@ -119,7 +158,9 @@ class CtfileTable:
     ) -> ctfile.CommitResult:
         """Upsert the DataFrame ``source`` on the key columns ``on``, with the
         semantics of :meth:`ctfile.Table.merge` (one source row per key, the
-        columns a MERGE needs, the no-op rule, change capture), run on the
+        columns a MERGE needs, the no-op rule, change capture): the
+        shorthand of :meth:`merge_builder` (``WHEN MATCHED THEN UPDATE SET
+        *`` or ``DELETE``, ``WHEN NOT MATCHED THEN INSERT *``), run on the
         executors and committed as one version. ``app_id``/``app_version``
         (a streaming query's id and ``foreachBatch``'s batch id) make it
         exactly-once: a batch already committed commits nothing.
@@ -132,14 +173,14 @@ class CtfileTable:
             A key or column the table lacks, a type that does not fit, a null
             for a non-nullable column; nothing is left written.
         """
-        keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else on
-        statement = MergeStatement(self.spark, _dataframe(source), keys, when_matched, when_not_matched)
-        params = {"on": on if isinstance(on, str) else keys, "whenMatched": when_matched,
-                  "whenNotMatched": when_not_matched, "engine": "spark"}
+        from ctfile.spark.merge import shorthand_merge
+
+        params = {"on": on if isinstance(on, str) else list(on) if isinstance(on, Sequence) else on,
+                  "whenMatched": when_matched, "whenNotMatched": when_not_matched, "engine": "spark"}
+        statement = shorthand_merge(self.spark, _dataframe(source), on, when_matched, when_not_matched)
         try:
-            return self.table.run_statement(
-                "MERGE", statement.run, parameters=params, app_id=app_id, app_version=app_version
-            )
+            return self.table.run_statement("MERGE", statement.run, parameters=params, app_id=app_id,
+                                            app_version=app_version)
         finally:
             statement.close()
 
