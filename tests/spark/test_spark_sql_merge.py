@@ -147,6 +147,16 @@ def test_a_refused_merge_changes_nothing(spark, accounts):
     assert files(st) == before
 
 
+def test_merge_with_schema_evolution_adds_the_sources_columns(spark, accounts):
+    st, _ = accounts
+    r = ctfile.spark.sql(spark, f"""
+        MERGE WITH SCHEMA EVOLUTION INTO ctfile.`{st.uri}` AS t
+        USING (SELECT * FROM VALUES (1L, 11L, 9L, 'web'), (9L, 90L, 9L, 'app') AS v(id, total, ts, channel)) AS s
+        ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *""")
+    assert r.version == 3 and st.refresh().schema.names == ["id", "total", "ts", "channel"]
+    assert {x["id"]: x["channel"] for x in st.to_arrow().to_pylist()} == {1: "web", 2: None, 3: None, 4: None, 9: "app"}
+
+
 # ---------------------------------------------------------------- differential
 
 

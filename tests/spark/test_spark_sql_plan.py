@@ -49,6 +49,13 @@ def test_merge_clauses_become_builder_calls():
     ]
 
 
+def test_merge_with_schema_evolution():
+    m = plan("MERGE WITH SCHEMA EVOLUTION INTO orders t USING src s ON t.id = s.id WHEN MATCHED THEN UPDATE SET *")
+    assert isinstance(m, SqlMerge) and m.schema_evolution
+    assert not plan("MERGE INTO orders t USING src s ON t.id = s.id WHEN MATCHED THEN DELETE").schema_evolution
+    assert plan("MERGE WITH SCHEMA EVOLUTION INTO other t USING s ON t.id = s.id WHEN MATCHED THEN DELETE") is None
+
+
 @pytest.mark.parametrize("text", [
     "SELECT 1", "DELETE FROM other WHERE id = 1", "UPDATE db.orders SET x = 1", "CREATE TABLE x (a INT)",
     "RESTORE TABLE other TO VERSION AS OF 1", "SHOW TABLES", "this is not sql at all (",

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from dataclasses import replace
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 import ctfile
-from ctfile.spark.sql_merge import plan_merge
+from ctfile.spark.sql_merge import SqlMerge, plan_merge
 from ctfile.spark.sql_names import CTFILE_SCHEMA, CtfileRef, Names, registration
 from ctfile.spark.sql_reads import ReadView, plan_query
 from ctfile.spark.sql_statements import (
@@ -38,6 +40,7 @@ from ctfile.spark.sql_statements import (
 
 DIALECT = "spark"
 _RESTORE_TRAVEL = {"TO", "VERSION", "TIMESTAMP"}
+_SCHEMA_EVOLUTION = ["MERGE", "WITH", "SCHEMA", "EVOLUTION"]
 _WRITES = {exp.Update: "UPDATE", exp.Delete: "DELETE", exp.Insert: "INSERT", exp.Merge: "MERGE"}
 
 
@@ -125,7 +128,11 @@ def plan_statement(text: str, names: Names) -> Any:
     >>> plan_statement("DELETE FROM orders AS o WHERE o.id = 1", names)
     SqlDelete(target=CtfileRef(uri='/data/orders', storage_options=None, name='orders'), where='id = 1')
     """
-    restore = _restore(text, names)
+    tokens = _tokens(text)
+    if [t.text.upper() for t in tokens[:4]] == _SCHEMA_EVOLUTION and len(tokens) > 4:
+        plan = plan_statement(text[:tokens[1].start] + text[tokens[4].start:], names)
+        return replace(plan, schema_evolution=True) if isinstance(plan, SqlMerge) else None
+    restore = _restore(text, tokens, names)
     if restore is not False:
         return restore
     try:
@@ -169,13 +176,18 @@ def _ctfile_tables(tree: exp.Expression, names: Names) -> list[CtfileRef]:
     return [r for r in (names.resolve(t) for t in tree.find_all(exp.Table)) if r is not None]
 
 
-def _restore(text: str, names: Names) -> Any:
-    """The plan of a ``RESTORE`` statement; None: a RESTORE of a table
-    ctfile does not own (left to Spark); False: not a RESTORE."""
+def _tokens(text: str) -> list:
+    """sqlglot's tokens of ``text`` (none: text sqlglot cannot tokenize)."""
     try:
-        tokens = Dialect.get_or_raise(DIALECT).tokenize(text)
-    except Exception:  # sqlglot's TokenError: not text we plan
-        return False
+        return Dialect.get_or_raise(DIALECT).tokenize(text)
+    except TokenError:  # not text ctfile plans
+        return []
+
+
+def _restore(text: str, tokens: list, names: Names) -> Any:
+    """The plan of a ``RESTORE`` statement (``tokens``: the text's); None:
+    a RESTORE of a table ctfile does not own (left to Spark); False: not a
+    RESTORE."""
     if not tokens or tokens[0].text.upper() != "RESTORE":
         return False
     rest = tokens[2:] if len(tokens) > 1 and tokens[1].token_type is TokenType.TABLE else tokens[1:]

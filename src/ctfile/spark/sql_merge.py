@@ -3,7 +3,7 @@ planned from sqlglot's parse (Spark dialect) into the calls of
 :meth:`ctfile.spark.CtfileTable.merge_builder`, so that SQL text and the
 builder are one MERGE engine (MERGE_DESIGN, "Spark API")::
 
-    MERGE INTO t [AS a] USING (query) [AS b] | name [AS b] ON cond
+    MERGE [WITH SCHEMA EVOLUTION] INTO t [AS a] USING (query) [AS b] | name [AS b] ON cond
       WHEN MATCHED [AND cond] THEN UPDATE SET c = expr, ... | UPDATE SET * | DELETE
       WHEN NOT MATCHED [BY TARGET] [AND cond] THEN INSERT (c, ...) VALUES (expr, ...) | INSERT *
       WHEN NOT MATCHED BY SOURCE [AND cond] THEN UPDATE SET c = expr, ... | DELETE
@@ -17,7 +17,10 @@ builder are one MERGE engine (MERGE_DESIGN, "Spark API")::
   ``spark.sql`` (a ctfile table read as :mod:`ctfile.spark.sql_reads` reads
   it, time travel included);
 * a SET or an INSERT column list names target columns (a target
-  qualifier is dropped).
+  qualifier is dropped);
+* ``WITH SCHEMA EVOLUTION`` (Spark 4's syntax, which sqlglot does not
+  parse: :func:`ctfile.spark.sql_api.plan_statement` removes it first) is
+  the builder's ``with_schema_evolution()``.
 
 Planning checks the statement without Spark; a part the builder has no
 call for (``USING`` columns instead of ``ON``, an ``INSERT`` without a
@@ -84,6 +87,8 @@ class SqlMerge:
     target_alias: str
     source_alias: str
     clauses: tuple[BuilderCall, ...]
+    schema_evolution: bool = False  # MERGE WITH SCHEMA EVOLUTION INTO
+
 
     def run(self, spark: Any) -> ctfile.CommitResult:
         builder = self.target.table(spark).merge_builder(
@@ -91,6 +96,8 @@ class SqlMerge:
         )
         for clause in self.clauses:
             builder = clause.apply(builder)
+        if self.schema_evolution:
+            builder = builder.with_schema_evolution()
         result = builder.execute()
         refresh(spark, self.target)
         return result
