@@ -69,6 +69,8 @@ def test_queries_reading_ctfile_tables_read_views():
     q = plan("INSERT INTO other SELECT * FROM table_changes('orders', 2, NULL, 'audit')")
     assert len(q.views) == 1 and dict(q.views[0].options) == {"changes": "audit", "startingVersion": "2"}
     assert plan("SELECT * FROM orders").text == "SELECT * FROM orders"  # the name's view, made again
+    ctas = plan("CREATE TABLE copy AS SELECT * FROM ctfile.`/data/t` VERSION AS OF 3")
+    assert ctas.text.startswith("CREATE TABLE copy AS SELECT * FROM `ctfile_") and len(ctas.views) == 1
 
 
 @pytest.mark.parametrize("text, part", [
@@ -81,6 +83,7 @@ def test_queries_reading_ctfile_tables_read_views():
     ("MERGE INTO orders AS t USING src AS s ON t.id = s.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET *",
      "UPDATE SET *"),
     ("DROP TABLE ctfile.`/data/t`", "DROP"),
+    ("DESCRIBE ctfile.`/data/t`", "DESCRIBE"),
     ("RESTORE TABLE orders TO VERSION AS OF 2 WHERE x", "RESTORE"),
     ("RESTORE TABLE orders TO VERSION AS OF 'two'", "VERSION AS OF"),
 ])

@@ -153,7 +153,7 @@ def _plan_tree(tree: exp.Expression, names: Names, text: str) -> Any:
         ref = None if table is None else resolve_target(table, names, kind)
         if ref is not None:
             return _plan_write(tree, ref, names)
-    elif not isinstance(tree, exp.Query) and any(r.name is None for r in _ctfile_tables(tree, names)):
+    elif any(_is_statement_on(table, ref) for table, ref in _ctfile_tables(tree, names)):
         raise ctfile.UnsupportedFeatureError(
             f"{tree.key.upper()} on {CTFILE_SCHEMA}.`<uri>` is not supported: sql runs SELECT, INSERT, UPDATE, "
             f"DELETE FROM, MERGE INTO and RESTORE on ctfile tables"
@@ -172,8 +172,17 @@ def _plan_write(tree: exp.Expression, ref: CtfileRef, names: Names) -> Any:
     return plan_merge(tree, ref, names)
 
 
-def _ctfile_tables(tree: exp.Expression, names: Names) -> list[CtfileRef]:
-    return [r for r in (names.resolve(t) for t in tree.find_all(exp.Table)) if r is not None]
+def _ctfile_tables(tree: exp.Expression, names: Names) -> list[tuple[exp.Table, CtfileRef]]:
+    """The references of ``tree`` to ctfile tables."""
+    found = ((t, names.resolve(t)) for t in tree.find_all(exp.Table))
+    return [(t, ref) for t, ref in found if ref is not None]
+
+
+def _is_statement_on(table: exp.Table, ref: CtfileRef) -> bool:
+    """Whether a statement other than a write is on ``ctfile.`<uri>``` (not
+    a read inside a query, as in ``CREATE TABLE ... AS SELECT``): Spark
+    cannot run it there. A registered name is Spark's view: left to it."""
+    return ref.name is None and table.find_ancestor(exp.Query) is None
 
 
 def _tokens(text: str) -> list:
