@@ -11,7 +11,7 @@ import pytest
 import ctfile
 from ctfile.spark.sql_api import _check_name, plan_statement
 from ctfile.spark.sql_merge import SqlMerge
-from ctfile.spark.sql_names import CtfileRef, Names, registration
+from ctfile.spark.sql_reads import CtfileRef, Names, registration
 from ctfile.spark.sql_statements import SqlDelete, SqlInsert, SqlRestore, SqlUpdate
 
 NAMES = Names(dict([registration("orders", "/data/orders", {"anon": True})]).get)

@@ -32,8 +32,7 @@ from sqlglot.tokens import TokenType
 
 import ctfile
 from ctfile.spark.sql_merge import SqlMerge, plan_merge
-from ctfile.spark.sql_names import CTFILE_SCHEMA, CtfileRef, Names, registration
-from ctfile.spark.sql_reads import ReadView, plan_query
+from ctfile.spark.sql_reads import CTFILE_SCHEMA, CtfileRef, Names, ReadView, plan_query, registration
 from ctfile.spark.sql_statements import (
     plan_delete, plan_insert, plan_restore, plan_update, resolve_target, target_table,
 )

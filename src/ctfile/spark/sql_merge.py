@@ -29,7 +29,7 @@ column list, ...) raises :class:`ctfile.UnsupportedFeatureError` naming it.
 Examples
 --------
 >>> import sqlglot
->>> from ctfile.spark.sql_names import Names
+>>> from ctfile.spark.sql_reads import Names
 >>> tree = sqlglot.parse_one(
 ...     "MERGE INTO ctfile.`/data/t` AS t USING updates AS s ON t.id = s.id "
 ...     "WHEN MATCHED AND s.op = 'delete' THEN DELETE "
@@ -54,8 +54,8 @@ from typing import Any
 from sqlglot import exp
 
 import ctfile
-from ctfile.spark.sql_names import CtfileRef, Names
-from ctfile.spark.sql_reads import QueryPlan, plan_query
+from ctfile import MatchKind, MergeAction
+from ctfile.spark.sql_reads import CtfileRef, Names, QueryPlan, plan_query
 from ctfile.spark.sql_statements import check_parts, column_name, refresh, sql_text
 
 DEFAULT_TARGET_ALIAS = "t"
@@ -140,33 +140,53 @@ def _source(using: exp.Expression, names: Names) -> tuple[QueryPlan, str]:
     raise ctfile.UnsupportedFeatureError(f"MERGE USING {sql_text(using)}: the source is a table name or a (query)")
 
 
+_METHODS = {
+    (MatchKind.MATCHED, MergeAction.UPDATE): "when_matched_update",
+    (MatchKind.MATCHED, MergeAction.UPDATE_ALL): "when_matched_update_all",
+    (MatchKind.MATCHED, MergeAction.DELETE): "when_matched_delete",
+    (MatchKind.NOT_MATCHED, MergeAction.INSERT): "when_not_matched_insert",
+    (MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL): "when_not_matched_insert_all",
+    (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.UPDATE): "when_not_matched_by_source_update",
+    (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE): "when_not_matched_by_source_delete",
+}
+_KIND_SQL = {MatchKind.MATCHED: "WHEN MATCHED", MatchKind.NOT_MATCHED: "WHEN NOT MATCHED",
+             MatchKind.NOT_MATCHED_BY_SOURCE: "WHEN NOT MATCHED BY SOURCE"}
+_ACTION_SQL = {MergeAction.UPDATE: "UPDATE SET c = ...", MergeAction.UPDATE_ALL: "UPDATE SET *",
+               MergeAction.DELETE: "DELETE", MergeAction.INSERT: "INSERT (c, ...) VALUES (...)",
+               MergeAction.INSERT_ALL: "INSERT *"}
+
+
 def _clause(when: exp.When, target_names: set[str]) -> BuilderCall:
     kind = _kind(when)
-    condition = sql_text(when.args.get("condition"))
     then = when.args.get("then")
-    what = f"WHEN {kind.replace('_', ' ').upper()} THEN {sql_text(then)}"
-    if isinstance(then, exp.Var) and then.name.upper() == "DELETE" and kind != "not_matched":
-        return BuilderCall(f"when_{kind}_delete", (("condition", condition),))
-    if isinstance(then, exp.Update) and kind != "not_matched":
-        if _is_star(then.expressions):
-            if kind == "matched":
-                return BuilderCall("when_matched_update_all", (("condition", condition),))
-            raise ctfile.UnsupportedFeatureError(f"{what} is not supported: UPDATE SET * is for WHEN MATCHED")
-        return BuilderCall(f"when_{kind}_update", (("set", _assignments(then.expressions, target_names, what)),
-                                                  ("condition", condition)))
-    if isinstance(then, exp.Insert) and kind == "not_matched":
-        if isinstance(then.this, exp.Star):
-            return BuilderCall("when_not_matched_insert_all", (("condition", condition),))
-        return BuilderCall("when_not_matched_insert", (("values", _values(then, target_names, what)),
-                                                      ("condition", condition)))
-    raise ctfile.UnsupportedFeatureError(f"{what} is not supported")
+    action = _action(then)
+    what = f"{_KIND_SQL[kind]} THEN {sql_text(then) if action is None or action.assigns else _ACTION_SQL[action]}"
+    if action not in kind.actions:
+        allowed = " | ".join(_ACTION_SQL[a] for a in kind.actions)
+        raise ctfile.UnsupportedFeatureError(f"{what} is not supported: {_KIND_SQL[kind]} takes THEN {allowed}")
+    arguments = [("condition", sql_text(when.args.get("condition")))]
+    if action is MergeAction.UPDATE:
+        arguments.insert(0, ("set", _assignments(then.expressions, target_names, what)))
+    elif action is MergeAction.INSERT:
+        arguments.insert(0, ("values", _values(then, target_names, what)))
+    return BuilderCall(_METHODS[(kind, action)], tuple(arguments))
 
 
-def _kind(when: exp.When) -> str:
-    """The builder's name of a clause's kind."""
+def _kind(when: exp.When) -> MatchKind:
     if when.args.get("matched"):
-        return "matched"
-    return "not_matched_by_source" if when.args.get("source") else "not_matched"
+        return MatchKind.MATCHED
+    return MatchKind.NOT_MATCHED_BY_SOURCE if when.args.get("source") else MatchKind.NOT_MATCHED
+
+
+def _action(then: exp.Expression | None) -> MergeAction | None:
+    """The action of a clause's THEN (None: no action a builder has)."""
+    if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
+        return MergeAction.DELETE
+    if isinstance(then, exp.Update):
+        return MergeAction.UPDATE_ALL if _is_star(then.expressions) else MergeAction.UPDATE
+    if isinstance(then, exp.Insert):
+        return MergeAction.INSERT_ALL if isinstance(then.this, exp.Star) else MergeAction.INSERT
+    return None
 
 
 def _is_star(expressions: list) -> bool:
