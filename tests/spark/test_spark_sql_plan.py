@@ -86,6 +86,9 @@ def test_queries_reading_ctfile_tables_read_views():
     ("DESCRIBE ctfile.`/data/t`", "DESCRIBE"),
     ("RESTORE TABLE orders TO VERSION AS OF 2 WHERE x", "RESTORE"),
     ("RESTORE TABLE orders TO VERSION AS OF 'two'", "VERSION AS OF"),
+    ("RESTORE TABLE orders TO VERSION AS OF", "time travel VERSION AS OF on orders"),
+    ("RESTORE TABLE orders TO VERSION AS OF 1 AS x", "RESTORE orders"),
+    ("RESTORE TABLE orders TO SYSTEM_TIME AS OF 1", "RESTORE orders"),
 ])
 def test_unsupported_parts_are_typed_errors_naming_them(text, part):
     with pytest.raises(ctfile.CtfileError) as e:

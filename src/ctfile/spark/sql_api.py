@@ -20,9 +20,8 @@ VERSION AS OF n | TIMESTAMP AS OF expr``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -195,30 +194,54 @@ def _tokens(text: str) -> list:
 def _restore(text: str, tokens: list, names: Names) -> Any:
     """The plan of a ``RESTORE`` statement (``tokens``: the text's); None:
     a RESTORE of a table ctfile does not own (left to Spark); False: not a
-    RESTORE."""
-    if not tokens or tokens[0].text.upper() != "RESTORE":
+    RESTORE.
+
+    Raises
+    ------
+    UnsupportedFeatureError, InvalidArgumentError
+        A RESTORE of a ctfile table that is not ``TO VERSION AS OF n`` or
+        ``TO TIMESTAMP AS OF expr``.
+    """
+    parts = _restore_parts(text, tokens)
+    if parts is None:
         return False
-    rest = tokens[2:] if len(tokens) > 1 and tokens[1].token_type is TokenType.TABLE else tokens[1:]
-    if not rest:
+    table_text, travel_text = parts
+    table = _parse_table(table_text)
+    ref = None if table is None else names.resolve(table)
+    if ref is None:
         return None
+    table = _parse_table(f"{table_text} {travel_text}")
+    if table is None:
+        raise ctfile.UnsupportedFeatureError(
+            f"RESTORE {ref} {travel_text} is not supported: write RESTORE TABLE t TO VERSION AS OF n "
+            f"| TIMESTAMP AS OF expr"
+        )
+    return plan_restore(table, ref)
+
+
+def _restore_parts(text: str, tokens: list) -> tuple[str, str] | None:
+    """A RESTORE's table and time travel (the text after ``TO``), or None:
+    not a RESTORE of a table."""
+    if not tokens or tokens[0].text.upper() != "RESTORE":
+        return None
+    rest = tokens[2:] if len(tokens) > 1 and tokens[1].token_type is TokenType.TABLE else tokens[1:]
     cut = next((i for i, t in enumerate(rest) if _is_travel_word(t)), len(rest))
     if cut == 0:
         return None
     travel = rest[cut + 1:] if cut < len(rest) and rest[cut].text.upper() == "TO" else rest[cut:]
-    table_text = text[rest[0].start:rest[cut - 1].end + 1]
-    travel_text = text[travel[0].start:] if travel else ""
+    return text[rest[0].start:rest[cut - 1].end + 1], text[travel[0].start:] if travel else ""
+
+
+def _parse_table(text: str) -> exp.Table | None:
+    """The table reference ``text`` (with its time travel), or None: not
+    one table reference alone."""
     try:
-        query = sqlglot.parse_one(f"SELECT * FROM {table_text} {travel_text}", dialect=DIALECT)
+        query = sqlglot.parse_one(f"SELECT * FROM {text}", dialect=DIALECT)
     except ParseError:
         return None
-    table = query.find(exp.Table)
-    ref = None if table is None else names.resolve(table)
-    if ref is None:
-        return None
-    if {k for k, v in query.args.items() if v} != {"expressions", "from_"} or len(list(query.find_all(exp.Table))) != 1:
-        raise ctfile.UnsupportedFeatureError(f"RESTORE {ref} {travel_text} is not supported: write "
-                                             f"RESTORE TABLE t TO VERSION AS OF n | TIMESTAMP AS OF expr")
-    return plan_restore(table, ref)
+    tables = list(query.find_all(exp.Table))
+    alone = {k for k, v in query.args.items() if v} == {"expressions", "from_"} and len(tables) == 1
+    return tables[0] if alone else None
 
 
 def _is_travel_word(token: Any) -> bool:

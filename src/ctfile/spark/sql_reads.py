@@ -261,8 +261,11 @@ def _view_table(table: exp.Table, view: ReadView) -> exp.Table:
 
 
 def travel_view(ref: CtfileRef, version: exp.Version) -> ReadView:
+    """The read of ``ref`` at the time travel ``version`` (``VERSION AS OF
+    n`` or ``TIMESTAMP AS OF expr``; anything else is refused)."""
     kind, value = str(version.this).upper(), version.expression
-    if str(version.args.get("kind", "")).upper() != "AS OF" or kind not in ("VERSION", "TIMESTAMP"):
+    as_of = str(version.args.get("kind", "")).upper() == "AS OF"
+    if not as_of or kind not in ("VERSION", "TIMESTAMP") or value is None:
         raise ctfile.UnsupportedFeatureError(
             f"time travel {version.sql(dialect='spark')} on {ref} is not supported: "
             f"use VERSION AS OF <integer> or TIMESTAMP AS OF <timestamp>"
