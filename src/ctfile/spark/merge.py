@@ -51,7 +51,8 @@ from pyspark.sql.types import DecimalType, NullType
 
 import ctfile
 from ctfile.spark.dml import (
-    GROUP_COLUMN, INSERT_PREFIX, analyze, execute_tasks, in_table_timestamps, join_sides, prunable, to_column,
+    GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
+    to_column,
 )
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
@@ -128,7 +129,7 @@ class SparkMerge:
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
         """Run the statement in ``tx``; the counts it staged."""
         if tx.is_replay:
-            return {"inserted": 0, "updated": 0, "deleted": 0}
+            return counts(Results([], []))
         source = self._prepare(tx)
         schema = spark_arrow_schema(source.drop(SOURCE_ROW).schema)
         job = self._plan_job(tx, schema, self._ranges["ranges"])
@@ -142,11 +143,7 @@ class SparkMerge:
             for df in persisted:
                 df.unpersist()
         job.stage(tx, results.rewrites, results.inserted, predicate=self._read_predicate(job, source))
-        return {
-            "inserted": sum(f.num_records for f in results.inserted),
-            "updated": sum(r.updated for r in results.rewrites),
-            "deleted": sum(r.deleted for r in results.rewrites),
-        }
+        return counts(results)
 
     # ------------------------------------------------------------ the source
 
