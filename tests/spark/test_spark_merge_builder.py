@@ -12,6 +12,8 @@ and the model's.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
 import sys
 import tempfile
@@ -25,10 +27,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 import ctfile
 from ctfile import MatchKind, MergeAction
 from ctfile.spark import CtfileTable
+from ctfile.spark.local import LocalLimits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
 from merge_statements import SOURCE_ROWS, SOURCE_SCHEMA, TARGET_ROWS, TARGET_SCHEMA, MultipleMatch  # noqa: E402
 from merge_statements import run_model, statements, table_of  # noqa: E402
+from spark_helpers import spark_conf  # noqa: E402
 from test_merge_model import _changes, _check_snapshot, _expected_changes, _files, _setup  # noqa: E402
 
 SOURCE_DDL = "k long, a long, c long, op string"
@@ -188,11 +192,19 @@ def test_bad_clauses_are_typed_errors(spark, accounts):
 # ---------------------------------------------------------------- differential
 
 
+def _spark_value(v):
+    """A SET/VALUES value as the Spark builder takes it: a Python value
+    where the generator gives one (a string is SQL text there: quoted)."""
+    if getattr(v, "raw", False) and not isinstance(v.value, str):
+        return v.value
+    return v.to_sql()
+
+
 def _spark_builder(stmt, builder):
     """``builder`` (``CtfileTable.merge_builder``) with ``stmt``'s clauses as Spark SQL."""
     for c in stmt.clauses:
         cond = None if c.condition is None else c.condition.to_sql()
-        assigned = {col: (v.value if getattr(v, "raw", False) else v.to_sql()) for col, v in c.assignments}
+        assigned = {col: _spark_value(v) for col, v in c.assignments}
         method = {
             (MatchKind.MATCHED, MergeAction.UPDATE): "when_matched_update",
             (MatchKind.MATCHED, MergeAction.UPDATE_ALL): "when_matched_update_all",
@@ -216,7 +228,35 @@ def _state(t: ctfile.Table, ids: list[int]) -> tuple[list, list]:
     return old, new
 
 
-def check_engines(spark, stmt, target, source, capture: bool) -> None:
+class _Paths(logging.Handler):
+    """The paths the Spark MERGEs took (``ctfile.spark.local``'s log)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.local = 0
+
+    def emit(self, record):
+        self.local += "runs in the driver" in record.getMessage()
+
+
+@contextlib.contextmanager
+def _driver_path(spark, on: bool):
+    """The Spark builder with the driver path on (default limits) or off; yields its log."""
+    paths, logger = _Paths(), logging.getLogger("ctfile.spark.local")
+    level = logger.level
+    logger.addHandler(paths)
+    logger.setLevel(logging.INFO)
+    try:
+        with spark_conf(spark, "spark.ctfile.local.sourceRows", str(LocalLimits.source_rows) if on else "0"):
+            yield paths
+    finally:
+        logger.removeHandler(paths)
+        logger.setLevel(level)
+
+
+def check_engines(spark, stmt, target, source, capture: bool, local: bool = False) -> None:
+    """``stmt`` through both builders (the Spark one in the driver when
+    ``local``, else on the executors) against the model and each other."""
     root = tempfile.mkdtemp(prefix="ctfile-spark-merge-")
     try:
         py, ids = _setup(root + "/py", target, capture)
@@ -231,10 +271,13 @@ def check_engines(spark, stmt, target, source, capture: bool) -> None:
         except MultipleMatch as e:
             for b in (py_builder, spark_builder):
                 with pytest.raises(ctfile.InvalidArgumentError, match=f"{e.count} source rows match the table row"):
-                    b.execute()
+                    with _driver_path(spark, local):
+                        b.execute()
             assert _files(root + "/spark") == before
             return
-        results = [b.execute() for b in (py_builder, spark_builder)]
+        with _driver_path(spark, local) as paths:
+            results = [py_builder.execute(), spark_builder.execute()]
+        assert paths.local == (1 if local else 0), "the driver path was (not) taken"
         for t, r in zip((py, sp), results):
             assert (r.num_inserted_rows, r.num_updated_rows, r.num_deleted_rows) == outcome.counts, stmt
             assert r.committed == (any(outcome.changed) or bool(outcome.inserted))
@@ -257,14 +300,14 @@ SETTINGS = dict(deadline=None, derandomize=True, phases=[Phase.explicit, Phase.g
 CASES = dict(stmt=statements(), target=TARGET_ROWS, source=SOURCE_ROWS)
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model(spark, stmt, target, source):
-    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2))
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))
 
 
 @pytest.mark.long
 @settings(max_examples=150, **{**SETTINGS, "derandomize": False})
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model_long(spark, stmt, target, source):
-    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2))
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))

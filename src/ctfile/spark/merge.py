@@ -54,6 +54,7 @@ from ctfile.spark.dml import (
     GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
     to_column,
 )
+from ctfile.spark.local import LocalRun, run_in_driver
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
@@ -103,11 +104,15 @@ class SparkMerge:
     ``plan_job(tx, source_schema, key_ranges)`` checks it against the table
     in ``tx`` and returns its :class:`ctfile.RewriteJob`;
     ``unique_keys`` refuses a source with two rows of one key whatever the
-    table holds (the shorthand ``merge``'s rule)."""
+    table holds (the shorthand ``merge``'s rule); ``local`` runs it in the
+    driver with the Python engine when it is small
+    (:func:`ctfile.spark.local.run_in_driver`)."""
 
     def __init__(self, spark: SparkSession, source: DataFrame, statement: ctfile.MergeStatement,
-                 plan_job: Callable[..., ctfile.RewriteJob] | None = None, *, unique_keys: bool = False):
+                 plan_job: Callable[..., ctfile.RewriteJob] | None = None, *, unique_keys: bool = False,
+                 local: LocalRun | None = None):
         self.spark = spark
+        self._local = local or _execute_merge
         self.statement = statement
         self.unique_keys = unique_keys
         self._given = source
@@ -130,6 +135,10 @@ class SparkMerge:
         """Run the statement in ``tx``; the counts it staged."""
         if tx.is_replay:
             return counts(Results([], []))
+        given = in_table_timestamps(self._given, tx.schema.to_arrow(field_ids=False))
+        done = run_in_driver(self.spark, tx, self.statement, given, self._local)
+        if done is not None:
+            return done
         source = self._prepare(tx)
         schema = spark_arrow_schema(source.drop(SOURCE_ROW).schema)
         job = self._plan_job(tx, schema, self._ranges["ranges"])
@@ -281,6 +290,10 @@ class SparkMerge:
         )
 
 
+def _execute_merge(tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table) -> dict:
+    return tx.execute_merge(statement, rows)
+
+
 def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
     """The shorthand's one source row per key (SPEC key equality: a row
     with a null key part is no key)."""
@@ -406,4 +419,7 @@ def shorthand_merge(spark: SparkSession, source: DataFrame, on: Any, when_matche
     def plan_job(tx: ctfile.WriteTransaction, schema: pa.Schema, ranges: Mapping) -> ctfile.RewriteJob:
         return ctfile.RewriteJob.for_merge(tx, schema, on, key_ranges=ranges, **kw)
 
-    return SparkMerge(spark, source, statement, plan_job, unique_keys=True)
+    def local(tx: ctfile.WriteTransaction, _: ctfile.MergeStatement, rows: pa.Table) -> dict:
+        return tx.merge(rows, on, **kw)
+
+    return SparkMerge(spark, source, statement, plan_job, unique_keys=True, local=local)
