@@ -347,6 +347,8 @@ def profile(a: argparse.Namespace) -> None:
 
 
 def markdown(r: dict) -> str:
+    if "spark_executors" in r["ms"]:  # results of --spark
+        return markdown_spark(r)
     m, ms = r["meta"], r["ms"]
     lines = [
         f"## One conditional upsert-with-delete MERGE ({m['mode']}, {m['date']})", "",
