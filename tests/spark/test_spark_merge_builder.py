@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 import ctfile
 from ctfile import MatchKind, MergeAction
 from ctfile.spark import CtfileTable
-from ctfile.spark.local import LocalLimits
+from ctfile.spark.local import LocalLimits, unmatched_target_pruning
+from ctfile.spark.sqltext import SqlConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
 from merge_statements import SOURCE_ROWS, SOURCE_SCHEMA, TARGET_ROWS, TARGET_SCHEMA, MultipleMatch  # noqa: E402
@@ -175,6 +176,33 @@ def test_schema_evolution_adds_the_sources_columns(spark, accounts):
     assert r.version == 2 and t.refresh().schema.names == ["id", "total", "ts", "channel", "note"]
     got = {row["id"]: (row["channel"], row["note"]) for row in t.to_arrow().to_pylist()}
     assert got == {1: ("web", None), 2: (None, None), 3: (None, None), 4: (None, None), 9: ("app", None)}
+
+
+def test_not_matched_by_source_reads_what_its_condition_may_select(spark, tmp_path):
+    """The partitions a NOT MATCHED BY SOURCE clause reads are pruned by its
+    condition's statistics when it translates (SPEC §Copy-on-write, MERGE,
+    candidates); not when it cannot (a function)."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    t = ctfile.create_table(str(tmp_path / "t"), schema, partition_rows=2)
+    t.insert(pa.table({"id": list(range(1, 9)), "v": list("abcdefgh")}, schema=schema))
+    ct = CtfileTable.for_path(spark, t.uri)
+    src = spark.createDataFrame([(1, "A")], "id long, v string")
+    sql = SqlConf.of(spark)
+
+    def candidates(condition):
+        stmt = (ct.merge_builder(src, on="id").when_matched_update_all()
+                .when_not_matched_by_source_delete(condition=condition).statement)
+        prune_by = unmatched_target_pruning(stmt, schema, sql)
+        with t.transaction() as tx:
+            job = ctfile.RewriteJob.for_merge_statement(tx, stmt, schema, key_ranges={"id": (1, 1)}, prune_by=prune_by)
+            return len(job.candidates)
+
+    assert candidates("t.id > 6 OR T.ID IS NULL") == 2   # ids 1-2 (the key) and 7-8
+    assert candidates("upper(t.v) = 'H'") == 4            # a function: every partition
+    r = (ct.merge_builder(src, on="t.id = s.id").when_matched_update_all()
+         .when_not_matched_by_source_delete(condition="t.id > 6").execute())
+    assert (r.num_updated_rows, r.num_deleted_rows) == (1, 2)
+    assert sorted(x["id"] for x in t.to_arrow().to_pylist()) == [1, 2, 3, 4, 5, 6]
 
 
 def test_bad_clauses_are_typed_errors(spark, accounts):

@@ -133,3 +133,48 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
         return None
     log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows, touched)
     return run(tx, local, rows)
+
+
+def unmatched_target_pruning(statement: ctfile.MergeStatement, target: pa.Schema, conf: SqlConf) -> Any:
+    """A pyarrow expression over the table's columns true for every table
+    row a ``NOT MATCHED BY SOURCE`` clause of ``statement`` may select (the
+    disjunction of their conditions, each translated exactly), to prune the
+    partitions those clauses read by statistics; None when it cannot: a
+    clause without a condition, or with a Column or text that does not
+    translate (every live partition is read then)."""
+    clauses = statement.clauses_of(ctfile.MatchKind.NOT_MATCHED_BY_SOURCE)
+    if not clauses or any(not isinstance(c.condition, str) for c in clauses):
+        return None
+    scope = SqlScope((SideColumns(None, target),), conf, unseen=(statement.source_alias,))
+    out = None
+    for c in clauses:
+        text = _unqualified(c.condition, statement.target_alias, conf)
+        try:
+            expr = None if text is None else to_arrow(text, scope, condition=True)
+        except (Untranslatable, ctfile.CtfileError):
+            expr = None
+        if expr is None:
+            return None
+        out = expr if out is None else out | expr
+    return out
+
+
+def _unqualified(text: str, alias: str, conf: SqlConf) -> str | None:
+    """``text`` with the table alias dropped from its columns (``t.a`` ->
+    ``a``), or None when it does not parse."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    same = (lambda a, b: a == b) if conf.case_sensitive else (lambda a, b: a.lower() == b.lower())
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, exp.Column) and node.table and same(node.table, alias) and not node.args.get("db"):
+            return exp.column(node.this.copy())
+        return node
+
+    try:
+        return sqlglot.parse_one(text, dialect="spark").transform(strip).sql(dialect="spark")
+    except SqlglotError:
+        return None
+

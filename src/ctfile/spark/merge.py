@@ -33,7 +33,9 @@ runs :class:`SparkMerge`:
 The engines agree on what Spark and pyarrow compute alike; Spark's own
 semantics hold for its expressions (ANSI arithmetic, its casts). The
 candidates of a statement with ``NOT MATCHED BY SOURCE`` clauses are every
-live partition: the clauses' conditions do not prune yet.
+live partition whose statistics allow a row one of the clauses' conditions
+selects (:func:`ctfile.spark.local.unmatched_target_pruning`; every live
+partition when one has no condition or does not translate).
 """
 
 from __future__ import annotations
@@ -54,9 +56,10 @@ from ctfile.spark.dml import (
     GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
     to_column,
 )
-from ctfile.spark.local import LocalRun, run_in_driver
+from ctfile.spark.local import LocalRun, run_in_driver, unmatched_target_pruning
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
+from ctfile.spark.sqltext import SqlConf
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
 #: The number of each source row, in the persisted source.
@@ -126,9 +129,11 @@ class SparkMerge:
             self._source = None
 
     def _job(self, tx: ctfile.WriteTransaction, source_schema: pa.Schema, key_ranges: Mapping) -> ctfile.RewriteJob:
+        value_types = self._value_types(tx, source_schema)
+        target = tx.schema.to_arrow(field_ids=False)
+        prune_by = unmatched_target_pruning(self.statement, target, SqlConf.of(self.spark))
         return ctfile.RewriteJob.for_merge_statement(
-            tx, self.statement, source_schema, key_ranges=key_ranges,
-            value_types=self._value_types(tx, source_schema),
+            tx, self.statement, source_schema, key_ranges=key_ranges, value_types=value_types, prune_by=prune_by,
         )
 
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
@@ -280,14 +285,23 @@ class SparkMerge:
         """SPEC §Conflict detection: the table rows whose key is one of the
         source's; with ``NOT MATCHED BY SOURCE`` clauses, every row."""
         targets = list(self.statement.target_keys)
-        if job.merge.reads_unmatched_target:
-            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows,
-                                      "every row (the statement has NOT MATCHED BY SOURCE clauses)")
         keys = source.select(*[F.col(s).alias(t) for t, s in self.statement.keys])
-        return SparkRowsPredicate(
-            self.spark, job, targets, lambda rows: rows.join(keys, targets, "left_semi"),
-            f"rows whose key ({', '.join(targets)}) is one of the source's",
-        )
+        described = f"rows whose key ({', '.join(targets)}) is one of the source's"
+        if not job.merge.reads_unmatched_target:
+            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows.join(keys, targets, "left_semi"),
+                                      described)
+        conditions = [c.condition for c in self.statement.clauses_of(ctfile.MatchKind.NOT_MATCHED_BY_SOURCE)]
+        if any(c is None for c in conditions):
+            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows,
+                                      "every row (a NOT MATCHED BY SOURCE clause has no condition)")
+        alias = self.statement.target_alias
+        selects = functools.reduce(operator.or_, [to_column(c, what="condition") for c in conditions])
+
+        def select(rows: DataFrame) -> DataFrame:
+            return rows.join(keys, targets, "left_semi").unionByName(rows.alias(alias).where(selects))
+
+        return SparkRowsPredicate(self.spark, job, list(job.schema.names), select,
+                                  f"{described}, or that a NOT MATCHED BY SOURCE clause selects")
 
 
 def _execute_merge(tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table) -> dict:
