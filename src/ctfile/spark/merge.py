@@ -59,7 +59,7 @@ from ctfile.spark.dml import (
 from ctfile.spark.local import LocalRun, run_in_driver, unmatched_target_pruning
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
-from ctfile.spark.sqltext import SqlConf
+from ctfile.spark.sqltext import SqlConf, sql_columns
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
 #: The number of each source row, in the persisted source.
@@ -210,7 +210,8 @@ class SparkMerge:
         plan, st = job.merge, self.statement
         t_alias, s_alias = st.target_alias, st.source_alias
         broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
-        target, src = join_sides(candidate_rows(self.spark, job, list(job.schema.names)), source, broadcast=broadcast)
+        target = candidate_rows(self.spark, job, self._target_columns(plan, job.schema))
+        target, src = join_sides(target, source, broadcast=broadcast)
         target, src = target.alias(t_alias), src.alias(s_alias)
         on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
         if st.on_condition is not None:
@@ -235,6 +236,24 @@ class SparkMerge:
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         return rows, persisted
+
+    def _target_columns(self, plan: ctfile.MergePlan, schema: Any) -> list[str]:
+        """The table columns the join and the clauses may read, in table
+        order: the keys and every column the statement's expressions over
+        the table name (:func:`ctfile.spark.sqltext.sql_columns`, a
+        superset); every column when one is a Column."""
+        exprs = [self.statement.on_condition]
+        for c in plan.clauses:
+            if c.kind is not ctfile.MatchKind.NOT_MATCHED:
+                exprs += [c.condition, *(v for _, v in c.values)]
+        texts = [e for e in exprs if isinstance(e, str)]
+        if any(isinstance(e, Column) for e in exprs):
+            return list(schema.names)
+        found = sql_columns(texts, schema.to_arrow(field_ids=False), SqlConf.of(self.spark)) if texts else []
+        if found is None:
+            return list(schema.names)
+        wanted = set(found) | set(self.statement.target_keys)
+        return [n for n in schema.names if n in wanted]
 
     def _check_multiple_matches(self, plan: ctfile.MergePlan, pairs: DataFrame) -> None:
         """SPEC §Copy-on-write, MERGE, multiple matches: a table row in two
