@@ -151,6 +151,30 @@ def test_scd2(spark, tmp_path):
     ]
 
 
+@pytest.mark.parametrize("local", [False, True], ids=["executors", "driver"])
+def test_patterns_on_an_s3_server(spark, moto_s3, local):
+    """Upsert with delete, accumulate and snapshot sync on an S3 server
+    (moto), on the executors and in the driver."""
+    uri, opts = moto_s3.new_uri(), moto_s3.storage_options()
+    t = ctfile.create_table(uri, ACCOUNTS, partition_rows=2, storage_options=opts)
+    t.insert(pa.table({"id": [1, 2, 3, 4], "total": [10, 20, 30, 40], "ts": [5, 5, 5, 5]}, schema=ACCOUNTS))
+    ct = CtfileTable.for_path(spark, uri, storage_options=opts)
+    batch = spark.createDataFrame([(1, 5, 9, "upsert"), (2, 0, 9, "delete"), (8, 80, 9, "upsert")],
+                                  "id long, amount long, ts long, op string")
+    with _driver_path(spark, local) as paths:
+        r1 = (ct.merge_builder(batch, on="id")
+              .when_matched_delete(condition="s.op = 'delete'")
+              .when_matched_update(set={"total": "t.total + s.amount", "ts": "s.ts"})
+              .when_not_matched_insert(values={"id": "s.id", "total": "s.amount", "ts": "s.ts"})
+              .execute())
+        snapshot = spark.createDataFrame([(1, 15, 9), (8, 80, 9)], "id long, total long, ts long")
+        r2 = ct.merge_builder(snapshot, on="id").when_matched_update_all().when_not_matched_by_source_delete().execute()
+    assert paths.local == (2 if local else 0)
+    assert (r1.num_updated_rows, r1.num_deleted_rows, r1.num_inserted_rows) == (1, 1, 1)
+    assert (r2.num_updated_rows, r2.num_deleted_rows) == (0, 2)
+    assert _rows(t) == [{"id": 1, "total": 15, "ts": 9}, {"id": 8, "total": 80, "ts": 9}]
+
+
 def test_a_row_matched_twice_and_updated_is_refused_before_writing(spark, accounts):
     t, ct = accounts
     before = _files(t.uri)
