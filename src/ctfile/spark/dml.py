@@ -1,8 +1,10 @@
-"""MERGE, UPDATE and DELETE run on Spark's executors (SPEC §Copy-on-write,
-distributed statements).
+"""UPDATE and DELETE run on Spark's executors (SPEC §Copy-on-write,
+distributed statements), and the parts MERGE shares with them
+(:mod:`ctfile.spark.merge` runs MERGE): the tasks, expressions, analysis.
 
 Each statement is planned on the driver in a transaction of its own
-(``Table.run_statement``, so a conflict re-runs it at the latest version):
+(``Table.run_statement``, so a conflict re-runs it at the latest version),
+or in the caller's (:mod:`ctfile.spark.transaction`):
 
 1. the statement is checked as the Python helpers check it
    (:class:`ctfile.RewriteJob`), before any file is written: unknown

@@ -64,6 +64,7 @@ from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
 #: The number of each source row, in the persisted source.
 SOURCE_ROW = "_ct_source_row"
+_KEY_PREFIX = "_ct_key_"  # a matched table row's key columns, for the multiple-match error
 _LITERALS = (bool, int, float, str, bytes)
 
 
@@ -207,26 +208,14 @@ class SparkMerge:
     def _task_rows(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
         """The rows the tasks get (group, position, clause, values) and the
         DataFrames persisted for them, which the caller unpersists."""
-        plan, st = job.merge, self.statement
-        t_alias, s_alias = st.target_alias, st.source_alias
-        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
-        target = candidate_rows(self.spark, job, self._target_columns(plan, job.schema))
-        target, src = join_sides(target, source, broadcast=broadcast)
-        target, src = target.alias(t_alias), src.alias(s_alias)
-        on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
-        if st.on_condition is not None:
-            on.append(to_column(st.on_condition, what="on_condition"))
-        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
-        keys = [F.col(f"{t_alias}.{t}").alias(f"_ct_key_{i}") for i, (t, _) in enumerate(st.keys)]
-        ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
-               F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
-        pairs = analyze(lambda: _with_clauses(joined, plan, ctfile.MatchKind.MATCHED, ids + keys, s_alias),
-                        what="WHEN MATCHED").persist(StorageLevel.MEMORY_AND_DISK)
-        persisted = [pairs]
+        plan = job.merge
+        target, src = self._sides(job, source)
+        pairs = self._pairs(plan, target, src).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             if not self.unique_keys:
                 self._check_multiple_matches(plan, pairs)
-            parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *[f"_ct_key_{i}" for i in range(len(keys))])]
+            keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
+            parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
             if plan.reads_unmatched_target:
                 parts.append(self._unmatched_target(plan, target, pairs))
             if plan.inserts_unmatched:
@@ -235,7 +224,30 @@ class SparkMerge:
             pairs.unpersist()
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        return rows, persisted
+        return rows, [pairs]
+
+    def _sides(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """The candidates' rows and the source, aliased, hinted for the join
+        (:func:`ctfile.spark.dml.join_sides`)."""
+        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
+        target = candidate_rows(self.spark, job, self._target_columns(job.merge, job.schema))
+        target, src = join_sides(target, source, broadcast=broadcast)
+        return target.alias(self.statement.target_alias), src.alias(self.statement.source_alias)
+
+    def _pairs(self, plan: ctfile.MergePlan, target: DataFrame, src: DataFrame) -> DataFrame:
+        """The matched pairs: group (file), position, source row, the table
+        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+        st = self.statement
+        t_alias, s_alias = st.target_alias, st.source_alias
+        on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
+        if st.on_condition is not None:
+            on.append(to_column(st.on_condition, what="on_condition"))
+        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
+        keys = [F.col(f"{t_alias}.{t}").alias(f"{_KEY_PREFIX}{i}") for i, (t, _) in enumerate(st.keys)]
+        ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
+               F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
+        kind = ctfile.MatchKind.MATCHED
+        return analyze(lambda: _with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
 
     def _target_columns(self, plan: ctfile.MergePlan, schema: Any) -> list[str]:
         """The table columns the join and the clauses may read, in table
@@ -262,7 +274,7 @@ class SparkMerge:
         if not updates:
             return
         is_update = F.col(ctfile.CLAUSE_COLUMN).isin(updates)
-        keys = [c for c in pairs.columns if c.startswith("_ct_key_")]
+        keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
         found = (pairs.groupBy(GROUP_COLUMN, ctfile.POSITION_COLUMN)
                  .agg(F.count(F.lit(1)).alias("n"), F.max(is_update.cast("int")).alias("u"),
                       F.min(F.when(is_update, F.col(ctfile.CLAUSE_COLUMN))).alias("c"),
@@ -271,7 +283,7 @@ class SparkMerge:
         if not found:
             return
         row = found[0]
-        key = {t: row[f"_ct_key_{i}"] for i, (t, _) in enumerate(self.statement.keys)}
+        key = {t: row[f"{_KEY_PREFIX}{i}"] for i, (t, _) in enumerate(self.statement.keys)}
         raise ctfile.InvalidArgumentError(
             f"{row['n']} source rows match the table row with key {key}, and {plan.clauses[row['c']].clause} "
             f"applies to one of them: a table row may be updated by one source row only (deduplicate the "
