@@ -10,6 +10,7 @@ import pytest
 
 import ctfile
 from ctfile.spark import CtfileTable
+from spark_helpers import spark_conf
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("n", pa.int64())])
 DDL = "id long, v string, n long"
@@ -97,3 +98,48 @@ def test_consuming_a_stream_exactly_once(spark, tmp_path, table):
     again = apply_pending()  # nothing pending: no row changes
     assert again.num_inserted_rows == again.num_updated_rows == 0
     assert {x["id"]: x["v"] for x in silver.to_arrow().to_pylist()} == {1: "a", 2: "B", 3: "c", 4: "d", 7: "g"}
+
+
+@pytest.mark.parametrize("local", ["0", "10000"], ids=["executors", "driver"])
+def test_a_transaction_captures_the_changes_a_python_one_does(spark, tmp_path, local):
+    """With change capture on, statements that rewrite what earlier ones of
+    the transaction wrote give the change rows of the Python transaction
+    doing the same (SPEC §Change capture: one version's net changes)."""
+    import pyarrow.compute as pc
+    import shutil
+
+    props = {"ctfile.changeCapture": "before_after"}
+    py = ctfile.create_table(str(tmp_path / "py"), SCHEMA, partition_rows=2, properties=props)
+    py.insert(pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "c", "d"], "n": [1, 2, 3, 4]}, schema=SCHEMA))
+    shutil.copytree(tmp_path / "py", tmp_path / "sp")
+    sp = ctfile.open_table(str(tmp_path / "sp"))
+    new = pa.table({"id": [5, 6], "v": ["e", "f"], "n": [5, 6]}, schema=SCHEMA)
+    with py.transaction() as tx:
+        tx.insert(new)
+        tx.update(pc.field("id") >= 4, {"n": pc.field("n") * 10})
+        tx.delete(pc.field("id") == 6)
+        tx.update(pc.field("id") == 4, {"v": "D"})   # the second update of row 4 in the transaction
+        tx.merge_builder(pa.table({"id": [1, 5]}), on="id").when_matched_delete(condition=pc.field("t.id") == 1) \
+            .when_matched_update(set={"v": "E"}).execute()
+    with spark_conf(spark, "spark.ctfile.local.sourceRows", local), CtfileTable.for_path(spark, sp.uri).transaction() as stx:
+        stx.insert(spark.createDataFrame(new.to_pylist(), DDL))
+        stx.update("id >= 4", {"n": "n * 10"})
+        stx.delete("id = 6")
+        stx.update("id = 4", {"v": "'D'"})
+        stx.merge_builder(spark.createDataFrame([(1,), (5,)], "id long"), on="id") \
+            .when_matched_delete(condition="t.id = 1").when_matched_update(set={"v": "'E'"}).execute()
+    assert py.version == sp.refresh().version == 2
+
+    def state(t):
+        rows = t.to_arrow(include_hidden=True).to_pylist()
+        return sorted((r["id"], r["v"], r["n"], r[ctfile.ROW_VERSION_COLUMN]) for r in rows)
+
+    def changes(t, mode):
+        rows = t.changes(start_version=2, end_version=2, information=mode).to_arrow().to_pylist()
+        return sorted((r["METADATA$ACTION"], r["METADATA$ISUPDATE"], r["id"], r["v"], r["n"]) for r in rows)
+
+    assert state(sp) == state(py)
+    for mode in ("default", "append_only", "audit"):
+        assert changes(sp, mode) == changes(py, mode), mode
+    assert changes(sp, "default") == [("DELETE", False, 1, "a", 1), ("DELETE", True, 4, "d", 4),
+                                      ("INSERT", False, 5, "E", 50), ("INSERT", True, 4, "D", 40)]

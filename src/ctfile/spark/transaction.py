@@ -117,8 +117,13 @@ class SparkTransaction:
         return {"inserted": n, "updated": 0, "deleted": 0}
 
     def _run(self, statement: Any) -> dict[str, int]:
+        """Run ``statement`` as one statement of :attr:`tx`: in its
+        ``statement()`` block, so that change rows captured out of files an
+        earlier statement wrote are consolidated at the commit (SPEC §Change
+        capture)."""
         try:
-            return statement.run(self.tx)
+            with self.tx.statement():
+                return statement.run(self.tx)
         finally:
             close = getattr(statement, "close", None)
             if close is not None:
