@@ -191,7 +191,8 @@ def test_a_row_matched_twice_and_updated_is_refused_before_writing(spark, accoun
 
 def test_schema_evolution_adds_the_sources_columns(spark, accounts):
     t, ct = accounts
-    batch = spark.createDataFrame([(1, 11, 9, "web"), (9, 90, 9, "app")], "id long, total long, ts long, channel string")
+    batch = spark.createDataFrame([(1, 11, 9, "web"), (9, 90, 9, "app")],
+                                  "id long, total long, ts long, channel string")
     with pytest.raises(ctfile.SchemaMismatchError, match="with schema evolution"):
         ct.merge_builder(batch, on="id").when_matched_update(set={"note": "upper(s.channel)"}).execute()
     r = (ct.merge_builder(batch, on="id").when_matched_update(set={"t.note": "upper(s.channel)", "total": "s.total"},
@@ -353,7 +354,8 @@ def check_engines(spark, stmt, target, source, capture: bool, local: bool = Fals
             want = _expected_changes(outcome, target)
             for mode in ("default", "audit"):
                 assert _changes(t, r.version, mode) == want, (mode, stmt)
-            assert _changes(t, r.version, "append_only") == Counter(k for k in want.elements() if k[:2] == ("INSERT", False))
+            fresh = Counter(k for k in want.elements() if k[:2] == ("INSERT", False))
+            assert _changes(t, r.version, "append_only") == fresh
         assert _state(sp, ids) == _state(py, ids), stmt
         assert sp.version == py.version
     finally:

@@ -121,7 +121,8 @@ def test_a_transaction_captures_the_changes_a_python_one_does(spark, tmp_path, l
         tx.update(pc.field("id") == 4, {"v": "D"})   # the second update of row 4 in the transaction
         tx.merge_builder(pa.table({"id": [1, 5]}), on="id").when_matched_delete(condition=pc.field("t.id") == 1) \
             .when_matched_update(set={"v": "E"}).execute()
-    with spark_conf(spark, "spark.ctfile.local.sourceRows", local), CtfileTable.for_path(spark, sp.uri).transaction() as stx:
+    ct = CtfileTable.for_path(spark, sp.uri)
+    with spark_conf(spark, "spark.ctfile.local.sourceRows", local), ct.transaction() as stx:
         stx.insert(spark.createDataFrame(new.to_pylist(), DDL))
         stx.update("id >= 4", {"n": "n * 10"})
         stx.delete("id = 6")
