@@ -12,6 +12,8 @@ and the model's.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
 import sys
 import tempfile
@@ -25,10 +27,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 import ctfile
 from ctfile import MatchKind, MergeAction
 from ctfile.spark import CtfileTable
+from ctfile.spark.local import LocalLimits, unmatched_target_pruning
+from ctfile.spark.sqltext import SqlConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
 from merge_statements import SOURCE_ROWS, SOURCE_SCHEMA, TARGET_ROWS, TARGET_SCHEMA, MultipleMatch  # noqa: E402
 from merge_statements import run_model, statements, table_of  # noqa: E402
+from spark_helpers import spark_conf  # noqa: E402
 from test_merge_model import _changes, _check_snapshot, _expected_changes, _files, _setup  # noqa: E402
 
 SOURCE_DDL = "k long, a long, c long, op string"
@@ -146,6 +151,30 @@ def test_scd2(spark, tmp_path):
     ]
 
 
+@pytest.mark.parametrize("local", [False, True], ids=["executors", "driver"])
+def test_patterns_on_an_s3_server(spark, moto_s3, local):
+    """Upsert with delete, accumulate and snapshot sync on an S3 server
+    (moto), on the executors and in the driver."""
+    uri, opts = moto_s3.new_uri(), moto_s3.storage_options()
+    t = ctfile.create_table(uri, ACCOUNTS, partition_rows=2, storage_options=opts)
+    t.insert(pa.table({"id": [1, 2, 3, 4], "total": [10, 20, 30, 40], "ts": [5, 5, 5, 5]}, schema=ACCOUNTS))
+    ct = CtfileTable.for_path(spark, uri, storage_options=opts)
+    batch = spark.createDataFrame([(1, 5, 9, "upsert"), (2, 0, 9, "delete"), (8, 80, 9, "upsert")],
+                                  "id long, amount long, ts long, op string")
+    with _driver_path(spark, local) as paths:
+        r1 = (ct.merge_builder(batch, on="id")
+              .when_matched_delete(condition="s.op = 'delete'")
+              .when_matched_update(set={"total": "t.total + s.amount", "ts": "s.ts"})
+              .when_not_matched_insert(values={"id": "s.id", "total": "s.amount", "ts": "s.ts"})
+              .execute())
+        snapshot = spark.createDataFrame([(1, 15, 9), (8, 80, 9)], "id long, total long, ts long")
+        r2 = ct.merge_builder(snapshot, on="id").when_matched_update_all().when_not_matched_by_source_delete().execute()
+    assert paths.local == (2 if local else 0)
+    assert (r1.num_updated_rows, r1.num_deleted_rows, r1.num_inserted_rows) == (1, 1, 1)
+    assert (r2.num_updated_rows, r2.num_deleted_rows) == (0, 2)
+    assert _rows(t) == [{"id": 1, "total": 15, "ts": 9}, {"id": 8, "total": 80, "ts": 9}]
+
+
 def test_a_row_matched_twice_and_updated_is_refused_before_writing(spark, accounts):
     t, ct = accounts
     before = _files(t.uri)
@@ -162,7 +191,8 @@ def test_a_row_matched_twice_and_updated_is_refused_before_writing(spark, accoun
 
 def test_schema_evolution_adds_the_sources_columns(spark, accounts):
     t, ct = accounts
-    batch = spark.createDataFrame([(1, 11, 9, "web"), (9, 90, 9, "app")], "id long, total long, ts long, channel string")
+    batch = spark.createDataFrame([(1, 11, 9, "web"), (9, 90, 9, "app")],
+                                  "id long, total long, ts long, channel string")
     with pytest.raises(ctfile.SchemaMismatchError, match="with schema evolution"):
         ct.merge_builder(batch, on="id").when_matched_update(set={"note": "upper(s.channel)"}).execute()
     r = (ct.merge_builder(batch, on="id").when_matched_update(set={"t.note": "upper(s.channel)", "total": "s.total"},
@@ -171,6 +201,33 @@ def test_schema_evolution_adds_the_sources_columns(spark, accounts):
     assert r.version == 2 and t.refresh().schema.names == ["id", "total", "ts", "channel", "note"]
     got = {row["id"]: (row["channel"], row["note"]) for row in t.to_arrow().to_pylist()}
     assert got == {1: ("web", None), 2: (None, None), 3: (None, None), 4: (None, None), 9: ("app", None)}
+
+
+def test_not_matched_by_source_reads_what_its_condition_may_select(spark, tmp_path):
+    """The partitions a NOT MATCHED BY SOURCE clause reads are pruned by its
+    condition's statistics when it translates (SPEC §Copy-on-write, MERGE,
+    candidates); not when it cannot (a function)."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    t = ctfile.create_table(str(tmp_path / "t"), schema, partition_rows=2)
+    t.insert(pa.table({"id": list(range(1, 9)), "v": list("abcdefgh")}, schema=schema))
+    ct = CtfileTable.for_path(spark, t.uri)
+    src = spark.createDataFrame([(1, "A")], "id long, v string")
+    sql = SqlConf.of(spark)
+
+    def candidates(condition):
+        stmt = (ct.merge_builder(src, on="id").when_matched_update_all()
+                .when_not_matched_by_source_delete(condition=condition).statement)
+        prune_by = unmatched_target_pruning(stmt, schema, sql)
+        with t.transaction() as tx:
+            job = ctfile.RewriteJob.for_merge_statement(tx, stmt, schema, key_ranges={"id": (1, 1)}, prune_by=prune_by)
+            return len(job.candidates)
+
+    assert candidates("t.id > 6 OR T.ID IS NULL") == 2   # ids 1-2 (the key) and 7-8
+    assert candidates("upper(t.v) = 'H'") == 4            # a function: every partition
+    r = (ct.merge_builder(src, on="t.id = s.id").when_matched_update_all()
+         .when_not_matched_by_source_delete(condition="t.id > 6").execute())
+    assert (r.num_updated_rows, r.num_deleted_rows) == (1, 2)
+    assert sorted(x["id"] for x in t.to_arrow().to_pylist()) == [1, 2, 3, 4, 5, 6]
 
 
 def test_bad_clauses_are_typed_errors(spark, accounts):
@@ -185,14 +242,36 @@ def test_bad_clauses_are_typed_errors(spark, accounts):
     assert t.refresh().version == 1
 
 
+def test_readme_merge_examples_run(spark, tmp_path):
+    """The README's Spark builder examples (section "MERGE") run; their
+    asserts check the five patterns' results, and each is one version."""
+    from readme_examples import merge_blocks, run_blocks
+
+    blocks = merge_blocks()
+    assert len(blocks) == 1
+    ns = run_blocks(blocks, tmp_path)
+    silver = ctfile.open_table(str(tmp_path / "spark_merge_silver"))
+    assert [h.operation for h in silver.history(limit=5)] == ["TRANSACTION", "MERGE", "MERGE", "MERGE", "WRITE"]
+    assert sorted((r["id"], r["name"]) for r in silver.to_arrow().to_pylist()) == [(1, "AA"), (4, "D2"), (5, "E")]
+    assert ns["customers"].table.history(limit=1)[0].operation == "MERGE"
+
+
 # ---------------------------------------------------------------- differential
+
+
+def _spark_value(v):
+    """A SET/VALUES value as the Spark builder takes it: a Python value
+    where the generator gives one (a string is SQL text there: quoted)."""
+    if getattr(v, "raw", False) and not isinstance(v.value, str):
+        return v.value
+    return v.to_sql()
 
 
 def _spark_builder(stmt, builder):
     """``builder`` (``CtfileTable.merge_builder``) with ``stmt``'s clauses as Spark SQL."""
     for c in stmt.clauses:
         cond = None if c.condition is None else c.condition.to_sql()
-        assigned = {col: (v.value if getattr(v, "raw", False) else v.to_sql()) for col, v in c.assignments}
+        assigned = {col: _spark_value(v) for col, v in c.assignments}
         method = {
             (MatchKind.MATCHED, MergeAction.UPDATE): "when_matched_update",
             (MatchKind.MATCHED, MergeAction.UPDATE_ALL): "when_matched_update_all",
@@ -216,7 +295,35 @@ def _state(t: ctfile.Table, ids: list[int]) -> tuple[list, list]:
     return old, new
 
 
-def check_engines(spark, stmt, target, source, capture: bool) -> None:
+class _Paths(logging.Handler):
+    """The paths the Spark MERGEs took (``ctfile.spark.local``'s log)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.local = 0
+
+    def emit(self, record):
+        self.local += "runs in the driver" in record.getMessage()
+
+
+@contextlib.contextmanager
+def _driver_path(spark, on: bool):
+    """The Spark builder with the driver path on (default limits) or off; yields its log."""
+    paths, logger = _Paths(), logging.getLogger("ctfile.spark.local")
+    level = logger.level
+    logger.addHandler(paths)
+    logger.setLevel(logging.INFO)
+    try:
+        with spark_conf(spark, "spark.ctfile.local.sourceRows", str(LocalLimits.source_rows) if on else "0"):
+            yield paths
+    finally:
+        logger.removeHandler(paths)
+        logger.setLevel(level)
+
+
+def check_engines(spark, stmt, target, source, capture: bool, local: bool = False) -> None:
+    """``stmt`` through both builders (the Spark one in the driver when
+    ``local``, else on the executors) against the model and each other."""
     root = tempfile.mkdtemp(prefix="ctfile-spark-merge-")
     try:
         py, ids = _setup(root + "/py", target, capture)
@@ -231,10 +338,13 @@ def check_engines(spark, stmt, target, source, capture: bool) -> None:
         except MultipleMatch as e:
             for b in (py_builder, spark_builder):
                 with pytest.raises(ctfile.InvalidArgumentError, match=f"{e.count} source rows match the table row"):
-                    b.execute()
+                    with _driver_path(spark, local):
+                        b.execute()
             assert _files(root + "/spark") == before
             return
-        results = [b.execute() for b in (py_builder, spark_builder)]
+        with _driver_path(spark, local) as paths:
+            results = [py_builder.execute(), spark_builder.execute()]
+        assert paths.local == (1 if local else 0), "the driver path was (not) taken"
         for t, r in zip((py, sp), results):
             assert (r.num_inserted_rows, r.num_updated_rows, r.num_deleted_rows) == outcome.counts, stmt
             assert r.committed == (any(outcome.changed) or bool(outcome.inserted))
@@ -244,7 +354,8 @@ def check_engines(spark, stmt, target, source, capture: bool) -> None:
             want = _expected_changes(outcome, target)
             for mode in ("default", "audit"):
                 assert _changes(t, r.version, mode) == want, (mode, stmt)
-            assert _changes(t, r.version, "append_only") == Counter(k for k in want.elements() if k[:2] == ("INSERT", False))
+            fresh = Counter(k for k in want.elements() if k[:2] == ("INSERT", False))
+            assert _changes(t, r.version, "append_only") == fresh
         assert _state(sp, ids) == _state(py, ids), stmt
         assert sp.version == py.version
     finally:
@@ -257,14 +368,14 @@ SETTINGS = dict(deadline=None, derandomize=True, phases=[Phase.explicit, Phase.g
 CASES = dict(stmt=statements(), target=TARGET_ROWS, source=SOURCE_ROWS)
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model(spark, stmt, target, source):
-    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2))
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))
 
 
 @pytest.mark.long
 @settings(max_examples=150, **{**SETTINGS, "derandomize": False})
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model_long(spark, stmt, target, source):
-    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2))
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))

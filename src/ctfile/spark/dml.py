@@ -1,8 +1,10 @@
-"""MERGE, UPDATE and DELETE run on Spark's executors (SPEC §Copy-on-write,
-distributed statements).
+"""UPDATE and DELETE run on Spark's executors (SPEC §Copy-on-write,
+distributed statements), and the parts MERGE shares with them
+(:mod:`ctfile.spark.merge` runs MERGE): the tasks, expressions, analysis.
 
 Each statement is planned on the driver in a transaction of its own
-(``Table.run_statement``, so a conflict re-runs it at the latest version):
+(``Table.run_statement``, so a conflict re-runs it at the latest version),
+or in the caller's (:mod:`ctfile.spark.transaction`):
 
 1. the statement is checked as the Python helpers check it
    (:class:`ctfile.RewriteJob`), before any file is written: unknown
@@ -73,12 +75,12 @@ def _task_fn(job: ctfile.RewriteJob) -> Callable[[pa.Table], pa.Table]:
 
 
 @dataclass
-class _Results:
+class Results:
     rewrites: list
     inserted: list
 
 
-def execute_tasks(spark: SparkSession, job: ctfile.RewriteJob, rows: DataFrame, *, groups: int) -> _Results:
+def execute_tasks(spark: SparkSession, job: ctfile.RewriteJob, rows: DataFrame, *, groups: int) -> Results:
     """Run the tasks over ``rows`` (grouped by :data:`GROUP_COLUMN`, at most
     ``groups`` groups) and gather their results; on a task's ctfile error
     every file is deleted and the error raised.
@@ -91,7 +93,7 @@ def execute_tasks(spark: SparkSession, job: ctfile.RewriteJob, rows: DataFrame, 
     cap = 4 * default_parallelism(spark)  # empty tasks cost too, when few groups have rows
     spread = rows.repartition(max(1, min(groups, cap)), GROUP_COLUMN)
     out = spread.groupBy(GROUP_COLUMN).applyInArrow(_task_fn(job), _RESULT_SCHEMA).collect()
-    results, errors = _Results([], []), []
+    results, errors = Results([], []), []
     for kind, payload in out:
         value = pickle.loads(payload)
         if kind == "rewrite":
@@ -104,6 +106,15 @@ def execute_tasks(spark: SparkSession, job: ctfile.RewriteJob, rows: DataFrame, 
         job.discard(results.rewrites, results.inserted)
         raise errors[0]
     return results
+
+
+def counts(results: Results) -> dict[str, int]:
+    """The ``inserted``/``updated``/``deleted`` counts of a statement's results."""
+    return {
+        "inserted": sum(f.num_records for f in results.inserted),
+        "updated": sum(r.updated for r in results.rewrites if not r.unchanged),
+        "deleted": sum(r.deleted for r in results.rewrites if not r.unchanged),
+    }
 
 
 # ---------------------------------------------------------------- expressions
@@ -199,15 +210,17 @@ class ConditionStatement:
     set: dict[str, Column] | None = None
     given: tuple = ()
 
-    def run(self, tx: ctfile.WriteTransaction) -> None:
+    def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
+        """Run the statement in ``tx``; the counts it staged."""
         if tx.is_replay:
-            return
+            return counts(Results([], []))
         job, matched, used, cond = self._plan(tx)
         results = execute_tasks(self.spark, job, matched, groups=len(job.candidates))
         predicate = SparkRowsPredicate(
             self.spark, job, used, lambda rows: rows.where(cond), f"rows where {_describe(self.condition)}"
         )
         job.stage(tx, results.rewrites, predicate=predicate)
+        return counts(results)
 
     def _plan(self, tx: ctfile.WriteTransaction) -> tuple[ctfile.RewriteJob, DataFrame, list[str], Column]:
         """The job, the matched rows (group, position, SET values), the

@@ -33,7 +33,9 @@ runs :class:`SparkMerge`:
 The engines agree on what Spark and pyarrow compute alike; Spark's own
 semantics hold for its expressions (ANSI arithmetic, its casts). The
 candidates of a statement with ``NOT MATCHED BY SOURCE`` clauses are every
-live partition: the clauses' conditions do not prune yet.
+live partition whose statistics allow a row one of the clauses' conditions
+selects (:func:`ctfile.spark.local.unmatched_target_pruning`; every live
+partition when one has no condition or does not translate).
 """
 
 from __future__ import annotations
@@ -51,14 +53,18 @@ from pyspark.sql.types import DecimalType, NullType
 
 import ctfile
 from ctfile.spark.dml import (
-    GROUP_COLUMN, INSERT_PREFIX, analyze, execute_tasks, in_table_timestamps, join_sides, prunable, to_column,
+    GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
+    to_column,
 )
+from ctfile.spark.local import LocalRun, run_in_driver, unmatched_target_pruning
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
+from ctfile.spark.sqltext import SqlConf, sql_columns
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
 #: The number of each source row, in the persisted source.
 SOURCE_ROW = "_ct_source_row"
+_KEY_PREFIX = "_ct_key_"  # a matched table row's key columns, for the multiple-match error
 _LITERALS = (bool, int, float, str, bytes)
 
 
@@ -102,11 +108,15 @@ class SparkMerge:
     ``plan_job(tx, source_schema, key_ranges)`` checks it against the table
     in ``tx`` and returns its :class:`ctfile.RewriteJob`;
     ``unique_keys`` refuses a source with two rows of one key whatever the
-    table holds (the shorthand ``merge``'s rule)."""
+    table holds (the shorthand ``merge``'s rule); ``local`` runs it in the
+    driver with the Python engine when it is small
+    (:func:`ctfile.spark.local.run_in_driver`)."""
 
     def __init__(self, spark: SparkSession, source: DataFrame, statement: ctfile.MergeStatement,
-                 plan_job: Callable[..., ctfile.RewriteJob] | None = None, *, unique_keys: bool = False):
+                 plan_job: Callable[..., ctfile.RewriteJob] | None = None, *, unique_keys: bool = False,
+                 local: LocalRun | None = None):
         self.spark = spark
+        self._local = local or _execute_merge
         self.statement = statement
         self.unique_keys = unique_keys
         self._given = source
@@ -120,15 +130,21 @@ class SparkMerge:
             self._source = None
 
     def _job(self, tx: ctfile.WriteTransaction, source_schema: pa.Schema, key_ranges: Mapping) -> ctfile.RewriteJob:
+        value_types = self._value_types(tx, source_schema)
+        target = tx.schema.to_arrow(field_ids=False)
+        prune_by = unmatched_target_pruning(self.statement, target, SqlConf.of(self.spark))
         return ctfile.RewriteJob.for_merge_statement(
-            tx, self.statement, source_schema, key_ranges=key_ranges,
-            value_types=self._value_types(tx, source_schema),
+            tx, self.statement, source_schema, key_ranges=key_ranges, value_types=value_types, prune_by=prune_by,
         )
 
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
         """Run the statement in ``tx``; the counts it staged."""
         if tx.is_replay:
-            return {"inserted": 0, "updated": 0, "deleted": 0}
+            return counts(Results([], []))
+        given = in_table_timestamps(self._given, tx.schema.to_arrow(field_ids=False))
+        done = run_in_driver(self.spark, tx, self.statement, given, self._local)
+        if done is not None:
+            return done
         source = self._prepare(tx)
         schema = spark_arrow_schema(source.drop(SOURCE_ROW).schema)
         job = self._plan_job(tx, schema, self._ranges["ranges"])
@@ -142,11 +158,7 @@ class SparkMerge:
             for df in persisted:
                 df.unpersist()
         job.stage(tx, results.rewrites, results.inserted, predicate=self._read_predicate(job, source))
-        return {
-            "inserted": sum(f.num_records for f in results.inserted),
-            "updated": sum(r.updated for r in results.rewrites),
-            "deleted": sum(r.deleted for r in results.rewrites),
-        }
+        return counts(results)
 
     # ------------------------------------------------------------ the source
 
@@ -196,25 +208,14 @@ class SparkMerge:
     def _task_rows(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
         """The rows the tasks get (group, position, clause, values) and the
         DataFrames persisted for them, which the caller unpersists."""
-        plan, st = job.merge, self.statement
-        t_alias, s_alias = st.target_alias, st.source_alias
-        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
-        target, src = join_sides(candidate_rows(self.spark, job, list(job.schema.names)), source, broadcast=broadcast)
-        target, src = target.alias(t_alias), src.alias(s_alias)
-        on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
-        if st.on_condition is not None:
-            on.append(to_column(st.on_condition, what="on_condition"))
-        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
-        keys = [F.col(f"{t_alias}.{t}").alias(f"_ct_key_{i}") for i, (t, _) in enumerate(st.keys)]
-        ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
-               F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
-        pairs = analyze(lambda: _with_clauses(joined, plan, ctfile.MatchKind.MATCHED, ids + keys, s_alias),
-                        what="WHEN MATCHED").persist(StorageLevel.MEMORY_AND_DISK)
-        persisted = [pairs]
+        plan = job.merge
+        target, src = self._sides(job, source)
+        pairs = self._pairs(plan, target, src).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             if not self.unique_keys:
                 self._check_multiple_matches(plan, pairs)
-            parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *[f"_ct_key_{i}" for i in range(len(keys))])]
+            keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
+            parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
             if plan.reads_unmatched_target:
                 parts.append(self._unmatched_target(plan, target, pairs))
             if plan.inserts_unmatched:
@@ -223,7 +224,48 @@ class SparkMerge:
             pairs.unpersist()
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        return rows, persisted
+        return rows, [pairs]
+
+    def _sides(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """The candidates' rows and the source, aliased, hinted for the join
+        (:func:`ctfile.spark.dml.join_sides`)."""
+        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
+        target = candidate_rows(self.spark, job, self._target_columns(job.merge, job.schema))
+        target, src = join_sides(target, source, broadcast=broadcast)
+        return target.alias(self.statement.target_alias), src.alias(self.statement.source_alias)
+
+    def _pairs(self, plan: ctfile.MergePlan, target: DataFrame, src: DataFrame) -> DataFrame:
+        """The matched pairs: group (file), position, source row, the table
+        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+        st = self.statement
+        t_alias, s_alias = st.target_alias, st.source_alias
+        on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
+        if st.on_condition is not None:
+            on.append(to_column(st.on_condition, what="on_condition"))
+        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
+        keys = [F.col(f"{t_alias}.{t}").alias(f"{_KEY_PREFIX}{i}") for i, (t, _) in enumerate(st.keys)]
+        ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
+               F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
+        kind = ctfile.MatchKind.MATCHED
+        return analyze(lambda: _with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
+
+    def _target_columns(self, plan: ctfile.MergePlan, schema: Any) -> list[str]:
+        """The table columns the join and the clauses may read, in table
+        order: the keys and every column the statement's expressions over
+        the table name (:func:`ctfile.spark.sqltext.sql_columns`, a
+        superset); every column when one is a Column."""
+        exprs = [self.statement.on_condition]
+        for c in plan.clauses:
+            if c.kind is not ctfile.MatchKind.NOT_MATCHED:
+                exprs += [c.condition, *(v for _, v in c.values)]
+        texts = [e for e in exprs if isinstance(e, str)]
+        if any(isinstance(e, Column) for e in exprs):
+            return list(schema.names)
+        found = sql_columns(texts, schema.to_arrow(field_ids=False), SqlConf.of(self.spark)) if texts else []
+        if found is None:
+            return list(schema.names)
+        wanted = set(found) | set(self.statement.target_keys)
+        return [n for n in schema.names if n in wanted]
 
     def _check_multiple_matches(self, plan: ctfile.MergePlan, pairs: DataFrame) -> None:
         """SPEC §Copy-on-write, MERGE, multiple matches: a table row in two
@@ -232,7 +274,7 @@ class SparkMerge:
         if not updates:
             return
         is_update = F.col(ctfile.CLAUSE_COLUMN).isin(updates)
-        keys = [c for c in pairs.columns if c.startswith("_ct_key_")]
+        keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
         found = (pairs.groupBy(GROUP_COLUMN, ctfile.POSITION_COLUMN)
                  .agg(F.count(F.lit(1)).alias("n"), F.max(is_update.cast("int")).alias("u"),
                       F.min(F.when(is_update, F.col(ctfile.CLAUSE_COLUMN))).alias("c"),
@@ -241,7 +283,7 @@ class SparkMerge:
         if not found:
             return
         row = found[0]
-        key = {t: row[f"_ct_key_{i}"] for i, (t, _) in enumerate(self.statement.keys)}
+        key = {t: row[f"{_KEY_PREFIX}{i}"] for i, (t, _) in enumerate(self.statement.keys)}
         raise ctfile.InvalidArgumentError(
             f"{row['n']} source rows match the table row with key {key}, and {plan.clauses[row['c']].clause} "
             f"applies to one of them: a table row may be updated by one source row only (deduplicate the "
@@ -274,14 +316,27 @@ class SparkMerge:
         """SPEC §Conflict detection: the table rows whose key is one of the
         source's; with ``NOT MATCHED BY SOURCE`` clauses, every row."""
         targets = list(self.statement.target_keys)
-        if job.merge.reads_unmatched_target:
-            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows,
-                                      "every row (the statement has NOT MATCHED BY SOURCE clauses)")
         keys = source.select(*[F.col(s).alias(t) for t, s in self.statement.keys])
-        return SparkRowsPredicate(
-            self.spark, job, targets, lambda rows: rows.join(keys, targets, "left_semi"),
-            f"rows whose key ({', '.join(targets)}) is one of the source's",
-        )
+        described = f"rows whose key ({', '.join(targets)}) is one of the source's"
+        if not job.merge.reads_unmatched_target:
+            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows.join(keys, targets, "left_semi"),
+                                      described)
+        conditions = [c.condition for c in self.statement.clauses_of(ctfile.MatchKind.NOT_MATCHED_BY_SOURCE)]
+        if any(c is None for c in conditions):
+            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows,
+                                      "every row (a NOT MATCHED BY SOURCE clause has no condition)")
+        alias = self.statement.target_alias
+        selects = functools.reduce(operator.or_, [to_column(c, what="condition") for c in conditions])
+
+        def select(rows: DataFrame) -> DataFrame:
+            return rows.join(keys, targets, "left_semi").unionByName(rows.alias(alias).where(selects))
+
+        return SparkRowsPredicate(self.spark, job, list(job.schema.names), select,
+                                  f"{described}, or that a NOT MATCHED BY SOURCE clause selects")
+
+
+def _execute_merge(tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table) -> dict:
+    return tx.execute_merge(statement, rows)
 
 
 def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
@@ -409,4 +464,7 @@ def shorthand_merge(spark: SparkSession, source: DataFrame, on: Any, when_matche
     def plan_job(tx: ctfile.WriteTransaction, schema: pa.Schema, ranges: Mapping) -> ctfile.RewriteJob:
         return ctfile.RewriteJob.for_merge(tx, schema, on, key_ranges=ranges, **kw)
 
-    return SparkMerge(spark, source, statement, plan_job, unique_keys=True)
+    def local(tx: ctfile.WriteTransaction, _: ctfile.MergeStatement, rows: pa.Table) -> dict:
+        return tx.merge(rows, on, **kw)
+
+    return SparkMerge(spark, source, statement, plan_job, unique_keys=True, local=local)

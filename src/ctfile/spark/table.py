@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import contextlib
+from typing import Any, Iterator, Mapping, Sequence
 
 import ctfile
 from ctfile.spark.dml import ConditionStatement, to_column
+from ctfile.spark.transaction import SparkTransaction
 
 
 class CtfileTable:
@@ -192,11 +194,7 @@ class CtfileTable:
         every row) holds. ``set`` maps a column to a Spark SQL expression
         string (``"price * 2"``; quote literals: ``"'EUR'"``), a Column, or a
         plain Python value. Semantics as :meth:`ctfile.Table.update`."""
-        if not isinstance(set, Mapping) or not set:
-            raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
-        values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
-        cond = None if condition is None else to_column(condition, what="condition")
-        statement = ConditionStatement(self.spark, cond, values, given=(condition, *set.values()))
+        statement = update_statement(self.spark, condition, set)
         params = {"predicate": _text(condition), "set": {k: _text(v) for k, v in set.items()}, "engine": "spark"}
         return self.table.run_statement("UPDATE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
@@ -204,11 +202,34 @@ class CtfileTable:
     def delete(self, condition: Any = None, *, app_id: str | None = None, app_version: int | None = None) -> ctfile.CommitResult:
         """Delete the rows where ``condition`` (a Spark SQL string or Column;
         None: every row) holds. Semantics as :meth:`ctfile.Table.delete`."""
-        cond = None if condition is None else to_column(condition, what="condition")
-        statement = ConditionStatement(self.spark, cond, given=(condition,))
+        statement = delete_statement(self.spark, condition)
         params = {"predicate": _text(condition), "engine": "spark"}
         return self.table.run_statement("DELETE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
+
+    @contextlib.contextmanager
+    def transaction(
+        self, *, app_id: str | None = None, app_version: int | None = None, consuming: ctfile.Stream | None = None,
+    ) -> Iterator[SparkTransaction]:
+        """Several statements (``merge_builder(...).execute()``, ``merge``,
+        ``update``, ``delete``, ``insert``) committed as one version when
+        the block is left (:class:`ctfile.spark.transaction.SparkTransaction`);
+        nothing is committed when it raises. ``app_id``/``app_version`` and
+        ``consuming`` as for :meth:`ctfile.Table.transaction`: a batch
+        already committed is a replay whose statements do nothing; a named
+        stream's pending changes (``consuming.pending()``, pinned when the
+        block begins) are consumed exactly once, with the commit.
+
+        Raises
+        ------
+        CommitConflictError
+            A concurrent commit conflicts with a statement's reads or
+            writes (the statements are not re-run).
+        """
+        tx = self.table.transaction(parameters={"engine": "spark"}, app_id=app_id, app_version=app_version,
+                                    consuming=consuming)
+        with tx:
+            yield SparkTransaction(self, tx)
 
     def restore(self, *, version: int | None = None, timestamp: Any = None) -> ctfile.CommitResult:
         """RESTORE the table to ``version`` or ``timestamp`` (exactly one) in
@@ -216,6 +237,21 @@ class CtfileTable:
         (it re-adds files and writes none)."""
         return self.table.restore(version=version, timestamp=timestamp)
 
+
+
+def update_statement(spark: Any, condition: Any, set: Any) -> ConditionStatement:
+    """The UPDATE of :meth:`CtfileTable.update`, checked."""
+    if not isinstance(set, Mapping) or not set:
+        raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
+    values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, values, given=(condition, *set.values()))
+
+
+def delete_statement(spark: Any, condition: Any) -> ConditionStatement:
+    """The DELETE of :meth:`CtfileTable.delete`, checked."""
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, given=(condition,))
 
 
 def _dataframe(source: Any) -> Any:

@@ -27,7 +27,6 @@ from ctfile.writer import dml
 from ctfile.writer import merge_run
 from ctfile.writer.merge import plan_merge
 from ctfile.writer.merge_builder import MergeBuilder
-from ctfile.writer.merge_plan import MergePlan, plan_statement
 from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.change_writer import ChangeWriter
 from ctfile.writer.compaction import CompactionPlan, plan_auto_compaction, plan_compaction, run_compaction
@@ -299,18 +298,6 @@ class WriteTransaction(Transaction):
 
         return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
                                   target_alias=target_alias)
-
-    def check_merge(
-        self, statement: MergeStatement, source_schema: pa.Schema, *,
-        value_types: Mapping[str, pa.DataType] | None = None,
-    ) -> MergePlan:
-        """``statement`` of a source with ``source_schema`` checked against
-        the table as this transaction sees it, for any engine
-        (:func:`~ctfile.writer.merge_plan.plan_statement`; ``value_types``:
-        the types of the values assigned to columns schema evolution adds).
-        Reads and writes nothing."""
-        md = self.metadata
-        return plan_statement(md.schema, md.assigned_field_ids, statement, source_schema, value_types=value_types)
 
     def merge_candidates(self, statement: MergeStatement, source: Any) -> list[Partition]:
         """The live partitions the Python engine would read to run the MERGE
