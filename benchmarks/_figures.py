@@ -160,6 +160,21 @@ def _merge_figures(r: dict) -> list[dict]:
     ]
 
 
+def _merge_spark_figures(r: dict) -> list[dict]:
+    """Issue 27: a small MERGE through ctfile.spark vs the Python engine."""
+    m, ms = r["meta"], r["ms"]
+    what = f"Spark MERGE of {m['batch']:,} rows into {m['rows']:,}, warm local[2] ({m['command']})"
+    rows = {"python": ("spark", "the Python builder's MERGE of the same batch (same clauses)"),
+            "upsert": ("spark_upsert", "Table.merge of the same batch (CtfileTable.merge)")}
+    out = [
+        fig(f"merge_spark_vs_{n}", what, anchor, f"<= {m['goals'][n]}x", f"{r['ratio'][n]:.2f}x",
+            f"{ms[mine]:.0f} ms vs {ms[n]:.0f} ms (driver path; on the executors {ms['spark_executors']:.0f} ms)",
+            r["pass"][n], "merge_spark")
+        for n, (mine, anchor) in rows.items()
+    ]
+    return out
+
+
 def _schema_figures(schema: dict) -> list[dict]:
     """Issue 14: reads after a schema change vs the same read before it."""
     m = schema["meta"]
@@ -551,6 +566,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _cold_figures(res["cold"]) if has(res.get("cold"), "scan") else []
     out += _schema_figures(res["schema"]) if has(res.get("schema"), "reads") else []
     out += _merge_figures(res["merge"]) if has(res.get("merge"), "ratio") else []
+    out += _merge_spark_figures(res["merge_spark"]) if has(res.get("merge_spark"), "ratio") else []
     out += _clustering_figures(res["clustering"]) if has(res.get("clustering"), "insert") else []
     out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []

@@ -27,11 +27,27 @@ partition: a quarter deletes, half updates, a quarter new keys. The three
 are alternated in one process, the order rotated every round, medians of
 ``--runs`` runs with process CPU time as a cross-check.
 
+With ``--spark`` (issue 27, a fixed cost in proportion to the work): a
+``--batch`` of 100 rows (same shape) MERGEd into ``--rows`` 1,000,000 rows
+(partitions of 131,072) through ``ctfile.spark`` on a warm local[2]
+session (the source DataFrame made once; each run on a fresh copy):
+
+- ``spark``: ``CtfileTable.merge_builder`` with the same clauses as Spark
+  SQL text, which runs in the driver (``ctfile.spark.local``), against
+  ``python``: the Python builder's MERGE of the same batch. Goal <= 1.3x;
+- ``spark_upsert``: ``CtfileTable.merge(df, on="id")`` against ``upsert``
+  (``Table.merge`` of the same rows). Goal <= 1.3x;
+- ``spark_executors``: ``spark`` with the driver path off
+  (``spark.ctfile.local.sourceRows = 0``): what it saves, reported.
+
+Results go to ``benchmarks/results/merge_spark.json``.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_merge.py            # 4 Mi rows, 20,971-row batch, 9 runs (a few minutes)
     .venv/bin/python benchmarks/bench_merge.py --quick    # 200,000 rows, seconds
     .venv/bin/python benchmarks/bench_merge.py --profile  # pyinstrument of the one MERGE instead of timing
+    .venv/bin/python benchmarks/bench_merge.py --spark    # 100 rows into 1,000,000 through ctfile.spark
 
 Results go to ``benchmarks/results/merge.json`` (``--out``) and a markdown
 table is printed.
@@ -60,8 +76,10 @@ from _timing import quiesce, save_and_print
 HERE = Path(__file__).resolve().parent
 DEFAULT_WORK = HERE / "work"
 DEFAULT_OUT = HERE / "results" / "merge.json"
+SPARK_OUT = HERE / "results" / "merge_spark.json"
 BUILD_FORMAT = 1
 GOALS = {"two_statements": 0.6, "upsert": 1.1}
+SPARK_GOALS = {"python": 1.3, "upsert": 1.3}  # spark / python, spark_upsert / upsert
 SCHEMA = pa.schema([
     pa.field("id", pa.int64(), nullable=False), ("ts", pa.int64()), ("name", pa.string()),
     ("amount", pa.float64()), ("category", pa.string()), ("day", pa.date32()),
@@ -77,9 +95,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=None, help="timed runs of each (default 9; quick 5; at least 5)")
     p.add_argument("--profile", action="store_true", help="profile the one MERGE (pyinstrument) instead of timing")
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--out", type=Path, default=None, help="results file (default results/merge.json; --spark: merge_spark.json)")
     p.add_argument("--no-print", action="store_true", help="do not print the markdown summary")
+    p.add_argument("--spark", action="store_true", help="the small MERGE through ctfile.spark (module docstring)")
     a = p.parse_args(argv)
+    a.out = a.out or (SPARK_OUT if a.spark else DEFAULT_OUT)
+    if a.spark:
+        a.rows = a.rows or (200_000 if a.quick else 1_000_000)
+        a.partition_rows = a.partition_rows or (50_000 if a.quick else 1 << 17)
+        a.batch = a.batch or 100
     a.rows = a.rows or (200_000 if a.quick else 4 << 20)
     a.partition_rows = a.partition_rows or (50_000 if a.quick else 1 << 20)
     a.batch = a.batch or max(8, a.rows // 200)
@@ -205,6 +229,110 @@ def measure(a: argparse.Namespace) -> dict:
     }
 
 
+# ---------------------------------------------------------------- --spark
+
+
+def _spark_variants(spark, b: pa.Table) -> dict:
+    """The Spark statements and their Python counterparts; the source
+    DataFrames are made once (a pipeline has its batch as a DataFrame)."""
+    from ctfile.spark import CtfileTable
+
+    df = spark.createDataFrame(b)
+    plain = spark.createDataFrame(b.drop_columns(["op"]))
+    df.count(), plain.count()
+
+    def spark_merge(t: ctfile.Table) -> None:
+        (CtfileTable(spark, t).merge_builder(df, on="id")
+         .when_matched_delete(condition="s.op = 'delete'")
+         .when_matched_update_all(condition="s.ts > t.ts")
+         .when_not_matched_insert_all(condition="s.op != 'delete'")
+         .execute())
+
+    def spark_executors(t: ctfile.Table) -> None:
+        spark.conf.set("spark.ctfile.local.sourceRows", "0")
+        try:
+            spark_merge(t)
+        finally:
+            spark.conf.unset("spark.ctfile.local.sourceRows")
+
+    return {
+        "spark": spark_merge, "python": lambda t: one_merge(t, b),
+        "spark_upsert": lambda t: CtfileTable(spark, t).merge(plain, on="id"), "upsert": lambda t: upsert(t, b),
+        "spark_executors": spark_executors,
+    }
+
+
+def _spark_session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench_merge")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def measure_spark(a: argparse.Namespace) -> dict:
+    root = a.work_dir / "merge" / f"t-{a.rows}x{a.partition_rows}"
+    pristine, work, b = build(root, a), root / "run", batch(a)
+    spark = _spark_session()
+    variants = _spark_variants(spark, b)
+    got = {}
+    for name in ("spark", "python", "spark_executors"):  # the same rows, checked before timing
+        t = _fresh(pristine, work)
+        variants[name](t)
+        got[name] = t.to_arrow().sort_by("id")
+    assert got["spark"].equals(got["python"]) and got["spark_executors"].equals(got["python"])
+    wall: dict[str, list[float]] = {n: [] for n in variants}
+    cpu: dict[str, list[float]] = {n: [] for n in variants}
+    names = list(variants)
+    load0 = list(os.getloadavg())
+    for i in range(a.runs + 1):  # round 0 warms up
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            t = _fresh(pristine, work)
+            quiesce()
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            variants[name](t)
+            w, c = time.perf_counter() - t0, time.process_time() - c0
+            if i:
+                wall[name].append(w)
+                cpu[name].append(c)
+    shutil.rmtree(work, ignore_errors=True)
+    spark.stop()
+    ms = {n: 1000 * median(v) for n, v in wall.items()}
+    ratio = {"python": ms["spark"] / ms["python"], "upsert": ms["spark_upsert"] / ms["upsert"]}
+    return {
+        "meta": {
+            "mode": "quick" if a.quick else "full", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "rows": a.rows, "partition_rows": a.partition_rows, "batch": b.num_rows, "runs": a.runs,
+            "goals": SPARK_GOALS, "loadavg_start": load0, "loadavg_end": list(os.getloadavg()),
+            "command": "benchmarks/bench_merge.py --spark" + (" --quick" if a.quick else ""),
+        },
+        "ms": ms, "cpu_ms": {n: 1000 * median(v) for n, v in cpu.items()}, "ratio": ratio,
+        "pass": {n: ratio[n] <= SPARK_GOALS[n] for n in SPARK_GOALS},
+        "runs_ms": {n: [1000 * x for x in v] for n, v in wall.items()},
+    }
+
+
+def markdown_spark(r: dict) -> str:
+    m, ms = r["meta"], r["ms"]
+    lines = [
+        f"## A small MERGE through ctfile.spark ({m['mode']}, {m['date']})", "",
+        f"{m['batch']:,} rows MERGEd into {m['rows']:,} (partitions of {m['partition_rows']:,}) on a warm local[2] "
+        f"session; medians of {m['runs']} runs; `{m['command']}`.", "",
+        "| Spark ms | compared with | its ms | ratio | goal |", "|---:|---|---:|---:|---|",
+        f"| {ms['spark']:.0f} (builder, driver path) | Python builder, same statement | {ms['python']:.0f} | "
+        f"{r['ratio']['python']:.2f} | <= 1.3x: {'ok' if r['pass']['python'] else '**MISS**'} |",
+        f"| {ms['spark_upsert']:.0f} (CtfileTable.merge) | Table.merge | {ms['upsert']:.0f} | "
+        f"{r['ratio']['upsert']:.2f} | <= 1.3x: {'ok' if r['pass']['upsert'] else '**MISS**'} |",
+        f"| {ms['spark_executors']:.0f} (builder, executors) | Python builder | {ms['python']:.0f} | "
+        f"{ms['spark_executors'] / ms['python']:.2f} | reported |",
+    ]
+    return "\n".join(lines)
+
+
 def profile(a: argparse.Namespace) -> None:
     from pyinstrument import Profiler
 
@@ -219,6 +347,8 @@ def profile(a: argparse.Namespace) -> None:
 
 
 def markdown(r: dict) -> str:
+    if "spark_executors" in r["ms"]:  # results of --spark
+        return markdown_spark(r)
     m, ms = r["meta"], r["ms"]
     lines = [
         f"## One conditional upsert-with-delete MERGE ({m['mode']}, {m['date']})", "",
@@ -243,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.profile:
         profile(a)
         return 0
+    if a.spark:
+        return save_and_print(a.out, measure_spark(a), markdown_spark, quiet=a.no_print)
     return save_and_print(a.out, measure(a), markdown, quiet=a.no_print)
 
 

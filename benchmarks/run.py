@@ -52,6 +52,7 @@ SCRIPTS = {
     "cold": ("bench_cold.py", "cold.json", "cold one-commit change scan and open + snapshot, 10,000 vs 10 live partitions"),
     "schema": ("bench_schema.py", "schema.json", "snapshot reads of a 1,000-partition table before and after add_column / rename_column"),
     "merge": ("bench_merge.py", "merge.json", "issue 27: one conditional upsert-with-delete MERGE vs the two statements it replaces and vs Table.merge of the same batch"),
+    "merge_spark": ("bench_merge.py", "merge_spark.json", "issue 27: a 100-row MERGE into 1,000,000 rows through ctfile.spark (run in the driver) vs the Python engine's of the same batch"),
     "clustering": ("bench_clustering.py", "clustering.json", "issue 16: MERGE of recent and of random keys, insert, auto compaction on a table clustered by id vs unclustered; lexicographic vs Z-order keys"),
     "delta": ("bench_delta.py", "delta.json", "ctfile vs delta-rs on the same DML history; hidden-column bytes"),
     "objectstore": ("bench_objectstore.py", "objectstore.json", "object-store (S3 API) figures"),
@@ -60,6 +61,9 @@ SCRIPTS = {
     "spark_native": ("bench_spark_native.py", "spark_native.json", "issue 15: CtfileTable.to_df() scan and count() vs spark.read.parquet; first-action latency"),
     "spark_dml": ("bench_spark_dml.py", "spark_dml.json", "issue 15: MERGE of a 0.5% upsert batch and a selective UPDATE of lineitem through ctfile.spark vs Table.merge/update vs a native Spark floor"),
 }
+
+# Arguments a script takes for one of its entries (one script, several measurements).
+SCRIPT_ARGS = {"merge_spark": ["--spark"]}
 
 # ---------------------------------------------------------------- running
 
@@ -119,7 +123,7 @@ def run_script(name: str, results_dir: Path, quick: bool, extra: list[str], log_
     out = results_dir / result_file
     default_out = DEFAULT_RESULTS / result_file
     help_text = _help_text(script)
-    cmd = [sys.executable, str(script)]
+    cmd = [sys.executable, str(script)] + SCRIPT_ARGS.get(name, [])
     if quick and "--quick" in help_text:
         cmd.append("--quick")
     has_out = "--out" in help_text

@@ -37,8 +37,10 @@ from ctfile.reader.verify import VerifyProblem, VerifyReport, verify_table
 from ctfile.table import HistoryEntry, IntroducedVersions, SchemaVersion, Table, create_table, open_table
 from ctfile.table.streams import Stream, StreamInfo
 from ctfile.writer.distributed import SchemaMode, WriteJob
-from ctfile.writer.merge_builder import MergeBuilder
-from ctfile.writer.merge_plan import MergePlan, MergeSpec
+from ctfile.writer.merge import shorthand_statement
+from ctfile.writer.merge_builder import ARROW_EXPRESSIONS, MergeBuilder, MergeExpressions
+from ctfile.writer.merge_plan import MergePlan, MergeSpec, SourceColumn, assigned_new_columns
+from ctfile.writer.merge_rows import CLAUSE_COLUMN, value_column
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
 from ctfile.writer.rewrite_job import ACTION_COLUMN, PartitionRewrite, RewriteJob, RewriteKind, RowAction
 from ctfile.writer.transaction import WriteTransaction

@@ -185,6 +185,28 @@ def connect_broadcast(spark, work: Path) -> None:
     assert _rows(t.uri)[3] == (3, -3) and _rows(t.uri)[-1] == (99, 99)
 
 
+def connect_sql(spark, work: Path) -> None:
+    """``ctfile.spark.register`` and ``ctfile.spark.sql`` from a Connect
+    client: a registered name read by ``spark.sql``, INSERT, UPDATE, MERGE
+    INTO, time travel and RESTORE give what the Python API gives."""
+    import ctfile.spark
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    t = ctfile.create_table(str(work / "sql"), schema, partition_rows=2)
+    ctfile.spark.register(spark, "items", t.uri)
+    r = ctfile.spark.sql(spark, "INSERT INTO items VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    assert (r.version, r.num_inserted_rows) == (1, 3)
+    assert ctfile.spark.sql(spark, "UPDATE items SET v = upper(v) WHERE id = 1").num_updated_rows == 1
+    r = ctfile.spark.sql(spark, "MERGE INTO items t USING (SELECT * FROM VALUES (2L, 'x'), (4L, 'd') AS s(id, v)) s "
+                                "ON t.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT * "
+                                "WHEN NOT MATCHED BY SOURCE AND t.id = 3 THEN UPDATE SET v = 'C'")
+    assert (r.num_deleted_rows, r.num_inserted_rows, r.num_updated_rows) == (1, 1, 1)
+    assert sorted(tuple(x) for x in spark.sql("SELECT id, v FROM items").collect()) == [(1, "A"), (3, "C"), (4, "d")]
+    assert ctfile.spark.sql(spark, "SELECT count(*) FROM items VERSION AS OF 1").first()[0] == 3
+    assert ctfile.spark.sql(spark, "RESTORE TABLE items TO VERSION AS OF 1").version == 4
+    assert _rows(t.uri) == [(1, "a"), (2, "b"), (3, "c")]
+
+
 def parallelism(spark, work: Path) -> dict:
     from ctfile.spark.session import default_parallelism
 
@@ -192,7 +214,7 @@ def parallelism(spark, work: Path) -> dict:
 
 
 SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, s3_upsert, connect_dml, connect_pruning,
-                                     connect_broadcast, parallelism)}
+                                     connect_broadcast, connect_sql, parallelism)}
 
 
 def classic_tasks(spark) -> dict | None:

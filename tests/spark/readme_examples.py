@@ -38,6 +38,11 @@ def upsert_blocks() -> list[str]:
     return _blocks("## Upserts from Spark")
 
 
+def merge_blocks() -> list[str]:
+    """The ``py`` blocks of "MERGE" (the Spark builder's five patterns)."""
+    return _blocks("\n## MERGE\n")
+
+
 def run_blocks(blocks: list[str], tmp_path) -> dict:
     """Run ``blocks`` in one namespace, ``/tmp/`` paths under ``tmp_path``; the
     namespace. A block that loads an ``s3://`` table is only compiled."""

@@ -23,7 +23,7 @@ from spark_servers import app_conf, free_port
 
 CHILD = Path(__file__).resolve().parent / "_spark_child.py"
 README_SCENARIOS = ["pyspark_readme", "upsert_readme", "s3_upsert"]
-CONNECT_SCENARIOS = ["connect_dml", "connect_pruning", "connect_broadcast", "parallelism"]
+CONNECT_SCENARIOS = ["connect_dml", "connect_pruning", "connect_broadcast", "connect_sql", "parallelism"]
 
 
 class Child:
@@ -126,6 +126,10 @@ def test_merge_update_delete_to_df_changes_df_on_spark_connect(runs):
 
 def test_sql_conditions_prune_on_spark_connect(runs):
     assert_ok(runs["connect"], ["connect_pruning"])
+
+
+def test_sql_text_on_spark_connect(runs):
+    assert_ok(runs["connect"], ["connect_sql"])
 
 
 def test_small_merge_source_is_broadcast_on_spark_connect(runs):

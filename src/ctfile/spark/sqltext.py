@@ -70,6 +70,7 @@ class SqlConf:
     timestamp_ntz: bool = False  # spark.sql.timestampType = TIMESTAMP_NTZ
     case_sensitive: bool = False
     exponent_as_decimal: bool = False
+    ansi: bool = True  # spark.sql.ansi.enabled (Spark 4's default): integer overflow raises
 
     @classmethod
     def of(cls, spark: Any) -> "SqlConf":
@@ -80,6 +81,7 @@ class SqlConf:
             timestamp_ntz=get("spark.sql.timestampType").upper() == "TIMESTAMP_NTZ",
             case_sensitive=get("spark.sql.caseSensitive").lower() == "true",
             exponent_as_decimal=get("spark.sql.legacy.exponentLiteralAsDecimal.enabled").lower() == "true",
+            ansi=get("spark.sql.ansi.enabled").lower() == "true",
         )
 
 
@@ -100,7 +102,7 @@ def sql_tree(text: str, schema: pa.Schema, conf: SqlConf) -> Any:
 
     try:
         parsed = sqlglot.parse_one(text, dialect="spark")
-        plain = _plain_strings(text)
+        plain = plain_strings(text)
     except SqlglotError:
         return None
     return _Translator(schema, conf, plain).predicate(parsed)
@@ -126,7 +128,7 @@ def sql_columns(texts: list[str], schema: pa.Schema, conf: SqlConf) -> list[str]
     return [n for n in schema.names if n in words]
 
 
-def _plain_strings(text: str) -> bool:
+def plain_strings(text: str) -> bool:
     """Whether every string literal of ``text`` is in single quotes without
     escapes, so that its value is the text between its quotes."""
     from sqlglot.dialects.spark import Spark

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import contextlib
+from typing import Any, Iterator, Mapping, Sequence
 
 import ctfile
-from ctfile.spark.dml import ConditionStatement, MergeStatement, to_column
+from ctfile.spark.dml import ConditionStatement, to_column
+from ctfile.spark.transaction import SparkTransaction
 
 
 class CtfileTable:
@@ -107,6 +109,45 @@ class CtfileTable:
 
     # ------------------------------------------------------------ DML on the executors
 
+    def merge_builder(
+        self, source: Any, on: Any, *, on_condition: Any = None, source_alias: str = "s", target_alias: str = "t",
+    ) -> ctfile.MergeBuilder:
+        """A MERGE of the DataFrame ``source`` into this table, with the
+        methods and semantics of :meth:`ctfile.Table.merge_builder` (SPEC
+        §Copy-on-write, MERGE): add ``when_...`` clauses in order, then
+        ``execute(app_id=, app_version=)`` runs it on the executors and
+        commits one version (a :class:`ctfile.CommitResult`).
+
+        ``on``: a key column, a sequence of them, a mapping of table column
+        to source column, or an ON condition as Spark SQL text
+        (``"t.id = s.id AND t.region = 'EU'"``: its equalities of a table
+        and a source column are the key pairs, the rest joins
+        ``on_condition``). Conditions and values are Spark SQL strings
+        (quote string literals: ``"'EUR'"``) or Columns over the sides the
+        clause sees, named ``t.x`` and ``s.x`` (the aliases as given) or by
+        the name alone where Spark resolves it; a SET or VALUES value may
+        also be a Python value (a literal). See :mod:`ctfile.spark.merge`.
+
+        Raises
+        ------
+        InvalidArgumentError
+            A malformed clause or ``on``, when it is given; at ``execute``,
+            a table row matched by two source rows one of which would update
+            it (naming its key), before anything is written.
+        SchemaMismatchError
+            At ``execute``: a column either side lacks, a type that does not
+            fit; nothing is left written.
+        """
+        from ctfile.spark.merge import SPARK_EXPRESSIONS, merge_on, run_builder
+
+        source = _dataframe(source)
+        keys, on_condition = merge_on(on, on_condition, self.table.schema.names, source.columns,
+                                      source_alias=source_alias, target_alias=target_alias)
+        return ctfile.MergeBuilder.start(
+            run_builder(self, source), keys, on_condition=on_condition, source_alias=source_alias,
+            target_alias=target_alias, expressions=SPARK_EXPRESSIONS,
+        )
+
     def merge(
         self,
         source: Any,
@@ -119,7 +160,9 @@ class CtfileTable:
     ) -> ctfile.CommitResult:
         """Upsert the DataFrame ``source`` on the key columns ``on``, with the
         semantics of :meth:`ctfile.Table.merge` (one source row per key, the
-        columns a MERGE needs, the no-op rule, change capture), run on the
+        columns a MERGE needs, the no-op rule, change capture): the
+        shorthand of :meth:`merge_builder` (``WHEN MATCHED THEN UPDATE SET
+        *`` or ``DELETE``, ``WHEN NOT MATCHED THEN INSERT *``), run on the
         executors and committed as one version. ``app_id``/``app_version``
         (a streaming query's id and ``foreachBatch``'s batch id) make it
         exactly-once: a batch already committed commits nothing.
@@ -132,14 +175,14 @@ class CtfileTable:
             A key or column the table lacks, a type that does not fit, a null
             for a non-nullable column; nothing is left written.
         """
-        keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else on
-        statement = MergeStatement(self.spark, _dataframe(source), keys, when_matched, when_not_matched)
-        params = {"on": on if isinstance(on, str) else keys, "whenMatched": when_matched,
-                  "whenNotMatched": when_not_matched, "engine": "spark"}
+        from ctfile.spark.merge import shorthand_merge
+
+        params = {"on": on if isinstance(on, str) else list(on) if isinstance(on, Sequence) else on,
+                  "whenMatched": when_matched, "whenNotMatched": when_not_matched, "engine": "spark"}
+        statement = shorthand_merge(self.spark, _dataframe(source), on, when_matched, when_not_matched)
         try:
-            return self.table.run_statement(
-                "MERGE", statement.run, parameters=params, app_id=app_id, app_version=app_version
-            )
+            return self.table.run_statement("MERGE", statement.run, parameters=params, app_id=app_id,
+                                            app_version=app_version)
         finally:
             statement.close()
 
@@ -151,11 +194,7 @@ class CtfileTable:
         every row) holds. ``set`` maps a column to a Spark SQL expression
         string (``"price * 2"``; quote literals: ``"'EUR'"``), a Column, or a
         plain Python value. Semantics as :meth:`ctfile.Table.update`."""
-        if not isinstance(set, Mapping) or not set:
-            raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
-        values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
-        cond = None if condition is None else to_column(condition, what="condition")
-        statement = ConditionStatement(self.spark, cond, values, given=(condition, *set.values()))
+        statement = update_statement(self.spark, condition, set)
         params = {"predicate": _text(condition), "set": {k: _text(v) for k, v in set.items()}, "engine": "spark"}
         return self.table.run_statement("UPDATE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
@@ -163,11 +202,34 @@ class CtfileTable:
     def delete(self, condition: Any = None, *, app_id: str | None = None, app_version: int | None = None) -> ctfile.CommitResult:
         """Delete the rows where ``condition`` (a Spark SQL string or Column;
         None: every row) holds. Semantics as :meth:`ctfile.Table.delete`."""
-        cond = None if condition is None else to_column(condition, what="condition")
-        statement = ConditionStatement(self.spark, cond, given=(condition,))
+        statement = delete_statement(self.spark, condition)
         params = {"predicate": _text(condition), "engine": "spark"}
         return self.table.run_statement("DELETE", statement.run, parameters=params, app_id=app_id,
                                         app_version=app_version)
+
+    @contextlib.contextmanager
+    def transaction(
+        self, *, app_id: str | None = None, app_version: int | None = None, consuming: ctfile.Stream | None = None,
+    ) -> Iterator[SparkTransaction]:
+        """Several statements (``merge_builder(...).execute()``, ``merge``,
+        ``update``, ``delete``, ``insert``) committed as one version when
+        the block is left (:class:`ctfile.spark.transaction.SparkTransaction`);
+        nothing is committed when it raises. ``app_id``/``app_version`` and
+        ``consuming`` as for :meth:`ctfile.Table.transaction`: a batch
+        already committed is a replay whose statements do nothing; a named
+        stream's pending changes (``consuming.pending()``, pinned when the
+        block begins) are consumed exactly once, with the commit.
+
+        Raises
+        ------
+        CommitConflictError
+            A concurrent commit conflicts with a statement's reads or
+            writes (the statements are not re-run).
+        """
+        tx = self.table.transaction(parameters={"engine": "spark"}, app_id=app_id, app_version=app_version,
+                                    consuming=consuming)
+        with tx:
+            yield SparkTransaction(self, tx)
 
     def restore(self, *, version: int | None = None, timestamp: Any = None) -> ctfile.CommitResult:
         """RESTORE the table to ``version`` or ``timestamp`` (exactly one) in
@@ -175,6 +237,21 @@ class CtfileTable:
         (it re-adds files and writes none)."""
         return self.table.restore(version=version, timestamp=timestamp)
 
+
+
+def update_statement(spark: Any, condition: Any, set: Any) -> ConditionStatement:
+    """The UPDATE of :meth:`CtfileTable.update`, checked."""
+    if not isinstance(set, Mapping) or not set:
+        raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
+    values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, values, given=(condition, *set.values()))
+
+
+def delete_statement(spark: Any, condition: Any) -> ConditionStatement:
+    """The DELETE of :meth:`CtfileTable.delete`, checked."""
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, given=(condition,))
 
 
 def _dataframe(source: Any) -> Any:

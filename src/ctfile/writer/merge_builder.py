@@ -53,12 +53,33 @@ def _condition(value: Any, *, what: str) -> pc.Expression | None:
     return value
 
 
-def _assignments(value: Any, *, what: str) -> tuple[tuple[str, Any], ...]:
+def _value(value: Any, *, what: str) -> Any:
+    return value  # an Expression or a Python value (a literal): checked against the table when planned
+
+
+@dataclass(frozen=True)
+class MergeExpressions:
+    """How a builder checks an engine's expressions as clauses are added:
+    ``condition(value, what=...)`` returns the condition (None: always) or
+    raises :class:`~ctfile.InvalidArgumentError`; ``value(value, what=...)``
+    a SET or VALUES value. ``kind`` names what the engine takes, for
+    messages."""
+
+    kind: str
+    condition: Callable[..., Any]
+    value: Callable[..., Any]
+
+
+#: The Python engine's: pyarrow expressions, Python values as literals.
+ARROW_EXPRESSIONS = MergeExpressions("pyarrow.compute.Expression", _condition, _value)
+
+
+def _assignments(value: Any, expressions: MergeExpressions, *, what: str) -> tuple[tuple[str, Any], ...]:
     if not isinstance(value, Mapping) or not value:
         raise InvalidArgumentError(
-            f"{what} must be a non-empty mapping of table column to Expression or value, found {value!r}"
+            f"{what} must be a non-empty mapping of table column to {expressions.kind} or value, found {value!r}"
         )
-    return tuple(value.items())
+    return tuple((name, expressions.value(v, what=f"{what}[{name!r}]")) for name, v in value.items())
 
 
 @dataclass(frozen=True)
@@ -73,26 +94,29 @@ class MergeBuilder:
     target_alias: str = "t"
     clauses: tuple[MergeClause, ...] = ()
     schema_evolution: bool = False
+    expressions: MergeExpressions = ARROW_EXPRESSIONS
 
     @classmethod
     def start(cls, runner: Runner, on: Any, *, on_condition: Any = None, source_alias: str = "s",
-              target_alias: str = "t") -> "MergeBuilder":
+              target_alias: str = "t", expressions: MergeExpressions = ARROW_EXPRESSIONS) -> "MergeBuilder":
         """A builder with no clause yet; ``on``: a key column, a sequence
-        of them, or a mapping of table column to source column."""
+        of them, or a mapping of table column to source column;
+        ``expressions``: the engine's (default: pyarrow)."""
         keys = key_pairs(on)
         check_aliases(source_alias, target_alias)
-        condition = _condition(on_condition, what="on_condition")
-        return cls(runner, keys, condition, source_alias, target_alias)
+        condition = expressions.condition(on_condition, what="on_condition")
+        return cls(runner, keys, condition, source_alias, target_alias, expressions=expressions)
 
     def _adding(self, kind: MatchKind, action: MergeAction, condition: Any, assignments=(), *, method: str):
-        clause = MergeClause(kind, action, _condition(condition, what=f"the condition of {method}"), assignments)
+        condition = self.expressions.condition(condition, what=f"the condition of {method}")
+        clause = MergeClause(kind, action, condition, assignments)
         check_reachable(self.clauses + (clause,))
         return replace(self, clauses=self.clauses + (clause,))
 
     def when_matched_update(self, set: Mapping[str, Any], *, condition: Any = None) -> "MergeBuilder":
         """``WHEN MATCHED [AND condition] THEN UPDATE SET column = value, ...``
         (values over both rows, as they were before the statement)."""
-        values = _assignments(set, what="set of when_matched_update")
+        values = _assignments(set, self.expressions, what="set of when_matched_update")
         return self._adding(MatchKind.MATCHED, MergeAction.UPDATE, condition, values, method="when_matched_update")
 
     def when_matched_update_all(self, *, condition: Any = None) -> "MergeBuilder":
@@ -108,7 +132,7 @@ class MergeBuilder:
         """``WHEN NOT MATCHED [AND condition] THEN INSERT (column, ...)
         VALUES (value, ...)`` (values over the source row; columns not
         given are null)."""
-        given = _assignments(values, what="values of when_not_matched_insert")
+        given = _assignments(values, self.expressions, what="values of when_not_matched_insert")
         return self._adding(MatchKind.NOT_MATCHED, MergeAction.INSERT, condition, given,
                             method="when_not_matched_insert")
 
@@ -121,7 +145,7 @@ class MergeBuilder:
     def when_not_matched_by_source_update(self, set: Mapping[str, Any], *, condition: Any = None) -> "MergeBuilder":
         """``WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET
         ...`` (conditions and values over the table row)."""
-        values = _assignments(set, what="set of when_not_matched_by_source_update")
+        values = _assignments(set, self.expressions, what="set of when_not_matched_by_source_update")
         return self._adding(MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.UPDATE, condition, values,
                             method="when_not_matched_by_source_update")
 

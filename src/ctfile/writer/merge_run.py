@@ -61,6 +61,7 @@ from ctfile.writer.merge import (
     shorthand_statement,
 )
 from ctfile.writer.merge_plan import SourceColumn
+from ctfile.writer.merge_rows import scatter
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeStatement, Side
 
 if TYPE_CHECKING:
@@ -180,18 +181,6 @@ class RowChanges:
         return cls(positions[order.to_numpy()], np.concatenate([p.deleted for p in parts])[order.to_numpy()], values)
 
 
-def _scatter(base: pa.Array, pieces: Sequence[tuple[np.ndarray, pa.Array]]) -> pa.Array:
-    """``base`` with ``base[at] = values`` for each (at, values) of ``pieces``."""
-    if not pieces:
-        return base
-    index = np.arange(len(base))
-    offset = len(base)
-    for at, values in pieces:
-        index[at] = offset + np.arange(len(at))
-        offset += len(at)
-    return pa.concat_arrays([base] + [v for _, v in pieces]).take(pa.array(index))
-
-
 def clause_values(m: ArrowMerge, clause: BoundClause, rows: pa.Table, sources: np.ndarray | None) -> dict[str, pa.Array]:
     """The values ``clause`` sets, in the table's types, for its ``rows`` (a
     scope table) whose source rows are ``sources`` (None when it sees none)."""
@@ -228,7 +217,7 @@ def _changes(m: ArrowMerge, t: pa.Table, clauses: Sequence[BoundClause], rows: p
         at = np.searchsorted(unique, positions[mine])
         for name, column in values.items():
             pieces[name].append((at, column))
-    values = {c: _scatter(t.column(c).take(at_unique).combine_chunks(), pieces[c]) for c in m.plan.update_columns}
+    values = {c: scatter(t.column(c).take(at_unique).combine_chunks(), pieces[c]) for c in m.plan.update_columns}
     return RowChanges(unique, deleted, values)
 
 

@@ -57,6 +57,7 @@ from ctfile.reader.pruning import prune
 from ctfile.reader.scan_task import POSITION_COLUMN, storage_for
 from ctfile.writer.merge import check_shorthand_source, shorthand_statement
 from ctfile.writer.merge_plan import MergePlan, plan_statement
+from ctfile.writer.merge_rows import CLAUSE_COLUMN, inserted_rows, row_deletes, updated_values
 from ctfile.writer.merge_statement import MatchKind, MergeStatement
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.dml import rewrite_positions
@@ -115,6 +116,9 @@ class PartitionRewrite:
     copied: int = 0
     unchanged: bool = False
     deletes_all_rows: bool = False
+    #: Change rows were captured out of a partition an earlier statement of
+    #: the transaction wrote: the transaction consolidates its change rows.
+    overlaps: bool = False
 
     @property
     def written(self) -> list[str]:
@@ -148,11 +152,10 @@ class RewriteJob:
 
     @classmethod
     def _plan(cls, tx: WriteTransaction, kind: RewriteKind, candidates: Iterable[Partition], **kw) -> "RewriteJob":
-        if tx.has_statements:
-            raise InvalidArgumentError(
-                f"a distributed {kind.value} must be the only statement of its transaction "
-                "(its workers read the version the transaction read)"
-            )
+        """The job over ``candidates``: live partitions of ``tx``, which
+        include the files earlier statements of ``tx`` staged (they exist on
+        storage, so workers read them like any other; SPEC §Copy-on-write:
+        each statement sees the effects of the earlier ones)."""
         st = tx.storage
         parts = tuple(p for p in candidates if p.num_records)
         return cls(st.uri, st.storage_options, tx.base.version, tx.base.protocol, tx.metadata, kind, parts, **kw)
@@ -218,6 +221,7 @@ class RewriteJob:
         *,
         key_ranges: Mapping[str, tuple[Any, Any]] | None = None,
         prune_by: pc.Expression | None = None,
+        match_prune_by: pc.Expression | None = None,
         value_types: Mapping[str, pa.DataType] | None = None,
     ) -> "RewriteJob":
         """A MERGE ``statement`` in ``tx`` of a source with
@@ -233,7 +237,10 @@ class RewriteJob:
         Candidates: ``key_ranges`` (key column -> (min, max) of the source's
         non-null values; ``(None, None)`` when every value is null) prunes
         by statistics (SPEC §Copy-on-write, MERGE: by each key column's
-        range; a range with a NaN bound does not prune). A statement with
+        range; a range with a NaN bound does not prune), and
+        ``match_prune_by`` further (a pyarrow expression over the table's
+        columns true for every table row a source row may match and a clause
+        act on: the target's part of the ON condition, say). A statement with
         ``NOT MATCHED BY SOURCE`` clauses also reads the partitions that may
         hold a row they select: those whose statistics allow ``prune_by``
         (a pyarrow expression over the table's columns true for every such
@@ -247,7 +254,7 @@ class RewriteJob:
         paths: set[str] = set()
         if statement.has(MatchKind.MATCHED) or statement.has(MatchKind.NOT_MATCHED):
             by_key = live if key_ranges is None else _prune_by_ranges(live, tx.schema, plan.keys, key_ranges)
-            paths.update(p.path for p in by_key)
+            paths.update(p.path for p in prune(by_key, tx.schema, match_prune_by))
         if plan.reads_unmatched_target:
             paths.update(p.path for p in prune(live, tx.schema, prune_by))
         candidates = [p for p in live if p.path in paths]
@@ -277,7 +284,12 @@ class RewriteJob:
         deleted, or (when the job has ``set_columns``) take the values of
         those columns of ``rows``. A MERGE's rows may say which, row by
         row, in :data:`ACTION_COLUMN` (:class:`RowAction` values); a
-        deleted row's values are ignored. One rewrite applies them together
+        deleted row's values are ignored. Or they name the clause that
+        applies to each (:data:`~ctfile.writer.merge_rows.CLAUSE_COLUMN`)
+        with the values it assigns in the engine's types
+        (:mod:`ctfile.writer.merge_rows`): the writer then converts them
+        and takes a row's own value for the columns its clause does not
+        set. One rewrite applies them together
         (:func:`~ctfile.writer.dml.rewrite_positions`).
 
         Raises
@@ -298,15 +310,23 @@ class RewriteJob:
         state = TableState(self.version, 0, self.protocol, self.metadata, {p.path: p}, 0)
         tx = WriteTransaction(ManifestLog(storage), state, operation=self.kind.value)
         t = read_partition_table(storage, p, self.schema, hidden=True)
-        values = {c: rows.column(c).combine_chunks() for c in self.set_columns} if self.set_columns else None
         with tx.statement():
-            r = rewrite_positions(tx, p, t, positions, values, deleted=deleted)
+            r = rewrite_positions(tx, p, t, positions, self._new_values(t, positions, rows), deleted=deleted)
+            overlaps = tx.changes is not None and tx.changes.overlaps
         if r is None:
             return PartitionRewrite(path, unchanged=True)
         return PartitionRewrite(
             path, tuple(r.files), tuple(tx.staged_changes()), r.deleted, r.updated, r.copied,
-            deletes_all_rows=r.deletes_all_rows,
+            deletes_all_rows=r.deletes_all_rows, overlaps=overlaps,
         )
+
+    def _new_values(self, t: pa.Table, positions: np.ndarray, rows: pa.Table) -> dict[str, pa.Array] | None:
+        """The values of :attr:`set_columns`, one per position (None: none)."""
+        if not self.set_columns:
+            return None
+        if CLAUSE_COLUMN in rows.column_names and self.merge is not None:
+            return updated_values(self.merge, t, positions, rows)
+        return {c: rows.column(c).combine_chunks() for c in self.set_columns}
 
     def _positions(self, path: str, rows: pa.Table) -> tuple[np.ndarray, np.ndarray | None, pa.Table]:
         """``rows`` in position order, one row per position: their
@@ -314,7 +334,7 @@ class RewriteJob:
         rows. Rows of one position that all delete it become one."""
         rows = rows.take(pc.sort_indices(rows.column(POSITION_COLUMN)))
         positions = rows.column(POSITION_COLUMN).to_numpy()
-        deleted = None if ACTION_COLUMN not in rows.column_names else RowAction.deletes(rows.column(ACTION_COLUMN))
+        deleted = self._row_deletes(rows)
         repeated = np.flatnonzero(np.diff(positions) == 0) if len(positions) > 1 else np.array([], dtype=np.int64)
         if not len(repeated):
             return positions, deleted, rows
@@ -328,12 +348,26 @@ class RewriteJob:
         keep[repeated + 1] = False
         return positions[keep], deleted[keep], rows.filter(pa.array(keep))
 
+    def _row_deletes(self, rows: pa.Table) -> np.ndarray | None:
+        """Per row, whether it is deleted, from :data:`ACTION_COLUMN` or
+        the clause it names (None: as the job's kind says)."""
+        if CLAUSE_COLUMN in rows.column_names and self.merge is not None:
+            return row_deletes(self.merge, rows)
+        if ACTION_COLUMN in rows.column_names:
+            return RowAction.deletes(rows.column(ACTION_COLUMN))
+        return None
+
     def insert(self, data: Any) -> list[StagedFile]:
         """Write a MERGE's unmatched source rows (any input
         :meth:`ctfile.WriteJob.write` takes) as new partitions; a missing
-        nullable column is null."""
+        nullable column is null. A table with
+        :data:`~ctfile.writer.merge_rows.CLAUSE_COLUMN` names the ``NOT
+        MATCHED`` clause of each row, whose values it holds as
+        :meth:`rewrite` describes (:func:`~ctfile.writer.merge_rows.inserted_rows`)."""
         if self.merge is None or not self.merge.inserts_unmatched:
             raise InvalidArgumentError(f"this {self.kind.value} job inserts no rows")
+        if isinstance(data, pa.Table) and CLAUSE_COLUMN in data.column_names:
+            data = inserted_rows(self.merge, data)
         props = dict(self.metadata.properties)
         job = WriteJob(self.uri, self.storage_options, self.schema, props, self.version, "append", self.job_id)
         return job.write(data)
@@ -371,6 +405,8 @@ class RewriteJob:
             tx.remove(self.partition(r.path), deletes_all_rows=r.deletes_all_rows)
             tx.stage(list(r.files))
             tx.stage_changes(list(r.changes))
+            if r.overlaps and tx.changes is not None:
+                tx.changes.overlaps = True
             tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
         tx.stage(inserted)
         tx.add_metrics(inserted=sum(f.num_records for f in inserted))

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION
+from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Partition
 from ctfile.format.errors import CtfileError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError
 from ctfile.format.properties import CLUSTER_BY, TableProperties
 from ctfile.format.schema import Schema
@@ -25,6 +25,7 @@ from ctfile.format.schema_evolution import (
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
 from ctfile.writer import merge_run
+from ctfile.writer.merge import plan_merge
 from ctfile.writer.merge_builder import MergeBuilder
 from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.change_writer import ChangeWriter
@@ -297,6 +298,24 @@ class WriteTransaction(Transaction):
 
         return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
                                   target_alias=target_alias)
+
+    def merge_candidates(self, statement: MergeStatement, source: Any) -> list[Partition]:
+        """The live partitions the Python engine would read to run the MERGE
+        ``statement`` (pyarrow expressions) of ``source`` as the next
+        statement (SPEC §Copy-on-write, MERGE, candidates): to size the work
+        before running it. Reads and writes nothing.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]), partition_rows=2)
+        >>> _ = t.insert(pa.table({"id": [1, 2, 3, 4]}))
+        >>> stmt = t.merge_builder(pa.table({"id": [4]}), on="id").when_matched_delete().statement
+        >>> with t.transaction() as tx:
+        ...     [p.num_records for p in tx.merge_candidates(stmt, pa.table({"id": [4]}))]
+        [2]
+        """
+        return merge_run.candidates(self, plan_merge(self, statement, source))
 
     def execute_merge(self, statement: MergeStatement, source: Any) -> dict[str, int]:
         """Run a MERGE ``statement`` of ``source`` as the next statement;

@@ -233,6 +233,7 @@ MERGE_BUILDER_CALLS: dict[str, Call] = {
 #: objects (a StagedFile, a Partition, a Metadata, a ReadPredicate) made by
 #: the writer, or return its state.
 TRANSACTION_EXCLUDED = {
+    "merge_candidates": "takes a MergeStatement; reads and writes nothing (ctfile.spark sizes a statement with it)",
     "stage": "takes StagedFile objects the writer made",
     "stage_changes": "takes StagedFile objects the writer made",
     "replace_changes": "takes StagedFile objects the writer made",

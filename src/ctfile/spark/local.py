@@ -1,0 +1,180 @@
+"""Small MERGE statements run in the driver by the Python engine (issue 27:
+a fixed cost in proportion to the work).
+
+A Spark MERGE pays a few Spark jobs (the source's checks, the join, the
+rewrite tasks) whatever its size. When the source and the partitions the
+statement touches are small, as Spark broadcasts a small join side, the
+driver runs the statement itself with the Python engine
+(``WriteTransaction.execute_merge``, the code of ``Table.merge_builder``):
+one Spark job collects the source, nothing else runs on the executors.
+
+It does so only when the result is Spark's: every condition and value is
+Spark SQL text that :mod:`ctfile.spark.arrow_sql` translates to a pyarrow
+expression computing Spark's value (a Column, or text with a part whose
+value could differ, runs on the executors), the source has at most
+``sourceRows`` rows and the candidate partitions at most ``targetRows``
+rows (:class:`LocalLimits`, the one place the thresholds and their
+defaults are stated; 0 turns the driver path off).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+
+import ctfile
+from ctfile.spark.arrow_sql import SideColumns, SqlScope, Untranslatable, to_arrow
+from ctfile.spark.sqltext import SqlConf
+from ctfile.spark_datasource.types import spark_arrow_schema
+
+log = logging.getLogger(__name__)
+
+#: Spark settings of the driver path (session configuration).
+SOURCE_ROWS_CONF = "spark.ctfile.local.sourceRows"
+TARGET_ROWS_CONF = "spark.ctfile.local.targetRows"
+
+
+@dataclass(frozen=True)
+class LocalLimits:
+    """The largest statement the driver runs: ``source_rows`` source rows
+    and ``target_rows`` rows in the candidate partitions (0: never)."""
+
+    source_rows: int = 10_000
+    target_rows: int = 2_000_000
+
+    @classmethod
+    def of(cls, spark: Any) -> "LocalLimits":
+        """The limits of ``spark``'s configuration (the defaults where unset)."""
+        return cls(_setting(spark, SOURCE_ROWS_CONF, cls.source_rows),
+                   _setting(spark, TARGET_ROWS_CONF, cls.target_rows))
+
+    @property
+    def enabled(self) -> bool:
+        return self.source_rows > 0 and self.target_rows > 0
+
+
+def _setting(spark: Any, key: str, default: int) -> int:
+    text = spark.conf.get(key, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ctfile.InvalidArgumentError(f"{key} must be a non-negative number of rows, found {text!r}")
+    return value
+
+
+def _translate(value: Any, scope: SqlScope, *, condition: bool) -> Any:
+    """A Spark condition or value as the Python engine's; raises
+    :class:`Untranslatable` for a Column or untranslatable text."""
+    if isinstance(value, Column):
+        raise Untranslatable("a Column")
+    if isinstance(value, str):
+        return to_arrow(value, scope, condition=condition)
+    return value  # a literal, or a SourceColumn-free None condition
+
+
+def arrow_statement(statement: ctfile.MergeStatement, target: pa.Schema, source: pa.Schema,
+                    conf: SqlConf) -> ctfile.MergeStatement:
+    """``statement`` with its Spark SQL text as pyarrow expressions over
+    the aliased sides each part sees.
+
+    Raises
+    ------
+    Untranslatable
+        A part the Python engine would not compute as Spark does.
+    """
+    t = SideColumns(statement.target_alias, target)
+    s = SideColumns(statement.source_alias, source)
+    scopes = {
+        ctfile.MatchKind.MATCHED: SqlScope((t, s), conf),
+        ctfile.MatchKind.NOT_MATCHED: SqlScope((s,), conf, unseen=(t.alias,)),
+        ctfile.MatchKind.NOT_MATCHED_BY_SOURCE: SqlScope((t,), conf, unseen=(s.alias,)),
+    }
+    clauses = []
+    for c in statement.clauses:
+        scope = scopes[c.kind]
+        cond = None if c.condition is None else _translate(c.condition, scope, condition=True)
+        values = tuple((name, _translate(v, scope, condition=False)) for name, v in c.assignments)
+        clauses.append(ctfile.MergeClause(c.kind, c.action, cond, values))
+    on = statement.on_condition
+    on = None if on is None else _translate(on, scopes[ctfile.MatchKind.MATCHED], condition=True)
+    return ctfile.MergeStatement(statement.keys, tuple(clauses), on, statement.source_alias, statement.target_alias,
+                                 statement.schema_evolution)
+
+
+#: Runs the translated statement over the collected source in the transaction.
+LocalRun = Callable[[ctfile.WriteTransaction, ctfile.MergeStatement, pa.Table], dict]
+
+
+def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, source: DataFrame,
+                  run: LocalRun) -> dict[str, int] | None:
+    """Run ``statement`` of ``source`` in the driver with ``run`` when it
+    is small and translates (module docstring); the counts, or None when
+    the executors must run it (nothing was read from the table then)."""
+    limits = LocalLimits.of(spark)
+    if not limits.enabled:
+        return None
+    target = tx.schema.to_arrow(field_ids=False)
+    try:
+        local = arrow_statement(statement, target, spark_arrow_schema(source.schema), SqlConf.of(spark))
+    except Untranslatable as e:
+        log.info("MERGE runs on the executors: %s does not translate to the Python engine", e)
+        return None
+    rows = source.limit(limits.source_rows + 1).toArrow()
+    if rows.num_rows > limits.source_rows:
+        return None
+    touched = sum(p.num_records for p in tx.merge_candidates(local, rows))
+    if touched > limits.target_rows:
+        return None
+    log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows, touched)
+    return run(tx, local, rows)
+
+
+def unmatched_target_pruning(statement: ctfile.MergeStatement, target: pa.Schema, conf: SqlConf) -> Any:
+    """A pyarrow expression over the table's columns true for every table
+    row a ``NOT MATCHED BY SOURCE`` clause of ``statement`` may select (the
+    disjunction of their conditions, each translated exactly), to prune the
+    partitions those clauses read by statistics; None when it cannot: a
+    clause without a condition, or with a Column or text that does not
+    translate (every live partition is read then)."""
+    clauses = statement.clauses_of(ctfile.MatchKind.NOT_MATCHED_BY_SOURCE)
+    if not clauses or any(not isinstance(c.condition, str) for c in clauses):
+        return None
+    scope = SqlScope((SideColumns(None, target),), conf, unseen=(statement.source_alias,))
+    out = None
+    for c in clauses:
+        text = _unqualified(c.condition, statement.target_alias, conf)
+        try:
+            expr = None if text is None else to_arrow(text, scope, condition=True)
+        except (Untranslatable, ctfile.CtfileError):
+            expr = None
+        if expr is None:
+            return None
+        out = expr if out is None else out | expr
+    return out
+
+
+def _unqualified(text: str, alias: str, conf: SqlConf) -> str | None:
+    """``text`` with the table alias dropped from its columns (``t.a`` ->
+    ``a``), or None when it does not parse."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    same = (lambda a, b: a == b) if conf.case_sensitive else (lambda a, b: a.lower() == b.lower())
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, exp.Column) and node.table and same(node.table, alias) and not node.args.get("db"):
+            return exp.column(node.this.copy())
+        return node
+
+    try:
+        return sqlglot.parse_one(text, dialect="spark").transform(strip).sql(dialect="spark")
+    except SqlglotError:
+        return None
+

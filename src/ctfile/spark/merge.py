@@ -1,0 +1,470 @@
+"""MERGE with ordered conditional clauses on Spark's executors (SPEC
+§Copy-on-write, MERGE; §Copy-on-write, distributed statements).
+
+:meth:`ctfile.spark.CtfileTable.merge_builder` returns the Python API's
+builder (:class:`ctfile.MergeBuilder`: the same methods, checks and
+statement object) over Spark's expressions (:data:`SPARK_EXPRESSIONS`:
+Spark SQL strings or Columns, Python values as literals); its ``execute``
+runs :class:`SparkMerge`:
+
+1. the source is persisted for the statement, each row numbered
+   (:data:`SOURCE_ROW`), and the ranges of its key columns found (one
+   Spark job) to prune the candidates by statistics;
+2. the statement is checked against the table on the driver
+   (:meth:`ctfile.RewriteJob.for_merge_statement`, which also evolves the
+   schema of a statement with schema evolution), before any job writes;
+3. the candidates (``candidate_rows``) are inner-joined with the source on
+   the key pairs and the ON condition: the matched pairs, persisted; each
+   pair gets the index of the first ``MATCHED`` clause whose condition
+   holds (a ``CASE WHEN``, evaluated in order) and the values that clause
+   assigns, each in a column of its own (``merge_rows``);
+4. the multiple-match rule is checked on the pairs (one Spark job) before
+   anything is written: a table row in two pairs one of which falls to an
+   UPDATE is an :class:`ctfile.InvalidArgumentError` naming its key;
+5. the candidate rows in no pair go to the ``NOT MATCHED BY SOURCE``
+   clauses, the source rows in no pair to the ``NOT MATCHED`` clauses,
+   in the same way;
+6. one task per touched partition rewrites it, others insert
+   (:meth:`ctfile.RewriteJob.rewrite` and ``insert``): the writer, not
+   Spark, turns the clause and values of each row into the new row, as the
+   Python engine does (:mod:`ctfile.writer.merge_rows`), so row ids and
+   row versions, the no-op rule and change capture are the writer's.
+
+The engines agree on what Spark and pyarrow compute alike; Spark's own
+semantics hold for its expressions (ANSI arithmetic, its casts). The
+candidates of a statement with ``NOT MATCHED BY SOURCE`` clauses are every
+live partition whose statistics allow a row one of the clauses' conditions
+selects (:func:`ctfile.spark.local.unmatched_target_pruning`; every live
+partition when one has no condition or does not translate).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType, NullType
+
+import ctfile
+from ctfile.spark.dml import (
+    GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
+    to_column,
+)
+from ctfile.spark.local import LocalRun, run_in_driver, unmatched_target_pruning
+from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
+from ctfile.spark.session import default_parallelism, fits_broadcast
+from ctfile.spark.sqltext import SqlConf, sql_columns
+from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
+
+#: The number of each source row, in the persisted source.
+SOURCE_ROW = "_ct_source_row"
+_KEY_PREFIX = "_ct_key_"  # a matched table row's key columns, for the multiple-match error
+_LITERALS = (bool, int, float, str, bytes)
+
+
+# ---------------------------------------------------------------- the builder's expressions
+
+
+def _condition(value: Any, *, what: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) and value is True:
+        return None
+    to_column(value, what=what)  # a string or a Column, or a typed error
+    return value
+
+
+def _value(value: Any, *, what: str) -> Any:
+    if isinstance(value, (str, Column)):
+        to_column(value, what=what)
+    return value  # anything else is a literal, which Spark types (F.lit)
+
+
+#: Spark's expressions for :class:`ctfile.MergeBuilder`: conditions are Spark
+#: SQL strings or Columns; a SET or VALUES value is a Spark SQL string (quote
+#: string literals: ``"'EUR'"``), a Column, or a Python value (a literal).
+SPARK_EXPRESSIONS = ctfile.MergeExpressions("Spark SQL string or Column", _condition, _value)
+
+
+def render(value: Any) -> str:
+    """An expression as the commit's ``operationParameters`` record it."""
+    if isinstance(value, Column):
+        text = str(value)
+        return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
+    return value if isinstance(value, str) else repr(value)
+
+
+# ---------------------------------------------------------------- the statement
+
+
+class SparkMerge:
+    """A MERGE of the Spark DataFrame ``source`` run on the executors.
+    ``plan_job(tx, source_schema, key_ranges)`` checks it against the table
+    in ``tx`` and returns its :class:`ctfile.RewriteJob`;
+    ``unique_keys`` refuses a source with two rows of one key whatever the
+    table holds (the shorthand ``merge``'s rule); ``local`` runs it in the
+    driver with the Python engine when it is small
+    (:func:`ctfile.spark.local.run_in_driver`)."""
+
+    def __init__(self, spark: SparkSession, source: DataFrame, statement: ctfile.MergeStatement,
+                 plan_job: Callable[..., ctfile.RewriteJob] | None = None, *, unique_keys: bool = False,
+                 local: LocalRun | None = None):
+        self.spark = spark
+        self._local = local or _execute_merge
+        self.statement = statement
+        self.unique_keys = unique_keys
+        self._given = source
+        self._plan_job = plan_job or self._job
+        self._source: DataFrame | None = None  # persisted, numbered, once prepared
+        self._ranges: dict | None = None
+
+    def close(self) -> None:
+        if self._source is not None:
+            self._source.unpersist()
+            self._source = None
+
+    def _job(self, tx: ctfile.WriteTransaction, source_schema: pa.Schema, key_ranges: Mapping) -> ctfile.RewriteJob:
+        value_types = self._value_types(tx, source_schema)
+        target = tx.schema.to_arrow(field_ids=False)
+        prune_by = unmatched_target_pruning(self.statement, target, SqlConf.of(self.spark))
+        return ctfile.RewriteJob.for_merge_statement(
+            tx, self.statement, source_schema, key_ranges=key_ranges, value_types=value_types, prune_by=prune_by,
+        )
+
+    def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
+        """Run the statement in ``tx``; the counts it staged."""
+        if tx.is_replay:
+            return counts(Results([], []))
+        given = in_table_timestamps(self._given, tx.schema.to_arrow(field_ids=False))
+        done = run_in_driver(self.spark, tx, self.statement, given, self._local)
+        if done is not None:
+            return done
+        source = self._prepare(tx)
+        schema = spark_arrow_schema(source.drop(SOURCE_ROW).schema)
+        job = self._plan_job(tx, schema, self._ranges["ranges"])
+        if self.unique_keys:
+            _check_unique_keys(source, list(self.statement.source_keys))
+        rows, persisted = self._task_rows(job, source)
+        try:
+            n_inserts = self._insert_groups(job)
+            results = execute_tasks(self.spark, job, rows, groups=len(job.candidates) + n_inserts)
+        finally:
+            for df in persisted:
+                df.unpersist()
+        job.stage(tx, results.rewrites, results.inserted, predicate=self._read_predicate(job, source))
+        return counts(results)
+
+    # ------------------------------------------------------------ the source
+
+    def _prepare(self, tx: ctfile.WriteTransaction) -> DataFrame:
+        """The source persisted with its rows numbered, its timestamps of
+        the table's kinds; the key ranges and row count found once."""
+        if self._source is not None:
+            return self._source
+        table_schema = tx.schema.to_arrow(field_ids=False)
+        source = in_table_timestamps(self._given, table_schema).withColumn(SOURCE_ROW, F.monotonically_increasing_id())
+        self._source = source.persist(StorageLevel.MEMORY_AND_DISK)
+        pairs = [(t, s) for t, s in self.statement.keys
+                 if t in table_schema.names and s in self._source.columns and prunable(table_schema.field(t).type)]
+        aggs = [F.count(F.lit(1)).alias("n")]
+        for i, (_, s) in enumerate(pairs):
+            aggs += [F.min(s).alias(f"lo{i}"), F.max(s).alias(f"hi{i}")]
+        row = self._source.agg(*aggs).first()
+        ranges = {t: (row[f"lo{i}"], row[f"hi{i}"]) for i, (t, _) in enumerate(pairs)}
+        self._ranges = {"rows": row["n"], "ranges": ranges}
+        return self._source
+
+    def _value_types(self, tx: ctfile.WriteTransaction, source_schema: pa.Schema) -> dict[str, pa.DataType]:
+        """The Spark types of the values a statement with schema evolution
+        assigns to columns the table lacks (Spark's analysis, no job)."""
+        if not self.statement.schema_evolution:
+            return {}
+        new = ctfile.assigned_new_columns(tx.schema, self.statement)
+        if not new:
+            return {}
+        target = self.spark.createDataFrame([], spark_schema(tx.schema.to_arrow(field_ids=False)))
+        source = self.spark.createDataFrame([], spark_schema(source_schema))
+        both = target.alias(self.statement.target_alias).crossJoin(source.alias(self.statement.source_alias))
+        values = [_expression(v, None).alias(name) for _, name, v in new]
+        analyzed = analyze(lambda: both.select(*values), what="merge values")
+        return {f.name: f.type for f in spark_arrow_schema(analyzed.schema)}
+
+    def _insert_groups(self, job: ctfile.RewriteJob) -> int:
+        """How many groups the inserted rows are spread over: about
+        ``ctfile.partitionRows`` source rows each, at least one per core."""
+        if not job.merge.inserts_unmatched:
+            return 0
+        rows = self._ranges["rows"]
+        return max(default_parallelism(self.spark), math.ceil(max(rows, 1) / job.partition_rows))
+
+    # ------------------------------------------------------------ the rows of the tasks
+
+    def _task_rows(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
+        """The rows the tasks get (group, position, clause, values) and the
+        DataFrames persisted for them, which the caller unpersists."""
+        plan = job.merge
+        target, src = self._sides(job, source)
+        pairs = self._pairs(plan, target, src).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if not self.unique_keys:
+                self._check_multiple_matches(plan, pairs)
+            keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
+            parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
+            if plan.reads_unmatched_target:
+                parts.append(self._unmatched_target(plan, target, pairs))
+            if plan.inserts_unmatched:
+                parts.append(self._unmatched_source(job, src, pairs))
+        except BaseException:
+            pairs.unpersist()
+            raise
+        rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+        return rows, [pairs]
+
+    def _sides(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """The candidates' rows and the source, aliased, hinted for the join
+        (:func:`ctfile.spark.dml.join_sides`)."""
+        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
+        target = candidate_rows(self.spark, job, self._target_columns(job.merge, job.schema))
+        target, src = join_sides(target, source, broadcast=broadcast)
+        return target.alias(self.statement.target_alias), src.alias(self.statement.source_alias)
+
+    def _pairs(self, plan: ctfile.MergePlan, target: DataFrame, src: DataFrame) -> DataFrame:
+        """The matched pairs: group (file), position, source row, the table
+        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+        st = self.statement
+        t_alias, s_alias = st.target_alias, st.source_alias
+        on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
+        if st.on_condition is not None:
+            on.append(to_column(st.on_condition, what="on_condition"))
+        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
+        keys = [F.col(f"{t_alias}.{t}").alias(f"{_KEY_PREFIX}{i}") for i, (t, _) in enumerate(st.keys)]
+        ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
+               F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
+        kind = ctfile.MatchKind.MATCHED
+        return analyze(lambda: _with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
+
+    def _target_columns(self, plan: ctfile.MergePlan, schema: Any) -> list[str]:
+        """The table columns the join and the clauses may read, in table
+        order: the keys and every column the statement's expressions over
+        the table name (:func:`ctfile.spark.sqltext.sql_columns`, a
+        superset); every column when one is a Column."""
+        exprs = [self.statement.on_condition]
+        for c in plan.clauses:
+            if c.kind is not ctfile.MatchKind.NOT_MATCHED:
+                exprs += [c.condition, *(v for _, v in c.values)]
+        texts = [e for e in exprs if isinstance(e, str)]
+        if any(isinstance(e, Column) for e in exprs):
+            return list(schema.names)
+        found = sql_columns(texts, schema.to_arrow(field_ids=False), SqlConf.of(self.spark)) if texts else []
+        if found is None:
+            return list(schema.names)
+        wanted = set(found) | set(self.statement.target_keys)
+        return [n for n in schema.names if n in wanted]
+
+    def _check_multiple_matches(self, plan: ctfile.MergePlan, pairs: DataFrame) -> None:
+        """SPEC §Copy-on-write, MERGE, multiple matches: a table row in two
+        or more pairs, one of which falls to an UPDATE, is refused."""
+        updates = [i for i, c in enumerate(plan.clauses) if c.kind is ctfile.MatchKind.MATCHED and c.action.updates]
+        if not updates:
+            return
+        is_update = F.col(ctfile.CLAUSE_COLUMN).isin(updates)
+        keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
+        found = (pairs.groupBy(GROUP_COLUMN, ctfile.POSITION_COLUMN)
+                 .agg(F.count(F.lit(1)).alias("n"), F.max(is_update.cast("int")).alias("u"),
+                      F.min(F.when(is_update, F.col(ctfile.CLAUSE_COLUMN))).alias("c"),
+                      *[F.first(k).alias(k) for k in keys])
+                 .where((F.col("n") > 1) & (F.col("u") == 1)).limit(1).collect())
+        if not found:
+            return
+        row = found[0]
+        key = {t: row[f"{_KEY_PREFIX}{i}"] for i, (t, _) in enumerate(self.statement.keys)}
+        raise ctfile.InvalidArgumentError(
+            f"{row['n']} source rows match the table row with key {key}, and {plan.clauses[row['c']].clause} "
+            f"applies to one of them: a table row may be updated by one source row only (deduplicate the "
+            f"source, or give the clause a condition that tells them apart)"
+        )
+
+    def _unmatched_target(self, plan: ctfile.MergePlan, target: DataFrame, pairs: DataFrame) -> DataFrame:
+        """The candidate rows in no pair, with their ``NOT MATCHED BY SOURCE`` clause."""
+        t_alias = self.statement.target_alias
+        seen = pairs.select(F.col(GROUP_COLUMN).alias(FILE_COLUMN), ctfile.POSITION_COLUMN)
+        alone = target.join(seen, [FILE_COLUMN, ctfile.POSITION_COLUMN], "left_anti").alias(t_alias)
+        ids = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
+        kind = ctfile.MatchKind.NOT_MATCHED_BY_SOURCE
+        rows = analyze(lambda: _with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
+        return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
+
+    def _unmatched_source(self, job: ctfile.RewriteJob, src: DataFrame, pairs: DataFrame) -> DataFrame:
+        """The source rows in no pair, with their ``NOT MATCHED`` clause,
+        spread over the insert groups."""
+        s_alias = self.statement.source_alias
+        alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
+        n = max(1, self._insert_groups(job))
+        group = F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
+        ids = [group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
+        kind = ctfile.MatchKind.NOT_MATCHED
+        rows = analyze(lambda: _with_clauses(alone, job.merge, kind, ids, s_alias), what=kind.sql)
+        return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
+
+    def _read_predicate(self, job: ctfile.RewriteJob, source: DataFrame) -> SparkRowsPredicate:
+        """SPEC §Conflict detection: the table rows whose key is one of the
+        source's; with ``NOT MATCHED BY SOURCE`` clauses, every row."""
+        targets = list(self.statement.target_keys)
+        keys = source.select(*[F.col(s).alias(t) for t, s in self.statement.keys])
+        described = f"rows whose key ({', '.join(targets)}) is one of the source's"
+        if not job.merge.reads_unmatched_target:
+            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows.join(keys, targets, "left_semi"),
+                                      described)
+        conditions = [c.condition for c in self.statement.clauses_of(ctfile.MatchKind.NOT_MATCHED_BY_SOURCE)]
+        if any(c is None for c in conditions):
+            return SparkRowsPredicate(self.spark, job, targets, lambda rows: rows,
+                                      "every row (a NOT MATCHED BY SOURCE clause has no condition)")
+        alias = self.statement.target_alias
+        selects = functools.reduce(operator.or_, [to_column(c, what="condition") for c in conditions])
+
+        def select(rows: DataFrame) -> DataFrame:
+            return rows.join(keys, targets, "left_semi").unionByName(rows.alias(alias).where(selects))
+
+        return SparkRowsPredicate(self.spark, job, list(job.schema.names), select,
+                                  f"{described}, or that a NOT MATCHED BY SOURCE clause selects")
+
+
+def _execute_merge(tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table) -> dict:
+    return tx.execute_merge(statement, rows)
+
+
+def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
+    """The shorthand's one source row per key (SPEC key equality: a row
+    with a null key part is no key)."""
+    keyed = source.where(functools.reduce(operator.and_, (F.col(k).isNotNull() for k in keys)))
+    worst = keyed.groupBy(*keys).count().agg(F.max("count")).first()[0]
+    if worst and worst > 1:
+        raise ctfile.InvalidArgumentError(
+            f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
+            f"source row per key (deduplicate the source first)"
+        )
+
+
+def _expression(value: Any, typ: Any) -> Column:
+    """A condition or value as a Column: SQL text, a Column, a copied
+    source column (``s_alias`` qualified by the caller), or a literal of
+    Spark type ``typ`` (None: Spark's)."""
+    if isinstance(value, (str, Column)):
+        return to_column(value, what="merge expression")
+    if value is None and typ is not None:
+        return F.lit(None).cast(typ)
+    return F.lit(value)
+
+
+def _with_clauses(rows: DataFrame, plan: ctfile.MergePlan, kind: ctfile.MatchKind, ids: list[Column],
+                  source_alias: str) -> DataFrame:
+    """``ids`` of ``rows``, the index of the first clause of ``kind`` whose
+    condition holds (null: none) and each value of each such clause (null
+    on the rows of other clauses, so that a value is computed only where its
+    clause applies, as the Python engine computes it)."""
+    table = spark_schema(plan.schema.to_arrow(field_ids=False))
+    chosen = None
+    values = []
+    for i, c in enumerate(plan.clauses):
+        if c.kind is not kind:
+            continue
+        cond = F.lit(True) if c.condition is None else to_column(c.condition, what=f"the condition of {c.clause}")
+        chosen = F.when(cond, F.lit(i)) if chosen is None else chosen.when(cond, F.lit(i))
+        for j, (name, v) in enumerate(c.values):
+            if isinstance(v, ctfile.SourceColumn):
+                expr = F.col(f"{source_alias}.{v.name}")
+            else:
+                expr = _expression(v, table[name].dataType)
+            values.append((i, name, expr, ctfile.value_column(i, j)))
+    if chosen is None:
+        return rows.select(*ids, F.lit(None).cast("int").alias(ctfile.CLAUSE_COLUMN))
+    with_clause = rows.withColumn(ctfile.CLAUSE_COLUMN, chosen.cast("int"))
+    clause = F.col(ctfile.CLAUSE_COLUMN)
+    out = with_clause.select(*ids, clause, *[F.when(clause == F.lit(i), e).alias(col) for i, _, e, col in values])
+    return _values_for_table(out, table, values)
+
+
+def _values_for_table(df: DataFrame, table: Any, values: list) -> DataFrame:
+    """``df`` with a decimal value of a floating-point column cast to the
+    column's type (Spark SQL types ``2.5`` as a decimal, which a double
+    column takes on assignment; ctfile's own conversion refuses decimal to
+    float as lossy) and an untyped null typed as its column."""
+    casts = {}
+    types = {f.name: f.dataType for f in df.schema.fields}
+    names = {f.name for f in table.fields}
+    for _, name, _, col in values:
+        if name not in names:
+            continue
+        want, got = table[name].dataType, types[col]
+        float_target = want.typeName() in ("double", "float")
+        if (isinstance(got, DecimalType) and float_target) or isinstance(got, NullType):
+            casts[col] = F.col(col).cast(want)
+    return df.withColumns(casts) if casts else df
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def merge_on(on: Any, on_condition: Any, target: list[str], source: list[str], *, source_alias: str,
+             target_alias: str) -> tuple[Any, Any]:
+    """``on`` and ``on_condition`` as the builder takes them: an ON
+    condition given as SQL text (anything but a plain column name) is split
+    into its key pairs and the rest, which joins ``on_condition``
+    (:func:`ctfile.spark.arrow_sql.split_on`)."""
+    if not isinstance(on, str) or _is_name(on):
+        return on, on_condition
+    from ctfile.spark.arrow_sql import split_on
+
+    keys, rest = split_on(on, target_alias, source_alias, target, source)
+    if rest is None:
+        return keys, on_condition
+    if on_condition is None:
+        return keys, rest
+    if isinstance(on_condition, str):
+        return keys, f"({rest}) AND ({on_condition})"
+    return keys, to_column(rest, what="on") & to_column(on_condition, what="on_condition")
+
+
+def _is_name(text: str) -> bool:
+    return text.replace("_", "a").isalnum() or (text.startswith("`") and text.endswith("`") and "`" not in text[1:-1])
+
+
+def parameters(statement: ctfile.MergeStatement) -> dict:
+    """The statement as its commit's ``operationParameters``."""
+    return {**statement.parameters(render), "engine": "spark"}
+
+
+def run_builder(ct: Any, source: DataFrame) -> Callable[[ctfile.MergeStatement, Any, Any], ctfile.CommitResult]:
+    """The builder's runner for the table handle ``ct``: one version."""
+
+    def run(statement: ctfile.MergeStatement, app_id: Any, app_version: Any) -> ctfile.CommitResult:
+        merge = SparkMerge(ct.spark, source, statement)
+        try:
+            return ct.table.run_statement("MERGE", merge.run, parameters=parameters(statement), app_id=app_id,
+                                          app_version=app_version)
+        finally:
+            merge.close()
+
+    return run
+
+
+def shorthand_merge(spark: SparkSession, source: DataFrame, on: Any, when_matched: Any,
+                    when_not_matched: Any) -> SparkMerge:
+    """``CtfileTable.merge``'s statement: the shorthand (one source row per
+    key, the source's columns checked as ``Table.merge`` checks them)."""
+    statement = ctfile.shorthand_statement(on, when_matched=when_matched, when_not_matched=when_not_matched)
+    kw = {"when_matched": when_matched, "when_not_matched": when_not_matched}
+
+    def plan_job(tx: ctfile.WriteTransaction, schema: pa.Schema, ranges: Mapping) -> ctfile.RewriteJob:
+        return ctfile.RewriteJob.for_merge(tx, schema, on, key_ranges=ranges, **kw)
+
+    def local(tx: ctfile.WriteTransaction, _: ctfile.MergeStatement, rows: pa.Table) -> dict:
+        return tx.merge(rows, on, **kw)
+
+    return SparkMerge(spark, source, statement, plan_job, unique_keys=True, local=local)
