@@ -207,6 +207,33 @@ def connect_sql(spark, work: Path) -> None:
     assert _rows(t.uri) == [(1, "a"), (2, "b"), (3, "c")]
 
 
+def connect_merge_builder(spark, work: Path) -> None:
+    """The MERGE builder and a transaction on Connect, on the executors and
+    in the driver (ctfile.spark.local), give the rows the text says."""
+    from ctfile.spark import CtfileTable
+
+    schema = pa.schema([("id", pa.int64()), ("total", pa.int64())])
+    for local in ("0", "10000"):
+        t = ctfile.create_table(str(work / f"t{local}"), schema, partition_rows=2)
+        t.insert(pa.table({"id": [1, 2, 3], "total": [10, 20, 30]}, schema=schema))
+        spark.conf.set("spark.ctfile.local.sourceRows", local)
+        src = spark.createDataFrame([(1, 5, "u"), (2, 0, "delete"), (4, 7, "u")], "id long, amount long, op string")
+        ct = CtfileTable.for_path(spark, t.uri)
+        r = (ct.merge_builder(src, on="t.id = s.id")
+             .when_matched_delete(condition="s.op = 'delete'")
+             .when_matched_update(set={"total": "t.total + s.amount"})
+             .when_not_matched_insert(values={"id": "s.id", "total": "s.amount"})
+             .when_not_matched_by_source_update(set={"total": 0}, condition="t.id = 3")
+             .execute())
+        assert (r.num_updated_rows, r.num_deleted_rows, r.num_inserted_rows) == (2, 1, 1), r
+        assert _rows(t.uri) == [(1, 15), (3, 0), (4, 7)]
+        with ct.transaction() as tx:
+            tx.insert(spark.createDataFrame([(5, 50)], "id long, total long"))
+            tx.update("id >= 4", {"total": "total + 1"})
+        assert tx.result.version == r.version + 1 and _rows(t.uri) == [(1, 15), (3, 0), (4, 8), (5, 51)]
+    spark.conf.set("spark.ctfile.local.sourceRows", "0")
+
+
 def parallelism(spark, work: Path) -> dict:
     from ctfile.spark.session import default_parallelism
 
@@ -214,7 +241,8 @@ def parallelism(spark, work: Path) -> dict:
 
 
 SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, s3_upsert, connect_dml, connect_pruning,
-                                     connect_broadcast, connect_sql, parallelism)}
+                                     connect_broadcast, connect_sql,
+                                     connect_merge_builder, parallelism)}
 
 
 def classic_tasks(spark) -> dict | None:
@@ -235,6 +263,9 @@ def main(work_dir: str, names: str) -> None:
 
     start = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
+    # The scenarios are about the executors' path: no small statement runs in
+    # the driver (ctfile.spark.local), as in the suite's own session.
+    spark.conf.set("spark.ctfile.local.sourceRows", "0")
     out: dict = {"session": type(spark).__module__, "scenarios": {}, "facts": {},
                  "seconds": {"session": round(time.monotonic() - start, 1)}}
     for name in names.split(","):

@@ -23,7 +23,9 @@ from spark_servers import app_conf, free_port
 
 CHILD = Path(__file__).resolve().parent / "_spark_child.py"
 README_SCENARIOS = ["pyspark_readme", "upsert_readme", "s3_upsert"]
-CONNECT_SCENARIOS = ["connect_dml", "connect_pruning", "connect_broadcast", "connect_sql", "parallelism"]
+CONNECT_SCENARIOS = [
+    "connect_dml", "connect_pruning", "connect_broadcast", "connect_sql", "connect_merge_builder", "parallelism",
+]
 
 
 class Child:
@@ -122,6 +124,12 @@ def test_readme_examples_on_spark_connect(runs):
 
 def test_merge_update_delete_to_df_changes_df_on_spark_connect(runs):
     assert_ok(runs["connect"], ["connect_dml"])
+
+
+def test_merge_builder_and_transactions_on_spark_connect(runs):
+    """CtfileTable.merge_builder on the executors and in the driver, and a
+    transaction, from a Connect client (_spark_child.connect_merge_builder)."""
+    assert_ok(runs["connect"], ["connect_merge_builder"])
 
 
 def test_sql_conditions_prune_on_spark_connect(runs):
