@@ -322,7 +322,7 @@ def _spark_dml_figures(r: dict) -> list[dict]:
         fig("spark_dml_python", what, "Python Table.merge in the driver process", "reported",
             f"{r['ratio_vs_python']:.2f}x", f"{med['spark']:.2f} s vs {med['python']:.2f} s (CPU {cpu['spark']:.1f} s vs "
             f"{cpu['python']:.1f} s)", None, "spark_dml"),
-    ] + _spark_update_figures(r)
+    ] + _spark_update_figures(r) + _spark_sync_figures(r)
 
 
 def _spark_update_figures(r: dict) -> list[dict]:
@@ -341,6 +341,27 @@ def _spark_update_figures(r: dict) -> list[dict]:
         fig("spark_update_python", what, "Python Table.update in the driver process", "reported",
             f"{u['ratio_vs_python']:.2f}x", f"{med['spark_update']:.2f} s vs {med['python_update']:.2f} s (CPU "
             f"{cpu['spark_update']:.1f} s vs {cpu['python_update']:.1f} s)", None, "spark_dml"),
+    ]
+
+
+def _spark_sync_figures(r: dict) -> list[dict]:
+    """Issue 27: the snapshot sync (NOT MATCHED BY SOURCE THEN DELETE) of
+    the same run (absent from results of before it)."""
+    y = r.get("sync")
+    if not y:
+        return []
+    m, med, cpu = r["meta"], r["median_s"], r["median_cpu_s"]
+    what = (f"MERGE ... WHEN NOT MATCHED BY SOURCE THEN DELETE, a snapshot of {y['snapshot_rows']:,} keys into "
+            f"{m['rows']:,} rows ({y['deleted']:,} deleted, {y['removed_partitions']} of {m['partitions']} partitions "
+            "rewritten), ctfile.spark on local[2]")
+    return [
+        fig("spark_sync_floor", what, "native floor: Spark anti-joining the keys and rewriting the same files",
+            f"<= {r['goal_vs_floor']}x", f"{y['ratio_vs_floor']:.2f}x",
+            f"{med['spark_sync']:.2f} s vs {med['floor_sync']:.2f} s (CPU {cpu['spark_sync']:.1f} s vs "
+            f"{cpu['floor_sync']:.1f} s; {m['runs']} runs)", y["pass"], "spark_dml"),
+        fig("spark_sync_python", what, "Python Table.merge_builder in the driver process", "reported",
+            f"{y['ratio_vs_python']:.2f}x", f"{med['spark_sync']:.2f} s vs {med['python_sync']:.2f} s (CPU "
+            f"{cpu['spark_sync']:.1f} s vs {cpu['python_sync']:.1f} s)", None, "spark_dml"),
     ]
 
 

@@ -24,6 +24,17 @@ The UPDATE sides: ``CtfileTable.update("l_orderkey <= K", ...)``,
 the touched files with Spark's filter (Parquet row-group pushdown) and
 rewrites them whole.
 
+And a snapshot sync (issue 27): a MERGE whose source is the keys of a full
+snapshot of the table from which 0.5% of the keys are gone, with one
+clause, ``WHEN NOT MATCHED BY SOURCE THEN DELETE``: the statement reads the
+whole table (every row is a candidate), the three ways:
+``CtfileTable.merge_builder(keys_df, on=keys).when_not_matched_by_source_delete()``,
+``Table.merge_builder`` of the same keys as an Arrow table, and a floor
+that finds the files holding a key the snapshot lacks (an anti-join of
+the table's keys with the snapshot's) and rewrites them with the rows
+whose key the snapshot has (a semi-join). The snapshot is read from a
+Parquet file by both Spark sides.
+
 Wall and process-tree CPU times; sides alternate; the figure is the ratio of
 medians. Usage::
 
@@ -52,6 +63,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
 import ctfile  # noqa: E402
 from bench_spark import cpu_between, lineitem, spark_session, tree_cpu  # noqa: E402
@@ -134,6 +146,27 @@ def floor_update(spark, files: list[str], bound: int, out_dir: str) -> None:
         target.select(*[new if c == "l_comment" else F.col(c) for c in target.columns]).write.mode("overwrite").parquet(out_dir)
 
 
+def sync_keys(table: ctfile.Table, fraction: float, seed: int = 16) -> pa.Table:
+    """The keys of the table less ``fraction`` of them, chosen at random:
+    the keys of a full snapshot from which those rows are gone."""
+    keys = table.to_arrow(columns=KEYS)
+    rng = np.random.default_rng(seed)
+    keep = np.ones(keys.num_rows, dtype=bool)
+    keep[rng.choice(keys.num_rows, max(1, int(keys.num_rows * fraction)), replace=False)] = False
+    return keys.filter(pa.array(keep))
+
+
+def floor_sync(spark, files: list[str], keys_df, out_dir: str) -> None:
+    """The native floor of the snapshot sync: the files holding a key the
+    snapshot lacks (an anti-join), rewritten with the rows whose key it has."""
+    from pyspark.sql import functions as F
+
+    target = spark.read.parquet(*files).select(*KEYS, F.col("_metadata.file_path").alias("_file"))
+    touched = [r[0] for r in target.join(keys_df, KEYS, "left_anti").select("_file").distinct().collect()]
+    if touched:
+        spark.read.parquet(*touched).join(keys_df, KEYS, "left_semi").write.mode("overwrite").parquet(out_dir)
+
+
 def _timed(fn) -> tuple[float, float]:
     c0 = tree_cpu()
     t0 = time.perf_counter()
@@ -168,8 +201,12 @@ def main() -> None:
     batch_df.count()
     scratch = Path(tempfile.mkdtemp(prefix="ct-bench-sparkdml-"))
     bound = update_bound(table, args.fraction)
+    keys = sync_keys(table, args.fraction)
+    pq.write_table(keys, scratch / "sync_keys.parquet")
+    keys_df = spark.read.parquet(str(scratch / "sync_keys.parquet"))
     results: dict[str, list] = {
         "spark": [], "python": [], "floor": [], "spark_update": [], "python_update": [], "floor_update": [],
+        "spark_sync": [], "python_sync": [], "floor_sync": [],
     }
     counts = {}
 
@@ -185,17 +222,25 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             if name == "floor":
                 return _timed(lambda: floor_merge(spark, files, batch_df, str(out)))
+            if name == "floor_sync":
+                return _timed(lambda: floor_sync(spark, files, keys_df, str(out)))
             return _timed(lambda: floor_update(spark, files, bound, str(out)))
         uri = fresh_copy()
         if name.startswith("spark"):
             handle = CtfileTable.for_path(spark, uri)
             if name == "spark":
                 return _timed(lambda: counts.__setitem__(name, handle.merge(batch_df, KEYS)))
+            if name == "spark_sync":
+                sync = handle.merge_builder(keys_df, on=KEYS).when_not_matched_by_source_delete()
+                return _timed(lambda: counts.__setitem__(name, sync.execute()))
             run = lambda: handle.update(f"l_orderkey <= {bound}", {"l_comment": F.lit(UPDATE_COMMENT)})  # noqa: E731
             return _timed(lambda: counts.__setitem__(name, run()))
         t = ctfile.open_table(uri)
         if name == "python":
             return _timed(lambda: counts.__setitem__(name, t.merge(batch, KEYS)))
+        if name == "python_sync":
+            sync = t.merge_builder(keys, on=KEYS).when_not_matched_by_source_delete()
+            return _timed(lambda: counts.__setitem__(name, sync.execute()))
         run = lambda: t.update(pc.field("l_orderkey") <= bound, {"l_comment": UPDATE_COMMENT})  # noqa: E731
         return _timed(lambda: counts.__setitem__(name, run()))
 
@@ -212,6 +257,8 @@ def main() -> None:
     same = (sp.num_inserted_rows, sp.num_updated_rows) == (py.num_inserted_rows, py.num_updated_rows)
     su, pu = counts["spark_update"], counts["python_update"]
     update_ratio = med["spark_update"] / med["floor_update"]
+    ss, ps = counts["spark_sync"], counts["python_sync"]
+    sync_ratio = med["spark_sync"] / med["floor_sync"]
     report = {
         "meta": {"scale": scale, "rows": table.snapshot().num_records, "batch_rows": batch.num_rows,
                  "partitions": len(files), "runs": runs, "load_start": load_start, "load_end": os.getloadavg()},
@@ -230,10 +277,18 @@ def main() -> None:
             "ratio_vs_floor": update_ratio, "ratio_vs_python": med["spark_update"] / med["python_update"],
             "pass": update_ratio <= GOAL_VS_FLOOR,
         },
+        "sync": {
+            "snapshot_rows": keys.num_rows, "deleted": ss.num_deleted_rows,
+            "removed_partitions": ss.num_removed_partitions,
+            "same_as_python": (ss.num_deleted_rows, ss.num_removed_partitions)
+            == (ps.num_deleted_rows, ps.num_removed_partitions),
+            "ratio_vs_floor": sync_ratio, "ratio_vs_python": med["spark_sync"] / med["python_sync"],
+            "pass": sync_ratio <= GOAL_VS_FLOOR,
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report[k] for k in ("median_s", "median_cpu_s", "ratio_vs_floor", "ratio_vs_python", "counts", "update")},
+    print(json.dumps({k: report[k] for k in ("median_s", "median_cpu_s", "ratio_vs_floor", "ratio_vs_python", "counts", "update", "sync")},
                      indent=2))
     spark.stop()
 

@@ -59,7 +59,7 @@ SCRIPTS = {
     "streams": ("bench_streams.py", "streams.json", "exactly-once stream consumption vs changes() + an app transaction, local and S3; many streams"),
     "spark": ("bench_spark.py", "spark.json", "spark.read.format('ctfile') vs spark.read.parquet"),
     "spark_native": ("bench_spark_native.py", "spark_native.json", "issue 15: CtfileTable.to_df() scan and count() vs spark.read.parquet; first-action latency"),
-    "spark_dml": ("bench_spark_dml.py", "spark_dml.json", "issue 15: MERGE of a 0.5% upsert batch and a selective UPDATE of lineitem through ctfile.spark vs Table.merge/update vs a native Spark floor"),
+    "spark_dml": ("bench_spark_dml.py", "spark_dml.json", "issue 15: MERGE of a 0.5% upsert batch and a selective UPDATE of lineitem, issue 27: a snapshot sync (NOT MATCHED BY SOURCE), through ctfile.spark vs the Python API vs a native Spark floor"),
 }
 
 # Arguments a script takes for one of its entries (one script, several measurements).

@@ -28,7 +28,8 @@ def test_bench_spark_dml_quick(tmp_path):
     r = json.loads(out.read_text())
     m = r["meta"]
     assert m["scale"] == "0.01" and m["rows"] > 50_000 and m["batch_rows"] == int(m["rows"] * 0.005)
-    sides = {"spark", "python", "floor", "spark_update", "python_update", "floor_update"}
+    sides = {"spark", "python", "floor", "spark_update", "python_update", "floor_update",
+             "spark_sync", "python_sync", "floor_sync"}
     assert set(r["median_s"]) == sides and all(v > 0 for v in r["median_s"].values())
     c = r["counts"]
     assert c["same_as_python"] and c["inserted"] == m["batch_rows"] - m["batch_rows"] // 2
@@ -36,6 +37,9 @@ def test_bench_spark_dml_quick(tmp_path):
     u = r["update"]
     assert u["same_as_python"] and 0 < u["updated"] < m["rows"] // 100 and isinstance(u["pass"], bool)
     assert 0 < u["removed_partitions"] < m["partitions"]  # the rows sit in the first partition(s)
+    y = r["sync"]
+    assert y["same_as_python"] and y["deleted"] == m["rows"] - y["snapshot_rows"] == int(m["rows"] * 0.005)
+    assert isinstance(y["pass"], bool)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("_bench_run", ROOT / "benchmarks" / "run.py")
     run = importlib.util.module_from_spec(spec)
@@ -44,3 +48,4 @@ def test_bench_spark_dml_quick(tmp_path):
     (tmp_path / "results" / "spark_dml.json").write_text(out.read_text())
     text = run.render(tmp_path / "results")
     assert "ctfile.spark on local[2]" in text and "native floor" in text and "UPDATE where l_orderkey <=" in text
+    assert "WHEN NOT MATCHED BY SOURCE THEN DELETE" in text
