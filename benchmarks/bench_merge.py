@@ -92,7 +92,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=None, help="table rows (default 4 Mi; quick 200,000)")
     p.add_argument("--partition-rows", type=int, default=None, help="ctfile.partitionRows (default 1 Mi; quick 50,000)")
     p.add_argument("--batch", type=int, default=None, help="batch rows (default 0.5%% of the table)")
-    p.add_argument("--runs", type=int, default=None, help="timed runs of each (default 9; quick 5; at least 5)")
+    p.add_argument("--runs", type=int, default=None, help="timed runs of each (default 9, --spark 21; quick 5; at least 5)")
     p.add_argument("--profile", action="store_true", help="profile the one MERGE (pyinstrument) instead of timing")
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=None, help="results file (default results/merge.json; --spark: merge_spark.json)")
@@ -107,7 +107,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.rows = a.rows or (200_000 if a.quick else 4 << 20)
     a.partition_rows = a.partition_rows or (50_000 if a.quick else 1 << 20)
     a.batch = a.batch or max(8, a.rows // 200)
-    a.runs = max(5, a.runs or (5 if a.quick else 9))
+    # A Spark run takes a few hundred ms and varies by tens of ms: more runs.
+    full_runs = 21 if a.spark else 9
+    a.runs = max(5, a.runs or (5 if a.quick else full_runs))
     return a
 
 
