@@ -27,13 +27,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 import ctfile
 from ctfile import MatchKind, MergeAction
 from ctfile.spark import CtfileTable
-from ctfile.spark.local import LocalLimits, unmatched_target_pruning
+from ctfile.spark.local import LocalLimits, matched_target_pruning, unmatched_target_pruning
 from ctfile.spark.sqltext import SqlConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
 from merge_statements import SOURCE_ROWS, SOURCE_SCHEMA, TARGET_ROWS, TARGET_SCHEMA, MultipleMatch  # noqa: E402
 from merge_statements import run_model, statements, table_of  # noqa: E402
-from spark_helpers import spark_conf  # noqa: E402
+from spark_helpers import by_first_id, ranged_table, spark_conf, spoiled  # noqa: E402
 from test_merge_model import _changes, _check_snapshot, _expected_changes, _files, _setup  # noqa: E402
 
 SOURCE_DDL = "k long, a long, c long, op string"
@@ -228,6 +228,32 @@ def test_not_matched_by_source_reads_what_its_condition_may_select(spark, tmp_pa
          .when_not_matched_by_source_delete(condition="t.id > 6").execute())
     assert (r.num_updated_rows, r.num_deleted_rows) == (1, 2)
     assert sorted(x["id"] for x in t.to_arrow().to_pylist()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_on_condition_prunes_what_a_matched_clause_reads(spark, tmp_path):
+    """The ON condition's conjuncts over the table alone prune the
+    partitions a MATCHED clause reads (SPEC §Copy-on-write, MERGE,
+    candidates): a MERGE of keys in every partition ON ``t.id = s.id AND
+    t.id >= 600`` opens only the last two of eight partitions (the others
+    are garbage and would fail the statement); a conjunct over the source,
+    or a function, does not prune."""
+    t = ranged_table(tmp_path / "t")
+    ct = CtfileTable.for_path(spark, t.uri)
+    src = spark.createDataFrame([(k, f"new{k}") for k in range(0, 800, 50)], "id long, v string")
+    schema = t.schema
+
+    def pruned(on: str):
+        stmt = ct.merge_builder(src, on=on).when_matched_update_all().statement
+        return matched_target_pruning(stmt, schema, SqlConf.of(spark))
+
+    assert pruned("t.id = s.id AND s.v > 'a' AND upper(t.v) = 'X'") is None
+    assert pruned("t.id = s.id AND t.id >= 600 AND s.v > 'a'") is not None
+    with spoiled(t, by_first_id(t)[:6]):
+        r = (ct.merge_builder(src, on="t.id = s.id AND t.id >= 600").when_matched_update_all()
+             .when_not_matched_insert_all(condition="s.id >= 600").execute())
+    assert (r.num_updated_rows, r.num_inserted_rows, r.num_removed_partitions) == (4, 0, 2)
+    got = {row["id"]: row["v"] for row in t.to_arrow().to_pylist()}
+    assert len(got) == 800 and [got[k] for k in (550, 600, 750)] == ["v550", "new600", "new750"]
 
 
 def test_bad_clauses_are_typed_errors(spark, accounts):

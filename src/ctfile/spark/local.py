@@ -19,7 +19,9 @@ defaults are stated; 0 turns the driver path off).
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -145,18 +147,50 @@ def unmatched_target_pruning(statement: ctfile.MergeStatement, target: pa.Schema
     clauses = statement.clauses_of(ctfile.MatchKind.NOT_MATCHED_BY_SOURCE)
     if not clauses or any(not isinstance(c.condition, str) for c in clauses):
         return None
-    scope = SqlScope((SideColumns(None, target),), conf, unseen=(statement.source_alias,))
     out = None
     for c in clauses:
-        text = _unqualified(c.condition, statement.target_alias, conf)
-        try:
-            expr = None if text is None else to_arrow(text, scope, condition=True)
-        except (Untranslatable, ctfile.CtfileError):
-            expr = None
+        expr = _over_target(c.condition, statement, target, conf)
         if expr is None:
             return None
         out = expr if out is None else out | expr
     return out
+
+
+def matched_target_pruning(statement: ctfile.MergeStatement, target: pa.Schema, conf: SqlConf) -> Any:
+    """A pyarrow expression over the table's columns true for every table
+    row the ON condition may match: the conjuncts of its SQL text beyond
+    the key pairs that name only the table's columns and translate exactly
+    (``t.region = 'EU'`` of ``t.id = s.id AND t.region = 'EU'``), to prune
+    the partitions a ``MATCHED`` clause reads by statistics; None when no
+    conjunct does (a Column, or conjuncts over the source). Dropping a
+    conjunct only weakens the expression, so what it prunes holds no row
+    the ON condition matches."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    if not isinstance(statement.on_condition, str):
+        return None
+    try:
+        parsed = sqlglot.parse_one(statement.on_condition, dialect="spark")
+    except SqlglotError:
+        return None
+    conjuncts = parsed.flatten() if isinstance(parsed, exp.And) else [parsed]
+    found = [_over_target(c.sql(dialect="spark"), statement, target, conf) for c in conjuncts]
+    kept = [e for e in found if e is not None]
+    return functools.reduce(operator.and_, kept) if kept else None
+
+
+def _over_target(text: str, statement: ctfile.MergeStatement, target: pa.Schema, conf: SqlConf) -> Any:
+    """The condition ``text`` of ``statement`` as a pyarrow expression over
+    the table's own columns, or None when it names the source or does not
+    translate exactly."""
+    scope = SqlScope((SideColumns(None, target),), conf, unseen=(statement.source_alias,))
+    unqualified = _unqualified(text, statement.target_alias, conf)
+    try:
+        return None if unqualified is None else to_arrow(unqualified, scope, condition=True)
+    except (Untranslatable, ctfile.CtfileError):
+        return None
 
 
 def _unqualified(text: str, alias: str, conf: SqlConf) -> str | None:

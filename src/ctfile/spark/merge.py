@@ -35,7 +35,9 @@ semantics hold for its expressions (ANSI arithmetic, its casts). The
 candidates of a statement with ``NOT MATCHED BY SOURCE`` clauses are every
 live partition whose statistics allow a row one of the clauses' conditions
 selects (:func:`ctfile.spark.local.unmatched_target_pruning`; every live
-partition when one has no condition or does not translate).
+partition when one has no condition or does not translate), and those of
+the ``MATCHED`` side further by the ON condition's conjuncts over the table
+alone (:func:`ctfile.spark.local.matched_target_pruning`).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from ctfile.spark.dml import (
     GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
     to_column,
 )
-from ctfile.spark.local import LocalRun, run_in_driver, unmatched_target_pruning
+from ctfile.spark.local import LocalRun, matched_target_pruning, run_in_driver, unmatched_target_pruning
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
 from ctfile.spark.sqltext import SqlConf, sql_columns
@@ -132,9 +134,11 @@ class SparkMerge:
     def _job(self, tx: ctfile.WriteTransaction, source_schema: pa.Schema, key_ranges: Mapping) -> ctfile.RewriteJob:
         value_types = self._value_types(tx, source_schema)
         target = tx.schema.to_arrow(field_ids=False)
-        prune_by = unmatched_target_pruning(self.statement, target, SqlConf.of(self.spark))
+        conf = SqlConf.of(self.spark)
         return ctfile.RewriteJob.for_merge_statement(
-            tx, self.statement, source_schema, key_ranges=key_ranges, value_types=value_types, prune_by=prune_by,
+            tx, self.statement, source_schema, key_ranges=key_ranges, value_types=value_types,
+            prune_by=unmatched_target_pruning(self.statement, target, conf),
+            match_prune_by=matched_target_pruning(self.statement, target, conf),
         )
 
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
