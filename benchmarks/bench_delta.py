@@ -81,11 +81,11 @@ or with ``--rebuild``);
 lineitem comes from ``bench_core.lineitem_path`` (cached under
 ``benchmarks/data/``).
 
-Modules: ``_delta_sides`` (the engines, change-data bytes of a log entry, the
-consolidation of a Delta change feed, the goals), ``_delta_history`` (the
-workload and the cached history tables), ``_delta_dml`` ((1), (2) and the
-DML part of (6)), ``_delta_scans`` ((3), (4), (4b), (5) and the scan part of
-(6)), ``_delta_report`` (the markdown), ``_delta_profile`` (``--profile``).
+Modules: ``delta.sides`` (the engines, change-data bytes of a log entry, the
+consolidation of a Delta change feed, the goals), ``delta.history`` (the
+workload and the cached history tables), ``delta.dml`` ((1), (2) and the
+DML part of (6)), ``delta.scans`` ((3), (4), (4b), (5) and the scan part of
+(6)), ``delta.report`` (the markdown), ``delta.profile`` (``--profile``).
 """
 
 from __future__ import annotations
@@ -102,12 +102,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 # The modules of this benchmark (after the path insert):
-from _delta_dml import DML_OPS, bench_dml  # noqa: E402
-from _delta_history import ensure_history, load_workload  # noqa: E402
-from _delta_profile import PROFILE_TARGETS, profile  # noqa: E402
-from _delta_report import markdown  # noqa: E402, F401 (run.py renders delta.json through it)
-from _delta_scans import bench_append, bench_hidden, bench_mindelta, bench_scans  # noqa: E402
-from _delta_sides import TARGETS  # noqa: E402
+from delta.dml import DML_OPS, bench_dml  # noqa: E402
+from delta.history import ensure_history, load_workload  # noqa: E402
+from delta.profile import PROFILE_TARGETS, profile  # noqa: E402
+from delta.report import markdown  # noqa: E402, F401 (run.py renders delta.json through it)
+from delta.scans import bench_append, bench_hidden, bench_mindelta, bench_scans  # noqa: E402
+from delta.sides import TARGETS  # noqa: E402
 
 DEFAULT_DATA = HERE / "data"
 DEFAULT_WORK = HERE / "work"

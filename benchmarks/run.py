@@ -13,10 +13,10 @@ under the results directory (``benchmarks/results/``; ``benchmarks/results/quick
 with ``--quick``). This script records the machine, the load average around
 each script and each exit code in ``suite.json``, then renders the markdown
 report from the JSON files alone: the figures of issues 7, 12, 13, 14, 16, 17 and 27 against
-their goals (``_figures.py``), the misses first with what limits them
-(``_report_text.py``, or composed from the run's own measurements), then each
+their goals (``report/figures.py``), the misses first with what limits them
+(``report/text.py``, or composed from the run's own measurements), then each
 script's own tables. Next to the report, ``plots/<script>.svg`` draw each
-script's ratio figures against their goals (``_plots.py``; needs matplotlib,
+script's ratio figures against their goals (``report/plots.py``; needs matplotlib,
 the ``bench`` extra) and the report embeds them. Full
 runs write ``benchmarks/RESULTS.md``; quick runs write ``RESULTS.md`` inside
 their results directory so the committed report is never replaced by a
@@ -41,9 +41,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
-from _figures import figures, objectstore_figures  # noqa: E402 (after the path insert)
-from _plots import PlotsUnavailable, write_plots  # noqa: E402
-from _report_text import FINDINGS, FIXES, NOISE_NOTE  # noqa: E402
+from report.figures import figures, objectstore_figures  # noqa: E402 (after the path insert)
+from report.plots import PlotsUnavailable, write_plots  # noqa: E402
+from report.text import FINDINGS, FIXES, NOISE_NOTE  # noqa: E402
 
 # name -> (script, result file, what it measures). Order = run order.
 SCRIPTS = {
@@ -226,7 +226,7 @@ def _fmt_load(la) -> str:
 
 def _explanation(f: dict, shown: set[str]) -> str | None:
     """What limits a missed figure: its own note (composed from the run's
-    measurements), else the profile findings of ``_report_text.FINDINGS``
+    measurements), else the profile findings of ``report.text.FINDINGS``
     (said once; later figures with the same cause point back to it)."""
     if f.get("note"):
         return f["note"]

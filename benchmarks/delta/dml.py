@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from statistics import median
 
-from _delta_history import SIDE_KEYS, clone_table, history_steps, make_sides, timed_step_index
-from _delta_sides import TARGETS, capture_status, delta_cdc, entry_files
+from delta.history import SIDE_KEYS, clone_table, history_steps, make_sides, timed_step_index
+from delta.sides import TARGETS, capture_status, delta_cdc, entry_files
 from _timing import quiesce
 
 DML_OPS = ["UPDATE", "DELETE", "MERGE", "RF1", "COMPACT"]

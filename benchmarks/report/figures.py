@@ -8,7 +8,7 @@ against what, the goal, the value, the measured times or bytes, the verdict
 (``True`` / ``False`` / ``None`` for informational) and the script. A figure
 may carry a ``note``: an explanation of a miss composed from the same run's
 measurements (the capture figures of issue 13); other misses are explained
-by the prose of ``_report_text.FINDINGS``.
+by the prose of ``report.text.FINDINGS``.
 """
 
 from __future__ import annotations

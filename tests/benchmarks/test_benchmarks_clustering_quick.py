@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_clustering.py"
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="benchmarks/bench_clustering.py not present")
 

@@ -30,7 +30,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from _delta_sides import Ctfile, Delta, capture_status, delta_cdc, pa_table
+from delta.sides import Ctfile, Delta, capture_status, delta_cdc, pa_table
 from _timing import quiesce
 
 # Bump when the way the history is built changes: cached tables are rebuilt.

@@ -1,6 +1,6 @@
 """The plots of ``RESULTS.md``: per script, each figure's ratio (ctfile / its
 anchor) as a horizontal bar with the figure's goal marked, built from the
-figure dicts of ``_figures.py``.
+figure dicts of ``report/figures.py``.
 
 :func:`plot_series` turns the figures into plain data (no matplotlib), one
 :class:`GroupSeries` per script in the order the figures come; figures whose

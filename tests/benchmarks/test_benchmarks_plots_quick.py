@@ -1,4 +1,4 @@
-"""The plots of ``benchmarks/RESULTS.md`` (``benchmarks/_plots.py``), drawn
+"""The plots of ``benchmarks/RESULTS.md`` (``benchmarks/report/plots.py``), drawn
 from the committed results in ``benchmarks/results/`` into ``tmp_path`` and
 checked structurally: each group's bars are its figures' ratios, the goal
 ticks its figures' goals, every other figure is listed as left out, and the
@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -29,7 +29,7 @@ def run():
 
 @pytest.fixture(scope="module")
 def plots(run):
-    import _plots  # on the path run.py puts first
+    from report import plots as _plots  # on the path run.py puts first
 
     return _plots
 

@@ -15,10 +15,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from _delta_dml import DML_OPS
-from _delta_history import clone_table, history_steps, timed_step_index, version_key
-from _delta_scans import SCAN_OPS
-from _delta_sides import Ctfile
+from delta.dml import DML_OPS
+from delta.history import clone_table, history_steps, timed_step_index, version_key
+from delta.scans import SCAN_OPS
+from delta.sides import Ctfile
 from _timing import quiesce
 
 PROFILE_TARGETS = DML_OPS + ["append", "mindelta"] + [f"scan-{op}" for op in SCAN_OPS]
@@ -56,7 +56,7 @@ def _py_spy_summary(raw: Path, top: int = 60) -> str:
         frames = [norm(f) for f in stack.split(";")]
         # The main thread's start-up (imports, loading the workload) is not
         # what is profiled; other threads (the scan's pool) are.
-        if "main [bench_delta.py]" in frames and "profile [_delta_profile.py]" not in frames:
+        if "main [bench_delta.py]" in frames and "profile [delta/profile.py]" not in frames:
             continue
         total += int(n)
         for f in set(frames):
@@ -79,7 +79,7 @@ def _run_py_spy(out: Path) -> Path:
     if "--profile-tool" in sys.argv:  # the separate-value form
         i = sys.argv.index("--profile-tool")
         argv = sys.argv[1:i] + sys.argv[i + 2:]
-    script = Path(__file__).resolve().with_name("bench_delta.py")
+    script = Path(__file__).resolve().parents[1] / "bench_delta.py"
     cmd = [str(spy if spy.exists() else "py-spy"), "record", "--native", "--format", "raw", "-r", "200",
            "-o", str(raw), "--", sys.executable, str(script), *argv, "--profile-tool", "none"]
     subprocess.run(cmd, check=True)

@@ -24,10 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_delta.py"
-SIDES = ROOT / "benchmarks" / "_delta_sides.py"
-HISTORY = ROOT / "benchmarks" / "_delta_history.py"
+SIDES = ROOT / "benchmarks" / "delta" / "sides.py"
+HISTORY = ROOT / "benchmarks" / "delta" / "history.py"
 RUNNER = ROOT / "benchmarks" / "run.py"
 
 pytest.importorskip("deltalake")
@@ -36,7 +36,7 @@ pytest.importorskip("deltalake")
 def _module(path: Path):
     spec = importlib.util.spec_from_file_location(f"_t_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts' helpers import as benchmarks/ does
     spec.loader.exec_module(mod)
     return mod
 

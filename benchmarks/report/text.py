@@ -5,7 +5,7 @@ and the fixes made in ctfile because of the suite (:data:`FIXES`).
 The explanations were written from profiles and side-by-side measurements
 of the runs they cite; ``run.py`` shows one only when its figure misses.
 Figures whose explanation can be composed from the same run's JSON carry it
-themselves (``_figures.fig(note=...)``) and need no entry here.
+themselves (``report.figures.fig(note=...)``) and need no entry here.
 """
 
 NOISE_NOTE = (

@@ -24,8 +24,8 @@ from ctfile.format.actions import ChangeFile
 from ctfile.format.change_files import CHANGE_TYPE_COLUMN
 from ctfile import ROW_ID_COLUMN
 
-from _delta_history import version_key
-from _delta_sides import TARGETS, Ctfile, Delta, capture_status, consolidate_cdf, entry_files
+from delta.history import version_key
+from delta.sides import TARGETS, Ctfile, Delta, capture_status, consolidate_cdf, entry_files
 from _timing import interleaved
 
 SCAN_OPS = ["UPDATE", "DELETE", "MERGE"]
