@@ -452,6 +452,16 @@ class DiffCommit:
     change_files: int
     change_bytes: int
 
+    @classmethod
+    def of(cls, c: Any) -> "DiffCommit":
+        """Commit ``c`` of a change plan (``ChangeSet.plan.commits``)."""
+        removes_partitions = bool(c.removed)
+        return cls(
+            c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed),
+            c.captured is not None if removes_partitions else None,
+            len(c.change_files), sum(f.size_bytes for f in c.change_files),
+        )
+
 
 @dataclass(frozen=True)
 class DiffReport:
@@ -487,14 +497,7 @@ class DiffReport:
             partitions_to_read=[p.path for p in plan.partitions_to_read()],
             change_files_to_read=[f.path for f in plan.change_files_to_read()],
             bytes_to_read=plan.bytes_to_read,
-            commits=tuple(
-                DiffCommit(
-                    c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed),
-                    c.captured is not None if c.removed else None,
-                    len(c.change_files), sum(f.size_bytes for f in c.change_files),
-                )
-                for c in plan.commits
-            ),
+            commits=tuple(DiffCommit.of(c) for c in plan.commits),
         )
 
     def as_json(self) -> dict:
