@@ -1,9 +1,13 @@
-"""Output helpers of the ``ctfile`` command: JSON encoding, rich consoles,
-progress bars, one-line errors.
+"""Output helpers of the ``ctfile`` command: the one output convention
+(:class:`Report`, :func:`emit`), JSON encoding, rich consoles, progress
+bars, one-line errors.
 
-Everything here works on plain Python values; the commands in
-:mod:`ctfile.tools.cli` (in its command modules ``cmd_*``) turn ctfile's public
-objects into such values.
+Every command (in the modules ``cmd_*`` of :mod:`ctfile.tools.cli`) first
+gathers what it reports into a frozen report object, computed apart from its
+rendering, then hands it to :func:`emit`, which prints it as JSON
+(``as_json()``) or as text (``print_text()``, through rich). Only the change
+rows of ``ctfile changes --format csv/json`` stream to stdout as they are
+read, since a report would hold them all in memory.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import math
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 import typer
 from rich.console import Console
@@ -59,35 +63,54 @@ def silence_stdout() -> None:
         pass
 
 
+def _json_float(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _json_datetime(value: dt.datetime) -> str:
+    """ISO-8601, with ``Z`` for UTC."""
+    if value.tzinfo is not None and value.utcoffset() == dt.timedelta(0):
+        return value.replace(tzinfo=None).isoformat() + "Z"
+    return value.isoformat()
+
+
+# What jsonable does with a value of each type, first match wins: bool and
+# int (and str enums) stay themselves, a datetime is matched before the date
+# it is a subclass of.
+_JSON_CONVERSIONS: tuple[tuple[type | tuple[type, ...], Callable[[Any], Any]], ...] = (
+    ((bool, int, str), lambda v: v),
+    (float, _json_float),
+    (dict, lambda v: {str(k): jsonable(x) for k, x in v.items()}),
+    ((list, tuple, set, frozenset), lambda v: [jsonable(x) for x in v]),
+    (dt.datetime, _json_datetime),
+    ((dt.date, dt.time), lambda v: v.isoformat()),
+    (dt.timedelta, lambda v: v.total_seconds()),
+    (decimal.Decimal, str),
+    ((bytes, bytearray, memoryview), lambda v: base64.b64encode(bytes(v)).decode("ascii")),
+    (enum.Enum, lambda v: jsonable(v.value)),
+)
+
+
+def _is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
 def jsonable(value: Any) -> Any:
     """``value`` with everything JSON cannot hold turned into strings:
     datetimes to ISO-8601, decimals to strings, bytes to base64, non-finite
-    floats to ``"NaN"``/``"Infinity"``/``"-Infinity"``."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None and value.utcoffset() == dt.timedelta(0):
-            return value.replace(tzinfo=None).isoformat() + "Z"
-        return value.isoformat()
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, enum.Enum):
-        return jsonable(value.value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    floats to ``"NaN"``/``"Infinity"``/``"-Infinity"``.
+
+    >>> jsonable({1: [float("inf"), b"ab", dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)]})
+    {'1': ['Infinity', 'YWI=', '2026-01-02T00:00:00Z']}
+    """
+    if value is None:
+        return None
+    for types, convert in _JSON_CONVERSIONS:
+        if isinstance(value, types):
+            return convert(value)
+    if _is_dataclass_instance(value):
         return jsonable(dataclasses.asdict(value))
     return str(value)
 
@@ -95,6 +118,53 @@ def jsonable(value: Any) -> Any:
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+class Report(Protocol):
+    """What a command reports, gathered before anything is printed."""
+
+    def as_json(self) -> Any:
+        """The report as JSON values (:func:`jsonable` finishes the job)."""
+
+    def print_text(self) -> None:
+        """Print the report for people, on :func:`console`."""
+
+
+def fields_dict(report: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, in order, the values as they are (not
+    converted as :func:`dataclasses.asdict` converts them): the start of an
+    ``as_json`` that renders some fields its own way."""
+    return {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+
+
+class FieldsAsJson:
+    """Mixin of a frozen-dataclass report whose JSON document is its fields,
+    in their order (nested dataclasses as objects)."""
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+def emit(report: Report, *, json: bool) -> None:
+    """Print ``report``: its JSON document with ``json``, its text otherwise.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Wrote:
+    ...     path: str
+    ...     def as_json(self): return {"plot": self.path}
+    ...     def print_text(self): console().print(f"wrote {self.path}")
+    >>> emit(Wrote("h.png"), json=True)
+    {
+      "plot": "h.png"
+    }
+    >>> emit(Wrote("h.png"), json=False)
+    wrote h.png
+    """
+    if json:
+        print_json(report.as_json())
+    else:
+        report.print_text()
 
 
 def json_line(obj: Any) -> str:

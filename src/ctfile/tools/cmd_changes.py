@@ -85,23 +85,28 @@ def output_spec(output: Path, fmt: Format | None, *, default: Format | None = No
     compression = fsspec.utils.infer_compression(output.name)
     stem = Path(output.stem) if compression else output
     named = SUFFIX_FORMATS.get(stem.suffix.lower())
-    if fmt is None and named is None and default is None:
+    chosen = fmt or named or default
+    if chosen is None:
         raise ctfile.InvalidArgumentError(
             f"cannot tell the format of --output {output.name!r} from its suffix {stem.suffix or '(none)'!r}: expected "
             f"{', '.join(SUFFIX_FORMATS)}, optionally followed by a compression suffix "
             f"({', '.join('.' + k for k in sorted(fsspec.utils.compressions))}), or give --format csv, json or parquet"
         )
-    if fmt is not None and named is not None and named is not fmt:
+    if _contradicts(fmt, named):
         raise ctfile.InvalidArgumentError(
             f"--format {fmt.value} but the --output name {output.name!r} says {named.value}"
         )
-    fmt = fmt or named or default
-    if fmt is Format.parquet and compression:
+    if chosen is Format.parquet and compression:
         raise ctfile.InvalidArgumentError(
             f"--output {output.name!r}: Parquet cannot be compressed as a whole ({compression}); it compresses its "
             "pages itself: drop the compression suffix"
         )
-    return OutputSpec(fmt, compression)
+    return OutputSpec(chosen, compression)
+
+
+def _contradicts(given: Format | None, named: Format | None) -> bool:
+    """``--format`` and the format the ``--output`` name says are both there, and differ."""
+    return given is not None and named is not None and named is not given
 
 
 def changes(
@@ -131,41 +136,86 @@ def changes(
     storage_option: StorageOpt = None,
 ) -> None:
     """Print or export the change rows of an interval (both ends included)."""
-    information = information.value
     with handle_errors(json_):
-        spec = None
-        if output is not None and format_ is not Format.table:
-            # --json alone meant JSON lines before formats were told from names: still so for other names.
-            spec = output_spec(output, format_, default=Format.json if json_ else None)
-            format_ = spec.format
-        fmt = format_.value if format_ is not None else ("json" if json_ else "table")
-        if json_ and fmt == "table":
-            raise ctfile.InvalidArgumentError("--json and --format table contradict each other")
-        if json_ and fmt != "json" and output is None:
-            raise ctfile.InvalidArgumentError(
-                f"--json with --format {fmt} needs --output FILE (the rows go to the file, a JSON summary to stdout)"
-            )
-        if fmt == "parquet" and output is None:
-            raise ctfile.InvalidArgumentError("--format parquet needs --output FILE")
-        if fmt == "table" and output is not None:
-            raise ctfile.InvalidArgumentError("--output needs --format csv, json or parquet")
+        fmt, compression = _destination(format_, output, json_=json_)
         cs = open_uri(uri, storage_option).changes(
             start_version=start, end_version=end, start_timestamp=start_timestamp,
-            end_timestamp=end_timestamp, information=information,
+            end_timestamp=end_timestamp, information=information.value,
         )
-        if fmt == "table":
-            _changes_table(cs, uri, information, DEFAULT_TABLE_ROWS if limit is None else limit, explicit_limit=limit is not None)
-            return
-        with out.progress_bar("exporting change rows", enabled=out.stdout_is_terminal() and output is not None) as prog:
-            batches = _limited(cs.to_batches(), limit)
-            n = _export(cs.schema, batches, fmt, output, prog, compression=spec.compression if spec else None)
-    if output is not None:
-        summary = {"output": str(output), "format": fmt, "compression": spec.compression if spec else None, "rows": n,
-                   "start_version": cs.start_version, "end_version": cs.end_version, "plan_shape": str(cs.plan_shape)}
-        if json_:
-            out.print_json(summary)
+        if fmt is Format.table:
+            report = ChangeRowsReport.of(uri, cs, information=information.value, limit=limit)
         else:
-            out.console().print(f"wrote {n} change rows ({cs.start_version}..{cs.end_version}, {cs.plan_shape}) to {output}")
+            report = _export_rows(cs, fmt, output, compression=compression, limit=limit)
+        if report is not None:  # None: the rows themselves went to stdout
+            out.emit(report, json=json_)
+
+
+def _export_rows(cs: Any, fmt: Format, output: Path | None, *, compression: str | None,
+                 limit: int | None) -> "ExportReport | None":
+    """Write the change rows of ``cs`` to ``output`` (stdout: None) as ``fmt``;
+    what was written, or None when they went to stdout."""
+    with out.progress_bar("exporting change rows", enabled=out.stdout_is_terminal() and output is not None) as prog:
+        n = _export(cs.schema, _limited(cs.to_batches(), limit), fmt.value, output, prog, compression=compression)
+    if output is None:
+        return None
+    return ExportReport(str(output), fmt.value, compression, n, cs.start_version, cs.end_version, str(cs.plan_shape))
+
+
+def _destination(format_: Format | None, output: Path | None, *, json_: bool) -> tuple[Format, str | None]:
+    """The format of the rows and the compression of ``output`` (None: none),
+    checked before anything is read: ``--format``, else told from the
+    ``--output`` name, else JSON lines with ``--json``, else a table.
+
+    Raises
+    ------
+    ctfile.InvalidArgumentError
+        The options contradict each other, or name no format an output can take.
+    """
+    compression = None
+    if _names_an_export(format_, output):
+        # --json alone meant JSON lines before formats were told from names: still so for other names.
+        spec = output_spec(output, format_, default=Format.json if json_ else None)
+        format_, compression = spec.format, spec.compression
+    fmt = format_ or (Format.json if json_ else Format.table)
+    _check_destination(fmt, output, json_=json_)
+    return fmt, compression
+
+
+def _names_an_export(format_: Format | None, output: Path | None) -> bool:
+    """An ``--output`` file not contradicted by ``--format table``: its name may tell the format."""
+    return output is not None and format_ is not Format.table
+
+
+def _check_destination(fmt: Format, output: Path | None, *, json_: bool) -> None:
+    """Refuse the combinations of ``--format``, ``--output`` and ``--json`` that cannot be written."""
+    to_stdout = output is None
+    if json_ and fmt is Format.table:
+        raise ctfile.InvalidArgumentError("--json and --format table contradict each other")
+    if json_ and fmt is not Format.json and to_stdout:
+        raise ctfile.InvalidArgumentError(
+            f"--json with --format {fmt.value} needs --output FILE (the rows go to the file, a JSON summary to stdout)"
+        )
+    if fmt is Format.parquet and to_stdout:
+        raise ctfile.InvalidArgumentError("--format parquet needs --output FILE")
+    if fmt is Format.table and not to_stdout:
+        raise ctfile.InvalidArgumentError("--output needs --format csv, json or parquet")
+
+
+@dataclass(frozen=True)
+class ExportReport(out.FieldsAsJson):
+    """What ``ctfile changes --output FILE`` reports once the rows are written."""
+
+    output: str
+    format: str
+    compression: str | None
+    rows: int
+    start_version: int
+    end_version: int
+    plan_shape: str
+
+    def print_text(self) -> None:
+        out.console().print(f"wrote {self.rows} change rows ({self.start_version}..{self.end_version}, "
+                            f"{self.plan_shape}) to {self.output}")
 
 
 def _counting(batches: Iterator, prog) -> Iterator:
@@ -235,27 +285,46 @@ def _cell(v: Any) -> str:
     return j if isinstance(j, str) else out.json_line(j)
 
 
-def _changes_table(cs, uri: str, information: str, limit: int, *, explicit_limit: bool) -> None:
-    rows: list[dict] = []
-    more = False
-    for b in _limited(cs.to_batches(), limit + 1):
-        rows.extend(b.to_pylist())
-    if len(rows) > limit:
-        rows, more = rows[:limit], True
-    con = out.console()
-    con.print(Text(f"changes {cs.start_version}..{cs.end_version} of {uri} (information={information}, "
-                   f"plan shape {cs.plan_shape}): {len(rows)}{'+' if more else ''} rows", style="bold"))
-    if not rows:
-        return
-    t = RichTable()
-    for f in cs.schema:
-        t.add_column(f.name, overflow="fold")
-    for r in rows:
-        t.add_row(*(_cell(r[f.name]) for f in cs.schema))
-    con.print(t)
-    if more:
-        hint = "raise --limit" if explicit_limit else "use --limit N"
-        con.print(f"... more rows not shown ({hint}, or --format csv/json/parquet to export them all)")
+@dataclass(frozen=True)
+class ChangeRowsReport(out.FieldsAsJson):
+    """What ``ctfile changes`` prints as a table: the first ``limit`` change
+    rows, and whether there are more. (With ``--json`` the rows go out as JSON
+    lines instead, streamed, so the CLI never prints :meth:`as_json`.)"""
+
+    uri: str
+    information: str
+    start_version: int
+    end_version: int
+    plan_shape: str
+    columns: tuple[str, ...]
+    rows: tuple[dict, ...]
+    more: bool
+    #: The limit was --limit, not the default (the hint says how to see more).
+    explicit_limit: bool
+
+    @classmethod
+    def of(cls, uri: str, cs: Any, *, information: str, limit: int | None) -> "ChangeRowsReport":
+        shown = DEFAULT_TABLE_ROWS if limit is None else limit
+        rows = [r for b in _limited(cs.to_batches(), shown + 1) for r in b.to_pylist()]
+        return cls(uri, information, cs.start_version, cs.end_version, str(cs.plan_shape),
+                   tuple(f.name for f in cs.schema), tuple(rows[:shown]), len(rows) > shown, limit is not None)
+
+    def print_text(self) -> None:
+        con = out.console()
+        con.print(Text(f"changes {self.start_version}..{self.end_version} of {self.uri} "
+                       f"(information={self.information}, plan shape {self.plan_shape}): "
+                       f"{len(self.rows)}{'+' if self.more else ''} rows", style="bold"))
+        if not self.rows:
+            return
+        t = RichTable()
+        for name in self.columns:
+            t.add_column(name, overflow="fold")
+        for r in self.rows:
+            t.add_row(*(_cell(r[name]) for name in self.columns))
+        con.print(t)
+        if self.more:
+            hint = "raise --limit" if self.explicit_limit else "use --limit N"
+            con.print(f"... more rows not shown ({hint}, or --format csv/json/parquet to export them all)")
 
 
 COMMANDS = (changes,)

@@ -1,13 +1,18 @@
 """``ctfile history``, ``ctfile show`` and ``ctfile diff``: reading a table's
-log and describing its versions without reading data files."""
+log and describing its versions without reading data files.
+
+Each command gathers a frozen report (:class:`HistoryReport`,
+:class:`ShowReport`, :class:`DiffReport`; :class:`PlotWritten` for
+``--plot``) and prints it with :func:`~ctfile.tools._output.emit`."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Mapping, Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -17,26 +22,10 @@ from ctfile.tools import _plot_render as render
 from ctfile.tools import pictures
 from ctfile.tools._clustering import ClusteringReport, parse_columns
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
-from ctfile.tools.cmd_schema import change_summary, field_rows, fields_table
+from ctfile.tools._partitions import HiddenSummary, PartitionRow
+from ctfile.tools.cmd_schema import FieldRow, change_summary, field_rows, fields_table
 
 DEFAULT_SHOWN_PARTITIONS = 50
-
-
-def _partition_dict(p: Any, schema: Any = None) -> dict:
-    d = {
-        "path": p.path,
-        "num_records": p.num_records,
-        "size_bytes": p.size_bytes,
-        "first_row_id": p.first_row_id,
-        "default_row_version": p.default_row_version,
-        "modification_time": out.fmt_ms(p.modification_time) or None,
-        "checksum": p.checksum,
-    }
-    if p.restored_row_version is not None:  # re-added by a RESTORE (SPEC §Restore)
-        d["restored_row_version"] = p.restored_row_version
-    if schema is not None:
-        d["stats"] = _stats_dict(p, schema)
-    return d
 
 
 # ---------------------------------------------------------------- --plot
@@ -62,6 +51,19 @@ PlotOpt = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class PlotWritten:
+    """What ``--plot FILE`` reports: the file written."""
+
+    path: str
+
+    def as_json(self) -> dict:
+        return {"plot": self.path}
+
+    def print_text(self) -> None:
+        out.console().print(f"wrote {self.path}")
+
+
 def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callable[[Any], Any]) -> None:
     """Gather the series, draw them (a ``*_figure`` function of
     :mod:`~ctfile.tools._plot_render`) and save the figure to ``path``;
@@ -73,64 +75,122 @@ def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callabl
     with handle_errors(json_):
         series = gather()
         render.save(draw(series), path, pictures.PlotFormat.of(path), title=f"ctfile: {series.uri}")
-    if json_:
-        out.print_json({"plot": path})
-    else:
-        out.console().print(f"wrote {path}")
+    out.emit(PlotWritten(path), json=json_)
 
 
 # ---------------------------------------------------------------- history
 
 
-def _history_row(h: ctfile.HistoryEntry) -> dict:
-    m = h.operation_metrics
-    return {
-        "version": h.version,
-        "timestamp": out.commit_time(h.timestamp_ms),
-        "operation": h.operation,
-        "parameters": h.operation_parameters,
-        "partitions_added": m.get("numAddedPartitions"),
-        "partitions_removed": m.get("numRemovedPartitions"),
-        "rows_inserted": m.get("numInsertedRows"),
-        "rows_updated": m.get("numUpdatedRows"),
-        "rows_deleted": m.get("numDeletedRows"),
-        "rows_copied": m.get("numCopiedRows"),
-        # From the entry's add and remove actions (the live table changes by
-        # rows_added - rows_removed), not from the writer's metrics.
-        "rows_added": h.rows_added,
-        "rows_removed": h.rows_removed,
-        "bytes_added": h.bytes_added,
-        "bytes_removed": h.bytes_removed,
-        "data_change": h.data_change,
-        "read_version": h.read_version,
-        "isolation_level": h.isolation_level,
-        "blind_append": h.is_blind_append,
-        "captured": h.captured,
-        "change_files": h.change_files,
-        "change_bytes": h.change_bytes,
-        "schema_changed": h.schema_changed,
-        "schema_changes": [c.to_json() for c in h.schema_changes],
-    }
+@dataclass(frozen=True)
+class HistoryRow:
+    """One version as ``ctfile history`` lists it (from a ``ctfile.HistoryEntry``)."""
+
+    version: int
+    timestamp: Any
+    operation: str
+    parameters: Mapping[str, Any]
+    # The writer's metrics (None where it wrote none).
+    partitions_added: int | None
+    partitions_removed: int | None
+    rows_inserted: int | None
+    rows_updated: int | None
+    rows_deleted: int | None
+    rows_copied: int | None
+    # From the entry's add and remove actions (the live table changes by
+    # rows_added - rows_removed), not from the writer's metrics.
+    rows_added: int
+    rows_removed: int
+    bytes_added: int
+    bytes_removed: int
+    data_change: bool
+    read_version: int | None
+    isolation_level: Any
+    blind_append: bool
+    captured: bool | None
+    change_files: int
+    change_bytes: int
+    schema_changed: bool | None
+    schema_changes: tuple[ctfile.SchemaChange, ...]
+
+    @classmethod
+    def of(cls, h: ctfile.HistoryEntry) -> "HistoryRow":
+        m = h.operation_metrics
+        return cls(
+            version=h.version, timestamp=out.commit_time(h.timestamp_ms), operation=h.operation,
+            parameters=h.operation_parameters,
+            partitions_added=m.get("numAddedPartitions"), partitions_removed=m.get("numRemovedPartitions"),
+            rows_inserted=m.get("numInsertedRows"), rows_updated=m.get("numUpdatedRows"),
+            rows_deleted=m.get("numDeletedRows"), rows_copied=m.get("numCopiedRows"),
+            rows_added=h.rows_added, rows_removed=h.rows_removed,
+            bytes_added=h.bytes_added, bytes_removed=h.bytes_removed,
+            data_change=h.data_change, read_version=h.read_version, isolation_level=h.isolation_level,
+            blind_append=h.is_blind_append, captured=h.captured,
+            change_files=h.change_files, change_bytes=h.change_bytes,
+            schema_changed=h.schema_changed, schema_changes=tuple(h.schema_changes),
+        )
+
+    def as_json(self) -> dict:
+        d = out.fields_dict(self)
+        d["schema_changes"] = [c.to_json() for c in self.schema_changes]
+        return d
+
+    def schema_text(self) -> str:
+        """The commit's schema changes in short (SPEC §Schema evolution); empty
+        when it changed none."""
+        if self.schema_changed is None:
+            return "set (the schema before was vacuumed)"
+        return change_summary(self.schema_changes) if self.schema_changed else ""
+
+    def captured_text(self) -> str:
+        """``yes``/``no`` (SPEC §Change capture), with the change files if any;
+        ``not needed`` for a data change that removes no partition (an append:
+        its change rows are the rows it added); empty for a commit that changes
+        no data."""
+        if self.captured is None and not self.data_change:
+            return ""
+        if not self.captured or not self.change_files:
+            return _yes_no(self.captured)
+        return f"yes, {self.change_files} files ({out.fmt_bytes(self.change_bytes)})"
+
+    def cells(self) -> tuple[str, ...]:
+        """The row of the text table, in :data:`_HISTORY_COLUMNS` order."""
+        return (
+            str(self.version), out.fmt_time(self.timestamp), self.operation,
+            out.json_line(self.parameters) if self.parameters else "",
+            _num(self.partitions_added), _num(self.partitions_removed), _num(self.rows_inserted),
+            _num(self.rows_updated), _num(self.rows_deleted), "yes" if self.data_change else "no",
+            self.captured_text(), self.schema_text(),
+        )
 
 
-def _schema_cell(h: ctfile.HistoryEntry) -> str:
-    """The commit's schema changes in short (SPEC §Schema evolution); empty
-    when it changed none."""
-    if h.schema_changed is None:
-        return "set (the schema before was vacuumed)"
-    return change_summary(h.schema_changes) if h.schema_changed else ""
+_HISTORY_COLUMNS = (
+    ("version", "right"), ("time (UTC)", "left"), ("operation", "left"), ("parameters", "left"),
+    ("+parts", "right"), ("-parts", "right"), ("inserted", "right"), ("updated", "right"),
+    ("deleted", "right"), ("data change", "left"), ("captured", "left"), ("schema", "left"),
+)
 
 
-def _captured_cell(r: dict) -> str:
-    """``yes``/``no`` (SPEC §Change capture), with the change files if any;
-    ``not needed`` for a data change that removes no partition (an append:
-    its change rows are the rows it added); empty for a commit that changes
-    no data."""
-    if r["captured"] is None and not r["data_change"]:
-        return ""
-    if not r["captured"] or not r["change_files"]:
-        return _yes_no(r["captured"])
-    return f"yes, {r['change_files']} files ({out.fmt_bytes(r['change_bytes'])})"
+@dataclass(frozen=True)
+class HistoryReport:
+    """What ``ctfile history`` shows: the versions, newest first."""
+
+    uri: str
+    versions: tuple[HistoryRow, ...]
+
+    @classmethod
+    def of(cls, uri: str, table: ctfile.Table, *, limit: int | None) -> "HistoryReport":
+        return cls(uri, tuple(HistoryRow.of(h) for h in table.history(limit=limit)))
+
+    def as_json(self) -> dict:
+        return {"uri": self.uri, "versions": [r.as_json() for r in self.versions]}
+
+    def print_text(self) -> None:
+        t = RichTable(title=f"history of {self.uri}", title_justify="left")
+        for name, just in _HISTORY_COLUMNS:
+            t.add_column(name, justify=just, overflow="fold")
+        for r in self.versions:
+            t.add_row(*r.cells())
+        out.console().print(t)
 
 
 def _yes_no(captured: bool | None) -> str:
@@ -170,105 +230,153 @@ def history(
         _write_plot(plot, json_, gather, render.history_figure)
         return
     with handle_errors(json_):
-        entries = open_uri(uri, storage_option).history(limit=limit)
-    rows = [_history_row(h) for h in entries]
-    if json_:
-        out.print_json({"uri": uri, "versions": rows})
-        return
-    t = RichTable(title=f"history of {uri}", title_justify="left")
-    for name, just in (
-        ("version", "right"), ("time (UTC)", "left"), ("operation", "left"), ("parameters", "left"),
-        ("+parts", "right"), ("-parts", "right"), ("inserted", "right"), ("updated", "right"),
-        ("deleted", "right"), ("data change", "left"), ("captured", "left"), ("schema", "left"),
-    ):
-        t.add_column(name, justify=just, overflow="fold")
-    for h, r in zip(entries, rows):
-        params = out.json_line(r["parameters"]) if r["parameters"] else ""
-        t.add_row(
-            str(r["version"]), out.fmt_time(r["timestamp"]), r["operation"], params,
-            _num(r["partitions_added"]), _num(r["partitions_removed"]), _num(r["rows_inserted"]),
-            _num(r["rows_updated"]), _num(r["rows_deleted"]), "yes" if r["data_change"] else "no",
-            _captured_cell(r), _schema_cell(h),
-        )
-    out.console().print(t)
+        report = HistoryReport.of(uri, open_uri(uri, storage_option), limit=limit)
+    out.emit(report, json=json_)
 
 
 # ---------------------------------------------------------------- show
 
 
-def _column_names(schema: Any) -> dict[int, str]:
-    names = {f.id: f.name for f in schema.fields}
-    names[ctfile.ROW_ID_FIELD_ID] = ctfile.ROW_ID_COLUMN
-    names[ctfile.ROW_VERSION_FIELD_ID] = ctfile.ROW_VERSION_COLUMN
-    return names
+@dataclass(frozen=True)
+class ProtocolInfo:
+    """The reader and writer versions and features a version requires."""
+
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: list[str]
+    writer_features: list[str]
+
+    @classmethod
+    def of(cls, proto: Any) -> "ProtocolInfo":
+        return cls(proto.min_reader_version, proto.min_writer_version,
+                   list(proto.reader_features), list(proto.writer_features))
+
+    def text(self) -> str:
+        return (f"protocol: reader v{self.min_reader_version} {self.reader_features or '[]'}, "
+                f"writer v{self.min_writer_version} {self.writer_features or '[]'}")
 
 
-def _stats_dict(p: Any, schema: Any) -> dict | None:
-    s = p.stats
-    if s is None:
-        return None
-    names = _column_names(schema)
-    out_: dict[str, dict] = {}
-    for fid in sorted(set(s.min_values) | set(s.max_values) | set(s.null_count) | set(s.nan_count)):
-        col = names.get(fid, f"field {fid}")
-        d: dict[str, Any] = {"field_id": fid}
-        if fid in s.min_values:
-            d["min"] = s.min_values[fid]
-        if fid in s.max_values:
-            d["max"] = s.max_values[fid]
-        if fid in s.null_count:
-            d["null_count"] = s.null_count[fid]
-        if fid in s.nan_count:
-            d["nan_count"] = s.nan_count[fid]
-        out_[col] = d
-    return out_
+# The measures of the hidden-columns table, by the HiddenSummary field they show.
+_HIDDEN_MEASURES = (
+    ("row-id counter (nextRowId)", "next_row_id"),
+    ("rows inserted by their partition's commit (ids inherited)", "rows_fresh"),
+    ("rows updated by their partition's commit (id stored)", "rows_updated"),
+    ("rows copied unchanged (id and version stored)", "rows_copied"),
+    ("partitions storing no hidden values", "partitions_all_inherited"),
+    ("partitions without statistics", "partitions_without_stats"),
+    ("oldest row version", "min_row_version"),
+    ("newest row version", "max_row_version"),
+)
+
+_NO_CLUSTERING = "clustering: none (no ctfile.clusterBy; --cluster-by COLS reports it by other columns)"
 
 
-def _hidden_summary(partitions: list, next_row_id: int) -> dict:
-    rid, rv = ctfile.ROW_ID_FIELD_ID, ctfile.ROW_VERSION_FIELD_ID
-    known = [p for p in partitions if p.stats is not None and rid in p.stats.null_count and rv in p.stats.null_count]
-    fresh = sum(p.stats.null_count[rid] for p in known)
-    null_rv = sum(p.stats.null_count[rv] for p in known)
-    n_known = sum(p.num_records for p in known)
-    lo_versions, hi_versions = [], []
-    for p in known:
-        if p.stats.null_count[rv]:  # some rows take the partition's version
-            lo_versions.append(p.inherited_row_version)
-            hi_versions.append(p.inherited_row_version)
-        if p.stats.null_count[rv] < p.num_records and rv in p.stats.min_values:
-            lo_versions.append(p.stats.min_values[rv])
-            hi_versions.append(p.stats.max_values[rv])
-    return {
-        "next_row_id": next_row_id,
-        "rows": sum(p.num_records for p in partitions),
-        "partitions_without_stats": len(partitions) - len(known),
-        "partitions_all_inherited": sum(
-            1 for p in known if p.stats.null_count[rid] == p.num_records and p.stats.null_count[rv] == p.num_records
-        ),
-        "rows_fresh": fresh,  # stored (null, null): inserted by the partition's own commit
-        "rows_updated": null_rv - fresh,  # stored (id, null): changed by the partition's commit
-        "rows_copied": n_known - null_rv,  # stored (id, version): copied unchanged
-        "min_row_version": min(lo_versions) if lo_versions else None,
-        "max_row_version": max(hi_versions) if hi_versions else None,
-    }
+@dataclass(frozen=True)
+class ShowReport:
+    """What ``ctfile show`` shows: one version, from the log alone."""
 
+    uri: str
+    version: int
+    timestamp: Any
+    table_id: str
+    name: str | None
+    description: str | None
+    created_time: str
+    num_records: int
+    num_partitions: int
+    size_bytes: int
+    protocol: ProtocolInfo
+    properties: Mapping[str, str]
+    change_capture: Any
+    cluster_keys: list[str]
+    auto_compact: bool
+    clustering: ClusteringReport | None
+    schema: tuple[FieldRow, ...]
+    oldest_version: int
+    hidden_columns: HiddenSummary
+    partitions: tuple[PartitionRow, ...]
+    #: Text only: list every partition, not the first DEFAULT_SHOWN_PARTITIONS.
+    all_partitions: bool = False
 
-def _stats_text(stats: dict | None) -> str:
-    if stats is None:
-        return "(no stats)"
-    parts = []
-    for col, d in stats.items():
-        if col.startswith("_ct_"):
-            continue
-        s = col
-        if "min" in d:
-            s += f" [{out.json_line(d['min'])}..{out.json_line(d['max'])}]"
-        if d.get("null_count"):
-            s += f" nulls={d['null_count']}"
-        if d.get("nan_count"):
-            s += f" nans={d['nan_count']}"
-        parts.append(s)
-    return "; ".join(parts)
+    @classmethod
+    def of(cls, uri: str, table: ctfile.Table, *, version: int | None, timestamp: str | None,
+           cluster_by: str | None, all_partitions: bool = False) -> "ShowReport":
+        snap = table.snapshot(version, timestamp=timestamp)
+        md, parts = snap.metadata, snap.partitions
+        introduced = table.introduced_versions(version=snap.version)
+        clustering = ClusteringReport.of(snap, keys=None if cluster_by is None else parse_columns(cluster_by))
+        return cls(
+            uri=uri, version=snap.version, timestamp=out.commit_time(snap.timestamp_ms), table_id=md.table_id,
+            name=md.name, description=md.description, created_time=out.fmt_ms(md.created_time),
+            num_records=snap.num_records, num_partitions=len(parts), size_bytes=sum(p.size_bytes for p in parts),
+            protocol=ProtocolInfo.of(snap.protocol), properties=dict(md.properties),
+            change_capture=snap.change_capture, cluster_keys=list(snap.cluster_keys), auto_compact=snap.auto_compact,
+            clustering=clustering, schema=tuple(field_rows(snap.table_schema, introduced)),
+            oldest_version=introduced.oldest_version,
+            hidden_columns=HiddenSummary.of(parts, snap.state.next_row_id),
+            partitions=tuple(PartitionRow.of(p, snap.table_schema) for p in parts),
+            all_partitions=all_partitions,
+        )
+
+    def as_json(self) -> dict:
+        d = out.fields_dict(self)
+        del d["all_partitions"]
+        d["protocol"] = dataclasses.asdict(self.protocol)
+        d["clustering"] = None if self.clustering is None else self.clustering.as_json()
+        d["schema"] = [f.as_json() for f in self.schema]
+        d["hidden_columns"] = self.hidden_columns.as_json()
+        d["partitions"] = [p.as_json() for p in self.partitions]
+        return d
+
+    def print_text(self) -> None:
+        con = out.console()
+        self._print_summary(con)
+        con.print(fields_table(self.schema, oldest=self.oldest_version))
+        self._print_hidden(con)
+        self._print_partitions(con)
+
+    def _print_summary(self, con: Console) -> None:
+        con.print(Text(f"{self.uri}  version {self.version}  ({out.fmt_time(self.timestamp)})", style="bold"))
+        named = f", name {self.name!r}" if self.name else ""
+        con.print(f"table id {self.table_id}{named}, created {self.created_time}")
+        if self.description:
+            con.print(f"description: {self.description}")
+        con.print(f"{self.num_records} rows in {self.num_partitions} partitions, {out.fmt_bytes(self.size_bytes)}")
+        con.print(self.protocol.text())
+        if self.properties:
+            con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(self.properties.items())))
+        con.print(f"change capture: {self.change_capture}")
+        con.print(f"automatic compaction: {'on' if self.auto_compact else 'off'}")
+        for line in self.clustering.lines() if self.clustering else [_NO_CLUSTERING]:
+            con.print(line)
+
+    def _print_hidden(self, con: Console) -> None:
+        ht = RichTable(
+            title=f"hidden columns ({ctfile.ROW_ID_COLUMN} field id {ctfile.ROW_ID_FIELD_ID}, "
+            f"{ctfile.ROW_VERSION_COLUMN} field id {ctfile.ROW_VERSION_FIELD_ID})",
+            title_justify="left",
+        )
+        ht.add_column("measure")
+        ht.add_column("value", justify="right")
+        for label, field in _HIDDEN_MEASURES:
+            ht.add_row(label, _num(getattr(self.hidden_columns, field)))
+        con.print(ht)
+
+    def _print_partitions(self, con: Console) -> None:
+        shown = self.partitions if self.all_partitions else self.partitions[:DEFAULT_SHOWN_PARTITIONS]
+        pt = RichTable(title="partitions", title_justify="left")
+        for c, just in (("path", "left"), ("rows", "right"), ("size", "right"), ("firstRowId", "right"),
+                        ("version", "right"), ("fresh", "right"), ("statistics", "left")):
+            pt.add_column(c, justify=just, overflow="fold")
+        for p in shown:
+            pt.add_row(
+                p.path, str(p.num_records), out.fmt_bytes(p.size_bytes), str(p.first_row_id),
+                str(p.default_row_version), _num(p.fresh_rows), p.stats_text(),
+            )
+        con.print(pt)
+        if len(shown) < len(self.partitions):
+            con.print(f"... {len(self.partitions) - len(shown)} more partitions "
+                      "(--all-partitions or --json to list them)")
 
 
 def show(
@@ -322,121 +430,9 @@ def show(
         _write_plot(plot, json_, gather, render.layout_figure)
         return
     with handle_errors(json_):
-        info, fields, clustering = _gather_show(uri, storage_option, version, timestamp, cluster_by)
-    if json_:
-        out.print_json(info)
-        return
-    con = out.console()
-    _print_summary(con, info, clustering)
-    con.print(fields_table(fields, oldest=info["oldest_version"]))
-    _print_hidden(con, info["hidden_columns"])
-    _print_partitions(con, info["partitions"], all_partitions)
-
-
-def _gather_show(uri: str, storage_option, version, timestamp, cluster_by):
-    """What ``show`` reports: the JSON document, the schema rows and the
-    clustering report (None without keys)."""
-    table = open_uri(uri, storage_option)
-    snap = table.snapshot(version, timestamp=timestamp)
-    md, proto, schema = snap.metadata, snap.protocol, snap.table_schema
-    introduced = table.introduced_versions(version=snap.version)
-    fields = field_rows(schema, introduced)
-    parts = snap.partitions
-    clustering = ClusteringReport.of(snap, keys=None if cluster_by is None else parse_columns(cluster_by))
-    info = {
-        "uri": uri,
-        "version": snap.version,
-        "timestamp": out.commit_time(snap.timestamp_ms),
-        "table_id": md.table_id,
-        "name": md.name,
-        "description": md.description,
-        "created_time": out.fmt_ms(md.created_time),
-        "num_records": snap.num_records,
-        "num_partitions": len(parts),
-        "size_bytes": sum(p.size_bytes for p in parts),
-        "protocol": {
-            "min_reader_version": proto.min_reader_version,
-            "min_writer_version": proto.min_writer_version,
-            "reader_features": list(proto.reader_features),
-            "writer_features": list(proto.writer_features),
-        },
-        "properties": dict(md.properties),
-        "change_capture": snap.change_capture,
-        "cluster_keys": list(snap.cluster_keys),
-        "auto_compact": snap.auto_compact,
-        "clustering": None if clustering is None else clustering.as_json(),
-        "schema": [f.as_json() for f in fields],
-        "oldest_version": introduced.oldest_version,
-        "hidden_columns": _hidden_summary(parts, snap.state.next_row_id),
-        "partitions": [_partition_dict(p, schema) for p in parts],
-    }
-    return info, fields, clustering
-
-
-def _print_summary(con, info: dict, clustering) -> None:
-    con.print(Text(f"{info['uri']}  version {info['version']}  ({out.fmt_time(info['timestamp'])})", style="bold"))
-    con.print(
-        f"table id {info['table_id']}"
-        + (f", name {info['name']!r}" if info["name"] else "")
-        + f", created {info['created_time']}"
-    )
-    if info["description"]:
-        con.print(f"description: {info['description']}")
-    con.print(
-        f"{info['num_records']} rows in {info['num_partitions']} partitions, {out.fmt_bytes(info['size_bytes'])}"
-    )
-    pr = info["protocol"]
-    con.print(
-        f"protocol: reader v{pr['min_reader_version']} {pr['reader_features'] or '[]'}, "
-        f"writer v{pr['min_writer_version']} {pr['writer_features'] or '[]'}"
-    )
-    if info["properties"]:
-        con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(info["properties"].items())))
-    con.print(f"change capture: {info['change_capture']}")
-    con.print(f"automatic compaction: {'on' if info['auto_compact'] else 'off'}")
-    for line in clustering.lines() if clustering else ["clustering: none (no ctfile.clusterBy; --cluster-by COLS "
-                                                        "reports it by other columns)"]:
-        con.print(line)
-
-
-def _print_hidden(con, h: dict) -> None:
-    ht = RichTable(
-        title=f"hidden columns ({ctfile.ROW_ID_COLUMN} field id {ctfile.ROW_ID_FIELD_ID}, "
-        f"{ctfile.ROW_VERSION_COLUMN} field id {ctfile.ROW_VERSION_FIELD_ID})",
-        title_justify="left",
-    )
-    ht.add_column("measure")
-    ht.add_column("value", justify="right")
-    for label, key in (
-        ("row-id counter (nextRowId)", "next_row_id"),
-        ("rows inserted by their partition's commit (ids inherited)", "rows_fresh"),
-        ("rows updated by their partition's commit (id stored)", "rows_updated"),
-        ("rows copied unchanged (id and version stored)", "rows_copied"),
-        ("partitions storing no hidden values", "partitions_all_inherited"),
-        ("partitions without statistics", "partitions_without_stats"),
-        ("oldest row version", "min_row_version"),
-        ("newest row version", "max_row_version"),
-    ):
-        ht.add_row(label, _num(h[key]))
-    con.print(ht)
-
-
-def _print_partitions(con, partitions: list, all_partitions: bool) -> None:
-    shown = partitions if all_partitions else partitions[:DEFAULT_SHOWN_PARTITIONS]
-    pt = RichTable(title="partitions", title_justify="left")
-    for c, just in (("path", "left"), ("rows", "right"), ("size", "right"), ("firstRowId", "right"),
-                    ("version", "right"), ("fresh", "right"), ("statistics", "left")):
-        pt.add_column(c, justify=just, overflow="fold")
-    for p in shown:
-        stats = p["stats"]
-        fresh = (stats or {}).get(ctfile.ROW_ID_COLUMN, {}).get("null_count")
-        pt.add_row(
-            p["path"], str(p["num_records"]), out.fmt_bytes(p["size_bytes"]), str(p["first_row_id"]),
-            str(p["default_row_version"]), _num(fresh), _stats_text(stats),
-        )
-    con.print(pt)
-    if len(shown) < len(partitions):
-        con.print(f"... {len(partitions) - len(shown)} more partitions (--all-partitions or --json to list them)")
+        report = ShowReport.of(uri, open_uri(uri, storage_option), version=version, timestamp=timestamp,
+                               cluster_by=cluster_by, all_partitions=all_partitions)
+    out.emit(report, json=json_)
 
 
 # ---------------------------------------------------------------- diff
@@ -456,6 +452,16 @@ class DiffCommit:
     change_files: int
     change_bytes: int
 
+    @classmethod
+    def of(cls, c: Any) -> "DiffCommit":
+        """Commit ``c`` of a change plan (``ChangeSet.plan.commits``)."""
+        removes_partitions = bool(c.removed)
+        return cls(
+            c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed),
+            c.captured is not None if removes_partitions else None,
+            len(c.change_files), sum(f.size_bytes for f in c.change_files),
+        )
+
 
 @dataclass(frozen=True)
 class DiffReport:
@@ -466,14 +472,14 @@ class DiffReport:
     end_version: int
     information: str
     plan_shape: str
-    partitions_added: list[dict]
-    partitions_removed: list[dict]
+    partitions_added: tuple[PartitionRow, ...]
+    partitions_removed: tuple[PartitionRow, ...]
     rows_added: int
     rows_removed: int
     partitions_to_read: list[str]
     change_files_to_read: list[str]
     bytes_to_read: int
-    commits: list[DiffCommit]
+    commits: tuple[DiffCommit, ...]
 
     @classmethod
     def of(cls, uri: str, cs: ctfile.ChangeSet) -> "DiffReport":
@@ -484,25 +490,22 @@ class DiffReport:
             end_version=cs.end_version,
             information=cs.scan.mode.value,
             plan_shape=str(cs.plan_shape),
-            partitions_added=[_partition_dict(p) for p in plan.added],
-            partitions_removed=[_partition_dict(p) for p in plan.removed],
+            partitions_added=tuple(PartitionRow.of(p) for p in plan.added),
+            partitions_removed=tuple(PartitionRow.of(p) for p in plan.removed),
             rows_added=sum(p.num_records for p in plan.added),
             rows_removed=sum(p.num_records for p in plan.removed),
             partitions_to_read=[p.path for p in plan.partitions_to_read()],
             change_files_to_read=[f.path for f in plan.change_files_to_read()],
             bytes_to_read=plan.bytes_to_read,
-            commits=[
-                DiffCommit(
-                    c.version, out.fmt_ms(c.timestamp), len(c.added), len(c.removed),
-                    c.captured is not None if c.removed else None,
-                    len(c.change_files), sum(f.size_bytes for f in c.change_files),
-                )
-                for c in plan.commits
-            ],
+            commits=tuple(DiffCommit.of(c) for c in plan.commits),
         )
 
     def as_json(self) -> dict:
-        return dataclasses.asdict(self)
+        d = out.fields_dict(self)
+        d["partitions_added"] = [p.as_json() for p in self.partitions_added]
+        d["partitions_removed"] = [p.as_json() for p in self.partitions_removed]
+        d["commits"] = [dataclasses.asdict(c) for c in self.commits]
+        return d
 
     def print_text(self) -> None:
         con = out.console()
@@ -517,26 +520,33 @@ class DiffReport:
         con.print(f"a change scan reads {len(self.partitions_to_read)} partitions{files}, {self.bytes_to_read} bytes "
                   f"({out.fmt_bytes(self.bytes_to_read)})")
         if self.commits:
-            ct = RichTable(title="data-changing commits", title_justify="left")
-            for c, just in (("version", "right"), ("timestamp", "left"), ("+parts", "right"), ("-parts", "right"),
-                            ("captured", "left"), ("change files", "right")):
-                ct.add_column(c, justify=just)
-            for c in self.commits:
-                files = f"{c.change_files} ({out.fmt_bytes(c.change_bytes)})" if c.change_files else ""
-                ct.add_row(str(c.version), c.timestamp, str(c.partitions_added), str(c.partitions_removed),
-                           _yes_no(c.captured), files)
-            con.print(ct)
+            con.print(self._commits_table())
         if self.partitions_added or self.partitions_removed:
-            t = RichTable(title_justify="left")
-            for c, just in (("", "left"), ("path", "left"), ("rows", "right"), ("size", "right"),
-                            ("firstRowId", "right"), ("added in", "right"), ("read", "left")):
-                t.add_column(c, justify=just, overflow="fold")
-            read = set(self.partitions_to_read)
-            for side, items in (("+", self.partitions_added), ("-", self.partitions_removed)):
-                for p in items:
-                    t.add_row(side, p["path"], str(p["num_records"]), out.fmt_bytes(p["size_bytes"]),
-                              str(p["first_row_id"]), f"v{p['default_row_version']}", "yes" if p["path"] in read else "")
-            con.print(t)
+            con.print(self._partitions_table())
+
+    def _commits_table(self) -> RichTable:
+        ct = RichTable(title="data-changing commits", title_justify="left")
+        for c, just in (("version", "right"), ("timestamp", "left"), ("+parts", "right"), ("-parts", "right"),
+                        ("captured", "left"), ("change files", "right")):
+            ct.add_column(c, justify=just)
+        for c in self.commits:
+            files = f"{c.change_files} ({out.fmt_bytes(c.change_bytes)})" if c.change_files else ""
+            ct.add_row(str(c.version), c.timestamp, str(c.partitions_added), str(c.partitions_removed),
+                       _yes_no(c.captured), files)
+        return ct
+
+    def _partitions_table(self) -> RichTable:
+        """The net partitions, ``+`` added and ``-`` removed, and whether a change scan reads each."""
+        t = RichTable(title_justify="left")
+        for c, just in (("", "left"), ("path", "left"), ("rows", "right"), ("size", "right"),
+                        ("firstRowId", "right"), ("added in", "right"), ("read", "left")):
+            t.add_column(c, justify=just, overflow="fold")
+        read = set(self.partitions_to_read)
+        for side, items in (("+", self.partitions_added), ("-", self.partitions_removed)):
+            for p in items:
+                t.add_row(side, p.path, str(p.num_records), out.fmt_bytes(p.size_bytes), str(p.first_row_id),
+                          f"v{p.default_row_version}", "yes" if p.path in read else "")
+        return t
 
 
 def diff(
@@ -557,10 +567,7 @@ def diff(
     with handle_errors(json_):
         cs = open_uri(uri, storage_option).changes(start_version=start, end_version=end, information=information.value)
         report = DiffReport.of(uri, cs)
-    if json_:
-        out.print_json(report.as_json())
-    else:
-        report.print_text()
+    out.emit(report, json=json_)
 
 
 COMMANDS = (history, show, diff)

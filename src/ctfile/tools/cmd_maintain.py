@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 from rich.text import Text
 
 import ctfile
@@ -40,23 +41,26 @@ def verify(
         so = parse_storage_options(storage_option)
         with out.progress_bar("verifying") as prog:
             report = ctfile.verify_table(uri, storage_options=so, all_versions=all_versions, progress=prog)
-    if json_:
-        out.print_json(report.to_dict())
-    else:
-        con = out.console()
-        versions = report.snapshots_checked
-        which = (
-            f"version {versions[0]}" if len(versions) == 1
-            else f"{len(versions)} versions ({versions[0]}..{versions[-1]})" if versions else "no version"
-        )
-        span = (
-            f"versions {report.oldest_version}..{report.latest_version}" if report.latest_version is not None
-            else "the log could not be read"
-        )
+    out.emit(VerifyOutput(report), json=json_)
+    raise typer.Exit(0 if report.healthy else 1)
+
+
+@dataclass(frozen=True)
+class VerifyOutput:
+    """What ``ctfile verify`` reports: a ``ctfile.VerifyReport`` (its own
+    ``to_dict()`` is the JSON document)."""
+
+    report: ctfile.VerifyReport
+
+    def as_json(self) -> dict:
+        return self.report.to_dict()
+
+    def print_text(self) -> None:
+        con, report = out.console(), self.report
         con.print(
-            f"checked {report.entries_checked} log entries ({span}) "
+            f"checked {report.entries_checked} log entries ({self._span()}) "
             f"and {report.files_checked} data files ({out.fmt_bytes(report.bytes_checked)}, {report.rows_checked} rows) "
-            f"of {which}"
+            f"of {self._versions()}"
         )
         for p in report.problems:  # one line each, whatever the width: easy to grep
             con.print(Text("PROBLEM ", style="bold red") + Text(_problem_text(p)), soft_wrap=True)
@@ -71,7 +75,21 @@ def verify(
             con.print(Text("healthy", style="bold green"))
         else:
             con.print(Text(f"{len(report.problems)} problems found", style="bold red"))
-    raise typer.Exit(0 if report.healthy else 1)
+
+    def _versions(self) -> str:
+        """The versions whose data files were checked."""
+        versions = self.report.snapshots_checked
+        if not versions:
+            return "no version"
+        if len(versions) == 1:
+            return f"version {versions[0]}"
+        return f"{len(versions)} versions ({versions[0]}..{versions[-1]})"
+
+    def _span(self) -> str:
+        """The versions of the log that were read."""
+        if self.report.latest_version is None:
+            return "the log could not be read"
+        return f"versions {self.report.oldest_version}..{self.report.latest_version}"
 
 
 def _problem_text(p: Any) -> str:
@@ -130,114 +148,118 @@ def vacuum(
             if prog is not None:
                 prog("deleting expired files", 0, 0)
             r = table.vacuum(retain=durations["--retain"], grace_period=durations["--grace-period"], dry_run=dry_run)
-    VacuumOutput.of(uri, r).print(json_mode=json_)
+    out.emit(VacuumOutput.of(uri, r), json=json_)
 
 
 @dataclass(frozen=True)
-class _Report:
-    """A command's report as plain values (``info``), gathered apart from
-    its rendering: :meth:`print` writes it as JSON, or as the text
-    :meth:`print_text` makes of it."""
+class StreamHold:
+    """A stream a vacuum held history for, or made stale (SPEC §Streams)."""
 
-    info: dict
+    name: str
+    offset: int
+    needs_version: int
+    oldest_pending: str | None
+    stale_after: str | None
 
-    def print(self, *, json_mode: bool) -> None:
-        if json_mode:
-            out.print_json(self.info)
-        else:
-            self.print_text(out.console())
+    @classmethod
+    def of(cls, h: Any) -> "StreamHold":
+        return cls(h.name, h.offset, h.needs_version, out.fmt_ms(h.oldest_pending_ms) or None,
+                   out.fmt_ms(h.stale_after_ms) or None)
 
-    def print_text(self, con) -> None:
-        raise NotImplementedError
+
+def _retain_note(r: Any) -> list[str]:
+    """The note that the grace period kept more history than --retain asked for, if it did."""
+    if not r.retain_extended:
+        return []
+    return [
+        f"--retain {format_duration(r.retain_s)} is shorter than the grace period "
+        f"{format_duration(r.grace_period_s)}: history is kept for {format_duration(r.effective_retain_s)} "
+        f"(pass --grace-period to expire more; a writer running longer than it may then fail)"
+    ]
 
 
 @dataclass(frozen=True)
-class VacuumOutput(_Report):
-    """What ``ctfile vacuum`` reports: gathered from a ``VacuumResult``
-    (:meth:`of`), printed as text or JSON (:meth:`print`)."""
+class VacuumOutput(out.FieldsAsJson):
+    """What ``ctfile vacuum`` reports, gathered from a ``VacuumResult`` (:meth:`of`)."""
+
+    uri: str
+    dry_run: bool
+    version: int
+    oldest_version: int
+    checkpoint_version: int | None
+    retain_s: float
+    grace_period_s: float
+    effective_retain_s: float
+    history_cutoff: str
+    deleted_log_files: tuple[str, ...]
+    deleted_data_files: tuple[str, ...]
+    deleted_change_files: tuple[str, ...]
+    deleted_temp_files: tuple[str, ...]
+    deleted_stream_files: tuple[str, ...]
+    bytes_freed: int
+    change_bytes_freed: int
+    holding_streams: tuple[StreamHold, ...]
+    stale_streams: tuple[StreamHold, ...]
+    notes: tuple[str, ...]
 
     @classmethod
     def of(cls, uri: str, r: Any) -> "VacuumOutput":
-        notes = []
-        if r.retain_extended:
-            notes.append(
-                f"--retain {format_duration(r.retain_s)} is shorter than the grace period "
-                f"{format_duration(r.grace_period_s)}: history is kept for {format_duration(r.effective_retain_s)} "
-                f"(pass --grace-period to expire more; a writer running longer than it may then fail)"
-            )
-        return cls({
-            "uri": uri,
-            "dry_run": r.dry_run,
-            "version": r.version,
-            "oldest_version": r.oldest_version,
-            "checkpoint_version": r.checkpoint_version,
-            "retain_s": r.retain_s,
-            "grace_period_s": r.grace_period_s,
-            "effective_retain_s": r.effective_retain_s,
-            "history_cutoff": out.fmt_ms(r.history_cutoff_ms),
-            "deleted_log_files": list(r.deleted_log_files),
-            "deleted_data_files": list(r.deleted_data_files),
-            "deleted_change_files": list(r.deleted_change_files),
-            "deleted_temp_files": list(r.deleted_temp_files),
-            "deleted_stream_files": list(r.deleted_stream_files),
-            "bytes_freed": r.bytes_freed,
-            "change_bytes_freed": r.change_bytes_freed,
-            "holding_streams": [_stream_hold(h) for h in r.holding_streams],
-            "stale_streams": [_stream_hold(h) for h in r.stale_streams],
-            "notes": notes,
-        })
+        return cls(
+            uri=uri, dry_run=r.dry_run, version=r.version, oldest_version=r.oldest_version,
+            checkpoint_version=r.checkpoint_version, retain_s=r.retain_s, grace_period_s=r.grace_period_s,
+            effective_retain_s=r.effective_retain_s, history_cutoff=out.fmt_ms(r.history_cutoff_ms),
+            deleted_log_files=tuple(r.deleted_log_files), deleted_data_files=tuple(r.deleted_data_files),
+            deleted_change_files=tuple(r.deleted_change_files), deleted_temp_files=tuple(r.deleted_temp_files),
+            deleted_stream_files=tuple(r.deleted_stream_files),
+            bytes_freed=r.bytes_freed, change_bytes_freed=r.change_bytes_freed,
+            holding_streams=tuple(StreamHold.of(h) for h in r.holding_streams),
+            stale_streams=tuple(StreamHold.of(h) for h in r.stale_streams),
+            notes=tuple(_retain_note(r)),
+        )
 
-    def print_text(self, con) -> None:
-        info = self.info
-        dry_run = info["dry_run"]
-        verb = "would delete" if dry_run else "deleted"
-        changes = info["deleted_change_files"]
-        con.print(
-            f"{verb} {len(info['deleted_data_files'])} data files"
-            + (f" and {len(changes)} change files" if changes else "")
-            + f" ({out.fmt_bytes(info['bytes_freed'])}), "
-            f"{len(info['deleted_log_files'])} log files"
-            + (f", {len(info['deleted_stream_files'])} old stream state files" if info["deleted_stream_files"] else "")
-            + f" and {len(info['deleted_temp_files'])} temporary files"
-        )
-        con.print(
-            f"versions {info['oldest_version']}..{info['version']} {'would remain' if dry_run else 'remain'} readable"
-            f" (history after {info['history_cutoff']} kept)"
-            + (f"; checkpoint {'to write' if dry_run else 'written'} at version {info['checkpoint_version']}"
-               if info["checkpoint_version"] is not None else "")
-        )
-        self._print_streams(con, dry_run=dry_run)
-        for note in info["notes"]:
+    def print_text(self) -> None:
+        con = out.console()
+        con.print(self._deleted_text())
+        con.print(self._kept_text())
+        self._print_streams(con)
+        for note in self.notes:
             con.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
-        for f in (info["deleted_log_files"] + info["deleted_data_files"] + changes + info["deleted_temp_files"]
-                  + info["deleted_stream_files"]):
+        for f in (self.deleted_log_files + self.deleted_data_files + self.deleted_change_files
+                  + self.deleted_temp_files + self.deleted_stream_files):
             con.print(f"  {f}", soft_wrap=True)
 
+    def _deleted_text(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        changes = f" and {len(self.deleted_change_files)} change files" if self.deleted_change_files else ""
+        streams = (f", {len(self.deleted_stream_files)} old stream state files" if self.deleted_stream_files
+                   else "")
+        return (f"{verb} {len(self.deleted_data_files)} data files{changes} ({out.fmt_bytes(self.bytes_freed)}), "
+                f"{len(self.deleted_log_files)} log files{streams} and {len(self.deleted_temp_files)} temporary files")
 
-    def _print_streams(self, con, *, dry_run: bool) -> None:
+    def _kept_text(self) -> str:
+        remain = "would remain" if self.dry_run else "remain"
+        checkpoint = ""
+        if self.checkpoint_version is not None:
+            checkpoint = f"; checkpoint {'to write' if self.dry_run else 'written'} at version {self.checkpoint_version}"
+        return (f"versions {self.oldest_version}..{self.version} {remain} readable"
+                f" (history after {self.history_cutoff} kept){checkpoint}")
+
+    def _print_streams(self, con: Console) -> None:
         """The streams that held history back, and those made stale (SPEC §Streams)."""
-        for h in self.info["holding_streams"]:
+        for h in self.holding_streams:
             con.print(
-                f"stream {h['name']} (offset {h['offset']}) holds history from version {h['needs_version']}: its "
-                f"oldest pending change committed at {h['oldest_pending']}; it goes stale after {h['stale_after']}",
+                f"stream {h.name} (offset {h.offset}) holds history from version {h.needs_version}: its "
+                f"oldest pending change committed at {h.oldest_pending}; it goes stale after {h.stale_after}",
                 soft_wrap=True,
             )
-        for h in self.info["stale_streams"]:
+        for h in self.stale_streams:
             con.print(
-                Text(f"stream {h['name']} (offset {h['offset']}) {'would be made' if dry_run else 'made'} stale",
+                Text(f"stream {h.name} (offset {h.offset}) {'would be made' if self.dry_run else 'made'} stale",
                      style="bold red")
-                + Text(f": it needs version {h['needs_version']}, older than the history kept "
+                + Text(f": it needs version {h.needs_version}, older than the history kept "
                        "(drop it and create it again)"),
                 soft_wrap=True,
             )
-
-
-def _stream_hold(h: Any) -> dict:
-    """A stream a vacuum held history for or made stale, for the output."""
-    return {
-        "name": h.name, "offset": h.offset, "needs_version": h.needs_version,
-        "oldest_pending": out.fmt_ms(h.oldest_pending_ms) or None, "stale_after": out.fmt_ms(h.stale_after_ms) or None,
-    }
 
 
 def compact(
@@ -265,14 +287,14 @@ def compact(
                 prog("rewriting small and overlapping partitions", 0, 0)
             r = table.compact(target_rows=target_rows, max_rows=max_rows)
         report = CompactOutput.of(uri, table, r, max_rows=max_rows)
-    report.print(json_mode=json_)
+    out.emit(report, json=json_)
 
 
 @dataclass(frozen=True)
 class CompactOutput:
     """What ``ctfile compact`` reports: the commit and, with clustering keys,
     the clustering of the versions before and after it (:meth:`of`), printed
-    as text or JSON (:meth:`print`)."""
+    as text or JSON."""
 
     uri: str
     result: ctfile.CommitResult
@@ -302,10 +324,7 @@ class CompactOutput:
             "clustering_after": self.after and self.after.as_json(),
         }
 
-    def print(self, *, json_mode: bool) -> None:
-        if json_mode:
-            out.print_json(self.as_json())
-            return
+    def print_text(self) -> None:
         con, r = out.console(), self.result
         if r.committed:
             con.print(
@@ -342,21 +361,25 @@ def checkpoint(
             if prog is not None:
                 prog("writing the checkpoint", 0, 0)
             r = table.checkpoint(version=version)
-    info = {
-        "uri": uri,
-        "version": r.version,
-        "path": r.path,
-        "num_partitions": r.num_partitions,
-        "size_bytes": r.size_bytes,
-    }
-    if json_:
-        out.print_json(info)
-        return
-    out.console().print(
-        f"wrote the checkpoint of version {r.version}: {r.num_partitions} live partitions, "
-        f"{out.fmt_bytes(r.size_bytes)} ({r.path})",
-        soft_wrap=True,
-    )
+    out.emit(CheckpointOutput(uri, r.version, r.path, r.num_partitions, r.size_bytes), json=json_)
+
+
+@dataclass(frozen=True)
+class CheckpointOutput(out.FieldsAsJson):
+    """What ``ctfile checkpoint`` reports: the checkpoint written."""
+
+    uri: str
+    version: int
+    path: str
+    num_partitions: int
+    size_bytes: int
+
+    def print_text(self) -> None:
+        out.console().print(
+            f"wrote the checkpoint of version {self.version}: {self.num_partitions} live partitions, "
+            f"{out.fmt_bytes(self.size_bytes)} ({self.path})",
+            soft_wrap=True,
+        )
 
 
 def restore(
@@ -390,41 +413,45 @@ def restore(
         table = open_uri(uri, storage_option)
         r = table.restore(version=version, timestamp=timestamp)
         report = RestoreOutput.of(uri, table, r)
-    report.print(json_mode=json_)
+    out.emit(report, json=json_)
 
 
 @dataclass(frozen=True)
-class RestoreOutput(_Report):
+class RestoreOutput(out.FieldsAsJson):
     """What ``ctfile restore`` reports: the commit, gathered from its
-    result and its ``commitInfo`` (:meth:`of`), printed as text or JSON
-    (:meth:`print`)."""
+    result and its ``commitInfo`` (:meth:`of`)."""
+
+    uri: str
+    committed: bool
+    version: int
+    restored_version: int | None
+    timestamp: str | None
+    partitions_re_added: int
+    partitions_removed: int
+    rows_re_added: int
+    rows_removed: int
 
     @classmethod
     def of(cls, uri: str, table: ctfile.Table, r: ctfile.CommitResult) -> "RestoreOutput":
         ci = table.log.commit_info(r.version) if r.committed else None
         params = ci.operation_parameters if ci is not None else {}
         metrics = ci.operation_metrics if ci is not None else {}
-        return cls({
-            "uri": uri,
-            "committed": r.committed,
-            "version": r.version,
-            "restored_version": params.get("version"),
-            "timestamp": params.get("timestamp"),
-            "partitions_re_added": r.num_added_partitions,
-            "partitions_removed": r.num_removed_partitions,
-            "rows_re_added": metrics.get("numAddedRows", 0),
-            "rows_removed": metrics.get("numRemovedRows", 0),
-        })
+        return cls(
+            uri=uri, committed=r.committed, version=r.version,
+            restored_version=params.get("version"), timestamp=params.get("timestamp"),
+            partitions_re_added=r.num_added_partitions, partitions_removed=r.num_removed_partitions,
+            rows_re_added=metrics.get("numAddedRows", 0), rows_removed=metrics.get("numRemovedRows", 0),
+        )
 
-    def print_text(self, con) -> None:
-        info = self.info
-        if not info["committed"]:
-            con.print(f"the table is already equal to the version asked for: nothing committed (version {info['version']})")
+    def print_text(self) -> None:
+        con = out.console()
+        if not self.committed:
+            con.print(f"the table is already equal to the version asked for: nothing committed (version {self.version})")
             return
         con.print(
-            f"restored version {info['restored_version']} in version {info['version']}: re-added "
-            f"{info['partitions_re_added']} partitions ({info['rows_re_added']} rows), removed "
-            f"{info['partitions_removed']} ({info['rows_removed']} rows)",
+            f"restored version {self.restored_version} in version {self.version}: re-added "
+            f"{self.partitions_re_added} partitions ({self.rows_re_added} rows), removed "
+            f"{self.partitions_removed} ({self.rows_removed} rows)",
             soft_wrap=True,
         )
 

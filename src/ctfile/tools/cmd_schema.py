@@ -209,10 +209,7 @@ def schema(
     """
     with handle_errors(json_):
         report = SchemaReport.of(uri, open_uri(uri, storage_option), version)
-    if json_:
-        out.print_json(report.as_json())
-    else:
-        report.print_text()
+    out.emit(report, json=json_)
 
 
 COMMANDS = (schema,)

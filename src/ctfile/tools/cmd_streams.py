@@ -12,6 +12,7 @@ progress (an unresolved claim). The report is computed first
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
@@ -23,6 +24,20 @@ import ctfile
 from ctfile.tools import _output as out
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
 from ctfile.tools._duration import format_duration
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """A consumption in progress: the claim of a stream's next versions by a target (SPEC §Streams)."""
+
+    end: int
+    target_uri: str
+    target_table_id: str
+    claimed_time: str
+
+    @classmethod
+    def of(cls, c: Any) -> "ClaimRow":
+        return cls(c.end, c.target_uri, c.target_table_id, out.fmt_ms(c.claimed_time))
 
 
 @dataclass(frozen=True)
@@ -41,15 +56,10 @@ class StreamRow:
     stale_since: Any
     stale_after: Any
     created: Any
-    claim: dict | None
+    claim: ClaimRow | None
 
     @classmethod
     def of(cls, info: ctfile.StreamInfo) -> "StreamRow":
-        c = info.claim
-        claim = None if c is None else {
-            "end": c.end, "target_uri": c.target_uri, "target_table_id": c.target_table_id,
-            "claimed_time": out.fmt_ms(c.claimed_time),
-        }
         age = info.age
         return cls(
             name=info.name, mode=info.information, offset=info.offset, initial_rows=info.initial_rows,
@@ -57,7 +67,7 @@ class StreamRow:
             age_s=None if age is None else round(age.total_seconds(), 3),
             oldest_pending=out.fmt_time(info.oldest_pending) or None, stale=info.stale,
             stale_since=out.fmt_time(info.stale_since) or None, stale_after=out.fmt_time(info.stale_after) or None,
-            created=out.fmt_time(info.created), claim=claim,
+            created=out.fmt_time(info.created), claim=None if info.claim is None else ClaimRow.of(info.claim),
         )
 
     def staleness_text(self) -> Text:
@@ -71,7 +81,7 @@ class StreamRow:
         c = self.claim
         if c is None:
             return ""
-        return f"versions {self.offset + 1}..{c['end']} into {c['target_uri']} since {c['claimed_time']}"
+        return f"versions {self.offset + 1}..{c.end} into {c.target_uri} since {c.claimed_time}"
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class StreamsReport:
     def as_json(self) -> dict:
         return {
             "uri": self.uri, "version": self.version, "created": self.created, "dropped": self.dropped,
-            "streams": [vars(r) for r in self.streams],
+            "streams": [dataclasses.asdict(r) for r in self.streams],
         }
 
     def print_text(self) -> None:
@@ -153,7 +163,7 @@ def streams(
     """
     if create is not None and drop is not None:
         raise typer.BadParameter("give --create or --drop, not both", param_hint="'--create'")
-    if create is None and (information is not None or start_version is not None or initial_rows):
+    if create is None and _creation_options_given(information, start_version, initial_rows):
         raise typer.BadParameter("--information, --start-version and --initial-rows go with --create",
                                  param_hint="'--create'")
     with handle_errors(json_):
@@ -164,10 +174,13 @@ def streams(
         if drop is not None:
             table.drop_stream(drop)
         report = StreamsReport.of(uri, table, created=create, dropped=drop)
-    if json_:
-        out.print_json(report.as_json())
-    else:
-        report.print_text()
+    out.emit(report, json=json_)
+
+
+def _creation_options_given(information: ctfile.ChangeMode | None, start_version: int | None,
+                            initial_rows: bool) -> bool:
+    """Any of the options that only ``--create`` takes was given."""
+    return information is not None or start_version is not None or initial_rows
 
 
 COMMANDS = (streams,)
