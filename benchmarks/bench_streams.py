@@ -6,7 +6,7 @@
     rows and an update of ``--update-rows`` rows (two versions). Two
     consumers, each with its own target table holding the same rows, apply
     the pending changes with a MERGE of the upserts and a delete of the
-    deletes (the README's ``apply_pending``):
+    deletes (docs/streams.md's ``apply_pending``):
 
     - ``manual``, the anchor: what users have without streams --
       ``source.changes(start_version=last + 1, end_version=latest)`` and
@@ -158,7 +158,7 @@ class SourceChanges:
 
 
 def apply_pending(tx, changes: pa.Table) -> None:
-    """The README's consumer: MERGE the upserts, delete the deletes."""
+    """docs/streams.md's consumer: MERGE the upserts, delete the deletes."""
     upserts = changes.filter(pc.field("METADATA$ACTION") == "INSERT").select(["id", "v"])
     deletes = changes.filter((pc.field("METADATA$ACTION") == "DELETE") & ~pc.field("METADATA$ISUPDATE"))
     if upserts.num_rows:

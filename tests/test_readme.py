@@ -1,14 +1,28 @@
-"""Every ```python block of the README runs (with its /tmp table paths redirected)."""
+"""Every ```python block of the README (its tour) and of the pages of docs/
+runs (with its /tmp table paths redirected; one tmp dir per page)."""
 
 import re
+import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from doc_pages import ROOT, code_blocks, pages  # noqa: E402
+
+PAGES = [p for p in pages() if code_blocks(p.read_text(), "python")]
 
 
-def test_readme_python_blocks_run(tmp_path):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert blocks, "README has no python example"
-    for code in blocks:
+def test_the_readme_and_the_pages_with_python_examples():
+    names = [str(p.relative_to(ROOT)) for p in PAGES]
+    assert names[0] == "README.md", "the README's tour has no python example"
+    for page in ("python-api", "merge", "concurrency", "change-capture", "streams", "schema-evolution", "clustering"):
+        assert f"docs/{page}.md" in names
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_python_blocks_run(path, tmp_path):
+    for code in code_blocks(path.read_text(), "python"):
         code = re.sub(r'"/tmp/([A-Za-z0-9_]+)"', lambda m: repr(str(tmp_path / m.group(1))), code)
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, str(path.relative_to(ROOT)), "exec"), {})

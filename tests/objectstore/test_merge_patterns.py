@@ -1,4 +1,4 @@
-"""The five MERGE patterns of pipelines (issue 27, README "MERGE"), each
+"""The five MERGE patterns of pipelines (issue 27, docs/merge.md "MERGE"), each
 one statement and one version through ``Table.merge_builder``, on local
 disk and on the S3 server (moto): a conditional upsert (only if newer), an
 upsert that also deletes, an accumulation (``total = t.total +

@@ -1,4 +1,4 @@
-"""The README's streaming bronze -> silver upsert ("Upserts from Spark") end
+"""docs/spark.md's streaming bronze -> silver upsert ("Upserts from Spark") end
 to end on ``s3://`` tables on SeaweedFS, with local Spark.
 
 Bronze receives events in several commits, including new values for keys
@@ -30,7 +30,7 @@ APP_ID = "bronze-to-silver"
 
 
 def upserter(silver_uri: str, opts: dict, results: list):
-    """The README's ``foreachBatch`` function, on an object store; records each CommitResult."""
+    """docs/spark.md's ``foreachBatch`` function, on an object store; records each CommitResult."""
     newest_first = Window.partitionBy("id").orderBy(F.col("seq").desc())
 
     def upsert_to_silver(batch_df, batch_id):

@@ -53,7 +53,7 @@ def upsert_readme(spark, work: Path) -> None:
 
 
 def s3_upsert(spark, work: Path) -> None:
-    """The README's streaming upsert on ``s3://`` tables (storage options in
+    """docs/spark.md's streaming upsert on ``s3://`` tables (storage options in
     the stream's options and ``for_path``), a replayed batch included."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F

@@ -1,46 +1,61 @@
-"""The README's Spark examples and what they must do, for any session: the
-suite's local one (test_spark_readme.py, test_spark_upserts_readme.py) and
-the children that run them on a standalone cluster and on Spark Connect
-(_spark_child.py). Table paths are redirected to a tmp dir."""
+"""The Spark examples of the documentation and what they must do, for any
+session: the suite's local one (test_spark_readme.py,
+test_spark_upserts_readme.py, test_spark_merge_builder.py,
+test_spark_sql_readme.py) and the children that run them on a standalone
+cluster and on Spark Connect (_spark_child.py). Pages and sections are
+looked up by tests/doc_pages.py. Table paths are redirected to a tmp dir."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-import re
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 
 import ctfile
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doc_pages import code_blocks, section  # noqa: E402
 
 
-def _blocks(heading: str, stop_at: str | None = None) -> list[str]:
-    text = README.read_text()
-    start = text.index(heading)
-    end = text.index("\n## ", start + 1)
-    if stop_at is not None:
-        cut = text.find(stop_at, start, end)
-        end = end if cut < 0 else cut
-    return re.findall(r"```py\n(.*?)```", text[start:end], flags=re.S)
+def _blocks(name: str, heading: str | None = None, stop_at: str | None = None) -> list[str]:
+    """The ``py`` blocks of page ``name`` (a section of it: :func:`doc_pages.section`)."""
+    return code_blocks(section(name, heading, stop_at), "py")
+
+
+def tour_blocks() -> list[str]:
+    """The ``py`` blocks of the README's tour (section "Spark")."""
+    return _blocks("README.md", "\n### Spark\n", "\n### ")
 
 
 def spark_blocks() -> list[str]:
-    """The ``py`` blocks of "Using ctfile from PySpark" up to "Streams from
-    Spark" (run by test_spark_streams.py)."""
-    return _blocks("## Using ctfile from PySpark", "\n#### Streams from Spark")
+    """The ``py`` blocks of docs/spark.md's "Using ctfile from PySpark" up
+    to "Streams from Spark" (run by test_spark_streams.py)."""
+    return _blocks("spark.md", "## Using ctfile from PySpark", "\n#### Streams from Spark")
 
 
 def upsert_blocks() -> list[str]:
-    """The ``py`` blocks of "Upserts from Spark"."""
-    return _blocks("## Upserts from Spark")
+    """The ``py`` blocks of docs/spark.md's "Upserts from Spark"."""
+    return _blocks("spark.md", "## Upserts from Spark")
+
+
+def sql_blocks() -> list[str]:
+    """The ``py`` blocks of docs/spark.md's "SQL"."""
+    return _blocks("spark.md", "\n## SQL\n")
+
+
+def streams_block() -> str:
+    """The one ``py`` block of docs/spark.md's "Streams from Spark"."""
+    (block,) = _blocks("spark.md", "\n#### Streams from Spark")
+    return block
 
 
 def merge_blocks() -> list[str]:
-    """The ``py`` blocks of "MERGE" (the Spark builder's five patterns)."""
-    return _blocks("\n## MERGE\n")
+    """The ``py`` blocks of docs/merge.md's "MERGE" (the Spark builder's five patterns)."""
+    return _blocks("merge.md", "\n## MERGE\n")
 
 
 def run_blocks(blocks: list[str], tmp_path) -> dict:
@@ -49,9 +64,9 @@ def run_blocks(blocks: list[str], tmp_path) -> dict:
     ns: dict = {}
     for code in blocks:
         if '"s3://' in code:
-            compile(code, "README.md", "exec")  # at least valid Python
+            compile(code, "docs", "exec")  # at least valid Python
             continue
-        exec(compile(code.replace('"/tmp/', f'"{tmp_path}/'), "README.md", "exec"), ns)
+        exec(compile(code.replace('"/tmp/', f'"{tmp_path}/'), "docs", "exec"), ns)
     return ns
 
 
@@ -59,44 +74,72 @@ def rows(uri: str) -> list[tuple]:
     return sorted(tuple(r.values()) for r in ctfile.open_table(uri).to_arrow().to_pylist())
 
 
-def check_pyspark_examples(spark, tmp_path) -> None:
-    """Run "Using ctfile from PySpark" on ``spark`` and check what the text says."""
-    blocks = spark_blocks()
-    assert len(blocks) == 5
-    ns = run_blocks(blocks, tmp_path)
+def _run_printing(blocks: list[str], spark, tmp_path) -> tuple[dict, list[str]]:
+    """:func:`run_blocks` on ``spark``'s ``getOrCreate()``: the namespace and the lines printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ns = run_blocks(blocks, tmp_path)
     assert ns["spark"] is spark  # getOrCreate() found the given session
-    native = ns["people"]  # the to_df() example: Spark's own reader over the files
-    assert native.to_df().inputFiles() and native.to_df(version=1).count() == 2
-    assert [(r.id, r["METADATA$ACTION"]) for r in native.changes_df(2, 2).collect()] == [(3, "INSERT")]
+    return ns, out.getvalue().splitlines()
+
+
+def _check_people_spark(ns: dict, tmp_path) -> str:
+    """The write, reads and change scan of ``/tmp/people_spark``; its uri."""
     people = ctfile.open_table(str(tmp_path / "people_spark"))
     assert people.version == 2
     assert rows(people.uri) == [(1, "Jeff"), (2, "Donny"), (3, "Walter")]
     assert [tuple(r) for r in ns["changes"].select("id", "METADATA$ACTION").collect()] == [(3, "INSERT")]
-    assert rows(str(tmp_path / "people_copy")) == rows(people.uri)
+    return people.uri
+
+
+def _check_league(tmp_path) -> None:
+    """MERGE, UPDATE, DELETE and a keyed delete of ``/tmp/league`` through ``CtfileTable``."""
+    league = ctfile.open_table(str(tmp_path / "league"))
+    assert [h.operation for h in league.history(limit=4)] == ["MERGE", "DELETE", "UPDATE", "MERGE"]
+    assert rows(league.uri) == [(1, "JEFF", 11), (2, "donny", 25)]
+
+
+def check_tour_examples(spark, tmp_path) -> None:
+    """Run the README tour's Spark examples on ``spark`` (a write, reads and
+    a change scan; MERGE, UPDATE and DELETE through ``CtfileTable``) and check
+    what the text says."""
+    blocks = tour_blocks()
+    assert len(blocks) == 2
+    ns, printed = _run_printing(blocks, spark, tmp_path)
+    _check_people_spark(ns, tmp_path)
+    assert "2 1 1" in printed
+    _check_league(tmp_path)
+
+
+def check_pyspark_examples(spark, tmp_path) -> None:
+    """Run docs/spark.md's "Using ctfile from PySpark" on ``spark`` and check what the text says."""
+    blocks = spark_blocks()
+    assert len(blocks) == 5
+    ns, _ = _run_printing(blocks, spark, tmp_path)
+    native = ns["people"]  # the to_df() example: Spark's own reader over the files
+    assert native.to_df().inputFiles() and native.to_df(version=1).count() == 2
+    assert [(r.id, r["METADATA$ACTION"]) for r in native.changes_df(2, 2).collect()] == [(3, "INSERT")]
+    people = _check_people_spark(ns, tmp_path)
+    assert rows(str(tmp_path / "people_copy")) == rows(people)
     silver = ctfile.open_table(str(tmp_path / "people_silver"))
-    assert rows(silver.uri) == rows(people.uri) and silver.app_version("people-to-silver") is not None
+    assert rows(silver.uri) == rows(people) and silver.app_version("people-to-silver") is not None
     # A micro-batch replayed after a crash is skipped, not applied twice.
     last = silver.app_version("people-to-silver")
     batch = spark.createDataFrame([(3, "Walter again")], "id long, name string")
     ns["upsert"](batch, last)
-    assert rows(silver.uri) == rows(people.uri)
+    assert rows(silver.uri) == rows(people)
 
 
 def check_upsert_examples(spark, tmp_path) -> None:
-    """Run "Upserts from Spark" on ``spark`` and check what the text says:
+    """Run docs/spark.md's "Upserts from Spark" on ``spark`` and check what the text says:
     the printed counts, the statements' versions and rows, the streaming
     upsert exactly once (a replayed batch commits nothing, a restarted
     query resumes)."""
     blocks = upsert_blocks()
     assert len(blocks) == 2
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        ns = run_blocks(blocks, tmp_path)
-    assert ns["spark"] is spark
-    assert out.getvalue().splitlines()[0] == "2 1 1"
-    league = ctfile.open_table(str(tmp_path / "league"))
-    assert [h.operation for h in league.history(limit=4)] == ["MERGE", "DELETE", "UPDATE", "MERGE"]
-    assert rows(league.uri) == [(1, "JEFF", 11), (2, "donny", 25)]
+    ns, printed = _run_printing(blocks, spark, tmp_path)
+    assert printed[0] == "2 1 1"
+    _check_league(tmp_path)
 
     # The stream: silver holds each key's latest bronze row, once.
     silver_uri = str(tmp_path / "silver_people")

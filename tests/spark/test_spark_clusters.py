@@ -1,4 +1,4 @@
-"""ctfile.spark and the README's Spark examples beyond local mode (issue 26,
+"""ctfile.spark and docs/spark.md's Spark examples beyond local mode (issue 26,
 items 8 and 9): on a standalone cluster (a classic driver in a child
 process, its tasks on the workers' executors) and from a Spark Connect
 client (a child process too) against a Connect server whose application

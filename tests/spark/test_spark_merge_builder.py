@@ -269,7 +269,7 @@ def test_bad_clauses_are_typed_errors(spark, accounts):
 
 
 def test_readme_merge_examples_run(spark, tmp_path):
-    """The README's Spark builder examples (section "MERGE") run; their
+    """docs/merge.md's Spark builder examples (section "MERGE") run; their
     asserts check the five patterns' results, and each is one version."""
     from readme_examples import merge_blocks, run_blocks
 

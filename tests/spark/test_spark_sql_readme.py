@@ -1,15 +1,15 @@
-"""The README's "SQL" examples run on the suite's local session (the five
+"""docs/spark.md's "SQL" examples run on the suite's local session (the five
 MERGE patterns as SQL text, reads, RESTORE: their assertions are in the
 blocks)."""
 
 from __future__ import annotations
 
 import ctfile
-from readme_examples import _blocks, run_blocks
+from readme_examples import run_blocks, sql_blocks
 
 
 def test_readme_sql_examples_run(spark, tmp_path):
-    blocks = _blocks("\n## SQL\n")
+    blocks = sql_blocks()
     assert len(blocks) == 1
     run_blocks(blocks, tmp_path)
     accounts = ctfile.open_table(str(tmp_path / "sql_accounts"))

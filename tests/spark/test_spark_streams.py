@@ -1,4 +1,4 @@
-"""Streams from Spark (SPEC §Streams, README "Streams from Spark"): a batch
+"""Streams from Spark (SPEC §Streams, docs/spark.md "Streams from Spark"): a batch
 read of a stream's pending changes (``option("stream")``, ``streamPin``) and
 a batch write that consumes a pin exactly once (``consumeStream``), in a
 ``foreachBatch`` bronze -> silver pipeline.
@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -20,9 +18,9 @@ import pytest
 import ctfile
 from ctfile import InvalidArgumentError
 from ctfile.spark_datasource.options import parse_read_options, parse_write_options
+from readme_examples import streams_block
 from spark_helpers import make_people, read
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 P = "/tmp/some/table"
 
 
@@ -112,24 +110,16 @@ def test_stream_read_errors(spark, tmp_path, settle_clock):
 # ---------------------------------------------------------------- foreachBatch bronze -> silver
 
 
-def readme_block() -> str:
-    text = README.read_text()
-    start = text.index("\n#### Streams from Spark")
-    end = text.index("\n## ", start)
-    (block,) = re.findall(r"```py\n(.*?)```", text[start:end], flags=re.S)
-    return block
-
-
 def silver_rows(uri, **kw) -> list[tuple]:
     return sorted(tuple(r.values()) for r in ctfile.open_table(uri, **kw).to_arrow().to_pylist())
 
 
 def test_foreach_batch_pipeline_is_exactly_once(spark, tmp_path):
-    """The README example, then more batches, a replayed batch, two writes
+    """The docs/spark.md example, then more batches, a replayed batch, two writes
     racing with one pin and a pin consumed elsewhere; silver always equals
     the model: every bronze row once, its name capitalized."""
     ns: dict = {"spark": spark}
-    exec(compile(readme_block().replace('"/tmp/', f'"{tmp_path}/'), "README.md", "exec"), ns)
+    exec(compile(streams_block().replace('"/tmp/', f'"{tmp_path}/'), "docs/spark.md", "exec"), ns)
     bronze = ctfile.open_table(str(tmp_path / "bronze"))
     silver = str(tmp_path / "silver")
     stream = bronze.stream("to_silver")

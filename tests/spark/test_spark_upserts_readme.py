@@ -1,4 +1,4 @@
-"""The examples of the README's "Upserts from Spark" section run on the
+"""The examples of docs/spark.md's "Upserts from Spark" section run on the
 suite's local session (its ``py`` blocks, table paths redirected to a tmp
 dir) and do what the text says. test_spark_clusters.py runs them on a
 standalone cluster and on Spark Connect."""

@@ -230,7 +230,7 @@ def test_spark_write_sets_table_properties_when_it_creates_the_table(spark, tmp_
 def test_partition_by_is_refused_by_spark_before_the_source_is_called(spark, tmp_path):
     """PySpark 4.3 checks ``partitionBy`` columns in the JVM against the
     partitioning of the Python data source's table, which is always empty, and
-    fails before any ctfile code runs (README, "partitionBy"). This pins what
+    fails before any ctfile code runs (docs/spark.md, "No `partitionBy`"). This pins what
     users see, so a PySpark that starts handing the columns to the source is
     noticed (ctfile would then refuse them itself)."""
     p = str(tmp_path / "t")
@@ -265,7 +265,7 @@ def test_create_only_save_modes_are_refused_by_spark_before_the_source_is_called
     which PySpark's wrapper of Python data sources is not: the error comes
     from the JVM before any Python data source is instantiated
     (:func:`test_no_python_data_source_code_runs_for_create_only_modes`), so
-    ctfile can neither honour these modes nor word the error (README, "Save
+    ctfile can neither honour these modes nor word the error (docs/spark.md, "Save
     modes"). This pins what users see, new table or existing, so that a
     PySpark that starts passing them through is noticed (ctfile should then
     implement them)."""

@@ -3,7 +3,7 @@ executors and whose snapshot reads go through Spark's own Parquet reader,
 and SQL text on ctfile tables (:func:`sql`, :func:`register`).
 
 ``spark.read.format("ctfile")`` (:mod:`ctfile.spark_datasource`) stays the
-universal path (any fsspec URL, change scans, streaming); see the README,
+universal path (any fsspec URL, change scans, streaming); see docs/spark.md,
 "Upserts from Spark" and "SQL".
 """
 

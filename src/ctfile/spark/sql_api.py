@@ -1,4 +1,4 @@
-"""SQL text on ctfile tables (README "SQL"): :func:`register` and :func:`sql`.
+"""SQL text on ctfile tables (docs/spark.md "SQL"): :func:`register` and :func:`sql`.
 
 :func:`sql` parses a statement with sqlglot (dialect ``spark``) and runs a
 statement that writes a ctfile table as the :class:`CtfileTable` call it is

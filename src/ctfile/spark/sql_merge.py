@@ -1,4 +1,4 @@
-"""``MERGE INTO`` in the SQL text of :func:`ctfile.spark.sql` (README "SQL"),
+"""``MERGE INTO`` in the SQL text of :func:`ctfile.spark.sql` (docs/spark.md "SQL"),
 planned from sqlglot's parse (Spark dialect) into the calls of
 :meth:`ctfile.spark.CtfileTable.merge_builder`, so that SQL text and the
 builder are one MERGE engine (MERGE_DESIGN, "Spark API")::

@@ -1,5 +1,5 @@
 """The ctfile tables the SQL text of :func:`ctfile.spark.sql` names, and
-its reads of them (README "SQL").
+its reads of them (docs/spark.md "SQL").
 
 A statement names a ctfile table as ``ctfile.`<uri>``` (Delta Lake's
 ``delta.`<path>``` convention; its storage options are those given to

@@ -1,6 +1,6 @@
 """UPDATE, DELETE FROM, INSERT and RESTORE TABLE in the SQL text of
 :func:`ctfile.spark.sql`, planned from sqlglot's parse (Spark dialect)
-into the ctfile call each one is (README "SQL"):
+into the ctfile call each one is (docs/spark.md "SQL"):
 
 * ``UPDATE t [AS a] SET c = expr, ... [WHERE cond]`` and ``DELETE FROM t
   [AS a] [WHERE cond]``: :meth:`CtfileTable.update` and

@@ -12,7 +12,7 @@ from ctfile.spark.transaction import SparkTransaction
 
 class CtfileTable:
     """A handle on the ctfile table at a URI, for one SparkSession: a classic
-    one or a Spark Connect session (README "Spark Connect"). On Connect a
+    one or a Spark Connect session (docs/spark.md "Spark Connect"). On Connect a
     condition prunes the candidates by statistics only when it is a SQL
     string (a Column has no SQL text through PySpark's public API: every
     live partition is read), a MERGE source's size is estimated from its row

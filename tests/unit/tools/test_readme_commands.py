@@ -1,23 +1,25 @@
-"""The ``ctfile`` commands the README shows run on the demo's table."""
+"""The ``ctfile`` commands the README's tour and docs/cli.md show run on the demo's table."""
 
 from __future__ import annotations
 
 import importlib.util
-import re
 import shlex
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from ctfile.tools.cli import app
 
-ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from doc_pages import ROOT, code_blocks, pages  # noqa: E402
 
 
 def _readme_commands() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text()
+    """The ``.venv/bin/ctfile`` lines of the README, then of the pages of docs/."""
     cmds = []
-    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+    for block in (b for p in pages() for b in code_blocks(p.read_text(), "sh")):
         for line in block.splitlines():
             line = line.split("#", 1)[0].strip()
             if line.startswith(".venv/bin/ctfile "):
