@@ -27,14 +27,13 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
 from ctfile.format.paths import VERSION_DIGITS
 from ctfile.format.codec import get_field
 from ctfile.format.log_values import parse_json
 
 STREAMS_DIR = "_ct_streams"
-#: SPEC §Streams: the modes of a stream's change scans.
-INFORMATION_MODES = ("default", "append_only", "audit")
 APP_ID_PREFIX = "ctfile-stream:"
 FENCE_APP_ID_PREFIX = "ctfile-stream-fence:"
 
@@ -104,7 +103,7 @@ class StreamState:
     stream_id: str
     table_id: str
     sequence: int
-    information: str
+    information: ChangeMode  # the mode of its change scans, persisted as its value
     initial_rows: bool
     offset: int
     created_time: int
@@ -116,11 +115,11 @@ class StreamState:
 
     @classmethod
     def created(
-        cls, name: str, *, stream_id: str, table_id: str, information: str, initial_rows: bool,
+        cls, name: str, *, stream_id: str, table_id: str, information: ChangeMode | str, initial_rows: bool,
         offset: int, now_ms: int, sequence: int = 0,
     ) -> "StreamState":
-        return cls(check_stream_name(name), stream_id, table_id, sequence, information, initial_rows, offset,
-                   now_ms, now_ms)
+        mode = ChangeMode.parse(information)
+        return cls(check_stream_name(name), stream_id, table_id, sequence, mode, initial_rows, offset, now_ms, now_ms)
 
     @property
     def app_id(self) -> str:
@@ -179,7 +178,7 @@ def state_to_json(s: StreamState) -> dict:
         "streamId": s.stream_id,
         "tableId": s.table_id,
         "sequence": s.sequence,
-        "information": s.information,
+        "information": s.information.value,
         "initialRows": s.initial_rows,
         "offset": s.offset,
         "createdTime": s.created_time,
@@ -249,7 +248,7 @@ def state_from_json(obj: Any, where: str) -> StreamState:
         stream_id=_field(b, "streamId", str, where),
         table_id=_field(b, "tableId", str, where),
         sequence=_field(b, "sequence", int, where),
-        information=_field(b, "information", str, where),
+        information=_mode(_field(b, "information", str, where), where),
         initial_rows=_field(b, "initialRows", bool, where),
         offset=_field(b, "offset", int, where),
         created_time=_field(b, "createdTime", int, where),
@@ -263,6 +262,13 @@ def state_from_json(obj: Any, where: str) -> StreamState:
     return state
 
 
+def _mode(value: str, where: str) -> ChangeMode:
+    try:
+        return ChangeMode.parse(value)
+    except InvalidArgumentError as e:
+        raise CorruptLogError(f"{where}: {e}") from None
+
+
 def _check_state(s: StreamState, where: str) -> None:
     problems = []
     if _NAME_RE.fullmatch(s.name) is None:
@@ -271,8 +277,6 @@ def _check_state(s: StreamState, where: str) -> None:
         problems.append(f"streamId {s.stream_id!r} is not 32 lower-case hexadecimal digits")
     if s.sequence < 0:
         problems.append(f"sequence {s.sequence} is negative")
-    if s.information not in INFORMATION_MODES:
-        problems.append(f"information {s.information!r} is not one of {', '.join(INFORMATION_MODES)}")
     if s.offset < -1:
         problems.append(f"offset {s.offset} is below -1")
     if s.claim is not None and (s.claim.end < s.offset or s.claim.app_id != s.app_id):

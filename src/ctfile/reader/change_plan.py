@@ -53,7 +53,8 @@ from ctfile.format.schema import ROW_VERSION_FIELD_ID
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.reader.captured import CapturedCommit, captured_commit
-from ctfile.reader.change_spec import ChangeMode, ChangeScan
+from ctfile.format.change_modes import ChangeMode
+from ctfile.reader.change_spec import ChangeScan
 
 
 class PlanShape(str, enum.Enum):

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.reader.change_spec import Changelog
+from ctfile.format.change_modes import Changelog
 from ctfile.reader.expressions import evaluate_mask
 from ctfile.reader.row_ids import row_id_strings
 

@@ -58,7 +58,8 @@ from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_
 from ctfile.reader.change_events import Images, consolidate, emit_commit
 from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
-from ctfile.reader.change_spec import ChangeMode, ChangeScan
+from ctfile.format.change_modes import ChangeMode
+from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta
 from ctfile.reader.partition_reader import hidden_values_only_inherited, read_hidden, read_partition, read_rows

@@ -48,7 +48,7 @@ from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S, window_seconds
 from ctfile.reader.change_scan import ChangeSet
-from ctfile.reader.change_spec import ChangeMode
+from ctfile.format.change_modes import ChangeMode
 from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token, stream_store
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class StreamInfo:
     """
 
     name: str
-    information: str
+    information: ChangeMode
     initial_rows: bool
     offset: int
     latest_version: int
@@ -124,7 +124,9 @@ class Stream:
         return self.state().offset
 
     @property
-    def information(self) -> str:
+    def information(self) -> ChangeMode:
+        """The mode of the stream's change scans (a ``str`` enum: ``"default"``,
+        ``"append_only"`` or ``"audit"``)."""
         return self.state().information
 
     def _check_live(self, state: StreamState) -> None:
@@ -354,11 +356,11 @@ class TableStreams:
             require_long(start_version, "start_version", minimum=0, maximum=latest + 1)
         offset = latest if start_version is None else start_version - 1
         # Fails now, with StaleIntervalError, if the history is already gone: before the CREATE STREAM commit.
-        self.changes(start_version=offset + 1, end_version=latest, information=mode.value, initial_rows=initial_rows)
+        self.changes(start_version=offset + 1, end_version=latest, information=mode, initial_rows=initial_rows)
         if self._require_streams_feature(name) and start_version is None:
             offset = self.refresh().version  # the CREATE STREAM commit is not pending either
         state = StreamState.created(
-            name, stream_id=uuid.uuid4().hex, table_id=self.table_id, information=mode.value,
+            name, stream_id=uuid.uuid4().hex, table_id=self.table_id, information=mode,
             initial_rows=initial_rows, offset=offset, now_ms=now_ms(),
             sequence=0 if current is None else current.sequence + 1,
         )

@@ -18,7 +18,8 @@ from ctfile.log.storage import Storage
 from ctfile.log.transaction import CommitResult, operation_parameters
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
-from ctfile.reader.change_spec import ChangeMode, Changelog, ChangeScan
+from ctfile.format.change_modes import ChangeMode, Changelog
+from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.clustering import ClusteringInfo
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
