@@ -1,8 +1,8 @@
 """Reading tables: snapshots, change scans, partition reads, pruning by statistics."""
 
+from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.reader.change_plan import PlanShape
 from ctfile.reader.change_scan import ChangeSet
-from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.change_tasks import ChangeTask
 from ctfile.reader.scan_task import ScanTask

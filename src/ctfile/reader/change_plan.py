@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ctfile.format.actions import AddPartition, ChangeFile, CommitInfo, Partition, RemovePartition
+from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
 from ctfile.format.schema import ROW_VERSION_FIELD_ID
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.reader.captured import CapturedCommit, captured_commit
-from ctfile.format.change_modes import ChangeMode
 from ctfile.reader.change_spec import ChangeScan
 
 

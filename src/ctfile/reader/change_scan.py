@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
+from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.log_values import require_long
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
@@ -58,7 +59,6 @@ from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_
 from ctfile.reader.change_events import Images, consolidate, emit_commit
 from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
-from ctfile.format.change_modes import ChangeMode
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta

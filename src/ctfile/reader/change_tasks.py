@@ -61,11 +61,11 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from ctfile.format.actions import ChangeFile, Partition
+from ctfile.format.change_modes import ChangeMode
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit
 from ctfile.reader.change_plan import ChangePlan, PartitionDelta, Segment
-from ctfile.format.change_modes import ChangeMode
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.pruning import prune
 from ctfile.reader.scan_task import storage_for

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 
 from ctfile.format.actions import FEATURE_STREAMS
+from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import (
     InvalidArgumentError,
     StaleIntervalError,
@@ -48,7 +49,6 @@ from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S, window_seconds
 from ctfile.reader.change_scan import ChangeSet
-from ctfile.format.change_modes import ChangeMode
 from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token, stream_store
 
 if TYPE_CHECKING:

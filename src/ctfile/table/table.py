@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.format.errors import InvalidArgumentError, VersionNotFoundError
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema
@@ -18,7 +19,6 @@ from ctfile.log.storage import Storage
 from ctfile.log.transaction import CommitResult, operation_parameters
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
-from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.clustering import ClusteringInfo
 from ctfile.reader.expressions import check_predicate
