@@ -25,13 +25,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import ctfile
-from ctfile import MatchKind, MergeAction
 from ctfile.spark import CtfileTable
 from ctfile.spark.local import LocalLimits, matched_target_pruning, unmatched_target_pruning
 from ctfile.spark.sqltext import SqlConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
-from merge_statements import SOURCE_ROWS, SOURCE_SCHEMA, TARGET_ROWS, TARGET_SCHEMA, MultipleMatch  # noqa: E402
+from merge_statements import SOURCE_ROWS, SOURCE_SCHEMA, TARGET_ROWS, MultipleMatch  # noqa: E402
 from merge_statements import run_model, statements, table_of  # noqa: E402
 from spark_helpers import by_first_id, ranged_table, spark_conf, spoiled  # noqa: E402
 from test_merge_model import _changes, _check_snapshot, _expected_changes, _files, _setup  # noqa: E402
@@ -298,15 +297,7 @@ def _spark_builder(stmt, builder):
     for c in stmt.clauses:
         cond = None if c.condition is None else c.condition.to_sql()
         assigned = {col: _spark_value(v) for col, v in c.assignments}
-        method = {
-            (MatchKind.MATCHED, MergeAction.UPDATE): "when_matched_update",
-            (MatchKind.MATCHED, MergeAction.UPDATE_ALL): "when_matched_update_all",
-            (MatchKind.MATCHED, MergeAction.DELETE): "when_matched_delete",
-            (MatchKind.NOT_MATCHED, MergeAction.INSERT): "when_not_matched_insert",
-            (MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL): "when_not_matched_insert_all",
-            (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.UPDATE): "when_not_matched_by_source_update",
-            (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE): "when_not_matched_by_source_delete",
-        }[(c.kind, c.action)]
+        method = ctfile.MergeBuilder.method_for(c.kind, c.action)
         args = (assigned,) if c.action.assigns else ()
         builder = getattr(builder, method)(*args, condition=cond)
     return builder

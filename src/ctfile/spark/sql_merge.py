@@ -140,15 +140,6 @@ def _source(using: exp.Expression, names: Names) -> tuple[QueryPlan, str]:
     raise ctfile.UnsupportedFeatureError(f"MERGE USING {sql_text(using)}: the source is a table name or a (query)")
 
 
-_METHODS = {
-    (MatchKind.MATCHED, MergeAction.UPDATE): "when_matched_update",
-    (MatchKind.MATCHED, MergeAction.UPDATE_ALL): "when_matched_update_all",
-    (MatchKind.MATCHED, MergeAction.DELETE): "when_matched_delete",
-    (MatchKind.NOT_MATCHED, MergeAction.INSERT): "when_not_matched_insert",
-    (MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL): "when_not_matched_insert_all",
-    (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.UPDATE): "when_not_matched_by_source_update",
-    (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE): "when_not_matched_by_source_delete",
-}
 _KIND_SQL = {MatchKind.MATCHED: "WHEN MATCHED", MatchKind.NOT_MATCHED: "WHEN NOT MATCHED",
              MatchKind.NOT_MATCHED_BY_SOURCE: "WHEN NOT MATCHED BY SOURCE"}
 _ACTION_SQL = {MergeAction.UPDATE: "UPDATE SET c = ...", MergeAction.UPDATE_ALL: "UPDATE SET *",
@@ -169,7 +160,7 @@ def _clause(when: exp.When, target_names: set[str]) -> BuilderCall:
         arguments.insert(0, ("set", _assignments(then.expressions, target_names, what)))
     elif action is MergeAction.INSERT:
         arguments.insert(0, ("values", _values(then, target_names, what)))
-    return BuilderCall(_METHODS[(kind, action)], tuple(arguments))
+    return BuilderCall(ctfile.MergeBuilder.method_for(kind, action), tuple(arguments))
 
 
 def _kind(when: exp.When) -> MatchKind:

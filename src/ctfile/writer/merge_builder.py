@@ -82,6 +82,18 @@ def _assignments(value: Any, expressions: MergeExpressions, *, what: str) -> tup
     return tuple((name, expressions.value(v, what=f"{what}[{name!r}]")) for name, v in value.items())
 
 
+#: The builder method adding each (kind, action) clause.
+_METHODS = {
+    (MatchKind.MATCHED, MergeAction.UPDATE): "when_matched_update",
+    (MatchKind.MATCHED, MergeAction.UPDATE_ALL): "when_matched_update_all",
+    (MatchKind.MATCHED, MergeAction.DELETE): "when_matched_delete",
+    (MatchKind.NOT_MATCHED, MergeAction.INSERT): "when_not_matched_insert",
+    (MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL): "when_not_matched_insert_all",
+    (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.UPDATE): "when_not_matched_by_source_update",
+    (MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE): "when_not_matched_by_source_delete",
+}
+
+
 @dataclass(frozen=True)
 class MergeBuilder:
     """A MERGE being written (see the module docstring). Immutable: each
@@ -158,6 +170,16 @@ class MergeBuilder:
         """Add the columns the statement writes that the table lacks, in
         its version (Delta Lake's ``withSchemaEvolution()``)."""
         return replace(self, schema_evolution=True)
+
+    @staticmethod
+    def method_for(kind: MatchKind, action: MergeAction) -> str:
+        """The name of the method that adds a clause of ``kind`` and
+        ``action`` (for engines that build a statement from parsed text).
+
+        >>> MergeBuilder.method_for(MatchKind.NOT_MATCHED_BY_SOURCE, MergeAction.DELETE)
+        'when_not_matched_by_source_delete'
+        """
+        return _METHODS[(kind, action)]
 
     @property
     def statement(self) -> MergeStatement:

@@ -385,7 +385,8 @@ GROUPS = {
     "WriteTransaction": (TRANSACTION_CALLS, TRANSACTION_EXCLUDED),
     "UpdateSchema": (SCHEMA_BUILDER_CALLS, {}),
     "Stream": (STREAM_CALLS, STREAM_EXCLUDED),
-    "MergeBuilder": (MERGE_BUILDER_CALLS, {"start": "called by Table.merge_builder (fuzzed) with the engine's runner"}),
+    "MergeBuilder": (MERGE_BUILDER_CALLS, {"start": "called by Table.merge_builder (fuzzed) with the engine's runner",
+                                         "method_for": "a lookup of the builder's own method names by enum"}),
     "ctfile": (MODULE_CALLS, MODULE_EXCLUDED),
 }
 CASES = [(group, name) for group, (calls, _) in GROUPS.items() for name in sorted(calls)]
