@@ -195,25 +195,33 @@ def _check(pristine: Path, work: Path, b: pa.Table) -> None:
     assert got[0].equals(got[1]), "the MERGE and the two statements differ"
 
 
-def measure(a: argparse.Namespace) -> dict:
-    root = a.work_dir / "merge" / f"t-{a.rows}x{a.partition_rows}"
-    pristine, work, b = build(root, a), root / "run", batch(a)
-    _check(pristine, work, b)
-    wall: dict[str, list[float]] = {n: [] for n in VARIANTS}
-    cpu: dict[str, list[float]] = {n: [] for n in VARIANTS}
-    names = list(VARIANTS)
-    load0 = list(os.getloadavg())
-    for i in range(a.runs + 1):  # round 0 warms up
+def _alternated(variants: dict, runs: int, pristine: Path, work: Path) -> tuple[dict, dict]:
+    """Wall and CPU seconds of ``runs`` timed rounds of each variant (a
+    function of a fresh copy of the table), after a warm-up round; each
+    round starts at the next variant, so none always runs first."""
+    wall: dict[str, list[float]] = {n: [] for n in variants}
+    cpu: dict[str, list[float]] = {n: [] for n in variants}
+    names = list(variants)
+    for i in range(runs + 1):
         for name in names[i % len(names):] + names[: i % len(names)]:
             t = _fresh(pristine, work)
             quiesce()
             gc.collect()
             c0, t0 = time.process_time(), time.perf_counter()
-            VARIANTS[name](t, b)
+            variants[name](t)
             w, c = time.perf_counter() - t0, time.process_time() - c0
             if i:
                 wall[name].append(w)
                 cpu[name].append(c)
+    return wall, cpu
+
+
+def measure(a: argparse.Namespace) -> dict:
+    root = a.work_dir / "merge" / f"t-{a.rows}x{a.partition_rows}"
+    pristine, work, b = build(root, a), root / "run", batch(a)
+    _check(pristine, work, b)
+    load0 = list(os.getloadavg())
+    wall, cpu = _alternated({n: (lambda t, f=f: f(t, b)) for n, f in VARIANTS.items()}, a.runs, pristine, work)
     shutil.rmtree(work, ignore_errors=True)
     ms = {n: 1000 * median(v) for n, v in wall.items()}
     cpu_ms = {n: 1000 * median(v) for n, v in cpu.items()}
@@ -286,21 +294,8 @@ def measure_spark(a: argparse.Namespace) -> dict:
         variants[name](t)
         got[name] = t.to_arrow().sort_by("id")
     assert got["spark"].equals(got["python"]) and got["spark_executors"].equals(got["python"])
-    wall: dict[str, list[float]] = {n: [] for n in variants}
-    cpu: dict[str, list[float]] = {n: [] for n in variants}
-    names = list(variants)
     load0 = list(os.getloadavg())
-    for i in range(a.runs + 1):  # round 0 warms up
-        for name in names[i % len(names):] + names[: i % len(names)]:
-            t = _fresh(pristine, work)
-            quiesce()
-            gc.collect()
-            c0, t0 = time.process_time(), time.perf_counter()
-            variants[name](t)
-            w, c = time.perf_counter() - t0, time.process_time() - c0
-            if i:
-                wall[name].append(w)
-                cpu[name].append(c)
+    wall, cpu = _alternated(variants, a.runs, pristine, work)
     shutil.rmtree(work, ignore_errors=True)
     spark.stop()
     ms = {n: 1000 * median(v) for n, v in wall.items()}
