@@ -2,8 +2,12 @@
 
 A consumer *pins* a stream's state *s* and the table's latest version *L*
 (:class:`StreamPin`); the pending changes are the change scan of
-``offset + 1 .. L``. Committing the consumption into a ctfile target
-(:class:`ConsumingTransaction`, from ``target.transaction(consuming=s)``):
+``offset + 1 .. L``. One :class:`Consumption` (made by
+:meth:`ctfile.Stream.consumption`, or by a consuming write job) owns the
+pin and the steps of committing it into a ctfile target: it begins the
+target's :class:`ConsumingTransaction` (``target.transaction(consuming=s)``
+delegates to it), is that transaction's commit hook, and finishes when the
+transaction ends, committed or not:
 
 1. the transaction's statements stage their files;
 2. the claim state *s* + 1 is written (put-if-absent: a second consumer of
@@ -29,7 +33,7 @@ import enum
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ctfile.format.errors import CommitConflictError, ConflictKind, CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.streams import StreamState
@@ -45,6 +49,16 @@ log = logging.getLogger("ctfile")
 #: The operation of a commit that fences a claim (SPEC §Streams).
 FENCE_OPERATION = "STREAM FENCE"
 
+
+#: How a claim's target named only by its URI is opened: ``open_table(uri,
+#: storage_options=...)`` (:func:`ctfile.open_table`), handed down by the
+#: module that defines it, so that resolving a claim imports no opener.
+OpenTable = Callable[..., "Table"]
+
+#: How a :class:`Consumption` begins its target's transaction:
+#: ``begin(parameters, cls)``, a transaction of class ``cls`` (a
+#: :class:`ConsumingTransaction`) on the target's latest version.
+BeginTransaction = Callable[[Mapping[str, Any], type], WriteTransaction]
 
 #: How often a consumer re-reads a stream whose state moved under it while
 #: resolving a claim, before reporting a conflict.
@@ -129,24 +143,26 @@ def stream_store(table: "Table") -> StreamStore:
 
 class ClaimResolver:
     """Settles the claim of a stream's current state against its target
-    (SPEC §Streams, claims). ``source`` is the stream's table (whose storage
-    options open a target named only by URI); ``target`` a table the caller
-    already has open, used when it is the claim's target."""
+    (SPEC §Streams, claims). ``source`` is the stream's table; a target
+    named only by URI is opened with ``open_table`` and the source's storage
+    options; ``target`` is a table the caller already has open, used when
+    it is the claim's target."""
 
-    def __init__(self, source: "Table", store: StreamStore, *, target: "Table | None" = None):
+    def __init__(
+        self, source: "Table", store: StreamStore, *, open_table: OpenTable, target: "Table | None" = None,
+    ):
         self.source = source
         self.store = store
+        self.open_table = open_table
         self.hint = target
 
     def _target(self, state: StreamState) -> "Table":
-        from ctfile.table.create import open_table
-
         claim = state.claim
         assert claim is not None
         if self.hint is not None and self.hint.table_id == claim.target_table_id:
             return self.hint
         try:
-            table = open_table(claim.target_uri, storage_options=self.source.storage.storage_options)
+            table = self.open_table(claim.target_uri, storage_options=self.source.storage.storage_options)
         except TableNotFoundError as e:
             raise TableNotFoundError(
                 f"stream {state.name} on {self.source.uri} has an unresolved claim (state {state.sequence}) on "
@@ -236,52 +252,15 @@ class ClaimResolver:
 
 class ConsumingTransaction(WriteTransaction):
     """A transaction on a target table that consumes a stream's pinned
-    pending changes when it commits (steps 2-4 of the module docstring).
-
-    ``finish`` is called when the transaction ends, committed or not (the
-    stream forgets its pin)."""
+    pending changes when it commits: its commit and its abort are its
+    :class:`Consumption`'s (steps 2-4 of the module docstring)."""
 
     consumption: "Consumption"
 
     def _commit_statements(self) -> CommitResult:
-        c = self.consumption
-        try:
-            if self._done or not c.pin.has_pending:
-                return super()._commit_statements()
-            try:
-                claim = c.claim(self)
-            except BaseException:
-                self.abort()
-                raise
-            self.set_app_transaction(claim.app_id, claim.sequence)
-            try:
-                result = super()._commit_statements()
-            except BaseException:
-                self._release(claim)
-                raise
-            if result.app_transaction_replayed:
-                raise _conflict(
-                    claim, f"the consumption claimed at state {claim.sequence} was fenced by another consumer "
-                    f"before it committed; nothing was applied", read=self.base.version, won=result.version,
-                )
-            c.resolve(claim)
-            return result
-        finally:
-            c.finish()
-
-    def _release(self, claim: StreamState) -> None:
-        """After a commit that raised: if no put of our entry can have
-        landed (a conflict, a refusal), nothing can commit the claim any
-        more, so it is abandoned here rather than left for a fence. An
-        unknown outcome leaves it to the next consumer, who resolves it by
-        the target's log."""
-        if self.may_have_committed:
-            return
-        try:
-            self.consumption.store.write_next(claim.abandoned(now_ms=now_ms()))
-        except (StreamRaceLost, OSError, CtfileError) as e:
-            log.warning("stream %s: could not release the claim of state %d (%s); the next consumer fences it",
-                        claim.name, claim.sequence, e)
+        # A transaction already committed or aborted claims nothing: its
+        # commit only reports what the base transaction says of it.
+        return self.consumption.commit(self, super()._commit_statements, claims=not self._done)
 
     def abort(self) -> None:
         super().abort()
@@ -289,13 +268,84 @@ class ConsumingTransaction(WriteTransaction):
 
 
 class Consumption:
-    """One consumption of a stream by a transaction on ``target``."""
+    """One consumption of a stream's pinned pending changes (``pin``) by a
+    transaction on ``target``; ``store`` holds the stream's states.
 
-    def __init__(self, pin: StreamPin, store: StreamStore, target: "Table", finish: Callable[[], None]):
+    It owns every step (module docstring): :meth:`transaction` begins the
+    target's transaction, :meth:`commit` is that transaction's commit hook
+    (:meth:`claim`, the target commit, :meth:`resolve`), and :meth:`finish`
+    ends it, committed or not (:attr:`finished`: the stream's ``pending()``
+    no longer returns the pinned changes)."""
+
+    def __init__(self, pin: StreamPin, store: StreamStore, target: "Table"):
         self.pin = pin
         self.store = store
         self.target = target
-        self.finish = finish
+        self.finished = False
+
+    def operation_parameters(self) -> dict[str, Any]:
+        """The ``stream`` operation parameter of the consuming commit: the
+        stream, its table and the interval consumed."""
+        s = self.pin.state
+        return {"name": s.name, "table": s.table_id, "from": s.offset + 1, "to": self.pin.end}
+
+    def transaction(self, begin: BeginTransaction, parameters: Mapping[str, Any]) -> ConsumingTransaction:
+        """The target's transaction (``begin(parameters, cls)``, the
+        operation ``parameters`` plus :meth:`operation_parameters`) whose
+        commit consumes the pin; if it cannot begin, the consumption
+        finishes."""
+        try:
+            tx = begin({**parameters, "stream": self.operation_parameters()}, ConsumingTransaction)
+        except BaseException:
+            self.finish()
+            raise
+        assert isinstance(tx, ConsumingTransaction)
+        tx.consumption = self
+        return tx
+
+    def commit(self, tx: WriteTransaction, commit_statements: Callable[[], CommitResult], *,
+               claims: bool) -> CommitResult:
+        """``tx``'s commit hook: with ``claims`` and changes pending, claim
+        them (step 2), commit ``tx`` with the claim's ``txn``
+        (``commit_statements``, step 3) and resolve the claim (step 4);
+        otherwise just ``commit_statements()``. The consumption finishes
+        either way."""
+        try:
+            if not (claims and self.pin.has_pending):
+                return commit_statements()
+            claim = self._claim_or_abort(tx)
+            result = self._commit_claimed(tx, claim, commit_statements)
+            self.resolve(claim)
+            return result
+        finally:
+            self.finish()
+
+    def _claim_or_abort(self, tx: WriteTransaction) -> StreamState:
+        """Step 2, and ``tx`` records the claim's ``txn``; a failed claim aborts ``tx``."""
+        try:
+            claim = self.claim(tx)
+        except BaseException:
+            tx.abort()
+            raise
+        tx.set_app_transaction(claim.app_id, claim.sequence)
+        return claim
+
+    def _commit_claimed(
+        self, tx: WriteTransaction, claim: StreamState, commit_statements: Callable[[], CommitResult],
+    ) -> CommitResult:
+        """Step 3: the target commit; a commit that found the claim's
+        ``txn`` already there was fenced (a conflict, nothing applied)."""
+        try:
+            result = commit_statements()
+        except BaseException:
+            self.release(tx, claim)
+            raise
+        if result.app_transaction_replayed:
+            raise _conflict(
+                claim, f"the consumption claimed at state {claim.sequence} was fenced by another consumer "
+                f"before it committed; nothing was applied", read=tx.base.version, won=result.version,
+            )
+        return result
 
     def claim(self, tx: WriteTransaction) -> StreamState:
         """Step 2: write the claim over the pinned state, or raise the conflict."""
@@ -323,3 +373,21 @@ class Consumption:
         except (OSError, CtfileError) as e:
             log.warning("stream %s: consumption committed, but advancing its offset failed (%s); the next "
                         "use of the stream rolls it forward", claim.name, e)
+
+    def release(self, tx: WriteTransaction, claim: StreamState) -> None:
+        """After ``tx``'s commit raised: if no put of its entry can have
+        landed (a conflict, a refusal), nothing can commit the claim any
+        more, so it is abandoned here rather than left for a fence. An
+        unknown outcome leaves it to the next consumer, who resolves it by
+        the target's log."""
+        if tx.may_have_committed:
+            return
+        try:
+            self.store.write_next(claim.abandoned(now_ms=now_ms()))
+        except (StreamRaceLost, OSError, CtfileError) as e:
+            log.warning("stream %s: could not release the claim of state %d (%s); the next consumer fences it",
+                        claim.name, claim.sequence, e)
+
+    def finish(self) -> None:
+        """The transaction ended (committed or not): the pin is no longer the stream's pending changes."""
+        self.finished = True

@@ -1,4 +1,6 @@
-"""Entry points of the public API: :func:`create_table` and :func:`open_table`."""
+"""Entry points of the public API: :func:`create_table` and :func:`open_table`
+(defined beside :class:`~ctfile.table.table.Table`, whose streams open the
+targets of their claims with it)."""
 
 from __future__ import annotations
 
@@ -10,21 +12,13 @@ import pyarrow as pa
 
 from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
-from ctfile.format.errors import InvalidArgumentError, TableNotFoundError
+from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema, schema_from_arrow
-from ctfile.log.storage import Storage, open_storage
-from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.creation import create_table_log
 from ctfile.log.transaction import now_ms
-from ctfile.table.table import Table
+from ctfile.table.table import Table, open_table, storage_at
 
-
-def _storage_for(uri: Any, storage_options: Mapping[str, Any] | None) -> Storage:
-    if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
-        raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
-    return open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
+__all__ = ["create_table", "open_table"]
 
 
 def create_table(
@@ -65,7 +59,7 @@ def create_table(
     >>> t.version
     0
     """
-    storage = _storage_for(uri, storage_options)
+    storage = storage_at(uri, storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
     for what, text in (("name", name), ("description", description)):
@@ -89,26 +83,3 @@ def create_table(
     )
     create_table_log(storage, metadata)
     return Table(storage)
-
-
-def open_table(uri: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
-    """Open an existing table at its latest version.
-
-    Raises
-    ------
-    TableNotFoundError
-        If ``uri`` holds no ctfile table (it names a regular file standing
-        where the table directory should be).
-    StorageError
-        If the storage refuses access (credentials, endpoint, permissions,
-        a symbolic link out of the table root).
-    """
-    storage = _storage_for(uri, storage_options)
-    table = Table(storage)
-    try:
-        table.refresh()
-    except TableNotFoundError as e:
-        if storage.blocking_file() is None:
-            raise
-        raise TableNotFoundError(f"no ctfile table at {storage.uri}: {missing_table_reason(storage)}") from e
-    return table

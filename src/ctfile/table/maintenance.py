@@ -1,6 +1,6 @@
 """Table maintenance and metadata changes: vacuum, checkpoints, table
-properties, schema changes and RESTORE (:class:`TableMaintenance`, mixed into
-:class:`ctfile.Table`), and the ``table.update_schema()`` builder
+properties, schema changes and RESTORE (:class:`TableMaintenance`, the
+helper behind those methods of :class:`ctfile.Table`), and the ``table.update_schema()`` builder
 (:class:`UpdateSchema`, SPEC §Schema evolution).
 
 The builder follows PyIceberg's ``with table.update_schema() as u:``. Each
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pyarrow as pa
 
@@ -30,6 +30,10 @@ from ctfile.log.replay import check_writer_protocol
 from ctfile.log.transaction import CommitResult
 from ctfile.table.history import timestamp_to_ms
 from ctfile.writer.transaction import WriteTransaction
+
+if TYPE_CHECKING:
+    from ctfile.log.vacuum import VacuumResult
+    from ctfile.table.table import Table
 
 OPERATION = "SCHEMA CHANGE"
 
@@ -145,12 +149,14 @@ class UpdateSchema:
 
 
 class TableMaintenance:
-    """The maintenance and metadata operations of :class:`ctfile.Table`.
+    """The maintenance and metadata operations of ``table``, behind those
+    methods of :class:`ctfile.Table`: a helper over the table's public
+    surface (each change is one statement of
+    :meth:`~ctfile.Table.run_statement`, re-run after a conflict unless
+    said otherwise)."""
 
-    A mixin: it uses the table's ``refresh()``, ``uri``, ``_log``,
-    ``_current_head()``, ``_current()`` and ``_run()`` (one statement,
-    re-run after a conflict), which :class:`ctfile.Table` defines.
-    """
+    def __init__(self, table: "Table"):
+        self.table = table
 
     def vacuum(
         self,
@@ -158,7 +164,7 @@ class TableMaintenance:
         retain: dt.timedelta | float | None = None,
         grace_period: dt.timedelta | float | None = None,
         dry_run: bool = False,
-    ):
+    ) -> "VacuumResult":
         """Expire history older than ``max(retain, grace_period)`` and delete files no retained version needs.
 
         Versions committed within ``retain`` (default 7 days) stay readable:
@@ -198,8 +204,8 @@ class TableMaintenance:
         """
         from ctfile.log.vacuum import vacuum
 
-        self.refresh()
-        return vacuum(self._log, retain=retain, grace_period=grace_period, dry_run=dry_run)
+        self.table.refresh()
+        return vacuum(self.table.log, retain=retain, grace_period=grace_period, dry_run=dry_run)
 
     def checkpoint(self, *, version: int | None = None) -> CheckpointInfo:
         """Write the checkpoint of the latest version now (SPEC §Checkpoints).
@@ -245,14 +251,14 @@ class TableMaintenance:
         (2, 3)
         """
         check_version(version)
-        self.refresh()
-        latest = self._current_head().version
+        log = self.table.log
+        latest = self.table.refresh().version
         if version is None or version == latest:
-            state = self._current()
+            state = self.table.snapshot().state  # the state the table holds, not read again
         else:
-            state = self._log.load_state(version, latest=latest)
-        check_writer_protocol(state.protocol, where=self.uri)
-        return self._log.write_checkpoint(state)
+            state = log.load_state(version, latest=latest)
+        check_writer_protocol(state.protocol, where=self.table.uri)
+        return log.write_checkpoint(state)
 
     def update_schema(self) -> UpdateSchema:
         """Change the schema, one version per block (SPEC §Schema evolution).
@@ -278,9 +284,10 @@ class TableMaintenance:
         >>> t.to_arrow().to_pylist()
         [{'id': 1, 'email': None}]
         """
-        self.refresh()
-        run = lambda parameters, fn: self._run(OPERATION, parameters, fn, {})  # noqa: E731
-        return UpdateSchema(self._current_head().metadata, run)
+        def run(parameters: dict, fn: Callable) -> CommitResult:
+            return self.table.run_statement(OPERATION, fn, parameters=parameters)
+
+        return UpdateSchema(self.table.refresh().metadata, run)
 
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (a metadata-only commit).
@@ -313,7 +320,7 @@ class TableMaintenance:
             table_properties.validate_properties(properties, schema=md.schema)  # clustering keys exist
             tx.set_metadata(replace(md, properties={**md.properties, **properties}))
 
-        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})
+        return self.table.run_statement("SET TBLPROPERTIES", fn, parameters={"properties": dict(properties)})
 
     def restore(self, *, version: int | None = None, timestamp: Any = None) -> CommitResult:
         """Make the table equal to its snapshot at ``version`` or ``timestamp``
@@ -373,8 +380,9 @@ class TableMaintenance:
         params: dict[str, Any] = {}
         if timestamp is not None:
             ms = timestamp_to_ms(timestamp)
-            latest = self.refresh()._current_head().version
-            version = self._log.version_at_timestamp(ms, latest=latest, past_latest=False)
+            latest = self.table.refresh().version
+            version = self.table.log.version_at_timestamp(ms, latest=latest, past_latest=False)
             params["timestamp"] = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
         params["version"] = version
-        return self._run("RESTORE", params, lambda tx: tx.restore(version), {}, rerun=False)
+        # Not re-run: re-run after a conflict, it would undo that commit too.
+        return self.table.run_statement("RESTORE", lambda tx: tx.restore(version), parameters=params, max_runs=1)

@@ -1,4 +1,4 @@
-"""MERGE on a table (:class:`TableMerges`, mixed into :class:`ctfile.Table`):
+"""MERGE on a table (:class:`TableMerges`, the helper behind the MERGE methods of :class:`ctfile.Table`):
 the builder of SPEC §Copy-on-write, MERGE, and the shorthand ``merge``.
 Each runs as one statement of its own transaction, re-run at the latest
 version after a conflict (:func:`~ctfile.writer.statement.run_statement`).
@@ -6,7 +6,7 @@ version after a conflict (:func:`~ctfile.writer.statement.run_statement`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow.compute as pc
 
@@ -16,9 +16,17 @@ from ctfile.writer.merge import shorthand_statement
 from ctfile.writer.merge_builder import MergeBuilder
 from ctfile.writer.merge_statement import MergeStatement
 
+if TYPE_CHECKING:
+    from ctfile.table.table import Table
+
 
 class TableMerges:
-    """The MERGE methods of :class:`ctfile.Table` (which provides ``_run``)."""
+    """The MERGE statements of ``table``, behind the MERGE methods of
+    :class:`ctfile.Table`: a helper over the table's public surface (each
+    statement runs through :meth:`~ctfile.Table.run_statement`)."""
+
+    def __init__(self, table: "Table"):
+        self.table = table
 
     def merge(
         self,
@@ -46,10 +54,9 @@ class TableMerges:
         params = {"on": on if isinstance(on, str) else list(statement.target_keys), "whenMatched": when_matched,
                   "whenNotMatched": when_not_matched}
         source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
-        app = {"app_id": app_id, "app_version": app_version}
-        return self._run(
-            "MERGE", params,
-            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched), app,
+        return self.table.run_statement(
+            "MERGE", lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched),
+            parameters=params, app_id=app_id, app_version=app_version,
         )
 
     def merge_builder(
@@ -89,8 +96,8 @@ class TableMerges:
         source = to_table(source, what="merge source")
 
         def run(statement: MergeStatement, app_id: Any, app_version: Any) -> CommitResult:
-            app = {"app_id": app_id, "app_version": app_version}
-            return self._run("MERGE", statement.parameters(), lambda tx: tx.execute_merge(statement, source), app)
+            return self.table.run_statement("MERGE", lambda tx: tx.execute_merge(statement, source),
+                                            parameters=statement.parameters(), app_id=app_id, app_version=app_version)
 
         return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
                                   target_alias=target_alias)

@@ -39,30 +39,34 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
 from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
-from ctfile.table.consumption import ClaimResolver, ConsumingTransaction, Consumption, StreamPin, stream_store
-from ctfile.table.streams import Stream
+from ctfile.table.consumption import ClaimResolver, Consumption, OpenTable, StreamPin, stream_store
+from ctfile.table.streams import Stream, check_consuming
 from ctfile.writer.distributed import WriteJob
+from ctfile.writer.transaction import WriteTransaction
 
 if TYPE_CHECKING:
     from ctfile.table.table import Table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConsumingWriteJob(WriteJob):
     """A :class:`~ctfile.WriteJob` whose commit consumes the pin
     ``pin_token`` of stream ``stream_name`` on the table at ``stream_uri``
-    (see the module docstring). Made by :meth:`ctfile.Table.write_job`."""
+    (see the module docstring). Made by :meth:`ctfile.Table.write_job`.
+    ``open_table`` (:func:`ctfile.open_table`, a module-level function, so
+    the job stays picklable) opens the stream's table and the target."""
 
     stream_uri: str = ""
     stream_storage_options: dict | None = None
     stream_name: str = ""
     pin_token: str = ""
+    open_table: OpenTable
 
     def commit(
         self,
@@ -83,16 +87,13 @@ class ConsumingWriteJob(WriteJob):
         StaleStreamError
             The stream went stale.
         """
-        from ctfile.table.create import open_table
-
         if app_id is not None or app_version is not None:
             raise InvalidArgumentError("a job consuming a stream records the stream's own txn; drop app_id/app_version")
         try:
-            source = open_table(self.stream_uri, storage_options=self.stream_storage_options)
-            stream = source.stream(self.stream_name)
-            pin = stream.pin_from_token(self.pin_token)
-            target = open_table(self.uri, storage_options=self.storage_options)
-            over = claimable_state(source, pin, target) if pin.has_pending else pin.state
+            source = self.open_table(self.stream_uri, storage_options=self.stream_storage_options)
+            pin = source.stream(self.stream_name).pin_from_token(self.pin_token)
+            target = self.open_table(self.uri, storage_options=self.storage_options)
+            over = claimable_state(source, pin, target, open_table=self.open_table) if pin.has_pending else pin.state
         except BaseException:
             self.abort(files)
             raise
@@ -100,22 +101,19 @@ class ConsumingWriteJob(WriteJob):
             self.abort(files)
             return CommitResult(version=target.version, committed=False, operation="WRITE",
                                 app_transaction_replayed=True)
-        claimed = StreamPin(over, pin.end)
-        params = {"stream": {"name": stream.name, "table": over.table_id, "from": over.offset + 1, "to": pin.end}}
-        tx = self.transaction(files, against_latest=against_latest, parameters=params, cls=ConsumingTransaction)
-        tx.consumption = Consumption(claimed, stream_store(source), target, _nothing)
-        return tx.commit()
+        consumption = Consumption(StreamPin(over, pin.end), stream_store(source), target)
+
+        def begin(parameters: Mapping[str, Any], cls: type) -> WriteTransaction:
+            return self.transaction(files, against_latest=against_latest, parameters=parameters, cls=cls)
+
+        return consumption.transaction(begin, {}).commit()
 
 
-def _nothing() -> None:
-    """A job holds no :class:`Stream` handle whose pin to forget."""
-
-
-def consuming_job(job: WriteJob, stream: Stream, pin: StreamPin | None) -> ConsumingWriteJob:
-    """``job`` (planned on an existing table) made to consume ``pin``
-    (default: the stream pinned now)."""
-    if not isinstance(stream, Stream):
-        raise InvalidArgumentError(f"consuming must be a ctfile Stream, found {type(stream).__name__}")
+def consuming_job(job: WriteJob, consuming: object, pin: StreamPin | None, *, open_table: OpenTable) -> ConsumingWriteJob:
+    """``job`` (planned on an existing table) made to consume ``pin`` of
+    stream ``consuming`` (default: the stream pinned now); the job opens
+    tables with ``open_table``."""
+    stream = check_consuming(consuming)
     if pin is None:
         pin = stream.pin()
     elif not isinstance(pin, StreamPin) or pin.state.name != stream.name:
@@ -123,7 +121,7 @@ def consuming_job(job: WriteJob, stream: Stream, pin: StreamPin | None) -> Consu
     base = {f.name: getattr(job, f.name) for f in fields(WriteJob)}
     return ConsumingWriteJob(
         **base, stream_uri=stream.table.uri, stream_storage_options=stream.table.storage.storage_options,
-        stream_name=stream.name, pin_token=pin.token,
+        stream_name=stream.name, pin_token=pin.token, open_table=open_table,
     )
 
 
@@ -136,7 +134,7 @@ def _conflict(pin: StreamPin, target: "Table", why: str) -> CommitConflictError:
     )
 
 
-def claimable_state(source: "Table", pin: StreamPin, target: "Table") -> StreamState | None:
+def claimable_state(source: "Table", pin: StreamPin, target: "Table", *, open_table: OpenTable) -> StreamState | None:
     """The state to write the claim of ``pin`` over, or None if the pinned
     interval was already consumed into ``target`` (a replay).
 
@@ -156,7 +154,7 @@ def claimable_state(source: "Table", pin: StreamPin, target: "Table") -> StreamS
     current = store.current(name)
     if current is None or current.dropped or current.stream_id != pin.state.stream_id:
         raise _conflict(pin, target, "belongs to a stream that was dropped")
-    state = ClaimResolver(source, store, target=target).take_over(current)
+    state = ClaimResolver(source, store, open_table=open_table, target=target).take_over(current)
     if _same_interval_start(state, pin.state):
         return state
     if _consumed_into(store, pin, target, upto=state.sequence):

@@ -1,11 +1,13 @@
 """Named streams on a table (SPEC §Streams): :class:`Stream`, :class:`StreamInfo`
-and the ``Table`` methods that make, find and drop them (:class:`TableStreams`).
+and the helper behind the ``Table`` methods that make, find and drop them
+(:class:`TableStreams`).
 
 A stream is a cursor over the table's changes, Snowflake's STREAM: its
 :attr:`~Stream.offset` is the last version consumed, :meth:`Stream.pending`
 the change scan of everything after it, and the offset moves only when a
 transaction that consumed the pending changes commits
-(``target.transaction(consuming=stream)``, :mod:`ctfile.table.consumption`)
+(``target.transaction(consuming=stream)``: the stream's :meth:`~Stream.consumption`,
+:mod:`ctfile.table.consumption`)
 or when :meth:`Stream.advance` says so. The state lives beside the log in
 ``_ct_streams/`` (:mod:`ctfile.log.streams`); vacuum keeps the history a
 live stream needs, up to ``ctfile.maxRetentionExtension``.
@@ -28,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pyarrow.compute as pc
 
@@ -49,7 +51,10 @@ from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S, window_seconds
 from ctfile.reader.change_scan import ChangeSet
-from ctfile.table.consumption import MAX_RESOLVE_ROUNDS, ClaimResolver, StreamPin, parse_pin_token, stream_store
+from ctfile.table.consumption import (
+    MAX_RESOLVE_ROUNDS, ClaimResolver, Consumption, OpenTable, StreamPin, parse_pin_token, stream_store,
+)
+from ctfile.table.history import HistoryEntry
 
 if TYPE_CHECKING:
     from ctfile.table.table import Table
@@ -96,12 +101,16 @@ class StreamInfo:
 
 class Stream:
     """A handle on one stream of ``table`` (from :meth:`Table.create_stream`
-    or :meth:`Table.stream`). Every property reads the current state."""
+    or :meth:`Table.stream`). Every property reads the current state.
+    ``open_table`` (:func:`ctfile.open_table`) opens a claim's target named
+    only by its URI (:class:`~ctfile.table.consumption.ClaimResolver`)."""
 
-    def __init__(self, table: "Table", name: str):
+    def __init__(self, table: "Table", name: str, *, open_table: OpenTable):
         self.table = table
         self.name = name
-        self._pin: StreamPin | None = None
+        self._open_table = open_table
+        #: The consumption by an open transaction, if any (:meth:`consumption`).
+        self._consumption: Consumption | None = None
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r} on {self.table.uri})"
@@ -110,10 +119,13 @@ class Stream:
     def _store(self) -> StreamStore:
         return stream_store(self.table)
 
+    def _resolver(self, target: "Table | None" = None) -> ClaimResolver:
+        return ClaimResolver(self.table, self._store, open_table=self._open_table, target=target)
+
     def state(self) -> StreamState:
         """The current state, a committed claim rolled forward (read only
         otherwise: an unresolved claim is left to its consumer)."""
-        state = ClaimResolver(self.table, self._store).settle_if_committed(self._current_or_raise())
+        state = self._resolver().settle_if_committed(self._current_or_raise())
         if state.dropped:  # dropped while the claim was being settled
             raise StreamNotFoundError(f"no stream {self.name!r} on {self.table.uri}: it was dropped")
         return state
@@ -207,7 +219,7 @@ class Stream:
         """
         if pin is not None and (not isinstance(pin, StreamPin) or pin.state.name != self.name):
             raise InvalidArgumentError(f"pin must be a StreamPin of stream {self.name} (Stream.pin()), found {pin!r}")
-        pin = pin or self._pin or self.pin()
+        pin = pin or self._consumed_pin() or self.pin()
         return self._changes(pin, changelog=changelog, filter=filter)
 
     def _changes(self, pin: StreamPin, **options: Any) -> ChangeSet:
@@ -249,7 +261,7 @@ class Stream:
                 f"{self.table.uri} is {latest}"
             )
         for _ in range(MAX_RESOLVE_ROUNDS):
-            state = ClaimResolver(self.table, self._store).take_over(self._current_or_raise())
+            state = self._resolver().take_over(self._current_or_raise())
             self._check_live(state)
             if to_version < state.offset or (to_version == state.offset and not state.initial_rows):
                 return state.offset  # nothing to consume (advancing to the offset consumes initial rows)
@@ -261,26 +273,65 @@ class Stream:
 
     def _current_or_raise(self) -> StreamState:
         state = self._store.current(self.name)
-        if state is None or state.dropped:
+        if not _live(state):
             raise StreamNotFoundError(f"no stream {self.name!r} on {self.table.uri}: it was dropped")
         return state
 
-    def begin_consumption(self, target: "Table") -> StreamPin:
-        """Pin the stream for a consuming transaction on ``target``: an
-        unresolved claim of another consumer is fenced first (SPEC
-        §Streams), so that this consumption can be the one that commits."""
-        if self._pin is not None:
+    def consumption(self, target: "Table") -> Consumption:
+        """The consumption of this stream's pending changes by a transaction
+        on ``target`` (``target.transaction(consuming=stream)`` begins it),
+        pinned now: an unresolved claim of another consumer is fenced first
+        (SPEC §Streams), so that this consumption can be the one that
+        commits. Until it finishes, :meth:`pending` returns its pin.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Another consumption of this handle has not finished.
+        StaleStreamError
+            The stream is stale.
+        """
+        if self._consumed_pin() is not None:
             raise InvalidArgumentError(f"stream {self.name} is already being consumed by an open transaction")
-        state = ClaimResolver(self.table, self._store, target=target).take_over(self._current_or_raise())
-        self._pin = self.pin(state)
-        return self._pin
+        state = self._resolver(target).take_over(self._current_or_raise())
+        self._consumption = Consumption(self.pin(state), self._store, target)
+        return self._consumption
+
+    def _consumed_pin(self) -> StreamPin | None:
+        """The pin of the consumption in progress (None: none)."""
+        c = self._consumption
+        return None if c is None or c.finished else c.pin
+
+    def begin_consumption(self, target: "Table") -> StreamPin:
+        """The pin of a new :meth:`consumption` by ``target`` (kept for
+        callers of this earlier name)."""
+        return self.consumption(target).pin
 
     def end_consumption(self) -> None:
-        self._pin = None
+        """Finish the consumption in progress, if any (kept for callers of
+        this earlier name; the consuming transaction finishes it itself)."""
+        if self._consumption is not None:
+            self._consumption.finish()
 
     def info(self, *, retain: Any = None, grace_period: Any = None) -> StreamInfo:
         """This stream's :class:`StreamInfo`."""
         return stream_infos(self.table, [self.state()], retain=retain, grace_period=grace_period)[0]
+
+
+def check_consuming(consuming: object) -> Stream:
+    """``consuming`` (a ``consuming=`` argument), refused unless it is a :class:`Stream`."""
+    if not isinstance(consuming, Stream):
+        raise InvalidArgumentError(f"consuming must be a ctfile Stream, found {type(consuming).__name__}")
+    return consuming
+
+
+def _live(state: StreamState | None) -> TypeGuard[StreamState]:
+    """Whether ``state`` is of a stream that exists (written, not dropped)."""
+    return state is not None and not state.dropped
+
+
+#: The commit metrics whose sum is a stream's ``lag_rows``.
+_ROW_METRICS = ("numInsertedRows", "numUpdatedRows", "numDeletedRows")
 
 
 def stream_infos(
@@ -290,32 +341,49 @@ def stream_infos(
     and the log entries after the smallest offset read once, for all of
     them (``Table.streams()`` of many streams stays one history read)."""
     latest = table.refresh().version
+    window_ms = _stale_window_ms(table, retain=retain, grace_period=grace_period)
+    lowest = min((s.offset for s in states), default=latest)
+    history = table.history(limit=latest - lowest) if lowest < latest else []
+    return [_stream_info(s, latest, [h for h in history if h.version > s.offset], window_ms) for s in states]
+
+
+def _stale_window_ms(table: "Table", *, retain: Any, grace_period: Any) -> int:
+    """How long after its first pending commit a stream goes stale: the
+    longer of a vacuum's ``retain`` and ``grace_period`` (by default
+    vacuum's) plus ``ctfile.maxRetentionExtension``."""
     window_s = max(window_seconds(retain, what="retain", default=DEFAULT_RETAIN_S),
                    window_seconds(grace_period, what="grace_period", default=DEFAULT_GRACE_S))
     ext_s = TableProperties.from_mapping(table.properties).max_retention_extension_s
-    lowest = min((s.offset for s in states), default=latest)
-    history = table.history(limit=latest - lowest) if lowest < latest else []
-    metrics = ("numInsertedRows", "numUpdatedRows", "numDeletedRows")
-    out = []
-    for state in states:
-        pending = [h for h in history if h.version > state.offset]
-        oldest = min((h.timestamp_ms for h in pending), default=None)
-        rows = sum(int(h.operation_metrics.get(k, 0) or 0) for h in pending for k in metrics)
-        stale_after = None if oldest is None or state.is_stale else _utc(oldest + int((window_s + ext_s) * 1000))
-        out.append(StreamInfo(
-            name=state.name, information=state.information, initial_rows=state.initial_rows, offset=state.offset,
-            latest_version=latest, lag_versions=max(latest - state.offset, 0), lag_rows=rows,
-            oldest_pending=_utc(oldest), stale=state.is_stale, stale_since=_utc(state.stale_since),
-            stale_after=stale_after, created=_utc(state.created_time), claim=state.claim,  # type: ignore[arg-type]
-        ))
-    return out
+    return int((window_s + ext_s) * 1000)
+
+
+def _stream_info(state: StreamState, latest: int, pending: list[HistoryEntry], window_ms: int) -> StreamInfo:
+    """The :class:`StreamInfo` of ``state``, whose pending commits are ``pending``."""
+    oldest = min((h.timestamp_ms for h in pending), default=None)
+    rows = sum(int(h.operation_metrics.get(k, 0) or 0) for h in pending for k in _ROW_METRICS)
+    stale_after = None if oldest is None or state.is_stale else _utc(oldest + window_ms)
+    return StreamInfo(
+        name=state.name, information=state.information, initial_rows=state.initial_rows, offset=state.offset,
+        latest_version=latest, lag_versions=max(latest - state.offset, 0), lag_rows=rows,
+        oldest_pending=_utc(oldest), stale=state.is_stale, stale_since=_utc(state.stale_since),
+        stale_after=stale_after, created=_utc(state.created_time), claim=state.claim,  # type: ignore[arg-type]
+    )
 
 
 class TableStreams:
-    """The stream methods of :class:`ctfile.Table` (SPEC §Streams)."""
+    """The streams of ``table`` (SPEC §Streams), behind the stream methods
+    of :class:`ctfile.Table`: a helper over the table's public surface,
+    whose :class:`Stream` handles open a claim's target with ``open_table``."""
+
+    def __init__(self, table: "Table", *, open_table: OpenTable):
+        self.table = table
+        self.open_table = open_table
+
+    def _handle(self, name: str) -> Stream:
+        return Stream(self.table, name, open_table=self.open_table)
 
     def create_stream(
-        self: "Table", name: str, *, information: str = "default", start_version: int | None = None,
+        self, name: str, *, information: str = "default", start_version: int | None = None,
         initial_rows: bool = False,
     ) -> Stream:
         """Create stream ``name`` on this table and return it.
@@ -347,64 +415,70 @@ class TableStreams:
         mode = ChangeMode.parse(information)
         if not isinstance(initial_rows, bool):
             raise InvalidArgumentError(f"initial_rows must be a bool, found {initial_rows!r}")
-        store = stream_store(self)
+        store = stream_store(self.table)
         current = store.current(name)
-        if current is not None and not current.dropped:
-            raise StreamExistsError(f"stream {name!r} already exists on {self.uri}; drop it first")
-        latest = self.refresh().version
-        if start_version is not None:
-            require_long(start_version, "start_version", minimum=0, maximum=latest + 1)
-        offset = latest if start_version is None else start_version - 1
-        # Fails now, with StaleIntervalError, if the history is already gone: before the CREATE STREAM commit.
-        self.changes(start_version=offset + 1, end_version=latest, information=mode, initial_rows=initial_rows)
+        if _live(current):
+            raise StreamExistsError(f"stream {name!r} already exists on {self.table.uri}; drop it first")
+        offset = self._start_offset(start_version, mode, initial_rows)
         if self._require_streams_feature(name) and start_version is None:
-            offset = self.refresh().version  # the CREATE STREAM commit is not pending either
+            offset = self.table.refresh().version  # the CREATE STREAM commit is not pending either
         state = StreamState.created(
-            name, stream_id=uuid.uuid4().hex, table_id=self.table_id, information=mode,
+            name, stream_id=uuid.uuid4().hex, table_id=self.table.table_id, information=mode,
             initial_rows=initial_rows, offset=offset, now_ms=now_ms(),
             sequence=0 if current is None else current.sequence + 1,
         )
         try:
             store.write_next(state)
         except StreamRaceLost:
-            raise StreamExistsError(f"stream {name!r} was created on {self.uri} concurrently") from None
-        return Stream(self, name)
+            raise StreamExistsError(f"stream {name!r} was created on {self.table.uri} concurrently") from None
+        return self._handle(name)
 
-    def _require_streams_feature(self: "Table", name: str) -> bool:
+    def _start_offset(self, start_version: int | None, mode: ChangeMode, initial_rows: bool) -> int:
+        """The offset of a stream starting at ``start_version`` (default:
+        after the latest version), its history checked to be retained."""
+        latest = self.table.refresh().version
+        if start_version is not None:
+            require_long(start_version, "start_version", minimum=0, maximum=latest + 1)
+        offset = latest if start_version is None else start_version - 1
+        # Fails now, with StaleIntervalError, if the history is already gone: before the CREATE STREAM commit.
+        self.table.changes(start_version=offset + 1, end_version=latest, information=mode, initial_rows=initial_rows)
+        return offset
+
+    def _require_streams_feature(self, name: str) -> bool:
         """Commit ``CREATE STREAM`` adding the writer feature ``streams``
         unless the protocol lists it; True if a version was committed."""
-        if FEATURE_STREAMS in self.refresh()._current_head().protocol.writer_features:
+        if FEATURE_STREAMS in self.table.refresh().protocol.writer_features:
             return False
 
         def fn(tx) -> None:
             tx.require_feature(FEATURE_STREAMS, reader=False)
 
-        return self._run(CREATE_OPERATION, {"name": name}, fn, {}).committed
+        return self.table.run_statement(CREATE_OPERATION, fn, parameters={"name": name}).committed
 
-    def stream(self: "Table", name: str) -> Stream:
+    def stream(self, name: str) -> Stream:
         """The stream ``name``; :class:`StreamNotFoundError` naming the
         streams there are if it does not exist."""
         check_stream_name(name)
-        state = stream_store(self).current(name)
-        if state is None or state.dropped:
-            names = [s.name for s in stream_store(self).all_current() if not s.dropped]
-            raise StreamNotFoundError(f"no stream {name!r} on {self.uri}; its streams are {names or 'none'}")
-        return Stream(self, name)
+        store = stream_store(self.table)
+        if not _live(store.current(name)):
+            names = [s.name for s in store.all_current() if not s.dropped]
+            raise StreamNotFoundError(f"no stream {name!r} on {self.table.uri}; its streams are {names or 'none'}")
+        return self._handle(name)
 
-    def streams(self: "Table", *, retain: Any = None, grace_period: Any = None) -> list[StreamInfo]:
+    def streams(self, *, retain: Any = None, grace_period: Any = None) -> list[StreamInfo]:
         """Every stream of the table, by name, with its offset, lag and
         staleness (:class:`StreamInfo`; ``retain`` and ``grace_period``
         are the vacuum windows staleness is predicted with, by default
         vacuum's)."""
-        states = [s for s in stream_store(self).all_current() if not s.dropped]
-        return stream_infos(self, states, retain=retain, grace_period=grace_period)
+        states = [s for s in stream_store(self.table).all_current() if not s.dropped]
+        return stream_infos(self.table, states, retain=retain, grace_period=grace_period)
 
-    def drop_stream(self: "Table", name: str) -> None:
+    def drop_stream(self, name: str) -> None:
         """Drop stream ``name``: vacuum no longer holds history back for it,
         and the name can be created again (as a new stream). A consumption
         in progress still commits to its target, but no longer moves the
         dropped stream."""
-        store = stream_store(self)
+        store = stream_store(self.table)
         for _ in range(MAX_RESOLVE_ROUNDS):
             state = self.stream(name)._current_or_raise()
             try:

@@ -1,21 +1,32 @@
 """The public Python API's :class:`Table`: state, reads (snapshots, change
-scans, history) and writes (DML statements, transactions, maintenance).
-``create_table`` and ``open_table`` are in :mod:`ctfile.table.create`."""
+scans, history) and writes (DML statements, transactions), and
+:func:`open_table`. Maintenance, streams and MERGE are helper objects over
+the table's public surface (:class:`~ctfile.table.maintenance.TableMaintenance`,
+:class:`~ctfile.table.streams.TableStreams`,
+:class:`~ctfile.table.merges.TableMerges`) that the table's methods of
+those names delegate to; a transaction consuming a stream is its
+:class:`~ctfile.table.consumption.Consumption`'s. ``create_table`` is in
+:mod:`ctfile.table.create`."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+from functools import partial
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.change_modes import ChangeMode, Changelog
-from ctfile.format.errors import InvalidArgumentError, VersionNotFoundError
+from ctfile.format.actions import Metadata, Protocol
+from ctfile.format.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema
-from ctfile.log.manifest import ManifestLog
+from ctfile.log.manifest import CheckpointInfo, ManifestLog
 from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
-from ctfile.log.storage import Storage
+from ctfile.log.storage import Storage, open_storage
+from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.transaction import CommitResult, operation_parameters
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
@@ -23,11 +34,11 @@ from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.clustering import ClusteringInfo
 from ctfile.reader.expressions import check_predicate
 from ctfile.reader.snapshot import Snapshot
-from ctfile.table.consumption import Consumption, ConsumingTransaction, StreamPin, stream_store
-from ctfile.table.maintenance import TableMaintenance, check_version
+from ctfile.table.consumption import StreamPin
+from ctfile.table.maintenance import TableMaintenance, UpdateSchema, check_version
 from ctfile.table.merges import TableMerges
 from ctfile.table.stream_jobs import consuming_job
-from ctfile.table.streams import Stream, TableStreams
+from ctfile.table.streams import Stream, StreamInfo, TableStreams, check_consuming
 from ctfile.table.history import (
     HistoryEntry, IntroducedVersions, SchemaVersion, read_history, read_introduced_versions, read_schema_history,
     timestamp_to_ms,
@@ -36,10 +47,43 @@ from ctfile.writer.compaction import check_compaction_options
 from ctfile.writer.distributed import SchemaMode, WriteJob, plan_write
 from ctfile.writer.input import is_reusable
 from ctfile.writer.statement import run_statement
+from ctfile.writer.merge_builder import MergeBuilder
 from ctfile.writer.transaction import WriteTransaction
 
 
-class Table(TableMaintenance, TableStreams, TableMerges):
+def storage_at(uri: Any, storage_options: Mapping[str, Any] | None) -> Storage:
+    """The storage of the table at ``uri``, the arguments checked."""
+    if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
+        raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
+    return open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
+
+
+def open_table(uri: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> "Table":
+    """Open an existing table at its latest version.
+
+    Raises
+    ------
+    TableNotFoundError
+        If ``uri`` holds no ctfile table (it names a regular file standing
+        where the table directory should be).
+    StorageError
+        If the storage refuses access (credentials, endpoint, permissions,
+        a symbolic link out of the table root).
+    """
+    storage = storage_at(uri, storage_options)
+    table = Table(storage)
+    try:
+        table.refresh()
+    except TableNotFoundError as e:
+        if storage.blocking_file() is None:
+            raise
+        raise TableNotFoundError(f"no ctfile table at {storage.uri}: {missing_table_reason(storage)}") from e
+    return table
+
+
+class Table:
     """A ctfile table. Reads go through :meth:`snapshot` and :meth:`changes`;
     every DML method commits one version and returns a
     :class:`~ctfile.log.transaction.CommitResult`."""
@@ -135,6 +179,16 @@ class Table(TableMaintenance, TableStreams, TableMerges):
     @property
     def properties(self) -> dict[str, str]:
         return dict(self._current_head().metadata.properties)
+
+    @property
+    def metadata(self) -> Metadata:
+        """The ``metaData`` of the latest version this object has seen (SPEC §metadata)."""
+        return self._current_head().metadata
+
+    @property
+    def protocol(self) -> Protocol:
+        """The ``protocol`` of the latest version this object has seen (SPEC §protocol)."""
+        return self._current_head().protocol
 
     def schema_at(self, version: int | None = None) -> Schema:
         """The schema of ``version`` (default: latest) with its field ids
@@ -342,33 +396,22 @@ class Table(TableMaintenance, TableStreams, TableMerges):
             raise InvalidArgumentError(f"give both app_id and app_version, or neither; found {app_id!r}, {app_version!r}")
         parameters = operation_parameters(parameters)  # refused now, not at commit
         if consuming is not None:
-            return self._consuming_transaction(consuming, operation=operation, parameters=parameters, app_id=app_id)
-        self.refresh()
-        tx = WriteTransaction(self._log, self._current(), operation=operation, parameters=parameters)
-        tx.on_commit = self._on_commit
+            stream = check_consuming(consuming)
+            if app_id is not None:
+                raise InvalidArgumentError("a transaction consuming a stream records the stream's own app_id; drop app_id")
+            return stream.consumption(self).transaction(partial(self._begin, operation), parameters)
+        tx = self._begin(operation, parameters)
         if app_id is not None:
             tx.set_app_transaction(app_id, app_version)
         return tx
 
-    def _consuming_transaction(
-        self, stream: Stream, *, operation: str, parameters: Mapping[str, Any] | None, app_id: str | None,
+    def _begin(
+        self, operation: str, parameters: Mapping[str, Any], cls: type[WriteTransaction] = WriteTransaction,
     ) -> WriteTransaction:
-        if not isinstance(stream, Stream):
-            raise InvalidArgumentError(f"consuming must be a ctfile Stream, found {type(stream).__name__}")
-        if app_id is not None:
-            raise InvalidArgumentError("a transaction consuming a stream records the stream's own app_id; drop app_id")
-        pin = stream.begin_consumption(self)
-        try:
-            params = dict(parameters or {})
-            params["stream"] = {"name": stream.name, "table": pin.state.table_id, "from": pin.offset + 1,
-                                "to": pin.end}
-            self.refresh()
-            tx = ConsumingTransaction(self._log, self._current(), operation=operation, parameters=params)
-        except BaseException:
-            stream.end_consumption()
-            raise
+        """A transaction of class ``cls`` on the latest version, whose commit this object's state follows."""
+        self.refresh()
+        tx = cls(self._log, self._current(), operation=operation, parameters=parameters)
         tx.on_commit = self._on_commit
-        tx.consumption = Consumption(pin, stream_store(stream.table), self, stream.end_consumption)
         return tx
 
     def app_version(self, app_id: str) -> int | None:
@@ -542,4 +585,73 @@ class Table(TableMaintenance, TableStreams, TableMerges):
             raise InvalidArgumentError("pin is the pin of the stream a job consumes: give consuming too")
         self.refresh()
         job = plan_write(self._current(), self._storage, schema, mode=mode, schema_mode=schema_mode)
-        return job if consuming is None else consuming_job(job, consuming, pin)
+        return job if consuming is None else consuming_job(job, consuming, pin, open_table=open_table)
+
+    # ------------------------------------------------------------ maintenance (TableMaintenance)
+
+    def vacuum(self, *, retain: dt.timedelta | float | None = None, grace_period: dt.timedelta | float | None = None,
+               dry_run: bool = False):
+        """Expire history older than ``max(retain, grace_period)`` and delete
+        files no retained version needs (:meth:`TableMaintenance.vacuum
+        <ctfile.table.maintenance.TableMaintenance.vacuum>`)."""
+        return TableMaintenance(self).vacuum(retain=retain, grace_period=grace_period, dry_run=dry_run)
+
+    def checkpoint(self, *, version: int | None = None) -> CheckpointInfo:
+        """Write the checkpoint of the latest version (or of ``version``) now
+        (:meth:`TableMaintenance.checkpoint <ctfile.table.maintenance.TableMaintenance.checkpoint>`)."""
+        return TableMaintenance(self).checkpoint(version=version)
+
+    def update_schema(self) -> UpdateSchema:
+        """Change the schema, one version per ``with`` block
+        (:meth:`TableMaintenance.update_schema <ctfile.table.maintenance.TableMaintenance.update_schema>`)."""
+        return TableMaintenance(self).update_schema()
+
+    def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
+        """Set table properties, a metadata-only commit
+        (:meth:`TableMaintenance.set_properties <ctfile.table.maintenance.TableMaintenance.set_properties>`)."""
+        return TableMaintenance(self).set_properties(properties)
+
+    def restore(self, *, version: int | None = None, timestamp: Any = None) -> CommitResult:
+        """Make the table equal to its snapshot at ``version`` or ``timestamp``
+        in one commit (:meth:`TableMaintenance.restore <ctfile.table.maintenance.TableMaintenance.restore>`)."""
+        return TableMaintenance(self).restore(version=version, timestamp=timestamp)
+
+    # ------------------------------------------------------------ streams (TableStreams)
+
+    def create_stream(self, name: str, *, information: str = "default", start_version: int | None = None,
+                      initial_rows: bool = False) -> Stream:
+        """Create stream ``name`` on this table and return it
+        (:meth:`TableStreams.create_stream <ctfile.table.streams.TableStreams.create_stream>`)."""
+        return TableStreams(self, open_table=open_table).create_stream(
+            name, information=information, start_version=start_version, initial_rows=initial_rows,
+        )
+
+    def stream(self, name: str) -> Stream:
+        """The stream ``name`` (:meth:`TableStreams.stream <ctfile.table.streams.TableStreams.stream>`)."""
+        return TableStreams(self, open_table=open_table).stream(name)
+
+    def streams(self, *, retain: Any = None, grace_period: Any = None) -> list[StreamInfo]:
+        """Every stream of the table with its offset, lag and staleness
+        (:meth:`TableStreams.streams <ctfile.table.streams.TableStreams.streams>`)."""
+        return TableStreams(self, open_table=open_table).streams(retain=retain, grace_period=grace_period)
+
+    def drop_stream(self, name: str) -> None:
+        """Drop stream ``name`` (:meth:`TableStreams.drop_stream <ctfile.table.streams.TableStreams.drop_stream>`)."""
+        TableStreams(self, open_table=open_table).drop_stream(name)
+
+    # ------------------------------------------------------------ MERGE (TableMerges)
+
+    def merge(self, source: Any, on: str | Sequence[str], *, when_matched: str | None = "update",
+              when_not_matched: str | None = "insert", app_id: str | None = None,
+              app_version: int | None = None) -> CommitResult:
+        """Upsert ``source`` on the key columns ``on``
+        (:meth:`TableMerges.merge <ctfile.table.merges.TableMerges.merge>`)."""
+        return TableMerges(self).merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched,
+                                       app_id=app_id, app_version=app_version)
+
+    def merge_builder(self, source: Any, on: Any, *, on_condition: pc.Expression | None = None,
+                      source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:
+        """A MERGE of ``source`` into this table, ON the key columns ``on``
+        (:meth:`TableMerges.merge_builder <ctfile.table.merges.TableMerges.merge_builder>`)."""
+        return TableMerges(self).merge_builder(source, on, on_condition=on_condition, source_alias=source_alias,
+                                               target_alias=target_alias)

@@ -279,6 +279,7 @@ STREAM_CALLS: dict[str, Call] = {
     "state": Call(st.just({}), _stream("state")),
 }
 STREAM_EXCLUDED = {
+    "consumption": "called by Table.transaction(consuming=), which is fuzzed",
     "begin_consumption": "called by Table.transaction(consuming=), which is fuzzed",
     "end_consumption": "called by Table.transaction(consuming=), which is fuzzed",
 }
