@@ -66,7 +66,21 @@ def create_table(
         if text is not None and not isinstance(text, str):  # SPEC §metadata: strings
             raise InvalidArgumentError(f"{what} must be a string, found {text!r:.80}")
     table_schema: Schema = schema_from_arrow(schema)
-    props = table_properties.validate_properties({} if properties is None else properties, schema=table_schema)
+    props = _creation_properties(table_schema, properties, partition_rows=partition_rows, compression=compression)
+    metadata = Metadata(
+        table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
+        properties=props, name=name, description=description,
+    )
+    create_table_log(storage, metadata)
+    return Table(storage)
+
+
+def _creation_properties(
+    schema: Schema, properties: Mapping[str, str] | None, *, partition_rows: Any, compression: Any,
+) -> dict[str, str]:
+    """The properties of a new table: ``properties`` checked (SPEC §Table
+    properties), with ``partition_rows`` and ``compression`` when given."""
+    props = table_properties.validate_properties({} if properties is None else properties, schema=schema)
     if partition_rows is not None:
         if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
             raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
@@ -77,9 +91,4 @@ def create_table(
                 f"compression must be one of {', '.join(table_properties.COMPRESSIONS)}, found {compression!r}"
             )
         props[table_properties.COMPRESSION] = compression
-    metadata = Metadata(
-        table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
-        properties=props, name=name, description=description,
-    )
-    create_table_log(storage, metadata)
-    return Table(storage)
+    return props

@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
-from ctfile.format.actions import Action, AddPartition, ChangeFile, CommitInfo, Metadata, RemovePartition
+from ctfile.format.actions import Action, AddPartition, ChangeFile, CommitInfo, Metadata, Partition, RemovePartition
 from ctfile.format.change_files import has_removes, is_captured
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.log_values import utc_datetime
@@ -133,36 +133,57 @@ def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[Hi
     out, table_actions = [], []
     for v in range(latest, first - 1, -1):
         actions = log.read_entry(v)
-        ci = next(a for a in actions if isinstance(a, CommitInfo))
-        changes = [a for a in actions if isinstance(a, ChangeFile)]
-        added = [a.partition for a in actions if isinstance(a, AddPartition)]
-        removed = [a.partition for a in actions if isinstance(a, RemovePartition)]
         table_actions.append((v, [a for a in actions if isinstance(a, (CommitInfo, Metadata))]))
-        out.append(
-            HistoryEntry(
-                version=v,
-                timestamp=utc_datetime(ci.timestamp),
-                timestamp_ms=ci.timestamp,
-                operation=ci.operation,
-                operation_parameters=dict(ci.operation_parameters),
-                operation_metrics=dict(ci.operation_metrics),
-                data_change=ci.data_change,
-                read_version=ci.read_version,
-                isolation_level=ci.isolation_level,
-                is_blind_append=bool(ci.is_blind_append),
-                captured=is_captured(actions) if ci.data_change and has_removes(actions) else None,
-                change_files=len(changes),
-                change_bytes=sum(c.size_bytes for c in changes),
-                partitions_added=len(added),
-                partitions_removed=len(removed),
-                rows_added=sum(p.num_records for p in added),
-                rows_removed=sum(p.num_records for p in removed),
-                bytes_added=sum(p.size_bytes for p in added),
-                bytes_removed=sum(p.size_bytes for p in removed),
-            )
-        )
+        out.append(_history_entry(v, actions))
     schema_versions = {s.version: s for s in _schema_versions(log, table_actions, oldest=oldest, latest=latest)}
     return [_with_schema_change(h, schema_versions.get(h.version)) for h in out]
+
+
+def _history_entry(version: int, actions: list[Action]) -> HistoryEntry:
+    """The :class:`HistoryEntry` of the entry of ``version`` (its ``actions``),
+    without its schema changes (:func:`_with_schema_change` adds them)."""
+    ci = _commit_info(actions)
+    changes = [a for a in actions if isinstance(a, ChangeFile)]
+    added = [a.partition for a in actions if isinstance(a, AddPartition)]
+    removed = [a.partition for a in actions if isinstance(a, RemovePartition)]
+    return HistoryEntry(
+        version=version,
+        timestamp=utc_datetime(ci.timestamp),
+        timestamp_ms=ci.timestamp,
+        operation=ci.operation,
+        operation_parameters=dict(ci.operation_parameters),
+        operation_metrics=dict(ci.operation_metrics),
+        data_change=ci.data_change,
+        read_version=ci.read_version,
+        isolation_level=ci.isolation_level,
+        is_blind_append=bool(ci.is_blind_append),
+        captured=_captured(ci, actions),
+        change_files=len(changes),
+        change_bytes=sum(c.size_bytes for c in changes),
+        partitions_added=len(added),
+        partitions_removed=len(removed),
+        rows_added=_rows(added),
+        rows_removed=_rows(removed),
+        bytes_added=_bytes(added),
+        bytes_removed=_bytes(removed),
+    )
+
+
+def _commit_info(actions: Iterable[Action]) -> CommitInfo:
+    return next(a for a in actions if isinstance(a, CommitInfo))
+
+
+def _captured(ci: CommitInfo, actions: list[Action]) -> bool | None:
+    """:attr:`HistoryEntry.captured`: None unless the commit changes data and removes a partition."""
+    return is_captured(actions) if ci.data_change and has_removes(actions) else None
+
+
+def _rows(partitions: list[Partition]) -> int:
+    return sum(p.num_records for p in partitions)
+
+
+def _bytes(partitions: list[Partition]) -> int:
+    return sum(p.size_bytes for p in partitions)
 
 
 def _with_schema_change(h: HistoryEntry, sv: SchemaVersion | None) -> HistoryEntry:
@@ -240,27 +261,46 @@ def _schema_versions(
     every field), unknown for the oldest version available when it is not 0.
     """
     out: list[SchemaVersion] = []
-    pending: tuple[int, CommitInfo, Schema] | None = None  # the oldest metadata seen, not yet compared
+    pending: _SchemaSet | None = None  # the oldest metadata seen, not yet compared
     for v, actions in entries:
         md = next((a for a in actions if isinstance(a, Metadata)), None)
         if md is None:
             continue
-        if pending is not None and pending[2] != md.schema:
-            pv, ci, schema = pending
-            out.append(_schema_version(pv, ci.timestamp, ci.operation, schema, diff_schemas(md.schema, schema)))
+        if pending is not None and pending.schema != md.schema:
+            out.append(pending.changed_from(md.schema))
             if len(out) == limit:
                 return out
-        pending = (v, next(a for a in actions if isinstance(a, CommitInfo)), md.schema)
-    if pending is None:
-        return out
-    v, ci, schema = pending
-    if v == oldest and v > 0:
-        out.append(_schema_version(v, ci.timestamp, ci.operation, schema, (), complete=False))
-        return out
-    before = Schema(()) if v == 0 else log.load_head(v - 1, latest=latest).metadata.schema
-    if before != schema:
-        out.append(_schema_version(v, ci.timestamp, ci.operation, schema, diff_schemas(before, schema)))
+        pending = _SchemaSet(v, _commit_info(actions), md.schema)
+    if pending is not None:
+        out.extend(_oldest_schema_change(log, pending, oldest=oldest, latest=latest))
     return out
+
+
+@dataclass(frozen=True)
+class _SchemaSet:
+    """A ``metadata`` action met by the walk of :func:`_schema_versions`:
+    the version, the commit and the schema it set."""
+
+    version: int
+    commit: CommitInfo
+    schema: Schema
+
+    def changed_from(self, before: Schema | None) -> SchemaVersion:
+        """This version as a change from ``before`` (None: not known any more, ``complete`` False)."""
+        changes = () if before is None else diff_schemas(before, self.schema)
+        return _schema_version(self.version, self.commit.timestamp, self.commit.operation, self.schema, changes,
+                               complete=before is not None)
+
+
+def _oldest_schema_change(log: ManifestLog, first: _SchemaSet, *, oldest: int, latest: int) -> list[SchemaVersion]:
+    """The change (none or one) of ``first``, the oldest ``metadata`` of the
+    walk: from the schema of the version before it, read from the log; from
+    nothing for version 0; unknown for the oldest version available when
+    it is not 0 (the version before it is gone)."""
+    if first.version == oldest and first.version > 0:
+        return [first.changed_from(None)]
+    before = Schema(()) if first.version == 0 else log.load_head(first.version - 1, latest=latest).metadata.schema
+    return [first.changed_from(before)] if before != first.schema else []
 
 
 class IntroducedVersions(Mapping[int, Optional[int]]):
@@ -300,18 +340,35 @@ def read_introduced_versions(log: ManifestLog, current: TableHead, version: int 
     over the checkpoints' footers, then one scan of the table-level actions
     of the entries between two checkpoints per bracket: not the whole log.
     """
+    head = _head_at(log, current, version)
+    ids = list(field_paths(head.metadata.schema))
+    created = _created_field_ids(log)
+    later = [fid for fid in ids if fid > created]
+    found, oldest = _search_introductions(log, head, later, latest=current.version) if later else ({}, 0)
+    return IntroducedVersions({fid: found.get(fid, 0) for fid in ids}, version=head.version, oldest_version=oldest)
+
+
+def _head_at(log: ManifestLog, current: TableHead, version: Any) -> TableHead:
+    """The table-level state of ``version`` (None: ``current``, the latest)."""
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise InvalidArgumentError(f"version must be an int, found {version!r}")
-    latest = current.version
-    head = current if version is None or version == latest else log.load_head(version, latest=latest)
-    ids = list(field_paths(head.metadata.schema))
+    if version is None or version == current.version:
+        return current
+    return log.load_head(version, latest=current.version)
+
+
+def _creation_metadata(log: ManifestLog) -> Metadata:
+    """The ``metadata`` of entry 0 (:class:`VersionNotFoundError` once vacuumed)."""
+    return next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata))
+
+
+def _created_field_ids(log: ManifestLog) -> int:
+    """The highest field id the creation assigned; 0 once entry 0 is
+    vacuumed (then every id is searched for)."""
     try:
-        created = next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata)).assigned_field_ids
+        return _creation_metadata(log).assigned_field_ids
     except VersionNotFoundError:
-        created = 0  # vacuumed: every id is searched for
-    later = [fid for fid in ids if fid > created]
-    found, oldest = _search_introductions(log, head, later, latest=latest) if later else ({}, 0)
-    return IntroducedVersions({fid: found.get(fid, 0) for fid in ids}, version=head.version, oldest_version=oldest)
+        return 0
 
 
 def _search_introductions(
@@ -356,7 +413,7 @@ def _metadata_at(log: ManifestLog, version: int, listing: LogListing, *, latest:
     checkpoint's footer when there is one that reads, else by
     :meth:`ManifestLog.load_head`."""
     if version == 0:
-        return next(a for a in log.read_table_actions(0, keep=False) if isinstance(a, Metadata))
+        return _creation_metadata(log)
     if version in listing.checkpoints:
         try:
             return log.read_checkpoint_head(version).metadata
