@@ -46,7 +46,7 @@ from ctfile.format.streams import StreamState
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
 from ctfile.table.consumption import ClaimResolver, Consumption, OpenTable, StreamPin, stream_store
-from ctfile.table.streams import Stream, check_consuming
+from ctfile.table.streams import check_consuming
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.transaction import WriteTransaction
 
@@ -109,7 +109,9 @@ class ConsumingWriteJob(WriteJob):
         return consumption.transaction(begin, {}).commit()
 
 
-def consuming_job(job: WriteJob, consuming: object, pin: StreamPin | None, *, open_table: OpenTable) -> ConsumingWriteJob:
+def consuming_job(
+    job: WriteJob, consuming: object, pin: StreamPin | None, *, open_table: OpenTable,
+) -> ConsumingWriteJob:
     """``job`` (planned on an existing table) made to consume ``pin`` of
     stream ``consuming`` (default: the stream pinned now); the job opens
     tables with ``open_table``."""
@@ -134,7 +136,9 @@ def _conflict(pin: StreamPin, target: "Table", why: str) -> CommitConflictError:
     )
 
 
-def claimable_state(source: "Table", pin: StreamPin, target: "Table", *, open_table: OpenTable) -> StreamState | None:
+def claimable_state(
+    source: "Table", pin: StreamPin, target: "Table", *, open_table: OpenTable,
+) -> StreamState | None:
     """The state to write the claim of ``pin`` over, or None if the pinned
     interval was already consumed into ``target`` (a replay).
 

@@ -398,7 +398,9 @@ class Table:
         if consuming is not None:
             stream = check_consuming(consuming)
             if app_id is not None:
-                raise InvalidArgumentError("a transaction consuming a stream records the stream's own app_id; drop app_id")
+                raise InvalidArgumentError(
+                    "a transaction consuming a stream records the stream's own app_id; drop app_id"
+                )
             return stream.consumption(self).transaction(partial(self._begin, operation), parameters)
         tx = self._begin(operation, parameters)
         if app_id is not None:
