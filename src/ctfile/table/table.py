@@ -28,6 +28,7 @@ from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_ac
 from ctfile.log.storage import Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.transaction import CommitResult, operation_parameters
+from ctfile.log.vacuum import VacuumResult
 from ctfile.reader.change_plan import plan_changes, resolve_interval
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeScan
@@ -592,7 +593,7 @@ class Table:
     # ------------------------------------------------------------ maintenance (TableMaintenance)
 
     def vacuum(self, *, retain: dt.timedelta | float | None = None, grace_period: dt.timedelta | float | None = None,
-               dry_run: bool = False):
+               dry_run: bool = False) -> VacuumResult:
         """Expire history older than ``max(retain, grace_period)`` and delete
         files no retained version needs (:meth:`TableMaintenance.vacuum
         <ctfile.table.maintenance.TableMaintenance.vacuum>`)."""
