@@ -263,8 +263,8 @@ class Stream:
         for _ in range(MAX_RESOLVE_ROUNDS):
             state = self._resolver().take_over(self._current_or_raise())
             self._check_live(state)
-            if to_version < state.offset or (to_version == state.offset and not state.initial_rows):
-                return state.offset  # nothing to consume (advancing to the offset consumes initial rows)
+            if not _consumes_something(state, to_version):
+                return state.offset
             try:
                 return self._store.write_next(state.advanced(to_version, now_ms=now_ms())).offset
             except StreamRaceLost:
@@ -328,6 +328,13 @@ def check_consuming(consuming: object) -> Stream:
 def _live(state: StreamState | None) -> TypeGuard[StreamState]:
     """Whether ``state`` is of a stream that exists (written, not dropped)."""
     return state is not None and not state.dropped
+
+
+def _consumes_something(state: StreamState, to_version: int) -> bool:
+    """Whether advancing ``state`` to ``to_version`` consumes anything:
+    versions after its offset, or its initial rows (advancing to the
+    offset itself hands those out)."""
+    return to_version > state.offset or (to_version == state.offset and state.initial_rows)
 
 
 #: The commit metrics whose sum is a stream's ``lag_rows``.
