@@ -25,6 +25,7 @@ from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema_evolution import Path, SchemaChange, SchemaEditor
+from ctfile.log.commit_options import NO_COMMIT_OPTIONS
 from ctfile.log.manifest import CheckpointInfo
 from ctfile.log.replay import check_writer_protocol
 from ctfile.log.transaction import CommitResult
@@ -279,7 +280,7 @@ class TableMaintenance:
         [{'id': 1, 'email': None}]
         """
         self.refresh()
-        run = lambda parameters, fn: self._run(OPERATION, parameters, fn, {})  # noqa: E731
+        run = lambda parameters, fn: self._run(OPERATION, parameters, fn, NO_COMMIT_OPTIONS)  # noqa: E731
         return UpdateSchema(self._current_head().metadata, run)
 
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
@@ -313,7 +314,7 @@ class TableMaintenance:
             table_properties.validate_properties(properties, schema=md.schema)  # clustering keys exist
             tx.set_metadata(replace(md, properties={**md.properties, **properties}))
 
-        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, {})
+        return self._run("SET TBLPROPERTIES", {"properties": dict(properties)}, fn, NO_COMMIT_OPTIONS)
 
     def restore(self, *, version: int | None = None, timestamp: Any = None) -> CommitResult:
         """Make the table equal to its snapshot at ``version`` or ``timestamp``
@@ -377,4 +378,4 @@ class TableMaintenance:
             version = self._log.version_at_timestamp(ms, latest=latest, past_latest=False)
             params["timestamp"] = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
         params["version"] = version
-        return self._run("RESTORE", params, lambda tx: tx.restore(version), {}, rerun=False)
+        return self._run("RESTORE", params, lambda tx: tx.restore(version), NO_COMMIT_OPTIONS, rerun=False)

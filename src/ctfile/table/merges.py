@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import pyarrow.compute as pc
 
+from ctfile.log.commit_options import CommitOptions, commit_options
 from ctfile.log.transaction import CommitResult
 from ctfile.writer.input import to_table
 from ctfile.writer.merge import shorthand_statement
@@ -27,6 +28,7 @@ class TableMerges:
         *,
         when_matched: str | None = "update",
         when_not_matched: str | None = "insert",
+        commit: CommitOptions | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
     ) -> CommitResult:
@@ -39,17 +41,18 @@ class TableMerges:
         the columns to set, and when inserting every non-nullable column.
         Concurrent MERGEs of the same keys are serialized (SPEC §Conflict
         detection): the loser re-runs against the winner's rows, so a key is
-        never inserted twice. ``app_id``/``app_version`` make a
-        ``foreachBatch`` upsert exactly-once (see :meth:`transaction`).
+        never inserted twice. ``commit`` (or its shorthand
+        ``app_id``/``app_version``) makes a ``foreachBatch`` upsert
+        exactly-once (see :meth:`transaction`).
         """
         statement = shorthand_statement(on, when_matched=when_matched, when_not_matched=when_not_matched)
         params = {"on": on if isinstance(on, str) else list(statement.target_keys), "whenMatched": when_matched,
                   "whenNotMatched": when_not_matched}
         source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
-        app = {"app_id": app_id, "app_version": app_version}
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
         return self._run(
             "MERGE", params,
-            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched), app,
+            lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched), commit,
         )
 
     def merge_builder(
@@ -88,9 +91,8 @@ class TableMerges:
         """
         source = to_table(source, what="merge source")
 
-        def run(statement: MergeStatement, app_id: Any, app_version: Any) -> CommitResult:
-            app = {"app_id": app_id, "app_version": app_version}
-            return self._run("MERGE", statement.parameters(), lambda tx: tx.execute_merge(statement, source), app)
+        def run(statement: MergeStatement, commit: CommitOptions) -> CommitResult:
+            return self._run("MERGE", statement.parameters(), lambda tx: tx.execute_merge(statement, source), commit)
 
         return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
                                   target_alias=target_alias)

@@ -45,6 +45,7 @@ from ctfile.format.errors import (
 from ctfile.format.log_values import require_long, utc_datetime
 from ctfile.format.properties import TableProperties
 from ctfile.format.streams import StreamClaim, StreamState, check_stream_name
+from ctfile.log.commit_options import NO_COMMIT_OPTIONS
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S, window_seconds
@@ -379,7 +380,7 @@ class TableStreams:
         def fn(tx) -> None:
             tx.require_feature(FEATURE_STREAMS, reader=False)
 
-        return self._run(CREATE_OPERATION, {"name": name}, fn, {}).committed
+        return self._run(CREATE_OPERATION, {"name": name}, fn, NO_COMMIT_OPTIONS).committed
 
     def stream(self: "Table", name: str) -> Stream:
         """The stream ``name``; :class:`StreamNotFoundError` naming the

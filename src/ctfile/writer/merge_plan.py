@@ -40,8 +40,7 @@ from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import Schema
 from ctfile.writer.input import Conformer, check_column_names
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
-from ctfile.writer.schema_merge import MergePlan as SchemaMerge
-from ctfile.writer.schema_merge import plan_merge as plan_schema_merge
+from ctfile.writer.schema_merge import SchemaMerge, plan_schema_merge
 
 
 @dataclass(frozen=True)
