@@ -154,23 +154,36 @@ def cast_column(column: pa.Array | pa.ChunkedArray, name: str, typ: pa.DataType,
         raise SchemaMismatchError(f"{what}: column {name!r} cannot be cast from {column.type} to {typ} without loss: {e}") from e
 
 
+def _is_any_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_any_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
+#: (kind of the incoming type, kind of the table's type) pairs a write casts.
+_CASTABLE_KINDS = (
+    (pa.types.is_integer, pa.types.is_integer),
+    (pa.types.is_floating, pa.types.is_floating),
+    (pa.types.is_integer, pa.types.is_floating),
+    (_is_any_string, pa.types.is_string),
+    (_is_any_binary, pa.types.is_binary),
+    (pa.types.is_timestamp, pa.types.is_timestamp),
+    (pa.types.is_date, pa.types.is_date),
+    (pa.types.is_decimal, pa.types.is_decimal),
+    (pa.types.is_integer, pa.types.is_decimal),
+)
+
+
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether a write casts values of ``src`` into a column of ``dst``
+    (the cast itself may still refuse a value)."""
     if src.equals(dst) or pa.types.is_null(src):
         return True
     if pa.types.is_dictionary(src):
         return _castable(src.value_type, dst)
-    groups = [
-        (pa.types.is_integer, pa.types.is_integer),
-        (pa.types.is_floating, pa.types.is_floating),
-        (pa.types.is_integer, pa.types.is_floating),
-        (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t), pa.types.is_string),
-        (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t), pa.types.is_binary),
-        (pa.types.is_timestamp, pa.types.is_timestamp),
-        (pa.types.is_date, pa.types.is_date),
-        (pa.types.is_decimal, pa.types.is_decimal),
-        (pa.types.is_integer, pa.types.is_decimal),
-    ]
-    if any(a(src) and b(dst) for a, b in groups):
+    if any(a(src) and b(dst) for a, b in _CASTABLE_KINDS):
         return True
     # Nested types: rely on Arrow's cast rules, checked per batch.
     return (pa.types.is_nested(src) and pa.types.is_nested(dst)) and type(src) is type(dst)

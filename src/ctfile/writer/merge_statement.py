@@ -154,12 +154,17 @@ class MergeClause:
         self._check_assignments()
 
     def _check_assignments(self) -> None:
+        """An assigning action has assignments, another has none."""
         if not self.action.assigns:
             if self.assignments:
                 raise InvalidArgumentError(f"{self.action.sql} takes no columns, found {dict(self.assignments)}")
             return
         if not self.assignments:
             raise InvalidArgumentError(f"{self.kind.sql} THEN {self.action.sql} needs at least one column")
+        self._check_assigned_names()
+
+    def _check_assigned_names(self) -> None:
+        """The assigned columns are non-empty names, each assigned once."""
         names = [name for name, _ in self.assignments]
         bad = [n for n in names if not isinstance(n, str) or not n]
         if bad:
@@ -204,15 +209,8 @@ def key_pairs(on: Any) -> tuple[tuple[str, str], ...]:
     >>> key_pairs("id"), key_pairs(["a", "b"]), key_pairs({"customer_id": "merge_key"})
     ((('id', 'id'),), (('a', 'a'), ('b', 'b')), (('customer_id', 'merge_key'),))
     """
-    if isinstance(on, str):
-        pairs = [(on, on)]
-    elif isinstance(on, Mapping):
-        pairs = list(on.items())
-    elif isinstance(on, Sequence):
-        pairs = [tuple(k) if isinstance(k, (tuple, list)) else (k, k) for k in on]
-    else:
-        pairs = []
-    if not pairs or not all(len(pair) == 2 and all(isinstance(n, str) and n for n in pair) for pair in pairs):
+    pairs = _pairs_named(on)
+    if not pairs or not all(_is_key_pair(pair) for pair in pairs):
         raise InvalidArgumentError(
             f"on must name one or more key columns (a name, a sequence of names, or a mapping of table "
             f"column to source column), found {on!r}"
@@ -221,6 +219,23 @@ def key_pairs(on: Any) -> tuple[tuple[str, str], ...]:
     if len(set(targets)) < len(targets):
         raise InvalidArgumentError(f"on names a table column twice: {targets}")
     return tuple(pairs)
+
+
+def _pairs_named(on: Any) -> list[tuple]:
+    """The (table column, source column) pairs ``on`` names, as given (not
+    checked yet); none for a value of another kind."""
+    if isinstance(on, str):
+        return [(on, on)]
+    if isinstance(on, Mapping):
+        return list(on.items())
+    if isinstance(on, Sequence):
+        return [tuple(k) if isinstance(k, (tuple, list)) else (k, k) for k in on]
+    return []
+
+
+def _is_key_pair(pair: tuple) -> bool:
+    """Whether ``pair`` is two non-empty column names."""
+    return len(pair) == 2 and all(isinstance(n, str) and n for n in pair)
 
 
 def check_aliases(source_alias: Any, target_alias: Any) -> None:
