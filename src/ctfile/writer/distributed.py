@@ -302,6 +302,27 @@ class WriteJob:
         storage_for(self.uri, self.storage_options).delete([f.path for f in files])
 
 
+def _schema_change(
+    md: Metadata, schema: pa.Schema | None, schema_mode: SchemaMode, mode: str,
+) -> tuple[Schema, SchemaUpdate | None]:
+    """The schema a write with ``schema_mode`` writes its files in, and the
+    change its commit makes (None: the table's schema already; the job is
+    an ordinary write)."""
+    if schema is None:
+        raise InvalidArgumentError(f"schema_mode {schema_mode} needs the schema of the data to be written")
+    if schema_mode is SchemaMode.OVERWRITE and mode != "overwrite":
+        raise InvalidArgumentError(
+            f"schema_mode overwrite replaces the schema and so every row: it needs mode 'overwrite', found {mode!r}"
+        )
+    if schema_mode is SchemaMode.MERGE:
+        merge = plan_schema_merge(md.schema, md.assigned_field_ids, schema)
+        target, update = merge.schema, SchemaUpdate(schema_mode, md.schema, merge=merge)
+    else:
+        target, _ = replacement_schema(md.schema, md.assigned_field_ids, schema)
+        update = SchemaUpdate(schema_mode, md.schema, replacement=schema)
+    return target, None if target == md.schema else update
+
+
 def _check_mode(mode: str) -> None:
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, found {mode!r}")
@@ -332,20 +353,7 @@ def plan_write(
     update = None
     target = md.schema
     if schema_mode is not None:
-        if schema is None:
-            raise InvalidArgumentError(f"schema_mode {schema_mode} needs the schema of the data to be written")
-        if schema_mode is SchemaMode.OVERWRITE and mode != "overwrite":
-            raise InvalidArgumentError(
-                f"schema_mode overwrite replaces the schema and so every row: it needs mode 'overwrite', found {mode!r}"
-            )
-        if schema_mode is SchemaMode.MERGE:
-            merge = plan_schema_merge(md.schema, md.assigned_field_ids, schema)
-            target, update = merge.schema, SchemaUpdate(schema_mode, md.schema, merge=merge)
-        else:
-            target, _ = replacement_schema(md.schema, md.assigned_field_ids, schema)
-            update = SchemaUpdate(schema_mode, md.schema, replacement=schema)
-        if target == md.schema:
-            update = None  # nothing to change: the job is an ordinary write
+        target, update = _schema_change(md, schema, schema_mode, mode)
     if schema is not None:
         Conformer(target, what="written data").check_schema(schema)
     return WriteJob(

@@ -84,15 +84,21 @@ class Conformer:
         if extra:
             problems.append(f"columns {extra} are not in the table (table columns: {self.table.names})")
         for f in self.target:
-            if f.name not in names:
-                if not f.nullable or not self.allow_missing:
-                    problems.append(f"column {f.name!r} ({f.type}, not null) is missing")
-                continue
-            src = source.field(f.name).type
-            if not _castable(src, f.type):
-                problems.append(f"column {f.name!r} has type {src}, expected {f.type}")
+            problem = self._column_problem(f, source)
+            if problem is not None:
+                problems.append(problem)
         if problems:
             raise SchemaMismatchError(f"{self.what} does not match the table schema: " + "; ".join(problems))
+
+    def _column_problem(self, f: pa.Field, source: pa.Schema) -> str | None:
+        """What keeps ``source`` from filling the table column ``f``: missing
+        (unless nullable and :attr:`allow_missing`), or of a type the write
+        does not cast; None when it fits."""
+        if f.name not in source.names:
+            fills_with_nulls = f.nullable and self.allow_missing
+            return None if fills_with_nulls else f"column {f.name!r} ({f.type}, not null) is missing"
+        src = source.field(f.name).type
+        return None if _castable(src, f.type) else f"column {f.name!r} has type {src}, expected {f.type}"
 
     def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         n = batch.num_rows

@@ -309,6 +309,18 @@ class MergeStatement:
     def has(self, kind: MatchKind) -> bool:
         return any(c.kind is kind for c in self.clauses)
 
+    @property
+    def matches_source(self) -> bool:
+        """Whether some clause acts on matched pairs or unmatched source rows
+        (the statement then reads the table by the source's keys)."""
+        return self.has(MatchKind.MATCHED) or self.has(MatchKind.NOT_MATCHED)
+
+    @property
+    def reads_unmatched_target(self) -> bool:
+        """Whether the statement has ``NOT MATCHED BY SOURCE`` clauses (it
+        reads the table rows no source row matches)."""
+        return self.has(MatchKind.NOT_MATCHED_BY_SOURCE)
+
     def on_text(self) -> str | list[str]:
         """The keys as ``operationParameters.on`` records them."""
         names = [t if t == s else f"{t} = {s}" for t, s in self.keys]

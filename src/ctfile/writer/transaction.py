@@ -87,15 +87,7 @@ class WriteTransaction(Transaction):
         statement that changes rows: either order is refused before anything
         is written (the rows changed would vanish from change scans)."""
         self._check_not_restoring()
-        if compaction and not self.is_empty:
-            raise InvalidArgumentError(
-                "compact() must be the only statement of its transaction: it commits dataChange false, and this "
-                "transaction already changed rows or metadata"
-            )
-        if not compaction and not self.data_change:
-            raise InvalidArgumentError(
-                "a transaction that compacted (dataChange false) cannot also change rows; commit the compaction first"
-            )
+        self._check_data_change(compaction)
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
         try:
@@ -106,6 +98,19 @@ class WriteTransaction(Transaction):
             raise
         if self._change_writer is not None:
             self._change_writer.finish_statement()
+
+    def _check_data_change(self, compaction: bool) -> None:
+        """Refuse a compaction after other statements, or a statement that
+        changes rows after a compaction (see :meth:`statement`)."""
+        if compaction and not self.is_empty:
+            raise InvalidArgumentError(
+                "compact() must be the only statement of its transaction: it commits dataChange false, and this "
+                "transaction already changed rows or metadata"
+            )
+        if not compaction and not self.data_change:
+            raise InvalidArgumentError(
+                "a transaction that compacted (dataChange false) cannot also change rows; commit the compaction first"
+            )
 
     def commit(self) -> CommitResult:
         """Commit the statements as one version; then, under
