@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.log.commit_options import CommitOptions, commit_options
 from ctfile.writer.merge_statement import (
-    MatchKind, MergeAction, MergeClause, MergeStatement, check_aliases, check_reachable, key_pairs,
+    MatchKind, MergeAction, MergeClause, MergeStatement, check_aliases, check_reachable, key_pairs, merge_text,
 )
 
 #: Runs a statement: ``runner(statement, commit)`` (``commit``: the
@@ -212,7 +212,6 @@ class MergeBuilder:
         return self.runner(self.statement, options)
 
     def __str__(self) -> str:
-        on = " AND ".join(f"{self.target_alias}.{t} = {self.source_alias}.{s}" for t, s in self.keys)
-        if self.on_condition is not None:
-            on += f" AND {self.on_condition}"
-        return " ".join([f"MERGE ON {on}"] + [str(c) for c in self.clauses])
+        """The statement built so far as text (a builder may have no clause yet)."""
+        return merge_text(self.keys, self.on_condition, self.clauses, source_alias=self.source_alias,
+                          target_alias=self.target_alias)

@@ -262,6 +262,16 @@ def check_reachable(clauses: Sequence[MergeClause]) -> None:
             final[c.kind] = c
 
 
+def merge_text(keys: Sequence[tuple[str, str]], on_condition: Any, clauses: Sequence[MergeClause], *,
+               source_alias: str, target_alias: str) -> str:
+    """A statement (or one being built, with no clause yet) as SQL-like
+    text, for messages: ``MERGE ON t.id = s.id [AND condition] WHEN ...``."""
+    on = " AND ".join(f"{target_alias}.{t} = {source_alias}.{s}" for t, s in keys)
+    if on_condition is not None:
+        on += f" AND {on_condition}"
+    return " ".join([f"MERGE ON {on}"] + [str(c) for c in clauses])
+
+
 @dataclass(frozen=True)
 class MergeStatement:
     """``MERGE INTO target USING source ON keys [AND on_condition] WHEN ...``.
@@ -325,6 +335,15 @@ class MergeStatement:
         """The keys as ``operationParameters.on`` records them."""
         names = [t if t == s else f"{t} = {s}" for t, s in self.keys]
         return names[0] if len(names) == 1 and self.keys[0][0] == self.keys[0][1] else names
+
+    def __str__(self) -> str:
+        """The statement as SQL-like text (:func:`merge_text`).
+
+        >>> print(MergeStatement((("id", "id"),), (MergeClause(MatchKind.MATCHED, MergeAction.DELETE),)))
+        MERGE ON t.id = s.id WHEN MATCHED THEN DELETE
+        """
+        return merge_text(self.keys, self.on_condition, self.clauses, source_alias=self.source_alias,
+                          target_alias=self.target_alias)
 
     def parameters(self, render: Callable[[Any], str] = _text) -> dict:
         """The statement as its commit's ``operationParameters`` (SPEC §commitInfo)."""
