@@ -49,6 +49,7 @@ from ctfile.format.log_values import check_json_value, require_long
 from ctfile.format.paths import change_file_path, commit_path, data_file_path
 from ctfile.format.properties import ChangeCapture, TableProperties
 from ctfile.format.schema import LONG_MAX
+from ctfile.log.commit_options import require_app_id, require_app_version
 from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
@@ -336,9 +337,8 @@ class Transaction:
         recognised at commit time the same way.
         """
         self._check_open()
-        if not isinstance(app_id, str) or not app_id:
-            raise InvalidArgumentError(f"app_id must be a non-empty string, found {app_id!r}")
-        require_long(version, "app_version", minimum=0)  # SPEC §txn: a long the log holds
+        require_app_id(app_id)
+        require_app_version(version)  # SPEC §txn: a long the log holds
         self._app_txn = SetTransaction(app_id, version, 0)
         done = self.base.app_transactions.get(app_id)
         self._replay = done is not None and done.version >= version

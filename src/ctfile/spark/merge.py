@@ -444,14 +444,15 @@ def parameters(statement: ctfile.MergeStatement) -> dict:
     return {**statement.parameters(render), "engine": "spark"}
 
 
-def run_builder(ct: Any, source: DataFrame) -> Callable[[ctfile.MergeStatement, Any, Any], ctfile.CommitResult]:
+def run_builder(
+    ct: Any, source: DataFrame,
+) -> Callable[[ctfile.MergeStatement, ctfile.CommitOptions], ctfile.CommitResult]:
     """The builder's runner for the table handle ``ct``: one version."""
 
-    def run(statement: ctfile.MergeStatement, app_id: Any, app_version: Any) -> ctfile.CommitResult:
+    def run(statement: ctfile.MergeStatement, commit: ctfile.CommitOptions) -> ctfile.CommitResult:
         merge = SparkMerge(ct.spark, source, statement)
         try:
-            return ct.table.run_statement("MERGE", merge.run, parameters=parameters(statement), app_id=app_id,
-                                          app_version=app_version)
+            return ct.table.run_statement("MERGE", merge.run, parameters=parameters(statement), commit=commit)
         finally:
             merge.close()
 

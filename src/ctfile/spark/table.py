@@ -115,7 +115,8 @@ class CtfileTable:
         """A MERGE of the DataFrame ``source`` into this table, with the
         methods and semantics of :meth:`ctfile.Table.merge_builder` (SPEC
         §Copy-on-write, MERGE): add ``when_...`` clauses in order, then
-        ``execute(app_id=, app_version=)`` runs it on the executors and
+        ``execute(commit=)`` (a :class:`ctfile.CommitOptions`, or its
+        shorthand ``app_id=``/``app_version=``) runs it on the executors and
         commits one version (a :class:`ctfile.CommitResult`).
 
         ``on``: a key column, a sequence of them, a mapping of table column
@@ -155,6 +156,7 @@ class CtfileTable:
         *,
         when_matched: str | None = "update",
         when_not_matched: str | None = "insert",
+        commit: ctfile.CommitOptions | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
     ) -> ctfile.CommitResult:
@@ -163,9 +165,11 @@ class CtfileTable:
         columns a MERGE needs, the no-op rule, change capture): the
         shorthand of :meth:`merge_builder` (``WHEN MATCHED THEN UPDATE SET
         *`` or ``DELETE``, ``WHEN NOT MATCHED THEN INSERT *``), run on the
-        executors and committed as one version. ``app_id``/``app_version``
-        (a streaming query's id and ``foreachBatch``'s batch id) make it
-        exactly-once: a batch already committed commits nothing.
+        executors and committed as one version. ``commit`` (a
+        :class:`ctfile.CommitOptions`, or its shorthand
+        ``app_id``/``app_version``: a streaming query's id and
+        ``foreachBatch``'s batch id) makes it exactly-once: a batch already
+        committed commits nothing.
 
         Raises
         ------
@@ -181,14 +185,14 @@ class CtfileTable:
                   "whenMatched": when_matched, "whenNotMatched": when_not_matched, "engine": "spark"}
         statement = shorthand_merge(self.spark, _dataframe(source), on, when_matched, when_not_matched)
         try:
-            return self.table.run_statement("MERGE", statement.run, parameters=params, app_id=app_id,
+            return self.table.run_statement("MERGE", statement.run, parameters=params, commit=commit, app_id=app_id,
                                             app_version=app_version)
         finally:
             statement.close()
 
     def update(
         self, condition: Any = None, set: Mapping[str, Any] | None = None, *,
-        app_id: str | None = None, app_version: int | None = None,
+        commit: ctfile.CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
     ) -> ctfile.CommitResult:
         """Set columns where ``condition`` (a Spark SQL string or Column; None:
         every row) holds. ``set`` maps a column to a Spark SQL expression
@@ -196,26 +200,30 @@ class CtfileTable:
         plain Python value. Semantics as :meth:`ctfile.Table.update`."""
         statement = update_statement(self.spark, condition, set)
         params = {"predicate": _text(condition), "set": {k: _text(v) for k, v in set.items()}, "engine": "spark"}
-        return self.table.run_statement("UPDATE", statement.run, parameters=params, app_id=app_id,
+        return self.table.run_statement("UPDATE", statement.run, parameters=params, commit=commit, app_id=app_id,
                                         app_version=app_version)
 
-    def delete(self, condition: Any = None, *, app_id: str | None = None, app_version: int | None = None) -> ctfile.CommitResult:
+    def delete(
+        self, condition: Any = None, *, commit: ctfile.CommitOptions | None = None, app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> ctfile.CommitResult:
         """Delete the rows where ``condition`` (a Spark SQL string or Column;
         None: every row) holds. Semantics as :meth:`ctfile.Table.delete`."""
         statement = delete_statement(self.spark, condition)
         params = {"predicate": _text(condition), "engine": "spark"}
-        return self.table.run_statement("DELETE", statement.run, parameters=params, app_id=app_id,
+        return self.table.run_statement("DELETE", statement.run, parameters=params, commit=commit, app_id=app_id,
                                         app_version=app_version)
 
     @contextlib.contextmanager
     def transaction(
-        self, *, app_id: str | None = None, app_version: int | None = None, consuming: ctfile.Stream | None = None,
+        self, *, commit: ctfile.CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
+        consuming: ctfile.Stream | None = None,
     ) -> Iterator[SparkTransaction]:
         """Several statements (``merge_builder(...).execute()``, ``merge``,
         ``update``, ``delete``, ``insert``) committed as one version when
         the block is left (:class:`ctfile.spark.transaction.SparkTransaction`);
-        nothing is committed when it raises. ``app_id``/``app_version`` and
-        ``consuming`` as for :meth:`ctfile.Table.transaction`: a batch
+        nothing is committed when it raises. ``commit`` (or its shorthand
+        ``app_id``/``app_version``) and ``consuming`` as for :meth:`ctfile.Table.transaction`: a batch
         already committed is a replay whose statements do nothing; a named
         stream's pending changes (``consuming.pending()``, pinned when the
         block begins) are consumed exactly once, with the commit.
@@ -226,8 +234,8 @@ class CtfileTable:
             A concurrent commit conflicts with a statement's reads or
             writes (the statements are not re-run).
         """
-        tx = self.table.transaction(parameters={"engine": "spark"}, app_id=app_id, app_version=app_version,
-                                    consuming=consuming)
+        tx = self.table.transaction(parameters={"engine": "spark"}, commit=commit, app_id=app_id,
+                                    app_version=app_version, consuming=consuming)
         with tx:
             yield SparkTransaction(self, tx)
 

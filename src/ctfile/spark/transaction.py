@@ -1,9 +1,10 @@
 """Spark statements that commit together (SPEC §Copy-on-write, each
 statement of a transaction sees the effects of the earlier ones).
 
-``with ct.transaction(app_id=, app_version=, consuming=) as tx:`` opens a
+``with ct.transaction(commit=, consuming=) as tx:`` opens a
 :class:`ctfile.Table` transaction (the same object the Python API's
-``Table.transaction`` returns: ``app_id``/``app_version`` make a batch
+``Table.transaction`` returns: ``commit``, a :class:`ctfile.CommitOptions`
+or its shorthand ``app_id=``/``app_version=``, makes a batch
 exactly-once, ``consuming`` consumes a named stream's pending changes
 exactly once) and hands a :class:`SparkTransaction` whose statements run on
 the executors as :class:`ctfile.spark.CtfileTable`'s do, each against the
@@ -60,15 +61,12 @@ class SparkTransaction:
         keys, on_condition = merge_on(on, on_condition, self.tx.schema.names, source.columns,
                                       source_alias=source_alias, target_alias=target_alias)
 
-        def run(statement: ctfile.MergeStatement, app_id: Any, app_version: Any) -> dict[str, int]:
-            if app_id is not None or app_version is not None:
-                raise ctfile.InvalidArgumentError(
-                    "a statement of a transaction commits with it: give app_id and app_version to transaction()"
-                )
+        def run(statement: ctfile.MergeStatement, _: ctfile.CommitOptions) -> dict[str, int]:
             return self._run(SparkMerge(self.spark, source, statement))
 
         return ctfile.MergeBuilder.start(run, keys, on_condition=on_condition, source_alias=source_alias,
-                                         target_alias=target_alias, expressions=SPARK_EXPRESSIONS)
+                                         target_alias=target_alias, expressions=SPARK_EXPRESSIONS,
+                                         in_transaction=True)
 
     def merge(self, source: Any, on: Any, *, when_matched: str | None = "update",
               when_not_matched: str | None = "insert") -> dict[str, int]:

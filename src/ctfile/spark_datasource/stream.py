@@ -223,7 +223,8 @@ class CtfileStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages, batchId: int) -> None:
         files = [f for m in messages if m is not None for f in m.files]
-        self.job.commit(files, app_id=self.app_id, app_version=batchId, against_latest=True)
+        batch = ctfile.CommitOptions(app_id=self.app_id, app_version=batchId)
+        self.job.commit(files, commit=batch, against_latest=True)
 
     def abort(self, messages, batchId: int) -> None:
         self.job.abort([f for m in messages if m is not None for f in m.files])

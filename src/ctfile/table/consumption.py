@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ctfile.format.errors import CommitConflictError, ConflictKind, CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.streams import StreamState
+from ctfile.log.commit_options import CommitOptions
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import CommitResult, now_ms
 from ctfile.writer.transaction import WriteTransaction
@@ -239,7 +240,7 @@ class ClaimResolver:
             fence = target.transaction(
                 operation=FENCE_OPERATION,
                 parameters={"stream": state.name, "streamTable": state.table_id, "sequence": state.sequence},
-                app_id=state.app_id, app_version=state.sequence,
+                commit=CommitOptions(app_id=state.app_id, app_version=state.sequence),
             )
             fence.add_app_marker(state.fence_app_id, state.sequence)
             # Replayed: the claimant committed, or another consumer fenced first.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow.compute as pc
 
+from ctfile.log.commit_options import CommitOptions, commit_options
 from ctfile.log.transaction import CommitResult
 from ctfile.writer.input import to_table
 from ctfile.writer.merge import shorthand_statement
@@ -35,6 +36,7 @@ class TableMerges:
         *,
         when_matched: str | None = "update",
         when_not_matched: str | None = "insert",
+        commit: CommitOptions | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
     ) -> CommitResult:
@@ -47,8 +49,9 @@ class TableMerges:
         the columns to set, and when inserting every non-nullable column.
         Concurrent MERGEs of the same keys are serialized (SPEC §Conflict
         detection): the loser re-runs against the winner's rows, so a key is
-        never inserted twice. ``app_id``/``app_version`` make a
-        ``foreachBatch`` upsert exactly-once (see :meth:`transaction`).
+        never inserted twice. ``commit`` (or its shorthand
+        ``app_id``/``app_version``) makes a ``foreachBatch`` upsert
+        exactly-once (see :meth:`transaction`).
         """
         statement = shorthand_statement(on, when_matched=when_matched, when_not_matched=when_not_matched)
         params = {"on": on if isinstance(on, str) else list(statement.target_keys), "whenMatched": when_matched,
@@ -56,7 +59,7 @@ class TableMerges:
         source = to_table(source, what="merge source")  # a stream is read once, whatever the re-runs
         return self.table.run_statement(
             "MERGE", lambda tx: tx.merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched),
-            parameters=params, app_id=app_id, app_version=app_version,
+            parameters=params, commit=commit_options(commit, app_id=app_id, app_version=app_version),
         )
 
     def merge_builder(
@@ -95,9 +98,9 @@ class TableMerges:
         """
         source = to_table(source, what="merge source")
 
-        def run(statement: MergeStatement, app_id: Any, app_version: Any) -> CommitResult:
+        def run(statement: MergeStatement, commit: CommitOptions) -> CommitResult:
             return self.table.run_statement("MERGE", lambda tx: tx.execute_merge(statement, source),
-                                            parameters=statement.parameters(), app_id=app_id, app_version=app_version)
+                                            parameters=statement.parameters(), commit=commit)
 
         return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
                                   target_alias=target_alias)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
 from ctfile.format.streams import StreamState
+from ctfile.log.commit_options import CommitOptions, commit_options
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
 from ctfile.table.consumption import ClaimResolver, Consumption, OpenTable, StreamPin, stream_store
@@ -72,6 +73,7 @@ class ConsumingWriteJob(WriteJob):
         self,
         files: Sequence[StagedFile],
         *,
+        commit: CommitOptions | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
         against_latest: bool = False,
@@ -87,8 +89,8 @@ class ConsumingWriteJob(WriteJob):
         StaleStreamError
             The stream went stale.
         """
-        if app_id is not None or app_version is not None:
-            raise InvalidArgumentError("a job consuming a stream records the stream's own txn; drop app_id/app_version")
+        options = commit_options(commit, app_id=app_id, app_version=app_version)
+        options.require_empty("a job consuming a stream records the stream's own txn; drop app_id/app_version")
         try:
             source = self.open_table(self.stream_uri, storage_options=self.stream_storage_options)
             pin = source.stream(self.stream_name).pin_from_token(self.pin_token)

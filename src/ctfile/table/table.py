@@ -23,6 +23,7 @@ from ctfile.format.actions import Metadata, Protocol
 from ctfile.format.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema
+from ctfile.log.commit_options import NO_COMMIT_OPTIONS, CommitOptions, commit_options, require_app_id
 from ctfile.log.manifest import CheckpointInfo, ManifestLog
 from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
 from ctfile.log.storage import Storage, open_storage
@@ -359,6 +360,7 @@ class Table:
         *,
         operation: str = "TRANSACTION",
         parameters: Mapping[str, Any] | None = None,
+        commit: CommitOptions | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
         consuming: Stream | None = None,
@@ -374,12 +376,15 @@ class Table:
         consuming the same changes one commits and the other raises
         :class:`~ctfile.CommitConflictError` (SPEC §Streams).
 
-        With ``app_id`` and ``app_version`` (a job name and its batch number,
-        a streaming query id and batch id ...) the commit records them, and a
-        batch the table already holds (``app_version`` at or below
-        :meth:`app_version` of ``app_id``) is a replay: its statements do
-        nothing and nothing is committed (``result.app_transaction_replayed``),
-        so a batch re-run after a crash is applied exactly once (SPEC §txn).
+        With ``commit`` (:class:`~ctfile.CommitOptions`: ``app_id`` and
+        ``app_version``, a job name and its batch number, a streaming query
+        id and batch id ...) the commit records them, and a batch the table
+        already holds (``app_version`` at or below :meth:`app_version` of
+        ``app_id``) is a replay: its statements do nothing and nothing is
+        committed (``result.app_transaction_replayed``), so a batch re-run
+        after a crash is applied exactly once (SPEC §txn). The keywords
+        ``app_id=``/``app_version=`` are a shorthand for ``commit=``; so
+        they are for every method that commits.
         A conflict with a concurrent commit raises
         :class:`~ctfile.CommitConflictError` (SPEC §Conflict detection).
 
@@ -393,19 +398,14 @@ class Table:
         >>> t.version, t.snapshot().to_arrow().column("id").to_pylist()
         (1, [1, 3])
         """
-        if (app_id is None) != (app_version is None):
-            raise InvalidArgumentError(f"give both app_id and app_version, or neither; found {app_id!r}, {app_version!r}")
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
         parameters = operation_parameters(parameters)  # refused now, not at commit
         if consuming is not None:
             stream = check_consuming(consuming)
-            if app_id is not None:
-                raise InvalidArgumentError(
-                    "a transaction consuming a stream records the stream's own app_id; drop app_id"
-                )
+            commit.require_empty("a transaction consuming a stream records the stream's own app_id; drop app_id")
             return stream.consumption(self).transaction(partial(self._begin, operation), parameters)
         tx = self._begin(operation, parameters)
-        if app_id is not None:
-            tx.set_app_transaction(app_id, app_version)
+        commit.apply_to(tx)
         return tx
 
     def _begin(
@@ -430,8 +430,7 @@ class Table:
         >>> t.app_version("nightly"), t.app_version("hourly")
         (20261123, None)
         """
-        if not isinstance(app_id, str) or not app_id:
-            raise InvalidArgumentError(f"app_id must be a non-empty string, found {app_id!r}")
+        require_app_id(app_id)
         done = self.refresh()._current_head().app_transactions.get(app_id)
         return None if done is None else done.version
 
@@ -439,16 +438,17 @@ class Table:
         if self._head is None or state.version > self._head.version:
             self._state, self._head = state, state.head
 
-    def _run(self, operation: str, parameters: dict, fn, app: dict, *, rerun: bool = True) -> CommitResult:
+    def _run(self, operation: str, parameters: dict, fn, commit: CommitOptions, *, rerun: bool = True) -> CommitResult:
         """One statement, re-run at the latest version after a conflict
         (:func:`~ctfile.writer.statement.run_statement`) unless its input can
         be read only once (``rerun`` False)."""
-        begin = lambda: self.transaction(operation=operation, parameters=parameters, **app)  # noqa: E731
+        begin = lambda: self.transaction(operation=operation, parameters=parameters, commit=commit)  # noqa: E731
         return run_statement(begin, fn, max_runs=None if rerun else 1)
 
     def run_statement(
         self, operation: str, body, *, parameters: Mapping[str, Any] | None = None,
-        app_id: str | None = None, app_version: int | None = None, max_runs: int | None = None,
+        commit: CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
+        max_runs: int | None = None,
     ) -> CommitResult:
         """Run ``body(tx)`` as one statement of its own transaction and
         commit it, re-running both at the latest version after a conflict
@@ -464,16 +464,20 @@ class Table:
         >>> t.run_statement("INSERT", lambda tx: tx.insert(pa.table({"id": [1]}))).num_inserted_rows
         1
         """
-        app = {"app_id": app_id, "app_version": app_version}
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
         parameters = operation_parameters(parameters)
-        begin = lambda: self.transaction(operation=operation, parameters=parameters, **app)  # noqa: E731
+        begin = lambda: self.transaction(operation=operation, parameters=parameters, commit=commit)  # noqa: E731
         return run_statement(begin, body, max_runs=max_runs)
 
-    def insert(self, data: Any, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
+    def insert(
+        self, data: Any, *, commit: CommitOptions | None = None, app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> CommitResult:
         """Append rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame).
 
         A RecordBatchReader is consumed in a stream; memory stays bounded by a
-        few micro-partitions. ``app_id``/``app_version``: see :meth:`transaction`.
+        few micro-partitions. ``commit`` (or its shorthand ``app_id``/``app_version``):
+        see :meth:`transaction`.
 
         Examples
         --------
@@ -483,22 +487,25 @@ class Table:
         >>> r.version, r.num_inserted_rows
         (1, 2)
         """
-        app = {"app_id": app_id, "app_version": app_version}
-        return self._run("INSERT", {}, lambda tx: tx.insert(data), app, rerun=is_reusable(data))
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
+        return self._run("INSERT", {}, lambda tx: tx.insert(data), commit, rerun=is_reusable(data))
 
-    def delete(self, where: pc.Expression, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
+    def delete(
+        self, where: pc.Expression, *, commit: CommitOptions | None = None, app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> CommitResult:
         """Delete the rows where ``where`` is true.
 
         Re-run at the latest version if a concurrent commit changed or added
         rows it selects (SPEC §Conflict detection); so are :meth:`update`,
         :meth:`merge`, :meth:`truncate`, :meth:`overwrite` and :meth:`compact`.
         """
-        app = {"app_id": app_id, "app_version": app_version}
-        return self._run("DELETE", {"predicate": str(where)}, lambda tx: tx.delete(where), app)
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
+        return self._run("DELETE", {"predicate": str(where)}, lambda tx: tx.delete(where), commit)
 
     def update(
         self, where: pc.Expression | None, set: Mapping[str, Any], *,
-        app_id: str | None = None, app_version: int | None = None,
+        commit: CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
     ) -> CommitResult:
         """Set columns (``set``: column -> scalar or Expression) where ``where`` is true.
 
@@ -510,22 +517,28 @@ class Table:
         :class:`~ctfile.InvalidArgumentError` instead.
         """
         params = {"predicate": str(where), "set": {k: str(v) for k, v in dict(set).items()} if isinstance(set, Mapping) else str(set)}
-        app = {"app_id": app_id, "app_version": app_version}
-        return self._run("UPDATE", params, lambda tx: tx.update(where, set), app)
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
+        return self._run("UPDATE", params, lambda tx: tx.update(where, set), commit)
 
-    def truncate(self, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
+    def truncate(
+        self, *, commit: CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
+    ) -> CommitResult:
         """Remove every row (a metadata-only commit)."""
-        return self._run("TRUNCATE", {}, lambda tx: tx.truncate(), {"app_id": app_id, "app_version": app_version})
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
+        return self._run("TRUNCATE", {}, lambda tx: tx.truncate(), commit)
 
-    def overwrite(self, data: Any, *, app_id: str | None = None, app_version: int | None = None) -> CommitResult:
+    def overwrite(
+        self, data: Any, *, commit: CommitOptions | None = None, app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> CommitResult:
         """Replace the table's rows with ``data`` in one version."""
 
         def fn(tx: WriteTransaction) -> None:
             tx.truncate()
             tx.insert(data)
 
-        app = {"app_id": app_id, "app_version": app_version}
-        return self._run("OVERWRITE", {}, fn, app, rerun=is_reusable(data))
+        commit = commit_options(commit, app_id=app_id, app_version=app_version)
+        return self._run("OVERWRITE", {}, fn, commit, rerun=is_reusable(data))
 
     def clustering_info(
         self, *, version: int | None = None, keys: Sequence[str] | str | None = None
@@ -563,7 +576,8 @@ class Table:
         """
         check_compaction_options(target_rows, max_rows)
         params = {"targetRows": target_rows, "maxRows": max_rows}
-        return self._run("COMPACT", params, lambda tx: tx.compact(target_rows=target_rows, max_rows=max_rows), {})
+        return self._run("COMPACT", params, lambda tx: tx.compact(target_rows=target_rows, max_rows=max_rows),
+                         NO_COMMIT_OPTIONS)
 
     def write_job(self, *, mode: str = "append", schema: pa.Schema | None = None,
                   schema_mode: SchemaMode | str | None = None, consuming: Stream | None = None,
@@ -645,12 +659,12 @@ class Table:
     # ------------------------------------------------------------ MERGE (TableMerges)
 
     def merge(self, source: Any, on: str | Sequence[str], *, when_matched: str | None = "update",
-              when_not_matched: str | None = "insert", app_id: str | None = None,
-              app_version: int | None = None) -> CommitResult:
+              when_not_matched: str | None = "insert", commit: CommitOptions | None = None,
+              app_id: str | None = None, app_version: int | None = None) -> CommitResult:
         """Upsert ``source`` on the key columns ``on``
         (:meth:`TableMerges.merge <ctfile.table.merges.TableMerges.merge>`)."""
         return TableMerges(self).merge(source, on, when_matched=when_matched, when_not_matched=when_not_matched,
-                                       app_id=app_id, app_version=app_version)
+                                       commit=commit, app_id=app_id, app_version=app_version)
 
     def merge_builder(self, source: Any, on: Any, *, on_condition: pc.Expression | None = None,
                       source_alias: str = "s", target_alias: str = "t") -> MergeBuilder:

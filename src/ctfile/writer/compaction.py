@@ -23,7 +23,7 @@ commits ``dataChange`` false, so change scans skip it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from ctfile.format.actions import Partition
 from ctfile.format.log_values import require_long
@@ -128,14 +128,10 @@ def _small_partition_groups(
     :data:`AUTO_COMPACT_MIN_SMALL` small partitions, within
     :data:`AUTO_COMPACT_PARTITIONS` partitions' worth of rows; when none fits,
     their small partitions merged among themselves."""
-    if not any(p.path in added and is_small(p, target) for p in live):
+    if not _adds_small(live, added, target):
         return []
     budget = AUTO_COMPACT_PARTITIONS * target
-    if order is None:
-        touched = [Group(tuple(p for p in live if is_small(p, target)), 0)]
-    else:
-        touched = [g for g in plan_groups(live, schema, order.keys[0], target)
-                   if any(p.path in added for p in g.partitions)]
+    touched = _touched_groups(live, added, target, order, schema)
     small = [p for g in touched for p in g.partitions if is_small(p, target)]
     if len(small) < AUTO_COMPACT_MIN_SMALL:
         return []
@@ -144,6 +140,23 @@ def _small_partition_groups(
     # among themselves, which cuts the count (the depth bound then merges
     # what that would leave too deep).
     return groups or _small_group(small, target, budget)
+
+
+def _adds_small(live: list[Partition], added: Collection[str], target: int) -> bool:
+    """Whether the commit that added ``added`` left one of them small."""
+    return any(p.path in added and is_small(p, target) for p in live)
+
+
+def _touched_groups(
+    live: list[Partition], added: Collection[str], target: int, order: ClusterOrder | None, schema: Schema
+) -> list[Group]:
+    """The groups a commit that added ``added`` touched: with clustering
+    keys, the groups of :func:`~ctfile.writer.recluster.plan_groups` holding
+    a partition of ``added``; without, the small partitions as one group."""
+    if order is None:
+        return [Group(tuple(p for p in live if is_small(p, target)), 0)]
+    groups = plan_groups(live, schema, order.keys[0], target)
+    return [g for g in groups if any(p.path in added for p in g.partitions)]
 
 
 @dataclass(frozen=True)
@@ -170,12 +183,19 @@ def _spans(planned: Sequence[Group], live: Sequence[Partition], schema: Schema, 
     by_path = {r.partition.path: r for r in ranged}
     planned_paths = {p.path for g in planned for p in g.partitions}
     spans = [_Span(r.low, r.high, (r.partition,)) for r in ranged if r.partition.path not in planned_paths]
-    for g in planned:
-        rs = [by_path[p.path] for p in g.partitions if p.path in by_path]
-        if rs:
-            spans.append(_Span(min(r.low for r in rs), max(r.high for r in rs), g.partitions, g))
+    hulls = (_hull(g, by_path) for g in planned)
+    spans.extend(h for h in hulls if h is not None)
     spans.sort(key=lambda s: (s.low, s.high))
     return spans
+
+
+def _hull(group: Group, by_path: Mapping[str, Any]) -> _Span | None:
+    """The span of a planned ``group``: the hull of the key ranges of its
+    partitions (``by_path``: path -> key range), or None when none has one."""
+    rs = [by_path[p.path] for p in group.partitions if p.path in by_path]
+    if not rs:
+        return None
+    return _Span(min(r.low for r in rs), max(r.high for r in rs), group.partitions, group)
 
 
 def _runs_to_merge(weights: list[int], max_depth: int, target_rows: int) -> int:
@@ -254,15 +274,28 @@ def bound_depth(
     for stretch in stretches([(s.low, s.high) for s in spans]):
         members = spans[stretch.start:stretch.stop]
         runs = sorted_runs([(s.low, s.high) for s in members], [s.rows for s in members])
-        if len(runs) <= max_depth:
-            continue
-        weights = sorted((sum(members[i].rows for i in run), n) for n, run in enumerate(runs))
-        count = _runs_to_merge([w for w, _ in weights], max_depth, target_rows)
-        taken = [members[i] for _, n in weights[:count] for i in runs[n]]
-        folded = [s.group for s in taken if s.group is not None]
-        out = [g for g in out if not any(g is f for f in folded)]
-        out.append(Group(tuple(p for s in taken for p in s.partitions), len(runs)))
+        if len(runs) > max_depth:
+            out = _fold(out, _lightest_runs(members, runs, max_depth, target_rows), len(runs))
     return out
+
+
+def _lightest_runs(members: Sequence[_Span], runs: Sequence[Sequence[int]], max_depth: int,
+                   target_rows: int) -> list[_Span]:
+    """The spans of the runs of a stretch too deep (``runs``: the indexes
+    into ``members`` of each sorted run) that :func:`_runs_to_merge` merges,
+    lightest run first."""
+    weights = sorted((sum(members[i].rows for i in run), n) for n, run in enumerate(runs))
+    count = _runs_to_merge([w for w, _ in weights], max_depth, target_rows)
+    return [members[i] for _, n in weights[:count] for i in runs[n]]
+
+
+def _fold(groups: list[Group], taken: Sequence[_Span], depth: int) -> list[Group]:
+    """``groups`` with the spans ``taken`` merged into one new group (of a
+    stretch ``depth`` runs deep), which absorbs the planned groups among
+    them."""
+    folded = [s.group for s in taken if s.group is not None]
+    kept = [g for g in groups if not any(g is f for f in folded)]
+    return kept + [Group(tuple(p for s in taken for p in s.partitions), depth)]
 
 
 def run_compaction(tx: "WriteTransaction", plan: CompactionPlan, writer: "PartitionWriter") -> int:

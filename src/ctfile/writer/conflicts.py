@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
-from ctfile.format.schema import Schema
+from ctfile.format.schema import Field, Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.expressions import ColumnAliases, evaluate_mask, referenced_columns
 from ctfile.reader.partition_reader import read_partition_table
@@ -62,20 +62,23 @@ class RowPredicate:
         if self.aliases is not None:
             columns = self.aliases.columns(columns)
         for p in candidates:
-            if not columns:
-                return p  # a constant predicate that pruning kept is true
-            t = read_partition_table(storage, p, schema, columns=columns)
-            if self.aliases is not None:
-                t = self.aliases.table(t)
-            try:
-                if pc.any(evaluate_mask(t, self.where)).as_py():
-                    return p
-            except InvalidArgumentError:
-                # The predicate fails on the winner's rows (a checked division
-                # by zero, say): a conflict that cannot be ruled out. The
-                # statement's re-run meets the error on its own read.
+            # Without columns, a constant predicate that pruning kept is true.
+            if not columns or self._holds_for_a_row(storage, schema, p, columns):
                 return p
         return None
+
+    def _holds_for_a_row(self, storage: Storage, schema: Schema, p: Partition, columns: list[str]) -> bool:
+        """Whether ``where`` is true for some row of ``p`` (reading
+        ``columns``), or fails on one: the predicate failing on the winner's
+        rows (a checked division by zero, say) is a conflict that cannot be
+        ruled out; the statement's re-run meets the error on its own read."""
+        t = read_partition_table(storage, p, schema, columns=columns)
+        if self.aliases is not None:
+            t = self.aliases.table(t)
+        try:
+            return bool(pc.any(evaluate_mask(t, self.where)).as_py())
+        except InvalidArgumentError:
+            return True
 
 
 def comparable_keys(table: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -227,16 +230,23 @@ class KeyPredicate:
                 f = schema.field(name)
             except SchemaMismatchError:
                 continue  # not in this schema (a winner's): cannot rule p out
-            if s.null_count.get(f.id) == s.num_records:
-                return False
-            bounds = column_bounds(p, name, f.id, f.type)
-            if bounds is None:
-                continue
-            kv = self._key_values(name)
-            nans = s.nan_count.get(f.id)
-            if not (kv.any_within(*bounds) or (kv.has_nan and nans != 0)):
+            if self._rules_out(p, name, f):
                 return False
         return True
+
+    def _rules_out(self, p: Partition, name: str, f: Field) -> bool:
+        """Whether the statistics of key column ``name`` (field ``f``) show
+        that no row of ``p`` has a source key: the column is null in every
+        row, or no source value lies within its bounds (and no source NaN
+        meets a NaN of it). No bounds: it cannot rule ``p`` out."""
+        s = p.stats
+        if s.null_count.get(f.id) == s.num_records:
+            return True
+        bounds = column_bounds(p, name, f.id, f.type)
+        if bounds is None:
+            return False
+        kv = self._key_values(name)
+        return not (kv.any_within(*bounds) or (kv.has_nan and s.nan_count.get(f.id) != 0))
 
     def candidates(self, partitions: Sequence[Partition], schema: Schema) -> list[Partition]:
         """The partitions of ``partitions`` (in order) that may hold a row

@@ -37,13 +37,14 @@ from ctfile.format.properties import TableProperties, validate_properties
 from ctfile.writer.clustering import ClusterOrder
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.format.schema_evolution import diff_schemas, replacement_schema
+from ctfile.log.commit_options import NO_COMMIT_OPTIONS, CommitOptions, commit_options
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.creation import create_table_log
 from ctfile.log.transaction import CommitResult, StagedFile, now_ms
 from ctfile.reader.scan_task import storage_for
 from ctfile.writer.input import Conformer, to_reader
 from ctfile.writer.partition_writer import PartitionWriter
-from ctfile.writer.schema_merge import MergePlan, plan_merge
+from ctfile.writer.schema_merge import SchemaMerge, plan_schema_merge
 from ctfile.writer.transaction import WriteTransaction
 
 MODES = ("append", "overwrite")
@@ -100,7 +101,7 @@ class SchemaUpdate:
 
     mode: SchemaMode
     read: Schema
-    merge: MergePlan | None = None
+    merge: SchemaMerge | None = None
     replacement: pa.Schema | None = None
 
     def apply(self, tx: WriteTransaction) -> None:
@@ -177,26 +178,28 @@ class WriteJob:
         self,
         files: Sequence[StagedFile],
         *,
+        commit: CommitOptions | None = None,
         app_id: str | None = None,
         app_version: int | None = None,
         against_latest: bool = False,
     ) -> CommitResult:
         """Commit every file of the job as one version.
 
-        With ``app_id``/``app_version`` (e.g. a streaming query id and batch id)
+        With ``commit`` (:class:`~ctfile.CommitOptions`, or its shorthand
+        ``app_id``/``app_version``: e.g. a streaming query id and batch id)
         the commit records them, and commits nothing
         (``committed=False``, ``app_transaction_replayed=True``, the files
         deleted) if the table already holds a commit of that application at
         that version or later: a replayed batch is not written twice.
         """
-        return self.transaction(files, app_id=app_id, app_version=app_version, against_latest=against_latest).commit()
+        options = commit_options(commit, app_id=app_id, app_version=app_version)
+        return self.transaction(files, commit=options, against_latest=against_latest).commit()
 
     def transaction(
         self,
         files: Sequence[StagedFile],
         *,
-        app_id: str | None = None,
-        app_version: int | None = None,
+        commit: CommitOptions = NO_COMMIT_OPTIONS,
         against_latest: bool = False,
         parameters: dict[str, Any] | None = None,
         cls: type[WriteTransaction] = WriteTransaction,
@@ -214,28 +217,49 @@ class WriteJob:
             The table's schema changed since the job was planned; the files
             are deleted.
         """
-        if (app_id is None) != (app_version is None):
-            raise InvalidArgumentError("give both app_id and app_version, or neither")
         storage = storage_for(self.uri, self.storage_options)
         log = ManifestLog(storage)
         if self.read_version is None:
-            md = Metadata(str(uuid.uuid4()), self.schema, now_ms(), dict(self.properties))
-            try:
-                create_table_log(storage, md)
-            except TableExistsError:
-                pass  # created concurrently: commit against it (schemas are checked below)
+            self._create_table(storage)
         latest = log.latest_version()
         planned = self.read_version if self.read_version is not None and not against_latest else latest
         base = log.load_state(planned, latest=latest)
-        params = {"mode": self.mode, "jobId": self.job_id, **(parameters or {})}
+        tx = cls(log, base, operation="WRITE", parameters=self._parameters(parameters))
+        # Before staging: a batch already committed is a replay (SPEC §txn),
+        # whose files are discarded; a concurrent commit of the same batch
+        # is recognised when the commit rebases.
+        commit.apply_to(tx)
+        self._stage(tx, files)
+        return tx
+
+    def _create_table(self, storage: Any) -> None:
+        """Create the table a job planned on a missing table writes (its
+        first version), unless another writer created it first: the job
+        commits against that one (its schema is checked when staging)."""
+        md = Metadata(str(uuid.uuid4()), self.schema, now_ms(), dict(self.properties))
+        try:
+            create_table_log(storage, md)
+        except TableExistsError:
+            pass  # created concurrently: commit against it (schemas are checked below)
+
+    def _parameters(self, extra: dict[str, Any] | None) -> dict[str, Any]:
+        """The commit's ``operationParameters``: the job's, then ``extra``."""
+        params = {"mode": self.mode, "jobId": self.job_id, **(extra or {})}
         if self.schema_update is not None:
             params["schemaMode"] = self.schema_update.mode.value
-        tx = cls(log, base, operation="WRITE", parameters=params)
-        if app_id is not None:
-            # Before staging: a batch already committed is a replay (SPEC §txn),
-            # whose files are discarded; a concurrent commit of the same batch
-            # is recognised when the commit rebases.
-            tx.set_app_transaction(app_id, app_version)
+        return params
+
+    def _stage(self, tx: WriteTransaction, files: Sequence[StagedFile]) -> None:
+        """Stage the job in ``tx``: its schema change first (unless ``tx``
+        is a replay, whose statements do nothing), the truncation of an
+        ``overwrite``, then the files.
+
+        Raises
+        ------
+        SchemaMismatchError
+            The table's schema changed since the job was planned; ``tx`` is
+            aborted and the files are deleted.
+        """
         if not tx.is_replay:
             try:
                 self._update_schema(tx)
@@ -248,7 +272,6 @@ class WriteJob:
         tx.stage(list(files))
         if not tx.is_replay:
             tx.add_metrics(inserted=sum(f.num_records for f in files))
-        return tx
 
     def _update_schema(self, tx: WriteTransaction) -> None:
         """Make the job's schema the one ``tx`` commits, or raise.
@@ -277,6 +300,27 @@ class WriteJob:
     def abort(self, files: Iterable[StagedFile]) -> None:
         """Delete the files of a job that will not be committed."""
         storage_for(self.uri, self.storage_options).delete([f.path for f in files])
+
+
+def _schema_change(
+    md: Metadata, schema: pa.Schema | None, schema_mode: SchemaMode, mode: str,
+) -> tuple[Schema, SchemaUpdate | None]:
+    """The schema a write with ``schema_mode`` writes its files in, and the
+    change its commit makes (None: the table's schema already; the job is
+    an ordinary write)."""
+    if schema is None:
+        raise InvalidArgumentError(f"schema_mode {schema_mode} needs the schema of the data to be written")
+    if schema_mode is SchemaMode.OVERWRITE and mode != "overwrite":
+        raise InvalidArgumentError(
+            f"schema_mode overwrite replaces the schema and so every row: it needs mode 'overwrite', found {mode!r}"
+        )
+    if schema_mode is SchemaMode.MERGE:
+        merge = plan_schema_merge(md.schema, md.assigned_field_ids, schema)
+        target, update = merge.schema, SchemaUpdate(schema_mode, md.schema, merge=merge)
+    else:
+        target, _ = replacement_schema(md.schema, md.assigned_field_ids, schema)
+        update = SchemaUpdate(schema_mode, md.schema, replacement=schema)
+    return target, None if target == md.schema else update
 
 
 def _check_mode(mode: str) -> None:
@@ -309,20 +353,7 @@ def plan_write(
     update = None
     target = md.schema
     if schema_mode is not None:
-        if schema is None:
-            raise InvalidArgumentError(f"schema_mode {schema_mode} needs the schema of the data to be written")
-        if schema_mode is SchemaMode.OVERWRITE and mode != "overwrite":
-            raise InvalidArgumentError(
-                f"schema_mode overwrite replaces the schema and so every row: it needs mode 'overwrite', found {mode!r}"
-            )
-        if schema_mode is SchemaMode.MERGE:
-            merge = plan_merge(md.schema, md.assigned_field_ids, schema)
-            target, update = merge.schema, SchemaUpdate(schema_mode, md.schema, merge=merge)
-        else:
-            target, _ = replacement_schema(md.schema, md.assigned_field_ids, schema)
-            update = SchemaUpdate(schema_mode, md.schema, replacement=schema)
-        if target == md.schema:
-            update = None  # nothing to change: the job is an ordinary write
+        target, update = _schema_change(md, schema, schema_mode, mode)
     if schema is not None:
         Conformer(target, what="written data").check_schema(schema)
     return WriteJob(

@@ -431,9 +431,7 @@ def rewrite_positions(
     """
     if deleted is None:
         deleted = np.full(len(positions), new_values is None)
-    kept_positions = positions[~deleted]
-    values = {c: v.filter(pa.array(~deleted)) for c, v in (new_values or {}).items()}
-    updated = updated_rows(tx, p, t, kept_positions, values) if len(kept_positions) and values else None
+    updated = _updated_survivors(tx, p, t, positions, deleted, new_values)
     n_deleted = int(np.count_nonzero(deleted))
     if updated is None and n_deleted == 0:
         return None
@@ -448,6 +446,17 @@ def rewrite_positions(
         p, write_rows(tx, kept, keep_order=n_updated == 0), deleted=n_deleted, updated=n_updated,
         copied=kept.num_rows - n_updated, deletes_all_rows=whole,
     )
+
+
+def _updated_survivors(
+    tx: "WriteTransaction", p: Partition, t: pa.Table, positions: np.ndarray, deleted: np.ndarray,
+    new_values: Mapping[str, pa.Array] | None,
+) -> tuple[pa.Table, int] | None:
+    """:func:`updated_rows` for the rows at the ``positions`` not
+    ``deleted``, with their ``new_values``; None when none is updated."""
+    kept_positions = positions[~deleted]
+    values = {c: v.filter(pa.array(~deleted)) for c, v in (new_values or {}).items()}
+    return updated_rows(tx, p, t, kept_positions, values) if len(kept_positions) and values else None
 
 
 def update(tx: Transaction, where: pc.Expression | None, set_: Mapping[str, Any]) -> int:

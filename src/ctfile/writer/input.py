@@ -84,15 +84,21 @@ class Conformer:
         if extra:
             problems.append(f"columns {extra} are not in the table (table columns: {self.table.names})")
         for f in self.target:
-            if f.name not in names:
-                if not f.nullable or not self.allow_missing:
-                    problems.append(f"column {f.name!r} ({f.type}, not null) is missing")
-                continue
-            src = source.field(f.name).type
-            if not _castable(src, f.type):
-                problems.append(f"column {f.name!r} has type {src}, expected {f.type}")
+            problem = self._column_problem(f, source)
+            if problem is not None:
+                problems.append(problem)
         if problems:
             raise SchemaMismatchError(f"{self.what} does not match the table schema: " + "; ".join(problems))
+
+    def _column_problem(self, f: pa.Field, source: pa.Schema) -> str | None:
+        """What keeps ``source`` from filling the table column ``f``: missing
+        (unless nullable and :attr:`allow_missing`), or of a type the write
+        does not cast; None when it fits."""
+        if f.name not in source.names:
+            fills_with_nulls = f.nullable and self.allow_missing
+            return None if fills_with_nulls else f"column {f.name!r} ({f.type}, not null) is missing"
+        src = source.field(f.name).type
+        return None if _castable(src, f.type) else f"column {f.name!r} has type {src}, expected {f.type}"
 
     def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         n = batch.num_rows
@@ -154,23 +160,36 @@ def cast_column(column: pa.Array | pa.ChunkedArray, name: str, typ: pa.DataType,
         raise SchemaMismatchError(f"{what}: column {name!r} cannot be cast from {column.type} to {typ} without loss: {e}") from e
 
 
+def _is_any_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_any_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
+#: (kind of the incoming type, kind of the table's type) pairs a write casts.
+_CASTABLE_KINDS = (
+    (pa.types.is_integer, pa.types.is_integer),
+    (pa.types.is_floating, pa.types.is_floating),
+    (pa.types.is_integer, pa.types.is_floating),
+    (_is_any_string, pa.types.is_string),
+    (_is_any_binary, pa.types.is_binary),
+    (pa.types.is_timestamp, pa.types.is_timestamp),
+    (pa.types.is_date, pa.types.is_date),
+    (pa.types.is_decimal, pa.types.is_decimal),
+    (pa.types.is_integer, pa.types.is_decimal),
+)
+
+
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether a write casts values of ``src`` into a column of ``dst``
+    (the cast itself may still refuse a value)."""
     if src.equals(dst) or pa.types.is_null(src):
         return True
     if pa.types.is_dictionary(src):
         return _castable(src.value_type, dst)
-    groups = [
-        (pa.types.is_integer, pa.types.is_integer),
-        (pa.types.is_floating, pa.types.is_floating),
-        (pa.types.is_integer, pa.types.is_floating),
-        (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t), pa.types.is_string),
-        (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t), pa.types.is_binary),
-        (pa.types.is_timestamp, pa.types.is_timestamp),
-        (pa.types.is_date, pa.types.is_date),
-        (pa.types.is_decimal, pa.types.is_decimal),
-        (pa.types.is_integer, pa.types.is_decimal),
-    ]
-    if any(a(src) and b(dst) for a, b in groups):
+    if any(a(src) and b(dst) for a, b in _CASTABLE_KINDS):
         return True
     # Nested types: rely on Arrow's cast rules, checked per batch.
     return (pa.types.is_nested(src) and pa.types.is_nested(dst)) and type(src) is type(dst)

@@ -172,9 +172,8 @@ class ArrowMerge:
 
     @property
     def matches_source(self) -> bool:
-        """Whether some clause acts on matched pairs or unmatched source rows
-        (the statement then reads by the source's keys)."""
-        return self.has(MatchKind.MATCHED) or self.has(MatchKind.NOT_MATCHED)
+        """:attr:`MergeStatement.matches_source` of the statement."""
+        return self.plan.statement.matches_source
 
     @property
     def unmatched_target_condition(self) -> pc.Expression | None:

@@ -36,12 +36,14 @@ from typing import Any, Callable, Mapping
 import pyarrow.compute as pc
 
 from ctfile.format.errors import InvalidArgumentError
+from ctfile.log.commit_options import CommitOptions, commit_options
 from ctfile.writer.merge_statement import (
-    MatchKind, MergeAction, MergeClause, MergeStatement, check_aliases, check_reachable, key_pairs,
+    MatchKind, MergeAction, MergeClause, MergeStatement, check_aliases, check_reachable, key_pairs, merge_text,
 )
 
-#: Runs a statement: ``runner(statement, app_id, app_version)``.
-Runner = Callable[[MergeStatement, Any, Any], Any]
+#: Runs a statement: ``runner(statement, commit)`` (``commit``: the
+#: :class:`~ctfile.CommitOptions` given to ``execute``).
+Runner = Callable[[MergeStatement, CommitOptions], Any]
 
 
 def _condition(value: Any, *, what: str) -> pc.Expression | None:
@@ -107,17 +109,24 @@ class MergeBuilder:
     clauses: tuple[MergeClause, ...] = ()
     schema_evolution: bool = False
     expressions: MergeExpressions = ARROW_EXPRESSIONS
+    #: A statement of an open transaction, which commits with it (with the
+    #: options given to ``transaction()``): ``execute`` refuses options.
+    in_transaction: bool = False
 
     @classmethod
     def start(cls, runner: Runner, on: Any, *, on_condition: Any = None, source_alias: str = "s",
-              target_alias: str = "t", expressions: MergeExpressions = ARROW_EXPRESSIONS) -> "MergeBuilder":
+              target_alias: str = "t", expressions: MergeExpressions = ARROW_EXPRESSIONS,
+              in_transaction: bool = False) -> "MergeBuilder":
         """A builder with no clause yet; ``on``: a key column, a sequence
         of them, or a mapping of table column to source column;
-        ``expressions``: the engine's (default: pyarrow)."""
+        ``expressions``: the engine's (default: pyarrow);
+        ``in_transaction``: the statement is the next of an open
+        transaction (its runner gets no commit options)."""
         keys = key_pairs(on)
         check_aliases(source_alias, target_alias)
         condition = expressions.condition(on_condition, what="on_condition")
-        return cls(runner, keys, condition, source_alias, target_alias, expressions=expressions)
+        return cls(runner, keys, condition, source_alias, target_alias, expressions=expressions,
+                   in_transaction=in_transaction)
 
     def _adding(self, kind: MatchKind, action: MergeAction, condition: Any, assignments=(), *, method: str):
         condition = self.expressions.condition(condition, what=f"the condition of {method}")
@@ -187,16 +196,22 @@ class MergeBuilder:
         return MergeStatement(self.keys, self.clauses, self.on_condition, self.source_alias, self.target_alias,
                               self.schema_evolution)
 
-    def execute(self, *, app_id: str | None = None, app_version: int | None = None) -> Any:
+    def execute(
+        self, *, commit: CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
+    ) -> Any:
         """Run the statement: from a table, as one version (a
         :class:`~ctfile.CommitResult`; re-run at the latest version after a
-        conflict, ``app_id``/``app_version`` as for any statement); in a
-        transaction, as its next statement (the ``inserted``/``updated``/
-        ``deleted`` counts)."""
-        return self.runner(self.statement, app_id, app_version)
+        conflict, ``commit`` or its shorthand ``app_id``/``app_version`` as
+        for any statement); in a transaction, as its next statement (the
+        ``inserted``/``updated``/``deleted`` counts; the transaction's
+        commit options are given to ``transaction()``)."""
+        options = commit_options(commit, app_id=app_id, app_version=app_version)
+        if self.in_transaction:
+            options.require_empty("a statement of a transaction commits with it: give app_id and app_version to "
+                                  "transaction() (or commit=)")
+        return self.runner(self.statement, options)
 
     def __str__(self) -> str:
-        on = " AND ".join(f"{self.target_alias}.{t} = {self.source_alias}.{s}" for t, s in self.keys)
-        if self.on_condition is not None:
-            on += f" AND {self.on_condition}"
-        return " ".join([f"MERGE ON {on}"] + [str(c) for c in self.clauses])
+        """The statement built so far as text (a builder may have no clause yet)."""
+        return merge_text(self.keys, self.on_condition, self.clauses, source_alias=self.source_alias,
+                          target_alias=self.target_alias)

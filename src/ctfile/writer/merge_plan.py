@@ -40,8 +40,7 @@ from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import Schema
 from ctfile.writer.input import Conformer, check_column_names
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
-from ctfile.writer.schema_merge import MergePlan as SchemaMerge
-from ctfile.writer.schema_merge import plan_merge as plan_schema_merge
+from ctfile.writer.schema_merge import SchemaMerge, plan_schema_merge
 
 
 @dataclass(frozen=True)
@@ -135,9 +134,8 @@ class MergePlan:
 
     @property
     def reads_unmatched_target(self) -> bool:
-        """Whether the statement has ``NOT MATCHED BY SOURCE`` clauses (it
-        reads the table rows no source row matches)."""
-        return self.statement.has(MatchKind.NOT_MATCHED_BY_SOURCE)
+        """:attr:`MergeStatement.reads_unmatched_target` of the statement."""
+        return self.statement.reads_unmatched_target
 
 
 #: The name kept for :class:`MergePlan` where ``ctfile.RewriteJob`` calls it
@@ -261,16 +259,22 @@ def _evolution(schema: Schema, last_field_id: int, statement: MergeStatement, so
 def _plan_clause(schema: Schema, statement: MergeStatement, clause: MergeClause, source: pa.Schema) -> PlannedClause:
     """The clause's values against the table ``schema`` it writes."""
     names = schema.names
-    if clause.action is MergeAction.UPDATE_ALL:
-        keys = set(statement.target_keys)
-        values = tuple((n, SourceColumn(n)) for n in names if n in source.names and n not in keys)
-    elif clause.action is MergeAction.INSERT_ALL:
-        values = tuple((n, SourceColumn(n)) for n in names if n in source.names)
+    if clause.action.copies_source:
+        values = _copied(names, statement, clause.action, source)
     else:
         values = tuple(_assignment(names, statement, clause, name, v) for name, v in clause.assignments)
     if clause.action.inserts:
         _check_inserts_every_required_column(schema, clause, {n for n, _ in values})
     return PlannedClause(clause, values)
+
+
+def _copied(names: list[str], statement: MergeStatement, action: MergeAction,
+            source: pa.Schema) -> tuple[tuple[str, SourceColumn], ...]:
+    """The values of ``UPDATE SET *`` (every source column the table has but
+    its keys) or ``INSERT *`` (every source column the table has), in table
+    order."""
+    keys = set(statement.target_keys) if action is MergeAction.UPDATE_ALL else set()
+    return tuple((n, SourceColumn(n)) for n in names if n in source.names and n not in keys)
 
 
 def _assignment(names: list[str], statement: MergeStatement, clause: MergeClause, name: str, value: Any):

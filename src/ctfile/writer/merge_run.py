@@ -301,10 +301,18 @@ def candidates(tx: "WriteTransaction", m: ArrowMerge) -> list[Partition]:
     if m.matches_source:
         paths.update(p.path for p in m.predicate.candidates(live, tx.schema))
     if m.has(MatchKind.NOT_MATCHED_BY_SOURCE):
-        condition = m.unmatched_target_condition
-        aliases = m.scopes.target_aliases()
-        paths.update(p.path for p in (live if condition is None else prune(live, aliases.schema(tx.schema), condition)))
+        paths.update(p.path for p in _unmatched_target_candidates(tx, m, live))
     return [p for p in live if p.path in paths]
+
+
+def _unmatched_target_candidates(tx: "WriteTransaction", m: ArrowMerge, live: list[Partition]) -> list[Partition]:
+    """The partitions of ``live`` that may hold a row the ``NOT MATCHED BY
+    SOURCE`` clauses select: by statistics, when each clause has a
+    condition; every one otherwise."""
+    condition = m.unmatched_target_condition
+    if condition is None:
+        return live
+    return prune(live, m.scopes.target_aliases().schema(tx.schema), condition)
 
 
 def _duplicate_keys(m: ArrowMerge) -> KeyPredicate | None:

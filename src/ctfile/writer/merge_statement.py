@@ -154,12 +154,17 @@ class MergeClause:
         self._check_assignments()
 
     def _check_assignments(self) -> None:
+        """An assigning action has assignments, another has none."""
         if not self.action.assigns:
             if self.assignments:
                 raise InvalidArgumentError(f"{self.action.sql} takes no columns, found {dict(self.assignments)}")
             return
         if not self.assignments:
             raise InvalidArgumentError(f"{self.kind.sql} THEN {self.action.sql} needs at least one column")
+        self._check_assigned_names()
+
+    def _check_assigned_names(self) -> None:
+        """The assigned columns are non-empty names, each assigned once."""
         names = [name for name, _ in self.assignments]
         bad = [n for n in names if not isinstance(n, str) or not n]
         if bad:
@@ -204,15 +209,8 @@ def key_pairs(on: Any) -> tuple[tuple[str, str], ...]:
     >>> key_pairs("id"), key_pairs(["a", "b"]), key_pairs({"customer_id": "merge_key"})
     ((('id', 'id'),), (('a', 'a'), ('b', 'b')), (('customer_id', 'merge_key'),))
     """
-    if isinstance(on, str):
-        pairs = [(on, on)]
-    elif isinstance(on, Mapping):
-        pairs = list(on.items())
-    elif isinstance(on, Sequence):
-        pairs = [tuple(k) if isinstance(k, (tuple, list)) else (k, k) for k in on]
-    else:
-        pairs = []
-    if not pairs or not all(len(pair) == 2 and all(isinstance(n, str) and n for n in pair) for pair in pairs):
+    pairs = _pairs_named(on)
+    if not pairs or not all(_is_key_pair(pair) for pair in pairs):
         raise InvalidArgumentError(
             f"on must name one or more key columns (a name, a sequence of names, or a mapping of table "
             f"column to source column), found {on!r}"
@@ -221,6 +219,23 @@ def key_pairs(on: Any) -> tuple[tuple[str, str], ...]:
     if len(set(targets)) < len(targets):
         raise InvalidArgumentError(f"on names a table column twice: {targets}")
     return tuple(pairs)
+
+
+def _pairs_named(on: Any) -> list[tuple]:
+    """The (table column, source column) pairs ``on`` names, as given (not
+    checked yet); none for a value of another kind."""
+    if isinstance(on, str):
+        return [(on, on)]
+    if isinstance(on, Mapping):
+        return list(on.items())
+    if isinstance(on, Sequence):
+        return [tuple(k) if isinstance(k, (tuple, list)) else (k, k) for k in on]
+    return []
+
+
+def _is_key_pair(pair: tuple) -> bool:
+    """Whether ``pair`` is two non-empty column names."""
+    return len(pair) == 2 and all(isinstance(n, str) and n for n in pair)
 
 
 def check_aliases(source_alias: Any, target_alias: Any) -> None:
@@ -245,6 +260,16 @@ def check_reachable(clauses: Sequence[MergeClause]) -> None:
             )
         if not c.is_conditional:
             final[c.kind] = c
+
+
+def merge_text(keys: Sequence[tuple[str, str]], on_condition: Any, clauses: Sequence[MergeClause], *,
+               source_alias: str, target_alias: str) -> str:
+    """A statement (or one being built, with no clause yet) as SQL-like
+    text, for messages: ``MERGE ON t.id = s.id [AND condition] WHEN ...``."""
+    on = " AND ".join(f"{target_alias}.{t} = {source_alias}.{s}" for t, s in keys)
+    if on_condition is not None:
+        on += f" AND {on_condition}"
+    return " ".join([f"MERGE ON {on}"] + [str(c) for c in clauses])
 
 
 @dataclass(frozen=True)
@@ -294,10 +319,31 @@ class MergeStatement:
     def has(self, kind: MatchKind) -> bool:
         return any(c.kind is kind for c in self.clauses)
 
+    @property
+    def matches_source(self) -> bool:
+        """Whether some clause acts on matched pairs or unmatched source rows
+        (the statement then reads the table by the source's keys)."""
+        return self.has(MatchKind.MATCHED) or self.has(MatchKind.NOT_MATCHED)
+
+    @property
+    def reads_unmatched_target(self) -> bool:
+        """Whether the statement has ``NOT MATCHED BY SOURCE`` clauses (it
+        reads the table rows no source row matches)."""
+        return self.has(MatchKind.NOT_MATCHED_BY_SOURCE)
+
     def on_text(self) -> str | list[str]:
         """The keys as ``operationParameters.on`` records them."""
         names = [t if t == s else f"{t} = {s}" for t, s in self.keys]
         return names[0] if len(names) == 1 and self.keys[0][0] == self.keys[0][1] else names
+
+    def __str__(self) -> str:
+        """The statement as SQL-like text (:func:`merge_text`).
+
+        >>> print(MergeStatement((("id", "id"),), (MergeClause(MatchKind.MATCHED, MergeAction.DELETE),)))
+        MERGE ON t.id = s.id WHEN MATCHED THEN DELETE
+        """
+        return merge_text(self.keys, self.on_condition, self.clauses, source_alias=self.source_alias,
+                          target_alias=self.target_alias)
 
     def parameters(self, render: Callable[[Any], str] = _text) -> dict:
         """The statement as its commit's ``operationParameters`` (SPEC §commitInfo)."""

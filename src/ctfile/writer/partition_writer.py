@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,32 +138,29 @@ class PartitionWriter:
         return self._write_pooled(itertools.chain((first, second), chunks), file_schema)
 
     def _write_pooled(self, chunks: Iterable[list[pa.RecordBatch]], file_schema: pa.Schema) -> list[StagedFile]:
+        """Write each chunk as a file on the pool, in order; on any failure
+        no file of the statement is left behind (best effort)."""
         futures: list[Future] = []
-        written: list[StagedFile] = []
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             try:
                 for chunk in chunks:
                     path = self.next_path()
                     futures.append(pool.submit(self._write_one, chunk, file_schema, path))
                     del chunk
-                    # Bound memory: once every worker is busy and one more file
-                    # is queued, wait for the oldest before reading more input.
-                    pending = [f for f in futures if not f.done()]
-                    if len(pending) > self.workers:
-                        pending[0].result()
-                for f in futures:
-                    written.append(f.result())
+                    _wait_for_a_free_worker(futures, self.workers)
+                return [f.result() for f in futures]
             except BaseException:
-                # Leave no file of a failed statement behind (best effort).
-                for f in futures:
-                    f.cancel()
-                # Wait for the writes already running: a file they finish after
-                # the delete below would be left behind.
-                wait(futures)
-                done = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
-                self.storage.delete([s.path for s in done])
+                self._delete_written(futures)
                 raise
-        return written
+
+    def _delete_written(self, futures: list[Future]) -> None:
+        """Delete the files the writes of ``futures`` made, after cancelling
+        those not started and waiting for those running (a file finished
+        after the delete would be left behind)."""
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        self.storage.delete([f.result().path for f in futures if _succeeded(f)])
 
     def _write_one(self, batches: list[pa.RecordBatch], file_schema: pa.Schema, path: str) -> StagedFile:
         if batches:
@@ -234,7 +231,23 @@ def write_parquet_file(
     return StagedFile(path, buf.size, table.num_rows, checksum, stats, now_ms())
 
 
+def _wait_for_a_free_worker(futures: list[Future], workers: int) -> None:
+    """Bound memory: once every worker is busy and one more file is queued,
+    wait for the oldest before reading more input."""
+    pending = [f for f in futures if not f.done()]
+    if len(pending) > workers:
+        pending[0].result()
+
+
+def _succeeded(f: Future) -> bool:
+    """Whether the write of ``f`` finished and returned its file."""
+    return f.done() and not f.cancelled() and f.exception() is None
+
+
 def _footer_stats(buf: pa.Buffer, table: pa.Table, columns: dict[str, tuple[int, str]]) -> PartitionStats:
+    """The partition's statistics (SPEC §Statistics) from the footer of the
+    Parquet file in ``buf``, for the top-level leaf columns of ``columns``
+    (path -> (field id, stats type)); NaN counts from ``table`` itself."""
     md = pq.ParquetFile(pa.BufferReader(buf)).metadata
     mins: dict[int, object] = {}
     maxs: dict[int, object] = {}
@@ -246,28 +259,46 @@ def _footer_stats(buf: pa.Buffer, table: pa.Table, columns: dict[str, tuple[int,
         if meta is None:
             continue  # nested leaf: no stats (SPEC §Statistics)
         fid, typ = meta
-        lo = hi = None
-        null_count = 0
-        exact_nulls = True
-        for rg in range(md.num_row_groups):
-            s = md.row_group(rg).column(ci).statistics
-            if s is None or not s.has_null_count:
-                exact_nulls = False
-            else:
-                null_count += s.null_count
-            if s is not None and s.has_min_max:
-                lo = s.min if lo is None or s.min < lo else lo
-                hi = s.max if hi is None or s.max > hi else hi
-        if exact_nulls:
+        lo, hi, null_count = _column_footer_stats(md, ci)
+        if null_count is not None:
             nulls[fid] = null_count
         enc_lo = encode_bound(typ, lo, is_max=False)
         enc_hi = encode_bound(typ, hi, is_max=True)
         if enc_lo is not None and enc_hi is not None:
             mins[fid], maxs[fid] = enc_lo, enc_hi
         if typ in ("float", "double"):
-            col = table.column(path)
-            nans[fid] = int(pc.sum(pc.is_nan(col)).as_py() or 0) if len(col) else 0
+            nans[fid] = _nan_count(table.column(path))
     return PartitionStats(md.num_rows, mins, maxs, nulls, nans)
+
+
+def _column_footer_stats(md: pq.FileMetaData, ci: int) -> tuple[Any, Any, int | None]:
+    """Column ``ci``'s minimum, maximum (None: unknown) and null count (None:
+    some row group does not record it) over every row group of ``md``."""
+    lo = hi = None
+    null_count: int | None = 0
+    for rg in range(md.num_row_groups):
+        s = md.row_group(rg).column(ci).statistics
+        null_count = None if null_count is None or not _counts_nulls(s) else null_count + s.null_count
+        lo, hi = _widened(lo, hi, s)
+    return lo, hi, null_count
+
+
+def _widened(lo: Any, hi: Any, s: pq.Statistics | None) -> tuple[Any, Any]:
+    """The bounds ``lo``..``hi`` (None: none yet) widened to a row group's
+    minimum and maximum, when its statistics ``s`` record them."""
+    if s is None or not s.has_min_max:
+        return lo, hi
+    return (s.min if lo is None or s.min < lo else lo), (s.max if hi is None or s.max > hi else hi)
+
+
+def _counts_nulls(s: pq.Statistics | None) -> bool:
+    """Whether a row group's statistics ``s`` record its null count."""
+    return s is not None and s.has_null_count
+
+
+def _nan_count(col: pa.ChunkedArray) -> int:
+    """The NaN values of a float column."""
+    return int(pc.sum(pc.is_nan(col)).as_py() or 0) if len(col) else 0
 
 
 def _chunks(batches: Iterable[pa.RecordBatch], target_rows: int) -> Iterable[list[pa.RecordBatch]]:

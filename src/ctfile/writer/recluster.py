@@ -92,19 +92,7 @@ def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, targe
     [(['a', 'b'], 2)]
     """
     ranged, unranged = key_ranges(partitions, schema, key)
-    groups: list[Group] = []
-    run: list[KeyRange] = []
-    high: object = None
-    for r in ranged:
-        if run and _joins(run, high, r, target_rows):
-            run.append(r)
-            high = max(high, r.high)
-            continue
-        if len(run) > 1:
-            groups.append(Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run])))
-        run, high = [r], r.high
-    if len(run) > 1:
-        groups.append(Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run])))
+    groups = [_run_group(run) for run in _runs(ranged, target_rows) if len(run) > 1]
     # Sorting cannot narrow a range the statistics do not give: only merging
     # small partitions helps, and rewriting the others would never converge.
     small = [p for p in unranged if is_small(p, target_rows)]
@@ -112,6 +100,27 @@ def plan_groups(partitions: Sequence[Partition], schema: Schema, key: str, targe
         groups.append(Group(tuple(small), len(small)))
     groups.sort(key=lambda g: (-g.depth, g.rows))
     return groups
+
+
+def _runs(ranged: Sequence[KeyRange], target_rows: int) -> list[list[KeyRange]]:
+    """``ranged`` (sorted by low bound) cut into runs: each range joins the
+    run before it when it overlaps it or joins small neighbours
+    (:func:`_joins`)."""
+    runs: list[list[KeyRange]] = []
+    high: object = None
+    for r in ranged:
+        if runs and _joins(runs[-1], high, r, target_rows):
+            runs[-1].append(r)
+            high = max(high, r.high)
+        else:
+            runs.append([r])
+            high = r.high
+    return runs
+
+
+def _run_group(run: Sequence[KeyRange]) -> Group:
+    """The group rewriting a run, as deep as its ranges overlap."""
+    return Group(tuple(m.partition for m in run), max_depth([(m.low, m.high) for m in run]))
 
 
 def choose_groups(groups: Sequence[Group], max_rows: int | None) -> list[Group]:

@@ -120,19 +120,7 @@ def check_files(storage: Storage, partitions: Sequence[Partition], *, version: i
     CorruptDataFileError
         A file is there with another size.
     """
-    by_dir: dict[str, list[Partition]] = defaultdict(list)
-    for p in partitions:
-        by_dir[posixpath.dirname(p.path)].append(p)
-    missing: list[Partition] = []
-    resized: list[tuple[Partition, int]] = []
-    for directory, parts in by_dir.items():
-        sizes = {f.path: f.size for f in storage.list_dir(directory)}
-        for p in parts:
-            size = sizes.get(p.path)
-            if size is None:
-                missing.append(p)
-            elif size != p.size_bytes:
-                resized.append((p, size))
+    missing, resized = _listed_problems(storage, partitions)
     if missing:
         names = ", ".join(p.path for p in missing[:NAMED_FILES]) + (" ..." if len(missing) > NAMED_FILES else "")
         raise MissingDataFileError(
@@ -147,6 +135,27 @@ def check_files(storage: Storage, partitions: Sequence[Partition], *, version: i
             f"sizeBytes {p.size_bytes} ({len(resized)} such files); nothing was written",
             uri=storage.uri, path=p.path, version=version,
         )
+
+
+def _listed_problems(
+    storage: Storage, partitions: Sequence[Partition],
+) -> tuple[list[Partition], list[tuple[Partition, int]]]:
+    """The ``partitions`` whose file is missing, and those whose file has
+    another size (with its size), by one listing per directory."""
+    by_dir: dict[str, list[Partition]] = defaultdict(list)
+    for p in partitions:
+        by_dir[posixpath.dirname(p.path)].append(p)
+    missing: list[Partition] = []
+    resized: list[tuple[Partition, int]] = []
+    for directory, parts in by_dir.items():
+        sizes = {f.path: f.size for f in storage.list_dir(directory)}
+        for p in parts:
+            size = sizes.get(p.path)
+            if size is None:
+                missing.append(p)
+            elif size != p.size_bytes:
+                resized.append((p, size))
+    return missing, resized
 
 
 def apply_restore(tx: "WriteTransaction", plan: RestorePlan) -> None:

@@ -58,7 +58,7 @@ from ctfile.reader.scan_task import POSITION_COLUMN, storage_for
 from ctfile.writer.merge import check_shorthand_source, shorthand_statement
 from ctfile.writer.merge_plan import MergePlan, plan_statement
 from ctfile.writer.merge_rows import CLAUSE_COLUMN, inserted_rows, row_deletes, updated_values
-from ctfile.writer.merge_statement import MatchKind, MergeStatement
+from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.distributed import WriteJob
 from ctfile.writer.dml import rewrite_positions
 from ctfile.writer.input import Conformer
@@ -252,9 +252,8 @@ class RewriteJob:
             tx.evolve_schema(plan.evolution.apply)
         live = tx.live_partitions()
         paths: set[str] = set()
-        if statement.has(MatchKind.MATCHED) or statement.has(MatchKind.NOT_MATCHED):
-            by_key = live if key_ranges is None else _prune_by_ranges(live, tx.schema, plan.keys, key_ranges)
-            paths.update(p.path for p in prune(by_key, tx.schema, match_prune_by))
+        if statement.matches_source:
+            paths.update(p.path for p in _by_key(live, tx.schema, plan.keys, key_ranges, match_prune_by))
         if plan.reads_unmatched_target:
             paths.update(p.path for p in prune(live, tx.schema, prune_by))
         candidates = [p for p in live if p.path in paths]
@@ -400,21 +399,36 @@ class RewriteJob:
             tx.record_read_predicate(predicate)
         order = {p.path: i for i, p in enumerate(self.candidates)}
         for r in sorted(rewrites, key=lambda r: order[r.path]):
-            if r.unchanged:
-                continue
-            tx.remove(self.partition(r.path), deletes_all_rows=r.deletes_all_rows)
-            tx.stage(list(r.files))
-            tx.stage_changes(list(r.changes))
-            if r.overlaps and tx.changes is not None:
-                tx.changes.overlaps = True
-            tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
+            if not r.unchanged:
+                self._stage_rewrite(tx, r)
         tx.stage(inserted)
         tx.add_metrics(inserted=sum(f.num_records for f in inserted))
+
+    def _stage_rewrite(self, tx: WriteTransaction, r: PartitionRewrite) -> None:
+        """Stage one worker's rewrite of a candidate: its removal, the files
+        and change files written, their counts."""
+        tx.remove(self.partition(r.path), deletes_all_rows=r.deletes_all_rows)
+        tx.stage(list(r.files))
+        tx.stage_changes(list(r.changes))
+        if r.overlaps and tx.changes is not None:
+            tx.changes.overlaps = True
+        tx.add_metrics(deleted=r.deleted, updated=r.updated, copied=r.copied)
 
     def discard(self, rewrites: Iterable[PartitionRewrite], inserted: Iterable[StagedFile] = ()) -> None:
         """Delete every file the workers wrote (a statement that failed)."""
         paths = [p for r in rewrites for p in r.written] + [f.path for f in inserted]
         storage_for(self.uri, self.storage_options).delete(paths)
+
+
+def _by_key(
+    live: Sequence[Partition], schema: Schema, keys: Sequence[str], ranges: Mapping[str, tuple[Any, Any]] | None,
+    prune_by: pc.Expression | None,
+) -> list[Partition]:
+    """The partitions that may hold a row a source row matches: by each key
+    column's range of the source (``ranges``; None: every partition), then
+    by ``prune_by``."""
+    by_key = live if ranges is None else _prune_by_ranges(live, schema, keys, ranges)
+    return prune(by_key, schema, prune_by)
 
 
 def _prune_by_ranges(

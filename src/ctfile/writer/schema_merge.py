@@ -2,7 +2,7 @@
 
 A write with Spark's ``mergeSchema`` (``Table.write_job(schema_mode="merge")``)
 changes the table's schema so that its incoming rows fit, and commits the
-change with the rows in one version. :func:`plan_merge` computes that change
+change with the rows in one version. :func:`plan_schema_merge` computes that change
 from the schema read and the incoming Arrow schema, as allowed changes only:
 
 - an incoming field the table lacks is *added* (nullable, new ids, at the end
@@ -56,8 +56,11 @@ class MergeStep:
 
 
 @dataclass(frozen=True)
-class MergePlan:
-    """The steps of a merge and the schema they give (with its ids)."""
+class SchemaMerge:
+    """The steps of a merging write's schema change and the schema they
+    give (with its ids). Not a MERGE statement's plan
+    (:class:`ctfile.writer.merge_plan.MergePlan`): a MERGE with schema
+    evolution makes its change as one of these."""
 
     steps: tuple[MergeStep, ...]
     schema: Schema
@@ -68,7 +71,7 @@ class MergePlan:
             step.apply(editor)
 
 
-def plan_merge(schema: Schema, last_field_id: int, incoming: pa.Schema) -> MergePlan:
+def plan_schema_merge(schema: Schema, last_field_id: int, incoming: pa.Schema) -> SchemaMerge:
     """The adds and widenings that let ``schema`` take rows of ``incoming``.
 
     ``last_field_id``: the table's ``metadata.lastFieldId`` (new fields get
@@ -82,7 +85,7 @@ def plan_merge(schema: Schema, last_field_id: int, incoming: pa.Schema) -> Merge
     --------
     >>> from ctfile.format.schema import schema_from_arrow
     >>> table = schema_from_arrow(pa.schema([("id", pa.int32()), ("name", pa.string())]))
-    >>> plan = plan_merge(table, 2, pa.schema([("id", pa.int64()), ("email", pa.string())]))
+    >>> plan = plan_schema_merge(table, 2, pa.schema([("id", pa.int64()), ("email", pa.string())]))
     >>> [str(s) for s in plan.steps]
     ['widen id (int64)', 'add email (string)']
     >>> [(f.id, f.name, f.type) for f in plan.schema.fields], plan.last_field_id
@@ -113,7 +116,7 @@ def plan_merge(schema: Schema, last_field_id: int, incoming: pa.Schema) -> Merge
     editor = SchemaEditor(schema, last_field_id)
     for step in steps:
         step.apply(editor)
-    return MergePlan(tuple(steps), editor.schema, editor.last_field_id)
+    return SchemaMerge(tuple(steps), editor.schema, editor.last_field_id)
 
 
 def _merge_type(path: tuple[str, ...], have: DataType, incoming: pa.DataType) -> list[MergeStep]:
@@ -122,24 +125,48 @@ def _merge_type(path: tuple[str, ...], have: DataType, incoming: pa.DataType) ->
     if pa.types.is_dictionary(incoming):
         incoming = incoming.value_type
     if isinstance(have, StructType) and pa.types.is_struct(incoming):
-        out: list[MergeStep] = []
-        known = {f.name: f for f in have.fields}
-        for child in incoming:
-            if child.name in known:
-                out.extend(_merge_type((*path, child.name), known[child.name].type, child.type))
-            else:
-                out.append(MergeStep(SchemaChangeKind.ADD, (*path, child.name), child.type))
-        return out
-    if isinstance(have, ArrayType) and (pa.types.is_list(incoming) or pa.types.is_large_list(incoming)):
-        return _merge_type((*path, "element"), have.element_type, incoming.value_type)
-    if isinstance(have, MapType) and pa.types.is_map(incoming):
-        # A map key cannot change (SPEC §Schema evolution): the write's check sees a different one.
-        return _merge_type((*path, "value"), have.value_type, incoming.item_type)
+        return _merge_struct(path, have, incoming)
+    inner = _inner_types(path, have, incoming)
+    if inner is not None:
+        return _merge_type(*inner)
     if isinstance(have, str) and not pa.types.is_nested(incoming):
-        try:
-            wanted = type_from_arrow(incoming, [0], format_field_path(path))
-        except SchemaMismatchError:
-            return []  # a type ctfile does not store: the write's check names it
-        if can_widen(have, wanted):
-            return [MergeStep(SchemaChangeKind.WIDEN, path, incoming)]
+        return _widening(path, have, incoming)
     return []
+
+
+def _merge_struct(path: tuple[str, ...], have: StructType, incoming: pa.StructType) -> list[MergeStep]:
+    """A struct's steps: each incoming child the struct lacks added, the
+    others merged in turn."""
+    out: list[MergeStep] = []
+    known = {f.name: f for f in have.fields}
+    for child in incoming:
+        if child.name in known:
+            out.extend(_merge_type((*path, child.name), known[child.name].type, child.type))
+        else:
+            out.append(MergeStep(SchemaChangeKind.ADD, (*path, child.name), child.type))
+    return out
+
+
+def _inner_types(
+    path: tuple[str, ...], have: DataType, incoming: pa.DataType,
+) -> tuple[tuple[str, ...], DataType, pa.DataType] | None:
+    """For a list field (a map field) written with a list (a map): the path,
+    type and incoming type of its element (its value); None otherwise. A
+    map key cannot change (SPEC §Schema evolution): the write's check sees
+    a different one."""
+    if isinstance(have, ArrayType) and (pa.types.is_list(incoming) or pa.types.is_large_list(incoming)):
+        return (*path, "element"), have.element_type, incoming.value_type
+    if isinstance(have, MapType) and pa.types.is_map(incoming):
+        return (*path, "value"), have.value_type, incoming.item_type
+    return None
+
+
+def _widening(path: tuple[str, ...], have: str, incoming: pa.DataType) -> list[MergeStep]:
+    """The widening of the primitive field at ``path`` to ``incoming``, if
+    that is a wider type of ``have``; nothing for a type ctfile does not
+    store (the write's check names it) or one that is not wider."""
+    try:
+        wanted = type_from_arrow(incoming, [0], format_field_path(path))
+    except SchemaMismatchError:
+        return []
+    return [MergeStep(SchemaChangeKind.WIDEN, path, incoming)] if can_widen(have, wanted) else []

@@ -55,10 +55,7 @@ def run_statement(
     CommitConflictError
         The statement conflicted on its last allowed run.
     """
-    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
-        raise InvalidArgumentError(f"max_runs must be a positive int, found {max_runs!r}")
-    if not callable(body):
-        raise InvalidArgumentError(f"body must be a callable taking the transaction, found {body!r:.80}")
+    _check_arguments(body, max_runs)
     limit = MAX_STATEMENT_RUNS if max_runs is None else max_runs
     attempts = 0
     for run in range(1, limit + 1):
@@ -68,7 +65,7 @@ def run_statement(
                 body(tx)
         except CommitConflictError as e:
             attempts += 1
-            if run == limit or e.kind is ConflictKind.CONTENTION:
+            if _is_final(run, limit, e):
                 raise
             log.info("%s on %s conflicted (%s); re-running it at the latest version", tx.operation, tx.storage.uri, e)
             time.sleep(retry_delay(run))
@@ -76,3 +73,18 @@ def run_statement(
         assert tx.result is not None
         return dataclasses.replace(tx.result, attempts=attempts + tx.result.attempts)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_arguments(body: Any, max_runs: Any) -> None:
+    """Refuse a ``body`` that is not callable, a ``max_runs`` that is not
+    None or a positive int."""
+    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
+        raise InvalidArgumentError(f"max_runs must be a positive int, found {max_runs!r}")
+    if not callable(body):
+        raise InvalidArgumentError(f"body must be a callable taking the transaction, found {body!r:.80}")
+
+
+def _is_final(run: int, limit: int, conflict: CommitConflictError) -> bool:
+    """Whether ``conflict`` on run ``run`` of ``limit`` reaches the caller:
+    the last run, or a commit that already gave up under contention."""
+    return run == limit or conflict.kind is ConflictKind.CONTENTION

@@ -22,6 +22,7 @@ from ctfile.format.schema_evolution import (
     replacement_schema,
     retires_ids,
 )
+from ctfile.log.commit_options import CommitOptions
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
 from ctfile.writer import merge_run
@@ -49,10 +50,11 @@ class WriteTransaction(Transaction):
     --------
     >>> import ctfile, pyarrow as pa, tempfile
     >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
-    >>> with t.transaction(app_id="loader", app_version=7) as tx:
+    >>> batch = ctfile.CommitOptions(app_id="loader", app_version=7)
+    >>> with t.transaction(commit=batch) as tx:
     ...     tx.insert(pa.table({"id": [1, 2]}))
     2
-    >>> with t.transaction(app_id="loader", app_version=7) as tx:   # the same batch again
+    >>> with t.transaction(commit=batch) as tx:   # the same batch again
     ...     tx.insert(pa.table({"id": [1, 2]}))
     0
     >>> tx.result.committed, tx.result.app_transaction_replayed, t.to_arrow().num_rows
@@ -85,15 +87,7 @@ class WriteTransaction(Transaction):
         statement that changes rows: either order is refused before anything
         is written (the rows changed would vanish from change scans)."""
         self._check_not_restoring()
-        if compaction and not self.is_empty:
-            raise InvalidArgumentError(
-                "compact() must be the only statement of its transaction: it commits dataChange false, and this "
-                "transaction already changed rows or metadata"
-            )
-        if not compaction and not self.data_change:
-            raise InvalidArgumentError(
-                "a transaction that compacted (dataChange false) cannot also change rows; commit the compaction first"
-            )
+        self._check_data_change(compaction)
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
         try:
@@ -104,6 +98,19 @@ class WriteTransaction(Transaction):
             raise
         if self._change_writer is not None:
             self._change_writer.finish_statement()
+
+    def _check_data_change(self, compaction: bool) -> None:
+        """Refuse a compaction after other statements, or a statement that
+        changes rows after a compaction (see :meth:`statement`)."""
+        if compaction and not self.is_empty:
+            raise InvalidArgumentError(
+                "compact() must be the only statement of its transaction: it commits dataChange false, and this "
+                "transaction already changed rows or metadata"
+            )
+        if not compaction and not self.data_change:
+            raise InvalidArgumentError(
+                "a transaction that compacted (dataChange false) cannot also change rows; commit the compaction first"
+            )
 
     def commit(self) -> CommitResult:
         """Commit the statements as one version; then, under
@@ -289,15 +296,11 @@ class WriteTransaction(Transaction):
         (1, [{'id': 2, 'v': 'b'}])
         """
 
-        def run(statement: MergeStatement, app_id: Any, app_version: Any) -> dict[str, int]:
-            if app_id is not None or app_version is not None:
-                raise InvalidArgumentError(
-                    "a statement of a transaction commits with it: give app_id and app_version to transaction()"
-                )
+        def run(statement: MergeStatement, _: CommitOptions) -> dict[str, int]:
             return self.execute_merge(statement, source)
 
         return MergeBuilder.start(run, on, on_condition=on_condition, source_alias=source_alias,
-                                  target_alias=target_alias)
+                                  target_alias=target_alias, in_transaction=True)
 
     def merge_candidates(self, statement: MergeStatement, source: Any) -> list[Partition]:
         """The live partitions the Python engine would read to run the MERGE

@@ -58,7 +58,26 @@ DATA = either(ROWS, ROWS.slice(0, 1), ROWS.drop_columns(["st"]), ROWS.to_batches
 WINDOW = either(0, 3600, dt.timedelta(days=1), dt.timedelta.max)
 ARROW_TYPE = either(pa.int64(), pa.string(), pa.int8(), pa.struct([("q", pa.bool_())]), pa.null())
 PATH = either("s", "x", "st.a", "n", "st", "nope")
-APP_ARGS = {"app_id": either("job", ""), "app_version": either(st.integers(0, 3))}
+
+
+class CommitArgs:
+    """Stands for ``ctfile.CommitOptions(**kwargs)``, built at the call (so
+    the refusals of its constructor are fuzzed too: a bad option is refused
+    without a trace like any argument)."""
+
+    def __init__(self, kwargs: dict):
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        return f"CommitOptions(**{self.kwargs!r})"
+
+
+#: ``commit=``: options built from plausible and extreme values, or anything.
+COMMIT = either(st.builds(CommitArgs, options(
+    app_id=either("job", "", "ctfile-stream:x"), app_version=either(st.integers(0, 3), 2**63, True),
+)))
+#: Every call that commits takes ``commit=`` and its shorthand (both at once is refused).
+APP_ARGS = {"app_id": either("job", ""), "app_version": either(st.integers(0, 3)), "commit": COMMIT}
 BODY = either(lambda tx: tx.insert(ROWS), lambda tx: None, lambda tx: tx.delete(pc.field("id") == 10))
 
 
@@ -327,7 +346,9 @@ CHANGE_SET_CALLS: dict[str, Call] = {
 #: The classes of ``ctfile.__all__`` whose methods are not fuzzed here, and why.
 CLASSES_EXCLUDED = {
     "VerifyReport": "a result (verify_table's)", "VerifyProblem": "a result", "ClusteringInfo": "a result",
-    "CommitResult": "a result", "HistoryEntry": "a result", "SchemaVersion": "a result",
+    "CommitResult": "a result",
+    "CommitOptions": "a value object: its constructor is fuzzed as the commit= argument of every call that commits",
+    "HistoryEntry": "a result", "SchemaVersion": "a result",
     "IntroducedVersions": "a result (a read-only mapping)", "StreamInfo": "a result", "SchemaChange": "a result",
     "ChangeScan": "the plan inside a ChangeSet (Table.changes is fuzzed)",
     "ChangeMode": "an enum (parsed from the arguments fuzzed as information=)",
@@ -438,6 +459,11 @@ def copies(tmp_path_factory) -> Copies:
     return Copies(make_template(base / "template"), base)
 
 
+def _built(kwargs: dict) -> dict:
+    """``kwargs`` with each :class:`CommitArgs` built (inside the call)."""
+    return {k: ctfile.CommitOptions(**v.kwargs) if isinstance(v, CommitArgs) else v for k, v in kwargs.items()}
+
+
 def check_call(copies: Copies, group: str, name: str, kwargs: dict) -> None:
     """The property: success, or a CtfileError that changed nothing on disk."""
     root = copies.fresh()
@@ -446,7 +472,7 @@ def check_call(copies: Copies, group: str, name: str, kwargs: dict) -> None:
     call = GROUPS[group][0][name]
     before = fingerprint(root)
     try:
-        call.run(table, dict(kwargs), ctx)
+        call.run(table, _built(kwargs), ctx)
     except ctfile.CtfileError:
         changed = changed_files(before, fingerprint(root))
         assert not changed, f"{group}.{name}({kwargs!r}) was refused but changed {changed}"

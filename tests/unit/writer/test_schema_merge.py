@@ -15,7 +15,7 @@ import pytest
 import ctfile
 from ctfile.format.schema import schema_from_arrow
 from ctfile.format.schema_evolution import SchemaChangeKind
-from ctfile.writer.schema_merge import plan_merge
+from ctfile.writer.schema_merge import plan_schema_merge as plan_merge
 
 BASE = pa.schema([pa.field("id", pa.int32(), nullable=False), ("name", pa.string())])
 
