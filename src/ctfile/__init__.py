@@ -29,6 +29,7 @@ from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.format.column_paths import format_field_path, parse_field_path
 from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
+from ctfile.log.location import TableLocation
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.scan_task import POSITION_COLUMN
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
@@ -62,6 +63,7 @@ __all__ = [
     "PlanShape",
     "ScanTask",
     "ChangeTask",
+    "TableLocation",
     "ClusteringInfo",
     "clustering_depth",
     "CommitResult",

@@ -54,12 +54,14 @@ from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.log_values import require_long
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
+from ctfile.log.location import TableLocation
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
 from ctfile.reader.change_events import Images, consolidate, emit_commit
 from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
 from ctfile.reader.change_spec import ChangeScan
+from ctfile.reader.change_tasks import plan_parts
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta
 from ctfile.reader.partition_reader import hidden_values_only_inherited, read_hidden, read_partition, read_rows
@@ -69,6 +71,33 @@ from ctfile.reader.row_ids import table_seed
 # Partitions decode in parallel on a pool of this many threads (pyarrow
 # releases the GIL while decoding).
 READ_WORKERS = max(2, min(8, os.cpu_count() or 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeTask:
+    """One independent part of a change scan (see :mod:`ctfile.reader.change_tasks`):
+    the whole scan's ``scan`` spec and this task's part of its ``plan``,
+    made by :meth:`ChangeSet.tasks`."""
+
+    location: TableLocation
+    table_schema: Schema
+    table_id: str
+    scan: ChangeScan
+    plan: ChangePlan
+    num_records: int = 0  # rows of the partitions this task reads (a cost estimate)
+
+    def change_set(self, *, batch_rows: int = 65536) -> "ChangeSet":
+        """The :class:`ChangeSet` of this task's part."""
+        return ChangeSet(
+            self.location.open(), self.table_schema, self.table_id, self.scan, self.plan, batch_rows=batch_rows,
+        )
+
+    def to_batches(self, *, batch_rows: int = 65536, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
+        """This task's change rows, in the schema of the whole scan, in
+        batches of at most ``batch_rows``. ``use_threads=False`` decodes with
+        one thread (see :meth:`ChangeSet.to_batches`), as
+        :meth:`ScanTask.to_batches <ctfile.reader.scan_task.ScanTask.to_batches>` does."""
+        yield from self.change_set(batch_rows=batch_rows).to_batches(use_threads=use_threads)
 
 
 class ChangeSet:
@@ -157,20 +186,17 @@ class ChangeSet:
         """All change rows in one Table (see :meth:`to_batches`)."""
         return pa.Table.from_batches(list(self.to_batches(use_threads=use_threads)), schema=self.schema)
 
-    def tasks(self, *, max_rows_per_task: int | None = None) -> list:
-        """Plan this scan as independent picklable
-        :class:`~ctfile.reader.change_tasks.ChangeTask` objects for parallel
-        engines: together their ``to_batches()`` yield this scan's rows (as a
-        multiset). See :mod:`ctfile.reader.change_tasks`."""
-        from ctfile.reader.change_tasks import plan_change_tasks
-
+    def tasks(self, *, max_rows_per_task: int | None = None) -> list["ChangeTask"]:
+        """Plan this scan as independent picklable :class:`ChangeTask`
+        objects for parallel engines: together their ``to_batches()`` yield
+        this scan's rows (as a multiset). See :mod:`ctfile.reader.change_tasks`."""
         if max_rows_per_task is not None:
             require_long(max_rows_per_task, "max_rows_per_task", minimum=1)
-
-        return plan_change_tasks(
-            self._storage, self._table_schema, self._table_id, self.scan, self.plan,
-            max_rows_per_task=max_rows_per_task,
-        )
+        location = TableLocation.of(self._storage)
+        return [
+            ChangeTask(location, self._table_schema, self._table_id, self.scan, part.plan, num_records=part.num_records)
+            for part in plan_parts(self._table_schema, self.scan, self.plan, max_rows_per_task=max_rows_per_task)
+        ]
 
     def to_pandas(self):
         return self.to_arrow().to_pandas()

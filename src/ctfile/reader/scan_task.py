@@ -2,15 +2,15 @@
 
 :meth:`ctfile.Snapshot.scan_tasks` plans a scan into :class:`ScanTask`
 objects (a micro-partition, or a range of its row groups, plus the columns
-and filter). A task carries the table URI and storage options, so it can be
-shipped to another process (a Spark executor) and read there with
-:meth:`ScanTask.to_batches`; storage handles are cached per process.
+and filter). A task carries the table's
+:class:`~ctfile.log.location.TableLocation`, so it can be shipped to another
+process (a Spark executor) and read there with :meth:`ScanTask.to_batches`;
+storage handles are cached per process.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
-from ctfile.log.storage import Storage, open_storage
+from ctfile.log.location import TableLocation
+from ctfile.log.storage import Storage
 from ctfile.reader.expressions import referenced_columns
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import small_dictionary_columns
@@ -30,24 +31,9 @@ from ctfile.reader.pruning import prune
 #: The column :meth:`ScanTask.to_batches` adds with ``positions=True``.
 POSITION_COLUMN = "_ct_pos"
 
-_STORAGES: dict[tuple, Storage] = {}
-_LOCK = threading.Lock()
-
-
-def storage_for(uri: str, storage_options: dict | None) -> Storage:
-    """A per-process cached storage handle for ``uri``."""
-    key = (uri, tuple(sorted((storage_options or {}).items(), key=lambda kv: kv[0])).__repr__())
-    with _LOCK:
-        st = _STORAGES.get(key)
-        if st is None:
-            st = _STORAGES[key] = open_storage(uri, storage_options)
-        return st
-
-
 @dataclass(frozen=True)
 class ScanTask:
-    uri: str
-    storage_options: dict | None
+    location: TableLocation
     schema: Schema
     partition: Partition
     columns: tuple[str, ...]
@@ -76,7 +62,7 @@ class ScanTask:
         returned (:mod:`ctfile.reader.integrity`): it is read whole, also by a
         task that reads only some of its row groups.
         """
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         arrow = self.schema.to_arrow(field_ids=False)
         out_schema = pa.schema([arrow.field(c) for c in self.columns])
         wanted = list(self.columns)
@@ -134,6 +120,7 @@ def plan_scan_tasks(
     last task of the file reads through its last row group, so every row is
     read exactly once either way.
     """
+    location = TableLocation.of(storage)
     tasks = []
     for p in prune(list(partitions), schema, filter):
         expected_groups = max(1, math.ceil(p.num_records / max(1, row_group_rows)))
@@ -141,13 +128,13 @@ def plan_scan_tasks(
         if max_rows_per_task:
             per_task = max(1, max_rows_per_task // max(1, row_group_rows))
         if per_task >= expected_groups:
-            tasks.append(ScanTask(storage.uri, storage.storage_options, schema, p, tuple(columns), filter))
+            tasks.append(ScanTask(location, schema, p, tuple(columns), filter))
             continue
         for start in range(0, expected_groups, per_task):
             stop = start + per_task
             tasks.append(
                 ScanTask(
-                    storage.uri, storage.storage_options, schema, p, tuple(columns), filter,
+                    location, schema, p, tuple(columns), filter,
                     row_group_start=start, row_group_stop=None if stop >= expected_groups else stop,
                 )
             )

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
 from ctfile.format.streams import StreamState
+from ctfile.log.location import TableLocation
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
 from ctfile.table.consumption import ClaimResolver, ConsumingTransaction, Consumption, StreamPin, stream_store
@@ -56,11 +57,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ConsumingWriteJob(WriteJob):
     """A :class:`~ctfile.WriteJob` whose commit consumes the pin
-    ``pin_token`` of stream ``stream_name`` on the table at ``stream_uri``
+    ``pin_token`` of stream ``stream_name`` on the table at ``stream_location``
     (see the module docstring). Made by :meth:`ctfile.Table.write_job`."""
 
-    stream_uri: str = ""
-    stream_storage_options: dict | None = None
+    stream_location: TableLocation | None = None
     stream_name: str = ""
     pin_token: str = ""
 
@@ -88,10 +88,10 @@ class ConsumingWriteJob(WriteJob):
         if app_id is not None or app_version is not None:
             raise InvalidArgumentError("a job consuming a stream records the stream's own txn; drop app_id/app_version")
         try:
-            source = open_table(self.stream_uri, storage_options=self.stream_storage_options)
+            source = open_table(self.stream_location.uri, storage_options=self.stream_location.storage_options)
             stream = source.stream(self.stream_name)
             pin = stream.pin_from_token(self.pin_token)
-            target = open_table(self.uri, storage_options=self.storage_options)
+            target = open_table(self.location.uri, storage_options=self.location.storage_options)
             over = claimable_state(source, pin, target) if pin.has_pending else pin.state
         except BaseException:
             self.abort(files)
@@ -122,7 +122,7 @@ def consuming_job(job: WriteJob, stream: Stream, pin: StreamPin | None) -> Consu
         raise InvalidArgumentError(f"pin must be a StreamPin of stream {stream.name} (Stream.pin()), found {pin!r}")
     base = {f.name: getattr(job, f.name) for f in fields(WriteJob)}
     return ConsumingWriteJob(
-        **base, stream_uri=stream.table.uri, stream_storage_options=stream.table.storage.storage_options,
+        **base, stream_location=TableLocation.of(stream.table.storage),
         stream_name=stream.name, pin_token=pin.token,
     )
 

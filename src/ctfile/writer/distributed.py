@@ -39,8 +39,8 @@ from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.format.schema_evolution import diff_schemas, replacement_schema
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.creation import create_table_log
+from ctfile.log.location import TableLocation
 from ctfile.log.transaction import CommitResult, StagedFile, now_ms
-from ctfile.reader.scan_task import storage_for
 from ctfile.writer.input import Conformer, to_reader
 from ctfile.writer.partition_writer import PartitionWriter
 from ctfile.writer.schema_merge import MergePlan, plan_merge
@@ -120,8 +120,7 @@ class WriteJob:
     when set, the change that makes it the table's at commit.
     """
 
-    uri: str
-    storage_options: dict | None
+    location: TableLocation
     schema: Schema
     properties: dict
     read_version: int | None
@@ -144,7 +143,7 @@ class WriteJob:
         _check_mode(mode)
         table_schema = schema_from_arrow(schema)
         props = validate_properties(properties or {}, schema=table_schema)
-        return cls(uri, storage_options, table_schema, props, None, mode, uuid.uuid4().hex)
+        return cls(TableLocation(uri, storage_options), table_schema, props, None, mode, uuid.uuid4().hex)
 
     # ------------------------------------------------------------ workers
 
@@ -154,7 +153,7 @@ class WriteJob:
         Returns the staged files, to be sent to the driver for :meth:`commit`.
         Nothing is visible until then.
         """
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         reader = to_reader(data)
         conformer = Conformer(self.schema)
         task_id = uuid.uuid4().hex
@@ -216,7 +215,7 @@ class WriteJob:
         """
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError("give both app_id and app_version, or neither")
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         log = ManifestLog(storage)
         if self.read_version is None:
             md = Metadata(str(uuid.uuid4()), self.schema, now_ms(), dict(self.properties))
@@ -270,13 +269,13 @@ class WriteJob:
                 return
         changes = "; ".join(str(c) for c in diff_schemas(planned_from, found)) or "new field ids were assigned"
         raise SchemaMismatchError(
-            f"the schema of {self.uri} changed since this write was planned (at version {self.read_version}): "
+            f"the schema of {self.location.uri} changed since this write was planned (at version {self.read_version}): "
             f"{changes}; the files were written for {self.schema.names}; plan the write again"
         )
 
     def abort(self, files: Iterable[StagedFile]) -> None:
         """Delete the files of a job that will not be committed."""
-        storage_for(self.uri, self.storage_options).delete([f.path for f in files])
+        self.location.open().delete([f.path for f in files])
 
 
 def _check_mode(mode: str) -> None:
@@ -326,6 +325,6 @@ def plan_write(
     if schema is not None:
         Conformer(target, what="written data").check_schema(schema)
     return WriteJob(
-        storage.uri, storage.storage_options, target, dict(md.properties), table_state.version, mode,
+        TableLocation.of(storage), target, dict(md.properties), table_state.version, mode,
         uuid.uuid4().hex, update,
     )
