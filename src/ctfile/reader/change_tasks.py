@@ -56,13 +56,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ctfile.format.actions import ChangeFile, Partition
 from ctfile.format.change_modes import ChangeMode
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
 from ctfile.reader.captured import CapturedCommit
-from ctfile.reader.change_plan import ChangePlan, PartitionDelta, Segment
+from ctfile.reader.change_plan import ChangePlan, InitialRows, PartitionDelta, Segment
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.pruning import prune
 
@@ -209,23 +209,31 @@ def plan_parts(
     ``max_rows_per_task`` rows (initial rows first, as
     :class:`~ctfile.reader.change_scan.ChangeSet` reads them); see the module
     docstring. An empty scan has no parts."""
-    target = max_rows_per_task or DEFAULT_ROWS_PER_TASK
-    packs: list[_Unit] = []
-    for u in _units(table_schema, scan, plan):
-        if packs and packs[-1].rows + u.rows <= target:
-            packs[-1].absorb(u)
-        else:
-            packs.append(_Unit(0))
-            packs[-1].absorb(u)
     parts = []
-    for u in packs:
-        initial = None
-        if plan.initial is not None and u.initial:
-            initial = dataclasses.replace(plan.initial, partitions=tuple(u.initial))
+    for u in _packed(_units(table_schema, scan, plan), max_rows_per_task or DEFAULT_ROWS_PER_TASK):
+        initial = _initial_part(plan, u)
         if initial is None and not u.segments:
             continue
         parts.append(PlanPart(plan.restricted(u.segments, initial), u.rows))
     return parts
+
+
+def _packed(units: list[_Unit], target: int) -> list[_Unit]:
+    """``units`` packed in order into units of at most ``target`` rows (a
+    unit larger than that stays alone)."""
+    packs: list[_Unit] = []
+    for u in units:
+        if not packs or packs[-1].rows + u.rows > target:
+            packs.append(_Unit(0))
+        packs[-1].absorb(u)
+    return packs
+
+
+def _initial_part(plan: ChangePlan, u: _Unit) -> InitialRows | None:
+    """The initial rows of ``plan`` that unit ``u`` reads (None: none)."""
+    if plan.initial is None or not u.initial:
+        return None
+    return dataclasses.replace(plan.initial, partitions=tuple(u.initial))
 
 
 def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Unit]:
@@ -242,24 +250,28 @@ def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Un
     if scan.mode is ChangeMode.DEFAULT and plan.consolidates:
         # One consolidation over every segment: a row id's events in all of
         # them in one task; nothing pruned (see ChangeSet._consolidated).
-        for pieces in _split_segments(plan.segments):
-            units.append(_Unit(sum(_rows(p) for p in pieces), segments=pieces))
-        return units
+        return units + [_Unit(sum(_rows(p) for p in pieces), segments=pieces) for pieces in _split_segments(plan.segments)]
     for seg in plan.segments:
-        if scan.mode is ChangeMode.APPEND_ONLY:
-            for p in pruned(seg.added):
-                fresh = p.fresh_rows
-                piece = dataclasses.replace(seg, added=(p,))
-                units.append(_Unit(p.num_records if fresh is None else fresh, segments=[piece]))
-        elif isinstance(seg, CapturedCommit):
-            # audit: the commit's own change, split by row ids.
-            for (piece,) in _split_segments([seg]):
-                units.append(_Unit(_rows(piece), segments=[piece]))
-        else:
-            for a, r in components(pruned(seg.added), pruned(seg.removed)):
-                piece = dataclasses.replace(seg, added=tuple(a), removed=tuple(r))
-                units.append(_Unit(sum(p.num_records for p in a + r), segments=[piece]))
+        units += _segment_units(seg, scan.mode, pruned)
     return units
+
+
+def _segment_units(seg: Segment, mode: ChangeMode, pruned: Callable[[Sequence[Partition]], list[Partition]]) -> list[_Unit]:
+    """The units of one segment of a scan in ``mode`` that does not
+    consolidate; ``pruned`` drops the partitions the scan's filter prunes."""
+    if mode is ChangeMode.APPEND_ONLY:
+        # One per appended partition, costing its fresh rows.
+        return [
+            _Unit(p.num_records if p.fresh_rows is None else p.fresh_rows, segments=[dataclasses.replace(seg, added=(p,))])
+            for p in pruned(seg.added)
+        ]
+    if isinstance(seg, CapturedCommit):
+        # audit: the commit's own change, split by row ids.
+        return [_Unit(_rows(piece), segments=[piece]) for (piece,) in _split_segments([seg])]
+    return [
+        _Unit(sum(p.num_records for p in a + r), segments=[dataclasses.replace(seg, added=tuple(a), removed=tuple(r))])
+        for a, r in components(pruned(seg.added), pruned(seg.removed))
+    ]
 
 
 def _rows(seg: Segment) -> int:

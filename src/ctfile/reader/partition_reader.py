@@ -17,7 +17,8 @@ every failure is a typed error (:mod:`ctfile.reader.integrity`).
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -356,43 +357,83 @@ def same_columns(files: DataFiles | Storage, a: Partition, b: Partition, schema:
 def _same_columns(fa: pq.ParquetFile, fb: pq.ParquetFile, read_a, read_b, size_a: int, size_b: int, schema: Schema) -> set[str]:
     """:func:`same_columns` over two open files; ``read_a(offset, n)`` reads
     bytes of the first file (``size_a`` bytes long), ``read_b`` of the second."""
-    ma, mb = fa.metadata, fb.metadata
-    if ma.num_row_groups != mb.num_row_groups or any(
-        ma.row_group(g).num_rows != mb.row_group(g).num_rows for g in range(ma.num_row_groups)
-    ):
+    if not _same_row_groups(fa.metadata, fb.metadata):
         return set()
     names = list(schema.names)
-    map_a, map_b = file_columns(fa, schema, names), file_columns(fb, schema, names)
-    arrow_a, arrow_b = fa.schema_arrow, fb.schema_arrow
-    leaf_a = {ma.schema.column(i).path: i for i in range(ma.num_columns)}
-    leaf_b = {mb.schema.column(i).path: i for i in range(mb.num_columns)}
-    same: set[str] = set()
-    for name in names:
-        ca, cb = map_a[name], map_b[name]
-        if ca is None and cb is None:
-            same.add(name)
-            continue
-        if ca is None or cb is None or ca not in leaf_a or cb not in leaf_b:
-            continue
-        if not arrow_a.field(ca).type.equals(arrow_b.field(cb).type):
-            continue
-        ia, ib = leaf_a[ca], leaf_b[cb]
-        if _leaf_schema_key(ma.schema.column(ia)) != _leaf_schema_key(mb.schema.column(ib)):
-            continue
-        for g in range(ma.num_row_groups):
-            xa, xb = ma.row_group(g).column(ia), mb.row_group(g).column(ib)
-            n = xa.total_compressed_size
-            if (
-                xa.compression != xb.compression or n != xb.total_compressed_size
-                or xa.num_values != xb.num_values or xa.encodings != xb.encodings
-            ):
-                break
-            oa = xa.dictionary_page_offset if xa.has_dictionary_page else xa.data_page_offset
-            ob = xb.dictionary_page_offset if xb.has_dictionary_page else xb.data_page_offset
-            if not (0 < oa and oa + n <= size_a and 0 < ob and ob + n <= size_b):
-                break
-            if not read_a(oa, n).equals(read_b(ob, n)):
-                break
-        else:
-            same.add(name)
-    return same
+    a = _Side.of(fa, read_a, size_a, schema, names)
+    b = _Side.of(fb, read_b, size_b, schema, names)
+    return {name for name in names if _same_column(a, b, name)}
+
+
+def _same_row_groups(ma: pq.FileMetaData, mb: pq.FileMetaData) -> bool:
+    """Whether two files have as many row groups, of the same row counts."""
+    return ma.num_row_groups == mb.num_row_groups and all(
+        ma.row_group(g).num_rows == mb.row_group(g).num_rows for g in range(ma.num_row_groups)
+    )
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One file of a :func:`same_columns` comparison: its footer, the file
+    column of each table column, the index of each leaf column by path, and
+    how to read its bytes (``read(offset, n)``; ``size`` bytes long)."""
+
+    md: pq.FileMetaData
+    arrow: pa.Schema
+    columns: dict[str, str | None]
+    leaf: dict[str, int]
+    read: Callable[[int, int], Any]
+    size: int
+
+    @classmethod
+    def of(cls, pf: pq.ParquetFile, read: Callable[[int, int], Any], size: int, schema: Schema, names: list[str]) -> "_Side":
+        md = pf.metadata
+        leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
+        return cls(md, pf.schema_arrow, file_columns(pf, schema, names), leaf, read, size)
+
+    def holds(self, offset: int, n: int) -> bool:
+        """Whether bytes ``offset .. offset + n`` lie inside the file, after its magic number."""
+        return 0 < offset and offset + n <= self.size
+
+
+def _same_column(a: _Side, b: _Side, name: str) -> bool:
+    """Whether table column ``name`` stores the same values in both files
+    (see :func:`same_columns`)."""
+    ca, cb = a.columns[name], b.columns[name]
+    if ca is None and cb is None:
+        return True  # absent from both: all nulls
+    if ca is None or cb is None or ca not in a.leaf or cb not in b.leaf:
+        return False
+    ia, ib = a.leaf[ca], b.leaf[cb]
+    if not _same_leaf_type(a, b, ca, cb, ia, ib):
+        return False
+    return all(_same_chunk(a, b, a.md.row_group(g).column(ia), b.md.row_group(g).column(ib)) for g in range(a.md.num_row_groups))
+
+
+def _same_leaf_type(a: _Side, b: _Side, ca: str, cb: str, ia: int, ib: int) -> bool:
+    """Whether file columns ``ca`` (leaf ``ia``) and ``cb`` (leaf ``ib``) have the same Arrow and Parquet types."""
+    return a.arrow.field(ca).type.equals(b.arrow.field(cb).type) and (
+        _leaf_schema_key(a.md.schema.column(ia)) == _leaf_schema_key(b.md.schema.column(ib))
+    )
+
+
+def _same_chunk(a: _Side, b: _Side, xa, xb) -> bool:
+    """Whether column chunk ``xa`` of ``a`` and ``xb`` of ``b`` are byte-identical."""
+    if not _same_chunk_layout(xa, xb):
+        return False
+    n = xa.total_compressed_size
+    oa, ob = _chunk_start(xa), _chunk_start(xb)
+    return a.holds(oa, n) and b.holds(ob, n) and a.read(oa, n).equals(b.read(ob, n))
+
+
+def _same_chunk_layout(xa, xb) -> bool:
+    """Whether two column chunks' metadata agree on codec, size, value count and encodings."""
+    return (
+        xa.compression == xb.compression and xa.total_compressed_size == xb.total_compressed_size
+        and xa.num_values == xb.num_values and xa.encodings == xb.encodings
+    )
+
+
+def _chunk_start(x) -> int:
+    """The offset of a column chunk's first page (its dictionary page, if any)."""
+    return x.dictionary_page_offset if x.has_dictionary_page else x.data_page_offset

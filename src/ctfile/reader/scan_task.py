@@ -33,6 +33,10 @@ POSITION_COLUMN = "_ct_pos"
 
 @dataclass(frozen=True)
 class ScanTask:
+    """One unit of a snapshot scan (see the module docstring): the rows of
+    ``partition`` (of row groups ``row_group_start`` up to ``row_group_stop``)
+    in ``columns``, that satisfy ``filter``, read with table schema ``schema``."""
+
     location: TableLocation
     schema: Schema
     partition: Partition
@@ -64,16 +68,12 @@ class ScanTask:
         """
         storage = self.location.open()
         arrow = self.schema.to_arrow(field_ids=False)
-        out_schema = pa.schema([arrow.field(c) for c in self.columns])
-        wanted = list(self.columns)
-        if self.filter is not None:
-            wanted += [c for c in referenced_columns(self.filter, arrow) if c not in wanted]
+        out_schema = _output_schema(arrow, self.columns, positions=positions)
+        wanted = self._read_columns(arrow)
         files = DataFiles(storage)
         with files.open(self.partition) as source:
             pf = files.parquet(source, self.partition)
-            total = pf.metadata.num_row_groups
-            stop = total if self.row_group_stop is None else min(self.row_group_stop, total)
-            groups = list(range(min(self.row_group_start, total), stop))
+            groups = self._row_groups(pf.metadata.num_row_groups)
             if not groups:
                 return
             # SPEC §Schema evolution: the file's columns are found by field id.
@@ -82,24 +82,52 @@ class ScanTask:
             dict_cols = small_dictionary_columns(pf, groups, read_cols)
             if dict_cols:
                 pf = files.parquet(source, self.partition, metadata=pf.metadata, read_dictionary=dict_cols)
-            out_cols = list(self.columns)
-            if positions:
-                out_schema = out_schema.append(pa.field(POSITION_COLUMN, pa.int64(), nullable=False))
-                out_cols.append(POSITION_COLUMN)
             offset = sum(pf.metadata.row_group(i).num_rows for i in range(groups[0]))
             for b in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=read_cols, use_threads=use_threads):
-                n = b.num_rows
-                arrays = [projection.column(c, b, n) for c in wanted]
-                names = list(wanted)
-                if positions:
-                    arrays.append(pa.array(np.arange(offset, offset + n, dtype=np.int64)))
-                    names.append(POSITION_COLUMN)
-                offset += n
-                b = pa.RecordBatch.from_arrays(arrays, names=names)
-                if self.filter is not None:
-                    b = b.filter(self.filter)
-                if b.num_rows:
-                    yield pa.RecordBatch.from_arrays([b.column(c) for c in out_cols], schema=out_schema)
+                out = self._output(projection, wanted, b, offset if positions else None, out_schema)
+                offset += b.num_rows
+                if out is not None:
+                    yield out
+
+    def _read_columns(self, arrow: pa.Schema) -> list[str]:
+        """The table columns to read: the task's, then those its filter also uses."""
+        wanted = list(self.columns)
+        if self.filter is not None:
+            wanted += [c for c in referenced_columns(self.filter, arrow) if c not in wanted]
+        return wanted
+
+    def _row_groups(self, total: int) -> list[int]:
+        """The task's row groups of a file of ``total`` row groups."""
+        stop = total if self.row_group_stop is None else min(self.row_group_stop, total)
+        return list(range(min(self.row_group_start, total), stop))
+
+    def _output(
+        self, projection: Projection, wanted: list[str], b: pa.RecordBatch, offset: int | None, out_schema: pa.Schema,
+    ) -> pa.RecordBatch | None:
+        """File batch ``b`` in ``out_schema``: the ``wanted`` columns
+        projected, their file positions from ``offset`` (when given), the
+        filter applied; None when no row is left."""
+        n = b.num_rows
+        arrays = [projection.column(c, b, n) for c in wanted]
+        names = list(wanted)
+        if offset is not None:
+            arrays.append(pa.array(np.arange(offset, offset + n, dtype=np.int64)))
+            names.append(POSITION_COLUMN)
+        b = pa.RecordBatch.from_arrays(arrays, names=names)
+        if self.filter is not None:
+            b = b.filter(self.filter)
+        if not b.num_rows:
+            return None
+        return pa.RecordBatch.from_arrays([b.column(c) for c in out_schema.names], schema=out_schema)
+
+
+def _output_schema(arrow: pa.Schema, columns: Sequence[str], *, positions: bool) -> pa.Schema:
+    """The schema of a task's batches: its ``columns`` of the table's
+    ``arrow`` schema, then :data:`POSITION_COLUMN` with ``positions``."""
+    out = pa.schema([arrow.field(c) for c in columns])
+    if positions:
+        out = out.append(pa.field(POSITION_COLUMN, pa.int64(), nullable=False))
+    return out
 
 
 def plan_scan_tasks(
