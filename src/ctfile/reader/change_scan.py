@@ -58,7 +58,7 @@ from ctfile.log.location import TableLocation
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
 from ctfile.reader.change_events import Images, consolidate, emit_commit
-from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
+from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape, Segment
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.change_tasks import plan_parts
@@ -216,20 +216,30 @@ class ChangeSet:
         with ThreadPoolExecutor(max_workers=READ_WORKERS) if use_threads else contextlib.nullcontext() as pool:
             if self.scan.mode is ChangeMode.DEFAULT and self.plan.consolidates:
                 yield from self._consolidated(files, use_threads, pool)
-                return
-            md = self._minimum_delta(files, use_threads, filtered=True)
-            for seg in self.plan.segments:
-                # audit segments are single commits, whose rows carry the commit.
-                version = seg.start_version if self.scan.is_audit else None
-                timestamp = seg.timestamp if self.scan.is_audit else None
-                if isinstance(seg, CapturedCommit):
-                    images = read_captured(files, self._pruned_commit(seg), self._table_schema, use_threads=use_threads, pool=pool)
-                    yield from emit_commit(images, filter=self.scan.row_filter, version=version, timestamp_ms=timestamp)
-                else:
-                    yield from md.run(
-                        self._prune(seg.added), self._prune(seg.removed), seg.start_version,
-                        version=version, timestamp_ms=timestamp, match_versions=seg.match_versions,
-                    )
+            else:
+                yield from self._per_segment(files, use_threads, pool)
+
+    def _per_segment(self, files: DataFiles, use_threads: bool, pool) -> Iterator[Chunk]:
+        """``default`` read from partitions, or ``audit``: each segment's
+        change on its own (a captured one from its files), in order."""
+        md = self._minimum_delta(files, use_threads, filtered=True)
+        for seg in self.plan.segments:
+            version, timestamp = self._commit_tags(seg)
+            if isinstance(seg, CapturedCommit):
+                images = read_captured(files, self._pruned_commit(seg), self._table_schema, use_threads=use_threads, pool=pool)
+                yield from emit_commit(images, filter=self.scan.row_filter, version=version, timestamp_ms=timestamp)
+            else:
+                yield from md.run(
+                    self._prune(seg.added), self._prune(seg.removed), seg.start_version,
+                    version=version, timestamp_ms=timestamp, match_versions=seg.match_versions,
+                )
+
+    def _commit_tags(self, seg: Segment) -> tuple[int | None, int | None]:
+        """``(version, timestamp)`` the rows of ``seg`` carry: audit segments
+        are single commits, whose rows carry the commit; None otherwise."""
+        if self.scan.is_audit:
+            return seg.start_version, seg.timestamp
+        return None, None
 
     def _minimum_delta(self, files: DataFiles, use_threads: bool, *, filtered: bool) -> MinimumDelta:
         return MinimumDelta(
@@ -247,11 +257,7 @@ class ChangeSet:
         captured commits' files are read on ``pool``, all at once."""
         md = self._minimum_delta(files, use_threads, filtered=False)
         captured = [s for s in self.plan.segments if isinstance(s, CapturedCommit)]
-        calls = [(i, f) for i, c in enumerate(captured) for f in reads_of(c, files, self._table_schema, use_threads=use_threads)]
-        read = pool.map(lambda call: call[1](), calls) if pool is not None else (f() for _, f in calls)
-        per_commit: list[list[Images]] = [[] for _ in captured]
-        for (i, _), images in zip(calls, read):
-            per_commit[i].append(images)
+        per_commit = self._captured_images(files, captured, use_threads, pool)
         if len(self.plan.segments) == 1 and len(captured) == 1:  # one captured commit: its images are its minimum delta
             yield from emit_commit(Images.concat(per_commit[0], self._data_schema), filter=self.scan.row_filter)
             return
@@ -264,6 +270,18 @@ class ChangeSet:
                 chunks = md.run(seg.added, seg.removed, seg.start_version, match_versions=seg.match_versions)
                 segments.append(Images.from_chunks(list(chunks), self._data_schema))
         yield from consolidate(segments, filter=self.scan.row_filter, batch_rows=self._batch_rows)
+
+    def _captured_images(
+        self, files: DataFiles, captured: Sequence[CapturedCommit], use_threads: bool, pool,
+    ) -> list[list[Images]]:
+        """Per commit of ``captured``, the images of its files, all read at
+        once on ``pool`` (on this thread without one)."""
+        calls = [(i, f) for i, c in enumerate(captured) for f in reads_of(c, files, self._table_schema, use_threads=use_threads)]
+        read = pool.map(lambda call: call[1](), calls) if pool is not None else (f() for _, f in calls)
+        per_commit: list[list[Images]] = [[] for _ in captured]
+        for (i, _), images in zip(calls, read):
+            per_commit[i].append(images)
+        return per_commit
 
     def _pruned_commit(self, c: CapturedCommit) -> CapturedCommit:
         """``c`` without the files whose statistics show no row passes the

@@ -80,11 +80,7 @@ def read_partition(
     lets pyarrow decode columns on its own threads.
     """
     wanted = list(schema.names if columns is None else columns)
-    target = schema.to_arrow(field_ids=False)
-    out_fields = [target.field(c) for c in wanted]
-    if hidden:
-        out_fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
-    out_schema = pa.schema(out_fields)
+    out_schema = _partition_schema(schema, wanted, hidden=hidden)
     files = DataFiles.of(files)
     with files.open(p) as src:
         pf = files.parquet(src, p)
@@ -94,33 +90,51 @@ def read_partition(
         file_names = pf.schema_arrow.names
         read_cols = list(projection.read_columns)
         if hidden:
-            read_cols += [h for h in HIDDEN_COLUMNS if h in file_names]
+            read_cols += _hidden_in(file_names)
         offset = 0
         iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
         for batch in iterator:
             n = batch.num_rows
             arrays = [projection.column(name, batch, n) for name in wanted]
             if hidden:
-                rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
-                rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
-                rid, rv = materialize_hidden(p, rid, rv, offset)
-                arrays += [rid, rv]
+                arrays += _hidden_arrays(p, batch, file_names, offset)
             offset += n
             yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _partition_schema(schema: Schema, columns: Sequence[str], *, hidden: bool) -> pa.Schema:
+    """The schema :func:`read_partition` yields: ``columns`` of the table,
+    then the hidden columns with ``hidden``."""
+    target = schema.to_arrow(field_ids=False)
+    fields = [target.field(c) for c in columns]
+    if hidden:
+        fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
+    return pa.schema(fields)
+
+
+def _hidden_in(names: Sequence[str]) -> list[str]:
+    """The hidden columns a file with columns ``names`` stores."""
+    return [h for h in HIDDEN_COLUMNS if h in names]
+
+
+def _hidden_arrays(p: Partition, batch: pa.RecordBatch, file_names: Sequence[str], offset: int) -> list[pa.Array]:
+    """The materialized hidden columns of ``batch`` of ``p``'s file (whose
+    first row is at position ``offset``); a column the file lacks is all
+    inherited."""
+    n = batch.num_rows
+    rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
+    rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
+    return list(materialize_hidden(p, rid, rv, offset))
 
 
 def read_partition_table(files: DataFiles | Storage, p: Partition, schema: Schema, **kw) -> pa.Table:
     """:func:`read_partition` into one Table."""
     columns = kw.get("columns")
-    hidden = kw.get("hidden", False)
     batches = list(read_partition(files, p, schema, **kw))
     if batches:
         return pa.Table.from_batches(batches)
-    target = schema.to_arrow(field_ids=False)
-    fields = [target.field(c) for c in (schema.names if columns is None else columns)]
-    if hidden:
-        fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
-    return pa.schema(fields).empty_table()
+    wanted = schema.names if columns is None else columns
+    return _partition_schema(schema, wanted, hidden=kw.get("hidden", False)).empty_table()
 
 
 def hidden_values_only_inherited(p: Partition) -> bool:
@@ -150,7 +164,7 @@ def read_hidden(files: DataFiles | Storage, p: Partition) -> tuple[np.ndarray, n
     with files.open(p) as src:
         pf = files.parquet(src, p)
         names = pf.schema_arrow.names
-        cols = [h for h in HIDDEN_COLUMNS if h in names]
+        cols = _hidden_in(names)
         t = pf.read(columns=cols, use_threads=True) if cols else None
     if t is not None and t.num_rows != n:
         raise files.error(CorruptDataFileError, p, f"decodes to {t.num_rows} rows, its add action records numRecords {n}")
@@ -169,17 +183,23 @@ def _materialized(t: pa.Table | None, name: str, n: int, inherit: int, *, positi
     out = np.empty(n, dtype=np.int64)
     k = 0
     for chunk in col.chunks:
-        m = len(chunk)
-        if chunk.null_count == 0:
-            out[k:k + m] = chunk.to_numpy()
-        elif chunk.null_count == m:
-            out[k:k + m] = np.arange(inherit + k, inherit + k + m) if positional else inherit
-        else:
-            out[k:k + m] = pc.fill_null(chunk, 0).to_numpy()
-            nulls = np.flatnonzero(pc.is_null(chunk).to_numpy(zero_copy_only=False))
-            out[k + nulls] = inherit + k + nulls if positional else inherit
-        k += m
+        _fill_chunk(out, k, chunk, inherit, positional=positional)
+        k += len(chunk)
     return out
+
+
+def _fill_chunk(out: np.ndarray, k: int, chunk: pa.Array, inherit: int, *, positional: bool) -> None:
+    """Write ``chunk`` (the rows from position ``k``) into ``out``, nulls
+    replaced as :func:`_materialized` says."""
+    m = len(chunk)
+    if chunk.null_count == 0:
+        out[k:k + m] = chunk.to_numpy()
+    elif chunk.null_count == m:
+        out[k:k + m] = np.arange(inherit + k, inherit + k + m) if positional else inherit
+    else:
+        out[k:k + m] = pc.fill_null(chunk, 0).to_numpy()
+        nulls = np.flatnonzero(pc.is_null(chunk).to_numpy(zero_copy_only=False))
+        out[k + nulls] = inherit + k + nulls if positional else inherit
 
 
 _ROWS_BATCH = 65536
@@ -201,29 +221,37 @@ def small_dictionary_columns(pf: pq.ParquetFile, groups: Sequence[int], columns:
     top-level string or binary leaves with a small dictionary (see above) in
     every one of those row groups."""
     md = pf.metadata
-    arrow = pf.schema_arrow
     leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
     out = []
     for name in columns:
         i = leaf.get(name)
-        if i is None or md.schema.column(i).physical_type != "BYTE_ARRAY" or arrow.get_field_index(name) < 0:
-            continue
-        t = arrow.field(name).type
-        if not (pa.types.is_string(t) or pa.types.is_binary(t)):
-            continue
-        for g in groups:
-            rg = md.row_group(int(g))
-            c = rg.column(i)
-            d = c.dictionary_page_offset
-            if (
-                not c.has_dictionary_page or d is None
-                or not 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE
-                or c.total_uncompressed_size >= _DICT_BYTES_PER_ROW * max(1, rg.num_rows)
-            ):
-                break
-        else:
+        if _top_level_strings(pf, name, i) and all(_small_dictionary(md.row_group(int(g)), i) for g in groups):
             out.append(name)
     return out
+
+
+def _top_level_strings(pf: pq.ParquetFile, name: str, leaf: int | None) -> bool:
+    """Whether file column ``name`` (leaf column ``leaf``, None when it is
+    not a leaf) is a top-level string or binary column."""
+    if leaf is None or pf.metadata.schema.column(leaf).physical_type != "BYTE_ARRAY":
+        return False
+    arrow = pf.schema_arrow
+    if arrow.get_field_index(name) < 0:
+        return False
+    t = arrow.field(name).type
+    return pa.types.is_string(t) or pa.types.is_binary(t)
+
+
+def _small_dictionary(rg: pq.RowGroupMetaData, leaf: int) -> bool:
+    """Whether leaf column ``leaf``'s chunk in row group ``rg`` has a small
+    dictionary (see above)."""
+    c = rg.column(leaf)
+    d = c.dictionary_page_offset
+    return (
+        c.has_dictionary_page and d is not None
+        and 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE
+        and c.total_uncompressed_size < _DICT_BYTES_PER_ROW * max(1, rg.num_rows)
+    )
 
 
 def _row_groups_of(md: pq.FileMetaData, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -259,51 +287,68 @@ def iter_rows(
     are turned into strings.
     """
     wanted = list(schema.names if columns is None else columns)
-    target = schema.to_arrow(field_ids=False)
-    out_schema = pa.schema([target.field(c) for c in wanted])
-    positions = np.asarray(positions)
-    if positions.dtype.kind not in "iu":
-        positions = positions.astype(np.int64)
+    out_schema = _partition_schema(schema, wanted, hidden=False)
+    positions = _integers(positions)
     if len(positions) == 0:
         return
     files = DataFiles.of(files)
     with files.open(p) as src:
         pf = files.parquet(src, p)
         md = pf.metadata
-        if positions[0] < 0 or positions[-1] >= md.num_rows:
+        if _outside(positions, md.num_rows):
             raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
         projection = Projection(pf.schema_arrow, schema, wanted)
         read_cols = projection.read_columns
-
-        def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
-            return pa.Table.from_arrays([projection.column(name, batch, n) for name in wanted], schema=out_schema)
-
         if not read_cols:  # every wanted column is absent from the file: all nulls
-            yield 0, assemble(len(positions), None)
+            yield 0, _projected(projection, out_schema, len(positions), None)
             return
         groups, local = _row_groups_of(md, positions)
         dictionary = small_dictionary_columns(pf, groups, read_cols)
         if dictionary:  # the footer is parsed once: the reopened file reuses it
             pf = files.parquet(src, p, metadata=md, read_dictionary=dictionary)
-        k = 0
-        offset = 0
-        for batch in pf.iter_batches(
+        batches = pf.iter_batches(
             batch_size=batch_rows, row_groups=groups.tolist(), columns=read_cols, use_threads=use_threads
-        ):
-            n = batch.num_rows
-            hi = int(np.searchsorted(local, offset + n))
-            if hi > k:
-                if hi - k == n:  # every row of the batch is selected
-                    sel = batch
-                else:
-                    sel = batch.take(pa.array(local[k:hi] - offset))
-                yield k, assemble(hi - k, sel)
-                k = hi
-            offset += n
-            if k == len(positions):
-                break  # past the last selected row: do not decode the rest
-        if k != len(positions):
+        )
+        done = 0
+        for k, sel in _selected(batches, local):
+            yield k, _projected(projection, out_schema, sel.num_rows, sel)
+            done = k + sel.num_rows
+        if done != len(positions):
             raise files.error(CorruptDataFileError, p, f"decodes to fewer rows than its footer's {md.num_rows}")
+
+
+def _outside(positions: np.ndarray, rows: int) -> bool:
+    """Whether sorted ``positions`` reach outside a file of ``rows`` rows."""
+    return positions[0] < 0 or positions[-1] >= rows
+
+
+def _projected(projection: Projection, out_schema: pa.Schema, n: int, batch: pa.RecordBatch | None) -> pa.Table:
+    """The columns of ``out_schema`` of the ``n`` rows of ``batch`` (None:
+    nothing was read), projected."""
+    return pa.Table.from_arrays([projection.column(name, batch, n) for name in out_schema.names], schema=out_schema)
+
+
+def _integers(positions: np.ndarray) -> np.ndarray:
+    """``positions`` as a numpy array of integers (int64 unless they are already integers)."""
+    positions = np.asarray(positions)
+    return positions if positions.dtype.kind in "iu" else positions.astype(np.int64)
+
+
+def _selected(batches: Iterator[pa.RecordBatch], local: np.ndarray) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The rows at ``local`` (ascending indices into the concatenation of
+    ``batches``), batch by batch: ``(k, rows)`` where ``rows`` are those at
+    ``local[k:k + rows.num_rows]``. Stops pulling batches after the last."""
+    k = offset = 0
+    for batch in batches:
+        n = batch.num_rows
+        hi = int(np.searchsorted(local, offset + n))
+        if hi > k:
+            # All rows of the batch selected: the batch itself.
+            yield k, (batch if hi - k == n else batch.take(pa.array(local[k:hi] - offset)))
+            k = hi
+        offset += n
+        if k == len(local):
+            break  # past the last selected row: do not decode the rest
 
 
 def read_rows(
@@ -318,8 +363,7 @@ def read_rows(
     """The rows at sorted ``positions`` (table columns only), reading only the
     row groups that hold them (see :func:`iter_rows`)."""
     wanted = list(schema.names if columns is None else columns)
-    target = schema.to_arrow(field_ids=False)
-    out_schema = pa.schema([target.field(c) for c in wanted])
+    out_schema = _partition_schema(schema, wanted, hidden=False)
     tables = [t for _, t in iter_rows(files, p, schema, positions, columns=wanted, use_threads=use_threads)]
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
