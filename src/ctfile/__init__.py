@@ -30,6 +30,7 @@ from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COL
 from ctfile.format.column_paths import format_field_path, parse_field_path
 from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
 from ctfile.log.commit_options import CommitOptions
+from ctfile.log.location import TableLocation
 from ctfile.log.transaction import CommitResult
 from ctfile.reader.scan_task import POSITION_COLUMN
 from ctfile.reader import ChangeMode, Changelog, ChangeScan, ChangeSet, ChangeTask, PlanShape, ScanTask, Snapshot
@@ -63,6 +64,7 @@ __all__ = [
     "PlanShape",
     "ScanTask",
     "ChangeTask",
+    "TableLocation",
     "ClusteringInfo",
     "clustering_depth",
     "CommitOptions",

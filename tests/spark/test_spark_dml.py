@@ -177,7 +177,7 @@ def test_clustered_table(spark, tmp_path):
     written = [p for p in st.snapshot().partitions if p.path not in before]
     assert written
     for p in written:
-        task = ctfile.ScanTask(st.uri, None, st.schema_at(), p, ("id",))
+        task = ctfile.ScanTask(ctfile.TableLocation(st.uri), st.schema_at(), p, ("id",))
         ids = pa.Table.from_batches(list(task.to_batches())).column("id").to_pylist()
         assert ids == sorted(ids), (p.path, ids)
 

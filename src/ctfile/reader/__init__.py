@@ -2,9 +2,8 @@
 
 from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.reader.change_plan import PlanShape
-from ctfile.reader.change_scan import ChangeSet
+from ctfile.reader.change_scan import ChangeSet, ChangeTask
 from ctfile.reader.change_spec import ChangeScan
-from ctfile.reader.change_tasks import ChangeTask
 from ctfile.reader.scan_task import ScanTask
 from ctfile.reader.snapshot import Snapshot
 

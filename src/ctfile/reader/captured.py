@@ -106,14 +106,20 @@ def captured_commit(version: int, timestamp: int, actions: Sequence) -> Captured
     if not is_captured(actions):
         return None
     changes = tuple(a for a in actions if isinstance(a, ChangeFile))
-    removes = [a for a in actions if isinstance(a, RemovePartition) and a.data_change]
+    adds = _data_changing(actions, AddPartition)
+    removes = _data_changing(actions, RemovePartition)
     return CapturedCommit(
         version,
         timestamp,
         changes,
-        tuple(a.partition for a in actions if isinstance(a, AddPartition) and a.data_change),
+        tuple(a.partition for a in adds),
         tuple(r.partition for r in removes if r.deletes_all_rows),
     )
+
+
+def _data_changing(actions: Sequence, kind: type) -> list:
+    """The ``dataChange: true`` actions of type ``kind`` among ``actions``, in order."""
+    return [a for a in actions if isinstance(a, kind) and a.data_change]
 
 
 def change_file_partition(c: ChangeFile, version: int) -> Partition:

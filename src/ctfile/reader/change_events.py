@@ -87,10 +87,10 @@ class Images:
         if not parts:
             return cls.empty(schema)
         return cls(
-            pa.concat_tables([p.data for p in parts]) if len(parts) > 1 else parts[0].data,
+            _concat_tables([p.data for p in parts]),
             np.concatenate([p.row_id for p in parts]),
             np.concatenate([p.new for p in parts]),
-            None if all(p.update is None for p in parts) else np.concatenate([p.pairs() for p in parts]),
+            _concat_updates(parts),
         )
 
     @classmethod
@@ -101,6 +101,18 @@ class Images:
 
     def __len__(self) -> int:
         return self.data.num_rows
+
+
+def _concat_tables(tables: list[pa.Table]) -> pa.Table:
+    """``tables`` (at least one) as one table; one table as it is."""
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _concat_updates(parts: Sequence[Images]) -> np.ndarray | None:
+    """The :attr:`Images.update` of ``parts`` concatenated (None when none has pairs)."""
+    if all(p.update is None for p in parts):
+        return None
+    return np.concatenate([p.pairs() for p in parts])
 
 
 @dataclass(frozen=True)
@@ -166,7 +178,7 @@ def consolidate(
     if not segments:
         return
     sel = select(segments)
-    data = segments[0].data if len(segments) == 1 else pa.concat_tables([s.data for s in segments])
+    data = _concat_tables([s.data for s in segments])
     both = (sel.old >= 0) & (sel.new >= 0)
     kw = {"version": version, "timestamp_ms": timestamp_ms}
     if both.any():
@@ -176,13 +188,23 @@ def consolidate(
     for picks, insert in ((sel.old, False), (sel.new, True)):
         lone = (picks >= 0) & ~both
         if lone.any():
-            rows = data.take(pa.array(picks[lone]))
-            ids = sel.row_id[lone]
-            keep = filter_mask(rows, filter)
-            if keep is not None:
-                rows, ids = rows.filter(pa.array(keep)), ids[keep]
-            if rows.num_rows:
-                yield Chunk(rows, const(rows.num_rows, insert), const(rows.num_rows, False), ids, **kw)
+            chunk = _lone_chunk(data.take(pa.array(picks[lone])), sel.row_id[lone], insert, filter, **kw)
+            if chunk is not None:
+                yield chunk
+
+
+def _lone_chunk(
+    rows: pa.Table, ids: np.ndarray, insert: bool, filter: pc.Expression | None, *,
+    version: int | None, timestamp_ms: int | None,
+) -> Chunk | None:
+    """Lone INSERTs (``insert``) or DELETEs: the images ``rows`` of row ids
+    ``ids`` that pass ``filter``; None when none does."""
+    keep = filter_mask(rows, filter)
+    if keep is not None:
+        rows, ids = rows.filter(pa.array(keep)), ids[keep]
+    if not rows.num_rows:
+        return None
+    return Chunk(rows, const(rows.num_rows, insert), const(rows.num_rows, False), ids, version=version, timestamp_ms=timestamp_ms)
 
 
 def emit_commit(

@@ -49,11 +49,11 @@ from typing import Sequence
 
 from ctfile.format.actions import AddPartition, ChangeFile, CommitInfo, Partition, RemovePartition
 from ctfile.format.change_modes import ChangeMode
-from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
 from ctfile.format.schema import ROW_VERSION_FIELD_ID
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.reader.captured import CapturedCommit, captured_commit
+from ctfile.reader.change_interval import read_interval, resolve_interval  # noqa: F401 (resolve_interval: its old home)
 from ctfile.reader.change_spec import ChangeScan
 
 
@@ -216,142 +216,47 @@ class ChangePlan:
         one task). The summary keeps what those segments read: the net sets'
         partitions they read, and of each commit the partitions read by the
         segments covering that commit's version (and its captured part)."""
-        read = {p.path for s in segments for p in s.partitions}
-
-        def keep(parts: tuple[Partition, ...], paths: set[str]) -> tuple[Partition, ...]:
-            return tuple(p for p in parts if p.path in paths)
-
+        read = _paths_read(segments)
         commits = []
         for c in self.commits:
-            covering = [s for s in segments if s.start_version <= c.version <= s.end_version]
-            paths = {p.path for s in covering for p in s.partitions}
-            captured = next((s for s in covering if isinstance(s, CapturedCommit)), None)
-            if captured is None and c.captured is not None:
-                # Read from partitions here: of what makes it captured, the
-                # summary keeps the partitions this part reads.
-                captured = dataclasses.replace(
-                    c.captured, change_files=(), inserted=keep(c.captured.inserted, paths),
-                    deleted=keep(c.captured.deleted, paths),
-                )
-            part = CommitChanges(c.version, c.timestamp, keep(c.added, paths), keep(c.removed, paths), captured)
+            part = _commit_part(c, segments)
             if part.added or part.removed or part.change_files:
                 commits.append(part)
         shape = self.shape if segments or self.shape is PlanShape.INITIAL_ROWS else PlanShape.EMPTY
         return ChangePlan(
-            shape, tuple(segments), initial, keep(self.added, read), keep(self.removed, read), tuple(commits)
+            shape, tuple(segments), initial, _keep(self.added, read), _keep(self.removed, read), tuple(commits)
         )
 
 
-def _check_version_arg(value, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an int, found {value!r}")
-    if value < 0:
-        raise InvalidArgumentError(f"{name} must be >= 0, found {value}")
-    return value
+def _paths_read(segments: Sequence[Segment]) -> set[str]:
+    """The paths of the partitions ``segments`` read."""
+    return {p.path for s in segments for p in s.partitions}
 
 
-def resolve_interval(
-    log: ManifestLog,
-    latest: int,
-    *,
-    start_version=None,
-    end_version=None,
-    start_timestamp_ms: int | None = None,
-    end_timestamp_ms: int | None = None,
-) -> tuple[int, int]:
-    """``(a, b)`` with ``a <= b + 1`` (``a == b + 1`` is an empty interval).
-
-    Raises InvalidArgumentError for a reversed or doubly-specified interval,
-    VersionNotFoundError for a version beyond the latest or a timestamp before
-    the first commit.
-    """
-    start_version = _check_version_arg(start_version, "start_version")
-    end_version = _check_version_arg(end_version, "end_version")
-    if start_version is not None and start_timestamp_ms is not None:
-        raise InvalidArgumentError("give start_version or start_timestamp, not both")
-    if end_version is not None and end_timestamp_ms is not None:
-        raise InvalidArgumentError("give end_version or end_timestamp, not both")
-    if end_version is not None:
-        if end_version > latest:
-            raise VersionNotFoundError(
-                f"end_version {end_version} is beyond the latest version {latest} of {log.storage.uri}"
-            )
-        b = end_version
-    elif end_timestamp_ms is not None:
-        b = log.version_at_timestamp(end_timestamp_ms, latest=latest)
-    else:
-        b = latest
-    if start_version is not None:
-        # latest + 1 .. latest, both ends named, is the empty interval of a
-        # stream that has caught up (SPEC §Change scans, reader requirements).
-        if start_version > latest and not (start_version == latest + 1 and end_version == latest):
-            raise VersionNotFoundError(
-                f"start_version {start_version} is beyond the latest version {latest} of {log.storage.uri}"
-            )
-        a = start_version
-        # a == b + 1 is the empty interval (a stream that has caught up);
-        # anything further apart is a mistake.
-        if a > b + 1:
-            raise InvalidArgumentError(
-                f"reversed interval: start_version {a} is after end_version {b}; "
-                f"an interval a..b includes both ends and needs a <= b"
-            )
-    elif start_timestamp_ms is not None:
-        if end_timestamp_ms is not None and start_timestamp_ms > end_timestamp_ms:
-            raise InvalidArgumentError("reversed interval: start_timestamp is after end_timestamp")
-        a = _first_version_at_or_after(log, start_timestamp_ms, latest)
-    else:
-        a = 0
-    return a, b
+def _keep(parts: tuple[Partition, ...], paths: set[str]) -> tuple[Partition, ...]:
+    """The partitions of ``parts`` at ``paths``, in order."""
+    return tuple(p for p in parts if p.path in paths)
 
 
-def _first_version_at_or_after(log: ManifestLog, ts_ms: int, latest: int) -> int:
-    """The first version committed at or after ``ts_ms`` (``latest + 1`` if none)."""
-    oldest = log.oldest_version()
-    first_ts = log.commit_info(oldest).timestamp
-    if ts_ms < first_ts:
-        if oldest == 0:
-            raise VersionNotFoundError(
-                f"start_timestamp is before the table's first commit (version 0) of {log.storage.uri}"
-            )
-        raise StaleIntervalError(
-            f"start_timestamp is before the oldest retained version {oldest} of {log.storage.uri}",
-            oldest_available=oldest,
+def _covering(segments: Sequence[Segment], version: int) -> list[Segment]:
+    """The segments whose versions include ``version``."""
+    return [s for s in segments if s.start_version <= version <= s.end_version]
+
+
+def _commit_part(c: CommitChanges, segments: Sequence[Segment]) -> CommitChanges:
+    """What ``segments`` (a part of a plan) read of commit ``c``: the
+    partitions read by the segments covering its version, and its captured
+    part (of a captured commit read from partitions here: the partitions
+    this part reads of what makes it captured)."""
+    covering = _covering(segments, c.version)
+    paths = _paths_read(covering)
+    captured = next((s for s in covering if isinstance(s, CapturedCommit)), None)
+    if captured is None and c.captured is not None:
+        captured = dataclasses.replace(
+            c.captured, change_files=(), inserted=_keep(c.captured.inserted, paths),
+            deleted=_keep(c.captured.deleted, paths),
         )
-    if ts_ms == first_ts:
-        return oldest
-    return log.version_at_timestamp(ts_ms - 1, latest=latest) + 1
-
-
-def read_interval(log: ManifestLog, a: int, b: int) -> list[list]:
-    """The entries ``a..b``; StaleIntervalError if retention removed some."""
-    if a > b:
-        return []
-    try:
-        return log.read_entries(a, b)
-    except VersionNotFoundError as e:
-        oldest = _oldest_available(log, b)
-        raise StaleIntervalError(
-            f"changes {a}..{b} of {log.storage.uri} are no longer available: the log "
-            f"retains versions from {oldest} on (retention removed the rest); start at "
-            f"version {oldest} or later, or read a snapshot instead",
-            oldest_available=oldest,
-        ) from e
-
-
-def _oldest_available(log: ManifestLog, b: int) -> int:
-    """The oldest version ``v`` from which the entries ``v..b`` are all present.
-
-    ``log.oldest_version()`` alone is not enough: with version 0 kept but later
-    entries gone it would name 0, from which the scan fails again.
-    """
-    present = set(log.list().commits)
-    v = b + 1
-    while v - 1 in present:
-        v -= 1
-    return max(v, log.oldest_version())
+    return CommitChanges(c.version, c.timestamp, _keep(c.added, paths), _keep(c.removed, paths), captured)
 
 
 def may_hold_rows_written_since(p: Partition, a: int) -> bool:
@@ -419,75 +324,161 @@ def net_changes(
 ) -> tuple[tuple[Partition, ...], tuple[Partition, ...], tuple[CommitChanges, ...]]:
     """:func:`interval_changes` of the ``(version, actions)`` entries of
     consecutive versions."""
-    added: dict[str, Partition] = {}
-    removed: dict[str, Partition] = {}
+    net = _NetSets()
     commits: list[CommitChanges] = []
-    compactions: list[tuple[list[str], list[str]]] = []
+    compactions: list[_Compaction] = []
     for v, entry in entries:
-        info = next(x for x in entry if isinstance(x, CommitInfo))
-        adds = [x for x in entry if isinstance(x, AddPartition)]
-        rems = [x for x in entry if isinstance(x, RemovePartition)]
-        for r in rems:
-            if r.path in added:
-                del added[r.path]  # added and removed inside the interval: never read
-            else:
-                removed[r.path] = r.partition
-        for ad in adds:
-            added[ad.path] = ad.partition
-        data_adds = tuple(x.partition for x in adds if x.data_change)
-        data_rems = tuple(x.partition for x in rems if x.data_change)
-        if data_adds or data_rems:
-            commits.append(CommitChanges(v, info.timestamp, data_adds, data_rems, captured_commit(v, info.timestamp, entry)))
-        nd_adds = [x.path for x in adds if not x.data_change]
-        nd_rems = [x.path for x in rems if not x.data_change]
-        if nd_adds or nd_rems:
-            compactions.append((nd_rems, nd_adds))
+        adds, rems = _partition_actions(entry)
+        net.apply(adds, rems)
+        commit = _data_commit(v, entry, adds, rems)
+        if commit is not None:
+            commits.append(commit)
+        compaction = _Compaction.of(adds, rems)
+        if compaction.moves_files:
+            compactions.append(compaction)
     if not commits:
         return (), (), ()
-    for rems_, adds_ in compactions:
-        if all(r in removed for r in rems_) and all(x in added for x in adds_):
-            for r in rems_:
-                del removed[r]
-            for x in adds_:
-                del added[x]
-    net_added = tuple(p for p in added.values() if p.num_records)
-    net_removed = tuple(p for p in removed.values() if p.num_records)
-    return net_added, net_removed, tuple(commits)
+    for compaction in compactions:
+        net.drop_if_unchanged(compaction)
+    return _holding_rows(net.added), _holding_rows(net.removed), tuple(commits)
+
+
+def _partition_actions(entry: list) -> tuple[list[AddPartition], list[RemovePartition]]:
+    """The ``add`` and the ``remove`` actions of ``entry``, each in log order."""
+    return [x for x in entry if isinstance(x, AddPartition)], [x for x in entry if isinstance(x, RemovePartition)]
+
+
+def _data_commit(
+    v: int, entry: list, adds: Sequence[AddPartition], rems: Sequence[RemovePartition],
+) -> CommitChanges | None:
+    """The data change of version ``v`` (its ``entry``, whose partition
+    actions are ``adds`` and ``rems``), or None if it changed no data."""
+    info = next(x for x in entry if isinstance(x, CommitInfo))
+    data_adds, data_rems = _data_changing(adds), _data_changing(rems)
+    if not (data_adds or data_rems):
+        return None
+    return CommitChanges(v, info.timestamp, data_adds, data_rems, captured_commit(v, info.timestamp, entry))
+
+
+def _data_changing(actions: Sequence[AddPartition | RemovePartition]) -> tuple[Partition, ...]:
+    """The partitions of the ``dataChange: true`` actions among ``actions``."""
+    return tuple(x.partition for x in actions if x.data_change)
+
+
+def _holding_rows(parts: dict[str, Partition]) -> tuple[Partition, ...]:
+    """The partitions of ``parts`` that hold rows (an empty one changes nothing)."""
+    return tuple(p for p in parts.values() if p.num_records)
+
+
+@dataclass(frozen=True)
+class _Compaction:
+    """The paths one commit removed and added with ``dataChange: false``."""
+
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+
+    @classmethod
+    def of(cls, adds: Sequence[AddPartition], rems: Sequence[RemovePartition]) -> "_Compaction":
+        return cls(tuple(x.path for x in rems if not x.data_change), tuple(x.path for x in adds if not x.data_change))
+
+    @property
+    def moves_files(self) -> bool:
+        return bool(self.removed or self.added)
+
+
+@dataclass
+class _NetSets:
+    """The net added and net removed partitions, by path, of the entries
+    applied so far (in version order)."""
+
+    added: dict[str, Partition] = field(default_factory=dict)
+    removed: dict[str, Partition] = field(default_factory=dict)
+
+    def apply(self, adds: Sequence[AddPartition], rems: Sequence[RemovePartition]) -> None:
+        """Apply one entry's removes, then its adds."""
+        for r in rems:
+            if r.path in self.added:
+                del self.added[r.path]  # added and removed inside the interval: never read
+            else:
+                self.removed[r.path] = r.partition
+        for ad in adds:
+            self.added[ad.path] = ad.partition
+
+    def drop_if_unchanged(self, c: _Compaction) -> None:
+        """Drop both sides of compaction ``c`` if its inputs are all net
+        removed and its outputs all net added: it rewrote rows without
+        changing them (see the module docstring)."""
+        if not (self.removed.keys() >= set(c.removed) and self.added.keys() >= set(c.added)):
+            return
+        for path in c.removed:
+            del self.removed[path]
+        for path in c.added:
+            del self.added[path]
 
 
 def _shape(
     mode: ChangeMode, a: int, added: tuple[Partition, ...], removed: tuple[Partition, ...],
     commits: tuple[CommitChanges, ...],
 ) -> PlanShape:
+    """The plan shape of a scan in ``mode`` of the interval from ``a`` with
+    these net sets and data-changing commits (SPEC §Change scans, plan shapes)."""
     if not commits:
         return PlanShape.EMPTY
     if mode is ChangeMode.APPEND_ONLY:
-        return PlanShape.ADDED_ONLY if any(c.inserted for c in commits) else PlanShape.EMPTY
-    if any(c.change_files for c in commits):
+        return PlanShape.ADDED_ONLY if _inserts_rows(commits) else PlanShape.EMPTY
+    if _has_change_files(commits):
         # SPEC §Change scans, plan shapes: only an interval with a change
         # action reads change files; any other keeps the shapes below.
-        return PlanShape.CAPTURED if all(c.captured is not None for c in commits) else PlanShape.MIXED
+        return PlanShape.CAPTURED if _all_captured(commits) else PlanShape.MIXED
     if mode is ChangeMode.AUDIT:
-        # Per-commit deltas: partitions added and removed inside the interval
-        # still count (the net sets may cancel out to nothing).
-        any_add = any(c.added for c in commits)
-        any_rem = any(c.removed for c in commits)
-        return (
-            PlanShape.MINIMIZE if any_add and any_rem
-            else PlanShape.ADDED_ONLY if any_add
-            else PlanShape.REMOVED_ONLY
-        )
+        return _audit_shape(commits)
+    return _net_shape(a, added, removed, commits)
+
+
+def _inserts_rows(commits: tuple[CommitChanges, ...]) -> bool:
+    """Whether a commit added a partition that is not a re-add (what an
+    ``append_only`` scan reads)."""
+    return any(c.inserted for c in commits)
+
+
+def _has_change_files(commits: tuple[CommitChanges, ...]) -> bool:
+    return any(c.change_files for c in commits)
+
+
+def _all_captured(commits: tuple[CommitChanges, ...]) -> bool:
+    return all(c.captured is not None for c in commits)
+
+
+def _audit_shape(commits: tuple[CommitChanges, ...]) -> PlanShape:
+    """The shape of an ``audit`` scan read from partitions: per-commit
+    deltas, so partitions added and removed inside the interval still count
+    (the net sets may cancel out to nothing)."""
+    any_add = any(c.added for c in commits)
+    any_rem = any(c.removed for c in commits)
+    if any_add and any_rem:
+        return PlanShape.MINIMIZE
+    return PlanShape.ADDED_ONLY if any_add else PlanShape.REMOVED_ONLY
+
+
+def _net_shape(
+    a: int, added: tuple[Partition, ...], removed: tuple[Partition, ...], commits: tuple[CommitChanges, ...],
+) -> PlanShape:
+    """The shape of a ``default`` scan read from the net sets of the interval from ``a``."""
     if added and removed:
-        # A net-added partition whose rows were all copied unchanged (e.g. the
-        # rewrite of a partial DELETE) yields no INSERT: if every added
-        # partition is such a copy, only deletes come out (REMOVED_ONLY); the
-        # copies' hidden row ids are still read to cancel surviving rows.
-        # Not across a re-add, whose rows keep older row versions.
-        inserts = any(c.restores for c in commits) or any(may_hold_rows_written_since(p, a) for p in added)
-        return PlanShape.MINIMIZE if inserts else PlanShape.REMOVED_ONLY
+        return PlanShape.MINIMIZE if _may_insert(a, added, commits) else PlanShape.REMOVED_ONLY
     if added:
         return PlanShape.ADDED_ONLY
     return PlanShape.REMOVED_ONLY if removed else PlanShape.EMPTY
+
+
+def _may_insert(a: int, added: tuple[Partition, ...], commits: tuple[CommitChanges, ...]) -> bool:
+    """Whether the net added partitions of the interval from ``a`` may yield
+    an INSERT. A net-added partition whose rows were all copied unchanged
+    (e.g. the rewrite of a partial DELETE) yields none: if every added
+    partition is such a copy, only deletes come out (REMOVED_ONLY); the
+    copies' hidden row ids are still read to cancel surviving rows. Not
+    across a re-add, whose rows keep older row versions."""
+    return any(c.restores for c in commits) or any(may_hold_rows_written_since(p, a) for p in added)
 
 
 def _segments(

@@ -54,12 +54,14 @@ from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.log_values import require_long
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
+from ctfile.log.location import TableLocation
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
 from ctfile.reader.change_events import Images, consolidate, emit_commit
-from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape
+from ctfile.reader.change_plan import ChangePlan, InitialRows, PlanShape, Segment
 from ctfile.reader.change_rows import Chunk, change_schema, filter_chunk, format_chunk
 from ctfile.reader.change_spec import ChangeScan
+from ctfile.reader.change_tasks import plan_parts
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta
 from ctfile.reader.partition_reader import hidden_values_only_inherited, read_hidden, read_partition, read_rows
@@ -69,6 +71,33 @@ from ctfile.reader.row_ids import table_seed
 # Partitions decode in parallel on a pool of this many threads (pyarrow
 # releases the GIL while decoding).
 READ_WORKERS = max(2, min(8, os.cpu_count() or 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeTask:
+    """One independent part of a change scan (see :mod:`ctfile.reader.change_tasks`):
+    the whole scan's ``scan`` spec and this task's part of its ``plan``,
+    made by :meth:`ChangeSet.tasks`."""
+
+    location: TableLocation
+    table_schema: Schema
+    table_id: str
+    scan: ChangeScan
+    plan: ChangePlan
+    num_records: int = 0  # rows of the partitions this task reads (a cost estimate)
+
+    def change_set(self, *, batch_rows: int = 65536) -> "ChangeSet":
+        """The :class:`ChangeSet` of this task's part."""
+        return ChangeSet(
+            self.location.open(), self.table_schema, self.table_id, self.scan, self.plan, batch_rows=batch_rows,
+        )
+
+    def to_batches(self, *, batch_rows: int = 65536, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
+        """This task's change rows, in the schema of the whole scan, in
+        batches of at most ``batch_rows``. ``use_threads=False`` decodes with
+        one thread (see :meth:`ChangeSet.to_batches`), as
+        :meth:`ScanTask.to_batches <ctfile.reader.scan_task.ScanTask.to_batches>` does."""
+        yield from self.change_set(batch_rows=batch_rows).to_batches(use_threads=use_threads)
 
 
 class ChangeSet:
@@ -157,20 +186,17 @@ class ChangeSet:
         """All change rows in one Table (see :meth:`to_batches`)."""
         return pa.Table.from_batches(list(self.to_batches(use_threads=use_threads)), schema=self.schema)
 
-    def tasks(self, *, max_rows_per_task: int | None = None) -> list:
-        """Plan this scan as independent picklable
-        :class:`~ctfile.reader.change_tasks.ChangeTask` objects for parallel
-        engines: together their ``to_batches()`` yield this scan's rows (as a
-        multiset). See :mod:`ctfile.reader.change_tasks`."""
-        from ctfile.reader.change_tasks import plan_change_tasks
-
+    def tasks(self, *, max_rows_per_task: int | None = None) -> list["ChangeTask"]:
+        """Plan this scan as independent picklable :class:`ChangeTask`
+        objects for parallel engines: together their ``to_batches()`` yield
+        this scan's rows (as a multiset). See :mod:`ctfile.reader.change_tasks`."""
         if max_rows_per_task is not None:
             require_long(max_rows_per_task, "max_rows_per_task", minimum=1)
-
-        return plan_change_tasks(
-            self._storage, self._table_schema, self._table_id, self.scan, self.plan,
-            max_rows_per_task=max_rows_per_task,
-        )
+        location = TableLocation.of(self._storage)
+        return [
+            ChangeTask(location, self._table_schema, self._table_id, self.scan, part.plan, num_records=part.num_records)
+            for part in plan_parts(self._table_schema, self.scan, self.plan, max_rows_per_task=max_rows_per_task)
+        ]
 
     def to_pandas(self):
         return self.to_arrow().to_pandas()
@@ -190,20 +216,30 @@ class ChangeSet:
         with ThreadPoolExecutor(max_workers=READ_WORKERS) if use_threads else contextlib.nullcontext() as pool:
             if self.scan.mode is ChangeMode.DEFAULT and self.plan.consolidates:
                 yield from self._consolidated(files, use_threads, pool)
-                return
-            md = self._minimum_delta(files, use_threads, filtered=True)
-            for seg in self.plan.segments:
-                # audit segments are single commits, whose rows carry the commit.
-                version = seg.start_version if self.scan.is_audit else None
-                timestamp = seg.timestamp if self.scan.is_audit else None
-                if isinstance(seg, CapturedCommit):
-                    images = read_captured(files, self._pruned_commit(seg), self._table_schema, use_threads=use_threads, pool=pool)
-                    yield from emit_commit(images, filter=self.scan.row_filter, version=version, timestamp_ms=timestamp)
-                else:
-                    yield from md.run(
-                        self._prune(seg.added), self._prune(seg.removed), seg.start_version,
-                        version=version, timestamp_ms=timestamp, match_versions=seg.match_versions,
-                    )
+            else:
+                yield from self._per_segment(files, use_threads, pool)
+
+    def _per_segment(self, files: DataFiles, use_threads: bool, pool) -> Iterator[Chunk]:
+        """``default`` read from partitions, or ``audit``: each segment's
+        change on its own (a captured one from its files), in order."""
+        md = self._minimum_delta(files, use_threads, filtered=True)
+        for seg in self.plan.segments:
+            version, timestamp = self._commit_tags(seg)
+            if isinstance(seg, CapturedCommit):
+                images = read_captured(files, self._pruned_commit(seg), self._table_schema, use_threads=use_threads, pool=pool)
+                yield from emit_commit(images, filter=self.scan.row_filter, version=version, timestamp_ms=timestamp)
+            else:
+                yield from md.run(
+                    self._prune(seg.added), self._prune(seg.removed), seg.start_version,
+                    version=version, timestamp_ms=timestamp, match_versions=seg.match_versions,
+                )
+
+    def _commit_tags(self, seg: Segment) -> tuple[int | None, int | None]:
+        """``(version, timestamp)`` the rows of ``seg`` carry: audit segments
+        are single commits, whose rows carry the commit; None otherwise."""
+        if self.scan.is_audit:
+            return seg.start_version, seg.timestamp
+        return None, None
 
     def _minimum_delta(self, files: DataFiles, use_threads: bool, *, filtered: bool) -> MinimumDelta:
         return MinimumDelta(
@@ -221,11 +257,7 @@ class ChangeSet:
         captured commits' files are read on ``pool``, all at once."""
         md = self._minimum_delta(files, use_threads, filtered=False)
         captured = [s for s in self.plan.segments if isinstance(s, CapturedCommit)]
-        calls = [(i, f) for i, c in enumerate(captured) for f in reads_of(c, files, self._table_schema, use_threads=use_threads)]
-        read = pool.map(lambda call: call[1](), calls) if pool is not None else (f() for _, f in calls)
-        per_commit: list[list[Images]] = [[] for _ in captured]
-        for (i, _), images in zip(calls, read):
-            per_commit[i].append(images)
+        per_commit = self._captured_images(files, captured, use_threads, pool)
         if len(self.plan.segments) == 1 and len(captured) == 1:  # one captured commit: its images are its minimum delta
             yield from emit_commit(Images.concat(per_commit[0], self._data_schema), filter=self.scan.row_filter)
             return
@@ -238,6 +270,18 @@ class ChangeSet:
                 chunks = md.run(seg.added, seg.removed, seg.start_version, match_versions=seg.match_versions)
                 segments.append(Images.from_chunks(list(chunks), self._data_schema))
         yield from consolidate(segments, filter=self.scan.row_filter, batch_rows=self._batch_rows)
+
+    def _captured_images(
+        self, files: DataFiles, captured: Sequence[CapturedCommit], use_threads: bool, pool,
+    ) -> list[list[Images]]:
+        """Per commit of ``captured``, the images of its files, all read at
+        once on ``pool`` (on this thread without one)."""
+        calls = [(i, f) for i, c in enumerate(captured) for f in reads_of(c, files, self._table_schema, use_threads=use_threads)]
+        read = pool.map(lambda call: call[1](), calls) if pool is not None else (f() for _, f in calls)
+        per_commit: list[list[Images]] = [[] for _ in captured]
+        for (i, _), images in zip(calls, read):
+            per_commit[i].append(images)
+        return per_commit
 
     def _pruned_commit(self, c: CapturedCommit) -> CapturedCommit:
         """``c`` without the files whose statistics show no row passes the

@@ -7,7 +7,7 @@ rendering, its row filter and whether initial rows come first. Planning
 (:func:`ctfile.reader.change_plan.plan_changes`) turns a spec and the log
 into a :class:`~ctfile.reader.change_plan.ChangePlan`; execution
 (:class:`~ctfile.reader.change_scan.ChangeSet`) and parallel tasks
-(:class:`~ctfile.reader.change_tasks.ChangeTask`) carry the same spec
+(:class:`~ctfile.reader.change_scan.ChangeTask`) carry the same spec
 object, never its fields one by one.
 
 The shape follows PyIceberg's ``TableScan``: the spec is immutable, every

@@ -1,14 +1,14 @@
-"""Picklable units of a change scan, for engines that read in parallel.
+"""Splitting a change plan into independent parts, for engines that read in parallel.
 
 :meth:`ctfile.reader.change_scan.ChangeSet.tasks` plans a change scan into
-:class:`ChangeTask` objects whose outputs, taken together, are the scan's
-output (as a multiset: the order of rows across tasks is not kept). A task
-carries the table URI, storage options, the scan's
-:class:`~ctfile.reader.change_spec.ChangeScan` and a *restricted* change
-plan (:meth:`ChangePlan.restricted
-<ctfile.reader.change_plan.ChangePlan.restricted>`), so it
-can be shipped to another process (a Spark executor) and run there with
-:meth:`ChangeTask.to_batches`, which executes an ordinary
+:class:`~ctfile.reader.change_scan.ChangeTask` objects whose outputs, taken
+together, are the scan's output (as a multiset: the order of rows across
+tasks is not kept). This module finds the parts: :func:`plan_parts` splits
+the scan's plan into *restricted* change plans (:meth:`ChangePlan.restricted
+<ctfile.reader.change_plan.ChangePlan.restricted>`); each task carries one,
+with the table's location and the scan's
+:class:`~ctfile.reader.change_spec.ChangeScan`, so it can be shipped to
+another process (a Spark executor) and run there as an ordinary
 :class:`~ctfile.reader.change_scan.ChangeSet` over its part of the plan.
 
 Why the split is exact
@@ -56,52 +56,26 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Iterator, Sequence
-
-import pyarrow as pa
+from typing import Callable, Sequence
 
 from ctfile.format.actions import ChangeFile, Partition
 from ctfile.format.change_modes import ChangeMode
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
-from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit
-from ctfile.reader.change_plan import ChangePlan, PartitionDelta, Segment
+from ctfile.reader.change_plan import ChangePlan, InitialRows, PartitionDelta, Segment
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.pruning import prune
-from ctfile.reader.scan_task import storage_for
 
 DEFAULT_ROWS_PER_TASK = 1 << 20
 
 
 @dataclass(frozen=True)
-class ChangeTask:
-    """One independent part of a change scan (see the module docstring):
-    the whole scan's ``scan`` spec and this task's part of its ``plan``."""
+class PlanPart:
+    """One independent part of a change plan: the plan restricted to it, and
+    the rows of the partitions it reads (a cost estimate)."""
 
-    uri: str
-    storage_options: dict | None
-    table_schema: Schema
-    table_id: str
-    scan: ChangeScan
     plan: ChangePlan
-    num_records: int = 0  # rows of the partitions this task reads (a cost estimate)
-
-    def change_set(self, *, batch_rows: int = 65536):
-        """The :class:`~ctfile.reader.change_scan.ChangeSet` of this task's part."""
-        from ctfile.reader.change_scan import ChangeSet
-
-        return ChangeSet(
-            storage_for(self.uri, self.storage_options), self.table_schema, self.table_id, self.scan, self.plan,
-            batch_rows=batch_rows,
-        )
-
-    def to_batches(self, *, batch_rows: int = 65536, use_threads: bool = True) -> Iterator[pa.RecordBatch]:
-        """This task's change rows, in the schema of the whole scan, in
-        batches of at most ``batch_rows``. ``use_threads=False`` decodes with
-        one thread (see :meth:`ChangeSet.to_batches
-        <ctfile.reader.change_scan.ChangeSet.to_batches>`), as
-        :meth:`ScanTask.to_batches` does."""
-        yield from self.change_set(batch_rows=batch_rows).to_batches(use_threads=use_threads)
+    num_records: int
 
 
 @dataclass
@@ -224,38 +198,42 @@ def _split_segments(segments: Sequence[Segment]) -> list[list[Segment]]:
     return out
 
 
-def plan_change_tasks(
-    storage: Storage,
+def plan_parts(
     table_schema: Schema,
-    table_id: str,
     scan: ChangeScan,
     plan: ChangePlan,
     *,
     max_rows_per_task: int | None = None,
-) -> list[ChangeTask]:
-    """Split ``plan``, the plan of ``scan``, into independent tasks (initial
-    rows first, as :class:`~ctfile.reader.change_scan.ChangeSet` reads
-    them); see the module docstring. An empty scan has no tasks."""
-    target = max_rows_per_task or DEFAULT_ROWS_PER_TASK
-    packs: list[_Unit] = []
-    for u in _units(table_schema, scan, plan):
-        if packs and packs[-1].rows + u.rows <= target:
-            packs[-1].absorb(u)
-        else:
-            packs.append(_Unit(0))
-            packs[-1].absorb(u)
-    tasks = []
-    for u in packs:
-        initial = None
-        if plan.initial is not None and u.initial:
-            initial = dataclasses.replace(plan.initial, partitions=tuple(u.initial))
+) -> list[PlanPart]:
+    """Split ``plan``, the plan of ``scan``, into independent parts of about
+    ``max_rows_per_task`` rows (initial rows first, as
+    :class:`~ctfile.reader.change_scan.ChangeSet` reads them); see the module
+    docstring. An empty scan has no parts."""
+    parts = []
+    for u in _packed(_units(table_schema, scan, plan), max_rows_per_task or DEFAULT_ROWS_PER_TASK):
+        initial = _initial_part(plan, u)
         if initial is None and not u.segments:
             continue
-        tasks.append(ChangeTask(
-            storage.uri, storage.storage_options, table_schema, table_id, scan,
-            plan.restricted(u.segments, initial), num_records=u.rows,
-        ))
-    return tasks
+        parts.append(PlanPart(plan.restricted(u.segments, initial), u.rows))
+    return parts
+
+
+def _packed(units: list[_Unit], target: int) -> list[_Unit]:
+    """``units`` packed in order into units of at most ``target`` rows (a
+    unit larger than that stays alone)."""
+    packs: list[_Unit] = []
+    for u in units:
+        if not packs or packs[-1].rows + u.rows > target:
+            packs.append(_Unit(0))
+        packs[-1].absorb(u)
+    return packs
+
+
+def _initial_part(plan: ChangePlan, u: _Unit) -> InitialRows | None:
+    """The initial rows of ``plan`` that unit ``u`` reads (None: none)."""
+    if plan.initial is None or not u.initial:
+        return None
+    return dataclasses.replace(plan.initial, partitions=tuple(u.initial))
 
 
 def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Unit]:
@@ -272,24 +250,28 @@ def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Un
     if scan.mode is ChangeMode.DEFAULT and plan.consolidates:
         # One consolidation over every segment: a row id's events in all of
         # them in one task; nothing pruned (see ChangeSet._consolidated).
-        for pieces in _split_segments(plan.segments):
-            units.append(_Unit(sum(_rows(p) for p in pieces), segments=pieces))
-        return units
+        return units + [_Unit(sum(_rows(p) for p in pieces), segments=pieces) for pieces in _split_segments(plan.segments)]
     for seg in plan.segments:
-        if scan.mode is ChangeMode.APPEND_ONLY:
-            for p in pruned(seg.added):
-                fresh = p.fresh_rows
-                piece = dataclasses.replace(seg, added=(p,))
-                units.append(_Unit(p.num_records if fresh is None else fresh, segments=[piece]))
-        elif isinstance(seg, CapturedCommit):
-            # audit: the commit's own change, split by row ids.
-            for (piece,) in _split_segments([seg]):
-                units.append(_Unit(_rows(piece), segments=[piece]))
-        else:
-            for a, r in components(pruned(seg.added), pruned(seg.removed)):
-                piece = dataclasses.replace(seg, added=tuple(a), removed=tuple(r))
-                units.append(_Unit(sum(p.num_records for p in a + r), segments=[piece]))
+        units += _segment_units(seg, scan.mode, pruned)
     return units
+
+
+def _segment_units(seg: Segment, mode: ChangeMode, pruned: Callable[[Sequence[Partition]], list[Partition]]) -> list[_Unit]:
+    """The units of one segment of a scan in ``mode`` that does not
+    consolidate; ``pruned`` drops the partitions the scan's filter prunes."""
+    if mode is ChangeMode.APPEND_ONLY:
+        # One per appended partition, costing its fresh rows.
+        return [
+            _Unit(p.num_records if p.fresh_rows is None else p.fresh_rows, segments=[dataclasses.replace(seg, added=(p,))])
+            for p in pruned(seg.added)
+        ]
+    if isinstance(seg, CapturedCommit):
+        # audit: the commit's own change, split by row ids.
+        return [_Unit(_rows(piece), segments=[piece]) for (piece,) in _split_segments([seg])]
+    return [
+        _Unit(sum(p.num_records for p in a + r), segments=[dataclasses.replace(seg, added=tuple(a), removed=tuple(r))])
+        for a, r in components(pruned(seg.added), pruned(seg.removed))
+    ]
 
 
 def _rows(seg: Segment) -> int:

@@ -33,6 +33,11 @@ class KeyRange:
     low: Any
     high: Any
 
+    @property
+    def is_point(self) -> bool:
+        """Whether the key has one value in the partition (``low == high``)."""
+        return self.low == self.high
+
 
 def key_ranges(partitions: Sequence[Partition], schema: Schema, key: str) -> tuple[list[KeyRange], list[Partition]]:
     """The key ranges of ``partitions`` by column ``key``, sorted by (low,
@@ -268,25 +273,35 @@ def clustering_info(partitions: Sequence[Partition], schema: Schema, keys: Seque
     are those of the first key)."""
     ranged, unranged = key_ranges(partitions, schema, keys[0])
     pairs = [(r.low, r.high) for r in ranged]
+    n = len(ranged)
+    depths = partition_depths(pairs)
+    return ClusteringInfo(
+        keys=tuple(keys),
+        partitions=len(partitions),
+        unranged=len(unranged),
+        constant=sum(1 for r in ranged if r.is_point),
+        average_overlaps=_total_overlaps(ranged) / n if n else 0.0,
+        average_depth=_average_depth(pairs),
+        max_depth=max(depths, default=0),
+        depth_histogram=dict(sorted(collections.Counter(depths).items())),
+    )
+
+
+def _total_overlaps(ranged: Sequence[KeyRange]) -> int:
+    """Over the ranges of ``ranged`` (sorted by low), the sum of the number
+    of other ranges each overlaps (see :class:`ClusteringInfo`,
+    ``average_overlaps``)."""
     lows = [r.low for r in ranged]
     highs = sorted(r.high for r in ranged)
-    points = collections.Counter(r.low for r in ranged if r.low == r.high)
+    points = collections.Counter(r.low for r in ranged if r.is_point)
     n = len(ranged)
     total = 0
     for r in ranged:
         # Partitions that do not overlap r end at or before its low, or
         # start at or after its high; a one-value range equal to r's is both.
         apart = bisect.bisect_right(highs, r.low) + n - bisect.bisect_left(lows, r.high)
-        apart -= points[r.low] if r.low == r.high else 0
-        total += n - apart - (0 if r.low == r.high else 1)
-    depths = partition_depths(pairs)
-    return ClusteringInfo(
-        keys=tuple(keys),
-        partitions=len(partitions),
-        unranged=len(unranged),
-        constant=sum(1 for r in ranged if r.low == r.high),
-        average_overlaps=total / n if n else 0.0,
-        average_depth=_average_depth(pairs),
-        max_depth=max(depths, default=0),
-        depth_histogram=dict(sorted(collections.Counter(depths).items())),
-    )
+        if r.is_point:
+            total += n - apart + points[r.low]
+        else:
+            total += n - apart - 1
+    return total

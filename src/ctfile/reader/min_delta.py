@@ -171,23 +171,12 @@ class MinimumDelta:
         table columns whose values the two files share
         (:func:`same_columns`), by removed index. The old images of those
         columns are then taken from the new images, not decoded again."""
-        by_shape: dict[tuple[int, int, int], int] = {}
-        for j in range(len(new)):
-            shape = new.shape(j)
-            if shape is not None:
-                by_shape[shape] = j
+        by_shape = _index_by_shape(new)
         candidates = []
         for i in range(len(old)):
-            if not old.pairs[i].any():
-                continue
-            j = by_shape.get(old.shape(i))
-            if j is None or not np.array_equal(old.rids[i], new.rids[j]):
-                continue
-            # Same ids in the same order: every needed row of both files is a
-            # pair (a lone row would need every column), at the same position.
-            if not (old.only_pairs(i) and new.only_pairs(j) and np.array_equal(old.pairs[i], new.pairs[j])):
-                continue
-            candidates.append((i, j))
+            j = _successor_with_same_pairs(new, old, i, by_shape)
+            if j is not None:
+                candidates.append((i, j))
         sames = pool.map(lambda ij: same_columns(self._files, old.parts[ij[0]], new.parts[ij[1]], self._table_schema), candidates)
         return {i: _Reuse(j, frozenset(same)) for (i, j), same in zip(candidates, sames) if same}
 
@@ -196,30 +185,32 @@ class MinimumDelta:
         read streamed once across the buckets), then the lone rows."""
         kw = {"version": version, "timestamp_ms": timestamp_ms}
         buckets = len(edges) - 1
-        pair_reads = [r for r in reads if r.pair.any()]
-        lone_reads = [r for r in reads if not r.pair.any()]
+        pair_reads, lone_reads = _by_pairs(reads)
         for r in pair_reads:
             r.place(edges)
         tail: Iterator[Chunk] = iter(())
-        if buckets > 1 and not all(r.monotone for r in pair_reads):
+        if _rereads_pairs(pair_reads, buckets):
             # Pair rows out of id order in some partition and several buckets:
             # read each partition's lone rows once, and its pair rows again
             # per bucket (the general path).
-            lone_reads += [lone for lone in map(_Read.lone_rows, pair_reads) if lone is not None]
+            lone_reads += _lone_parts(pair_reads)
             pair_reads = []
             tail = self._pairs_by_rereading(new, old, edges, pool, **kw)
         pair_reads = _consumption_order(pair_reads, buckets)
-        order = [r for r in pair_reads if r.columns != []]  # reads with nothing to decode never start
-        order += lone_reads
+        order = [r for r in pair_reads if r.decodes] + lone_reads  # reads with nothing to decode never start
         streams = Streams(pool, self._files, self._table_schema, order, self._batch_rows, use_threads=self._use_threads)
         try:
-            for b in range(buckets if pair_reads else 0):
-                yield from self._bucket(streams, pair_reads, b, buckets, **kw)
-            for r in lone_reads:
-                yield from self._lone_rows(streams, r, **kw)
+            yield from self._streamed(streams, pair_reads, lone_reads, buckets, **kw)
             yield from tail
         finally:
             streams.close_all()
+
+    def _streamed(self, streams: Streams, pair_reads, lone_reads, buckets: int, *, version, timestamp_ms) -> Iterator[Chunk]:
+        """Emit the pairs of ``pair_reads`` bucket by bucket, then the rows of ``lone_reads``."""
+        for b in range(buckets if pair_reads else 0):
+            yield from self._bucket(streams, pair_reads, b, buckets, version=version, timestamp_ms=timestamp_ms)
+        for r in lone_reads:
+            yield from self._lone_rows(streams, r, version=version, timestamp_ms=timestamp_ms)
 
     def _lone_rows(self, streams: Streams, r: _Read, *, version, timestamp_ms) -> Iterator[Chunk]:
         """Emit the rows of a read of lone rows, a batch at a time."""
@@ -247,11 +238,8 @@ class MinimumDelta:
             data, ids = piece
             if r.insert:
                 new_piece[r.index] = (data, ids)
-            elif r.reuse is not None:
-                src, src_ids = new_piece[r.reuse.source]
-                if not np.array_equal(src_ids, ids):
-                    raise AssertionError("change scan: reused columns do not align")  # pragma: no cover
-                data = self._merge_columns(src, data, r.reuse.same)
+            else:
+                data = self._old_images(r, data, ids, new_piece)
             sides[r.insert].append((r, data, ids))
         if not sides[True] and not sides[False]:
             return
@@ -259,9 +247,19 @@ class MinimumDelta:
         old = _assemble_side(sides[False], self._data_schema)
         # Columns every old image of the bucket took from its new image need
         # no comparison.
-        olds = [r for r, _, _ in sides[False]]
-        skip = frozenset.intersection(*[r.reuse.same for r in olds]) if olds and all(r.reuse is not None for r in olds) else frozenset()
+        skip = _shared_by_all([r for r, _, _ in sides[False]])
         yield from self._emit_pairs(old, new, version, timestamp_ms, skip=skip)
+
+    def _old_images(self, r: _Read, data: pa.Table | None, ids: np.ndarray, new_piece: dict) -> pa.Table:
+        """The old images of removed read ``r``'s pairs in a bucket: ``data``
+        (the columns it read, rows with ids ``ids``), with the columns it
+        reuses taken from its successor's new images in ``new_piece``."""
+        if r.reuse is None:
+            return data
+        src, src_ids = new_piece[r.reuse.source]
+        if not np.array_equal(src_ids, ids):
+            raise AssertionError("change scan: reused columns do not align")  # pragma: no cover
+        return self._merge_columns(src, data, r.reuse.same)
 
     def _take_bucket(self, streams, r: _Read, b, buckets, *, version, timestamp_ms) -> tuple[Chunk | None, tuple[pa.Table | None, np.ndarray] | None]:
         """Advance read ``r`` to the end of bucket ``b``: the lone rows passed
@@ -278,7 +276,7 @@ class MinimumDelta:
         is_pair = r.pair[k0:end]
         ids = r.ids(slice(k0, end))
         lone = None
-        if r.columns == []:  # every column shared with the new image: nothing to read
+        if not r.decodes:  # every column shared with the new image: nothing to read
             data = None
         else:
             lone_t, pair_t = _split(streams.cursor(r).take(end), is_pair)
@@ -349,16 +347,20 @@ class MinimumDelta:
             if not len(pos):
                 continue
             match = reuse.get(i) if reuse else None
-            if match is not None and match.source in new_pieces and np.array_equal(new_pieces[match.source][1], pos):
-                # Same rows at the same positions in both files: columns the
-                # files share come from the new image already read.
-                diff = [c for c in self._data_schema.names if c not in match.same]
-                old_t = read_rows(self._files, p, self._table_schema, pos, columns=diff, use_threads=self._use_threads) if diff else None
-                t = self._merge_columns(new_pieces[match.source][0], old_t, match.same)
+            if _reads_same_rows(match, new_pieces, pos):
+                t = self._reusing(p, pos, match, new_pieces[match.source][0])
             else:
                 t = read_rows(self._files, p, self._table_schema, pos, use_threads=self._use_threads)
             pieces[i] = (t, pos, side.rids[i][pos])
         return pieces
+
+    def _reusing(self, p: Partition, pos: np.ndarray, match: _Reuse, shared: pa.Table) -> pa.Table:
+        """The rows at ``pos`` of ``p``: the columns ``match`` shares from
+        ``shared`` (its successor's new images of the same rows, at the same
+        positions), the others read."""
+        diff = [c for c in self._data_schema.names if c not in match.same]
+        old_t = read_rows(self._files, p, self._table_schema, pos, columns=diff, use_threads=self._use_threads) if diff else None
+        return self._merge_columns(shared, old_t, match.same)
 
     # ------------------------------------------------------------ pairs
 
@@ -437,6 +439,17 @@ class _Read:
     taken: int = 0  # needed rows consumed so far
     finished: bool = False
 
+    @property
+    def has_pairs(self) -> bool:
+        """Whether a needed row is half of an update pair."""
+        return bool(self.pair.any())
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the read decodes a column (an old image may take every
+        column from its new image)."""
+        return self.columns != []
+
     def ids(self, k) -> np.ndarray:
         """Row ids of needed rows ``k`` (an index, array or slice)."""
         return self.rid[self.positions[k]]
@@ -469,6 +482,65 @@ class _Read:
         if not lone.any():
             return None
         return _Read(self.insert, self.index, self.part, self.positions[lone], self.rid, self.pair[lone])
+
+
+def _index_by_shape(side: Side) -> dict[tuple[int, int, int], int]:
+    """The index of ``side``'s partitions by their :meth:`Side.shape
+    <ctfile.reader.row_id_sets.Side.shape>` (those that have one)."""
+    by_shape: dict[tuple[int, int, int], int] = {}
+    for j in range(len(side)):
+        shape = side.shape(j)
+        if shape is not None:
+            by_shape[shape] = j
+    return by_shape
+
+
+def _successor_with_same_pairs(new: Side, old: Side, i: int, by_shape: dict[tuple[int, int, int], int]) -> int | None:
+    """The index of the added partition (found by shape in ``by_shape``)
+    holding removed partition ``i``'s row ids in the same order, every
+    needed row of both being an update pair with the same row of the other;
+    None if there is none."""
+    if not old.pairs[i].any():
+        return None
+    j = by_shape.get(old.shape(i))
+    if j is None or not np.array_equal(old.rids[i], new.rids[j]):
+        return None
+    # Same ids in the same order: every needed row of both files is a
+    # pair (a lone row would need every column), at the same position.
+    if not (old.only_pairs(i) and new.only_pairs(j) and np.array_equal(old.pairs[i], new.pairs[j])):
+        return None
+    return j
+
+
+def _reads_same_rows(match: _Reuse | None, new_pieces: dict | None, pos: np.ndarray) -> bool:
+    """Whether a removed partition reusing columns per ``match`` reads the
+    same rows, at the same positions, as its successor did in ``new_pieces``
+    (then the columns the files share come from the new images already read)."""
+    return match is not None and match.source in new_pieces and np.array_equal(new_pieces[match.source][1], pos)
+
+
+def _by_pairs(reads: list[_Read]) -> tuple[list[_Read], list[_Read]]:
+    """``reads`` split into those holding update pairs and the others."""
+    return [r for r in reads if r.has_pairs], [r for r in reads if not r.has_pairs]
+
+
+def _rereads_pairs(pair_reads: list[_Read], buckets: int) -> bool:
+    """Whether the pairs must be read again per bucket: several buckets, and
+    the pair ids of some partition out of id order (each read placed)."""
+    return buckets > 1 and not all(r.monotone for r in pair_reads)
+
+
+def _lone_parts(reads: list[_Read]) -> list[_Read]:
+    """The reads of the lone rows alone of ``reads`` (those that have some)."""
+    return [lone for lone in map(_Read.lone_rows, reads) if lone is not None]
+
+
+def _shared_by_all(olds: list[_Read]) -> frozenset[str]:
+    """The columns every old image of ``olds`` took from its new image
+    (then known equal); empty unless each of them reuses columns."""
+    if olds and all(r.reuse is not None for r in olds):
+        return frozenset.intersection(*[r.reuse.same for r in olds])
+    return frozenset()
 
 
 def _consumption_order(pair_reads: list[_Read], buckets: int) -> list[_Read]:

@@ -17,7 +17,8 @@ every failure is a typed error (:mod:`ctfile.reader.integrity`).
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -79,11 +80,7 @@ def read_partition(
     lets pyarrow decode columns on its own threads.
     """
     wanted = list(schema.names if columns is None else columns)
-    target = schema.to_arrow(field_ids=False)
-    out_fields = [target.field(c) for c in wanted]
-    if hidden:
-        out_fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
-    out_schema = pa.schema(out_fields)
+    out_schema = _partition_schema(schema, wanted, hidden=hidden)
     files = DataFiles.of(files)
     with files.open(p) as src:
         pf = files.parquet(src, p)
@@ -93,33 +90,51 @@ def read_partition(
         file_names = pf.schema_arrow.names
         read_cols = list(projection.read_columns)
         if hidden:
-            read_cols += [h for h in HIDDEN_COLUMNS if h in file_names]
+            read_cols += _hidden_in(file_names)
         offset = 0
         iterator = pf.iter_batches(batch_size=batch_rows or 65536, columns=read_cols, use_threads=use_threads)
         for batch in iterator:
             n = batch.num_rows
             arrays = [projection.column(name, batch, n) for name in wanted]
             if hidden:
-                rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
-                rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
-                rid, rv = materialize_hidden(p, rid, rv, offset)
-                arrays += [rid, rv]
+                arrays += _hidden_arrays(p, batch, file_names, offset)
             offset += n
             yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _partition_schema(schema: Schema, columns: Sequence[str], *, hidden: bool) -> pa.Schema:
+    """The schema :func:`read_partition` yields: ``columns`` of the table,
+    then the hidden columns with ``hidden``."""
+    target = schema.to_arrow(field_ids=False)
+    fields = [target.field(c) for c in columns]
+    if hidden:
+        fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
+    return pa.schema(fields)
+
+
+def _hidden_in(names: Sequence[str]) -> list[str]:
+    """The hidden columns a file with columns ``names`` stores."""
+    return [h for h in HIDDEN_COLUMNS if h in names]
+
+
+def _hidden_arrays(p: Partition, batch: pa.RecordBatch, file_names: Sequence[str], offset: int) -> list[pa.Array]:
+    """The materialized hidden columns of ``batch`` of ``p``'s file (whose
+    first row is at position ``offset``); a column the file lacks is all
+    inherited."""
+    n = batch.num_rows
+    rid = batch.column(ROW_ID_COLUMN) if ROW_ID_COLUMN in file_names else pa.nulls(n, pa.int64())
+    rv = batch.column(ROW_VERSION_COLUMN) if ROW_VERSION_COLUMN in file_names else pa.nulls(n, pa.int64())
+    return list(materialize_hidden(p, rid, rv, offset))
 
 
 def read_partition_table(files: DataFiles | Storage, p: Partition, schema: Schema, **kw) -> pa.Table:
     """:func:`read_partition` into one Table."""
     columns = kw.get("columns")
-    hidden = kw.get("hidden", False)
     batches = list(read_partition(files, p, schema, **kw))
     if batches:
         return pa.Table.from_batches(batches)
-    target = schema.to_arrow(field_ids=False)
-    fields = [target.field(c) for c in (schema.names if columns is None else columns)]
-    if hidden:
-        fields += [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(ROW_VERSION_COLUMN, pa.int64())]
-    return pa.schema(fields).empty_table()
+    wanted = schema.names if columns is None else columns
+    return _partition_schema(schema, wanted, hidden=kw.get("hidden", False)).empty_table()
 
 
 def hidden_values_only_inherited(p: Partition) -> bool:
@@ -149,7 +164,7 @@ def read_hidden(files: DataFiles | Storage, p: Partition) -> tuple[np.ndarray, n
     with files.open(p) as src:
         pf = files.parquet(src, p)
         names = pf.schema_arrow.names
-        cols = [h for h in HIDDEN_COLUMNS if h in names]
+        cols = _hidden_in(names)
         t = pf.read(columns=cols, use_threads=True) if cols else None
     if t is not None and t.num_rows != n:
         raise files.error(CorruptDataFileError, p, f"decodes to {t.num_rows} rows, its add action records numRecords {n}")
@@ -168,17 +183,23 @@ def _materialized(t: pa.Table | None, name: str, n: int, inherit: int, *, positi
     out = np.empty(n, dtype=np.int64)
     k = 0
     for chunk in col.chunks:
-        m = len(chunk)
-        if chunk.null_count == 0:
-            out[k:k + m] = chunk.to_numpy()
-        elif chunk.null_count == m:
-            out[k:k + m] = np.arange(inherit + k, inherit + k + m) if positional else inherit
-        else:
-            out[k:k + m] = pc.fill_null(chunk, 0).to_numpy()
-            nulls = np.flatnonzero(pc.is_null(chunk).to_numpy(zero_copy_only=False))
-            out[k + nulls] = inherit + k + nulls if positional else inherit
-        k += m
+        _fill_chunk(out, k, chunk, inherit, positional=positional)
+        k += len(chunk)
     return out
+
+
+def _fill_chunk(out: np.ndarray, k: int, chunk: pa.Array, inherit: int, *, positional: bool) -> None:
+    """Write ``chunk`` (the rows from position ``k``) into ``out``, nulls
+    replaced as :func:`_materialized` says."""
+    m = len(chunk)
+    if chunk.null_count == 0:
+        out[k:k + m] = chunk.to_numpy()
+    elif chunk.null_count == m:
+        out[k:k + m] = np.arange(inherit + k, inherit + k + m) if positional else inherit
+    else:
+        out[k:k + m] = pc.fill_null(chunk, 0).to_numpy()
+        nulls = np.flatnonzero(pc.is_null(chunk).to_numpy(zero_copy_only=False))
+        out[k + nulls] = inherit + k + nulls if positional else inherit
 
 
 _ROWS_BATCH = 65536
@@ -200,29 +221,37 @@ def small_dictionary_columns(pf: pq.ParquetFile, groups: Sequence[int], columns:
     top-level string or binary leaves with a small dictionary (see above) in
     every one of those row groups."""
     md = pf.metadata
-    arrow = pf.schema_arrow
     leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
     out = []
     for name in columns:
         i = leaf.get(name)
-        if i is None or md.schema.column(i).physical_type != "BYTE_ARRAY" or arrow.get_field_index(name) < 0:
-            continue
-        t = arrow.field(name).type
-        if not (pa.types.is_string(t) or pa.types.is_binary(t)):
-            continue
-        for g in groups:
-            rg = md.row_group(int(g))
-            c = rg.column(i)
-            d = c.dictionary_page_offset
-            if (
-                not c.has_dictionary_page or d is None
-                or not 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE
-                or c.total_uncompressed_size >= _DICT_BYTES_PER_ROW * max(1, rg.num_rows)
-            ):
-                break
-        else:
+        if _top_level_strings(pf, name, i) and all(_small_dictionary(md.row_group(int(g)), i) for g in groups):
             out.append(name)
     return out
+
+
+def _top_level_strings(pf: pq.ParquetFile, name: str, leaf: int | None) -> bool:
+    """Whether file column ``name`` (leaf column ``leaf``, None when it is
+    not a leaf) is a top-level string or binary column."""
+    if leaf is None or pf.metadata.schema.column(leaf).physical_type != "BYTE_ARRAY":
+        return False
+    arrow = pf.schema_arrow
+    if arrow.get_field_index(name) < 0:
+        return False
+    t = arrow.field(name).type
+    return pa.types.is_string(t) or pa.types.is_binary(t)
+
+
+def _small_dictionary(rg: pq.RowGroupMetaData, leaf: int) -> bool:
+    """Whether leaf column ``leaf``'s chunk in row group ``rg`` has a small
+    dictionary (see above)."""
+    c = rg.column(leaf)
+    d = c.dictionary_page_offset
+    return (
+        c.has_dictionary_page and d is not None
+        and 0 < c.data_page_offset - d <= _SMALL_DICTIONARY_PAGE
+        and c.total_uncompressed_size < _DICT_BYTES_PER_ROW * max(1, rg.num_rows)
+    )
 
 
 def _row_groups_of(md: pq.FileMetaData, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,51 +287,68 @@ def iter_rows(
     are turned into strings.
     """
     wanted = list(schema.names if columns is None else columns)
-    target = schema.to_arrow(field_ids=False)
-    out_schema = pa.schema([target.field(c) for c in wanted])
-    positions = np.asarray(positions)
-    if positions.dtype.kind not in "iu":
-        positions = positions.astype(np.int64)
+    out_schema = _partition_schema(schema, wanted, hidden=False)
+    positions = _integers(positions)
     if len(positions) == 0:
         return
     files = DataFiles.of(files)
     with files.open(p) as src:
         pf = files.parquet(src, p)
         md = pf.metadata
-        if positions[0] < 0 or positions[-1] >= md.num_rows:
+        if _outside(positions, md.num_rows):
             raise CorruptLogError(f"partition {p.path}: positions beyond the file's {md.num_rows} rows")
         projection = Projection(pf.schema_arrow, schema, wanted)
         read_cols = projection.read_columns
-
-        def assemble(n: int, batch: pa.RecordBatch | None) -> pa.Table:
-            return pa.Table.from_arrays([projection.column(name, batch, n) for name in wanted], schema=out_schema)
-
         if not read_cols:  # every wanted column is absent from the file: all nulls
-            yield 0, assemble(len(positions), None)
+            yield 0, _projected(projection, out_schema, len(positions), None)
             return
         groups, local = _row_groups_of(md, positions)
         dictionary = small_dictionary_columns(pf, groups, read_cols)
         if dictionary:  # the footer is parsed once: the reopened file reuses it
             pf = files.parquet(src, p, metadata=md, read_dictionary=dictionary)
-        k = 0
-        offset = 0
-        for batch in pf.iter_batches(
+        batches = pf.iter_batches(
             batch_size=batch_rows, row_groups=groups.tolist(), columns=read_cols, use_threads=use_threads
-        ):
-            n = batch.num_rows
-            hi = int(np.searchsorted(local, offset + n))
-            if hi > k:
-                if hi - k == n:  # every row of the batch is selected
-                    sel = batch
-                else:
-                    sel = batch.take(pa.array(local[k:hi] - offset))
-                yield k, assemble(hi - k, sel)
-                k = hi
-            offset += n
-            if k == len(positions):
-                break  # past the last selected row: do not decode the rest
-        if k != len(positions):
+        )
+        done = 0
+        for k, sel in _selected(batches, local):
+            yield k, _projected(projection, out_schema, sel.num_rows, sel)
+            done = k + sel.num_rows
+        if done != len(positions):
             raise files.error(CorruptDataFileError, p, f"decodes to fewer rows than its footer's {md.num_rows}")
+
+
+def _outside(positions: np.ndarray, rows: int) -> bool:
+    """Whether sorted ``positions`` reach outside a file of ``rows`` rows."""
+    return positions[0] < 0 or positions[-1] >= rows
+
+
+def _projected(projection: Projection, out_schema: pa.Schema, n: int, batch: pa.RecordBatch | None) -> pa.Table:
+    """The columns of ``out_schema`` of the ``n`` rows of ``batch`` (None:
+    nothing was read), projected."""
+    return pa.Table.from_arrays([projection.column(name, batch, n) for name in out_schema.names], schema=out_schema)
+
+
+def _integers(positions: np.ndarray) -> np.ndarray:
+    """``positions`` as a numpy array of integers (int64 unless they are already integers)."""
+    positions = np.asarray(positions)
+    return positions if positions.dtype.kind in "iu" else positions.astype(np.int64)
+
+
+def _selected(batches: Iterator[pa.RecordBatch], local: np.ndarray) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The rows at ``local`` (ascending indices into the concatenation of
+    ``batches``), batch by batch: ``(k, rows)`` where ``rows`` are those at
+    ``local[k:k + rows.num_rows]``. Stops pulling batches after the last."""
+    k = offset = 0
+    for batch in batches:
+        n = batch.num_rows
+        hi = int(np.searchsorted(local, offset + n))
+        if hi > k:
+            # All rows of the batch selected: the batch itself.
+            yield k, (batch if hi - k == n else batch.take(pa.array(local[k:hi] - offset)))
+            k = hi
+        offset += n
+        if k == len(local):
+            break  # past the last selected row: do not decode the rest
 
 
 def read_rows(
@@ -317,8 +363,7 @@ def read_rows(
     """The rows at sorted ``positions`` (table columns only), reading only the
     row groups that hold them (see :func:`iter_rows`)."""
     wanted = list(schema.names if columns is None else columns)
-    target = schema.to_arrow(field_ids=False)
-    out_schema = pa.schema([target.field(c) for c in wanted])
+    out_schema = _partition_schema(schema, wanted, hidden=False)
     tables = [t for _, t in iter_rows(files, p, schema, positions, columns=wanted, use_threads=use_threads)]
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
@@ -356,43 +401,83 @@ def same_columns(files: DataFiles | Storage, a: Partition, b: Partition, schema:
 def _same_columns(fa: pq.ParquetFile, fb: pq.ParquetFile, read_a, read_b, size_a: int, size_b: int, schema: Schema) -> set[str]:
     """:func:`same_columns` over two open files; ``read_a(offset, n)`` reads
     bytes of the first file (``size_a`` bytes long), ``read_b`` of the second."""
-    ma, mb = fa.metadata, fb.metadata
-    if ma.num_row_groups != mb.num_row_groups or any(
-        ma.row_group(g).num_rows != mb.row_group(g).num_rows for g in range(ma.num_row_groups)
-    ):
+    if not _same_row_groups(fa.metadata, fb.metadata):
         return set()
     names = list(schema.names)
-    map_a, map_b = file_columns(fa, schema, names), file_columns(fb, schema, names)
-    arrow_a, arrow_b = fa.schema_arrow, fb.schema_arrow
-    leaf_a = {ma.schema.column(i).path: i for i in range(ma.num_columns)}
-    leaf_b = {mb.schema.column(i).path: i for i in range(mb.num_columns)}
-    same: set[str] = set()
-    for name in names:
-        ca, cb = map_a[name], map_b[name]
-        if ca is None and cb is None:
-            same.add(name)
-            continue
-        if ca is None or cb is None or ca not in leaf_a or cb not in leaf_b:
-            continue
-        if not arrow_a.field(ca).type.equals(arrow_b.field(cb).type):
-            continue
-        ia, ib = leaf_a[ca], leaf_b[cb]
-        if _leaf_schema_key(ma.schema.column(ia)) != _leaf_schema_key(mb.schema.column(ib)):
-            continue
-        for g in range(ma.num_row_groups):
-            xa, xb = ma.row_group(g).column(ia), mb.row_group(g).column(ib)
-            n = xa.total_compressed_size
-            if (
-                xa.compression != xb.compression or n != xb.total_compressed_size
-                or xa.num_values != xb.num_values or xa.encodings != xb.encodings
-            ):
-                break
-            oa = xa.dictionary_page_offset if xa.has_dictionary_page else xa.data_page_offset
-            ob = xb.dictionary_page_offset if xb.has_dictionary_page else xb.data_page_offset
-            if not (0 < oa and oa + n <= size_a and 0 < ob and ob + n <= size_b):
-                break
-            if not read_a(oa, n).equals(read_b(ob, n)):
-                break
-        else:
-            same.add(name)
-    return same
+    a = _Side.of(fa, read_a, size_a, schema, names)
+    b = _Side.of(fb, read_b, size_b, schema, names)
+    return {name for name in names if _same_column(a, b, name)}
+
+
+def _same_row_groups(ma: pq.FileMetaData, mb: pq.FileMetaData) -> bool:
+    """Whether two files have as many row groups, of the same row counts."""
+    return ma.num_row_groups == mb.num_row_groups and all(
+        ma.row_group(g).num_rows == mb.row_group(g).num_rows for g in range(ma.num_row_groups)
+    )
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One file of a :func:`same_columns` comparison: its footer, the file
+    column of each table column, the index of each leaf column by path, and
+    how to read its bytes (``read(offset, n)``; ``size`` bytes long)."""
+
+    md: pq.FileMetaData
+    arrow: pa.Schema
+    columns: dict[str, str | None]
+    leaf: dict[str, int]
+    read: Callable[[int, int], Any]
+    size: int
+
+    @classmethod
+    def of(cls, pf: pq.ParquetFile, read: Callable[[int, int], Any], size: int, schema: Schema, names: list[str]) -> "_Side":
+        md = pf.metadata
+        leaf = {md.schema.column(i).path: i for i in range(md.num_columns)}
+        return cls(md, pf.schema_arrow, file_columns(pf, schema, names), leaf, read, size)
+
+    def holds(self, offset: int, n: int) -> bool:
+        """Whether bytes ``offset .. offset + n`` lie inside the file, after its magic number."""
+        return 0 < offset and offset + n <= self.size
+
+
+def _same_column(a: _Side, b: _Side, name: str) -> bool:
+    """Whether table column ``name`` stores the same values in both files
+    (see :func:`same_columns`)."""
+    ca, cb = a.columns[name], b.columns[name]
+    if ca is None and cb is None:
+        return True  # absent from both: all nulls
+    if ca is None or cb is None or ca not in a.leaf or cb not in b.leaf:
+        return False
+    ia, ib = a.leaf[ca], b.leaf[cb]
+    if not _same_leaf_type(a, b, ca, cb, ia, ib):
+        return False
+    return all(_same_chunk(a, b, a.md.row_group(g).column(ia), b.md.row_group(g).column(ib)) for g in range(a.md.num_row_groups))
+
+
+def _same_leaf_type(a: _Side, b: _Side, ca: str, cb: str, ia: int, ib: int) -> bool:
+    """Whether file columns ``ca`` (leaf ``ia``) and ``cb`` (leaf ``ib``) have the same Arrow and Parquet types."""
+    return a.arrow.field(ca).type.equals(b.arrow.field(cb).type) and (
+        _leaf_schema_key(a.md.schema.column(ia)) == _leaf_schema_key(b.md.schema.column(ib))
+    )
+
+
+def _same_chunk(a: _Side, b: _Side, xa, xb) -> bool:
+    """Whether column chunk ``xa`` of ``a`` and ``xb`` of ``b`` are byte-identical."""
+    if not _same_chunk_layout(xa, xb):
+        return False
+    n = xa.total_compressed_size
+    oa, ob = _chunk_start(xa), _chunk_start(xb)
+    return a.holds(oa, n) and b.holds(ob, n) and a.read(oa, n).equals(b.read(ob, n))
+
+
+def _same_chunk_layout(xa, xb) -> bool:
+    """Whether two column chunks' metadata agree on codec, size, value count and encodings."""
+    return (
+        xa.compression == xb.compression and xa.total_compressed_size == xb.total_compressed_size
+        and xa.num_values == xb.num_values and xa.encodings == xb.encodings
+    )
+
+
+def _chunk_start(x) -> int:
+    """The offset of a column chunk's first page (its dictionary page, if any)."""
+    return x.dictionary_page_offset if x.has_dictionary_page else x.data_page_offset

@@ -115,30 +115,69 @@ def _plan(file_type: pa.DataType, want: DataType, want_arrow: pa.DataType) -> Pl
         file_type = file_type.value_type
     if isinstance(want, str):
         return _SAME if file_type.equals(want_arrow) else _Cast(want_arrow)
-    if isinstance(want, StructType) and pa.types.is_struct(file_type):
-        by_id = {field_id(file_type.field(i)): i for i in range(file_type.num_fields)}
-        children = []
-        for f, out in zip(want.fields, want_arrow):
-            i = by_id.get(f.id)
-            if i is None and None in by_id:  # no ids in the file: by name
-                i = file_type.get_field_index(f.name) if file_type.get_field_index(f.name) >= 0 else None
-            children.append((None, _Nulls(out.type)) if i is None else (i, _plan(file_type.field(i).type, f.type, out.type)))
-        same = (
-            file_type.num_fields == len(children)
-            and all(i == k and isinstance(p, _Same) for k, (i, p) in enumerate(children))
-            and all(file_type.field(k).name == want.fields[k].name for k in range(len(children)))
-        )
-        return _SAME if same and file_type.equals(want_arrow) else _Struct(want_arrow, tuple(children))
-    if isinstance(want, ArrayType) and (pa.types.is_list(file_type) or pa.types.is_large_list(file_type)):
-        elem = _plan(file_type.value_type, want.element_type, want_arrow.value_type)
-        return _SAME if isinstance(elem, _Same) and file_type.equals(want_arrow) else _List(want_arrow, elem)
-    if isinstance(want, MapType) and pa.types.is_map(file_type):
-        key = _plan(file_type.key_type, want.key_type, want_arrow.key_type)
-        value = _plan(file_type.item_type, want.value_type, want_arrow.item_type)
-        same = isinstance(key, _Same) and isinstance(value, _Same) and file_type.equals(want_arrow)
-        return _SAME if same else _Map(want_arrow, key, value)
+    for kind, file_is, planner in _NESTED_PLANNERS:
+        if isinstance(want, kind) and file_is(file_type):
+            return planner(file_type, want, want_arrow)
     # A type that no allowed change produces: let the cast say what it found.
     return _Cast(want_arrow)
+
+
+def _plan_struct(file_type: pa.DataType, want: StructType, want_arrow: pa.DataType) -> Plan:
+    """:func:`_plan` of a struct: each wanted field from the file child of
+    its id (of its name in a file without ids), or nulls."""
+    by_id = {field_id(file_type.field(i)): i for i in range(file_type.num_fields)}
+    children = tuple(_child_plan(file_type, by_id, f, out) for f, out in zip(want.fields, want_arrow))
+    same = _same_struct(file_type, want, children) and file_type.equals(want_arrow)
+    return _SAME if same else _Struct(want_arrow, children)
+
+
+def _child_plan(
+    file_type: pa.DataType, by_id: dict[int | None, int], f: Field, out: pa.Field,
+) -> tuple[int | None, Plan]:
+    """``(file child index or None, plan)`` of wanted struct field ``f``
+    (output field ``out``)."""
+    i = by_id.get(f.id)
+    if i is None and None in by_id:  # no ids in the file: by name
+        found = file_type.get_field_index(f.name)
+        i = found if found >= 0 else None
+    if i is None:
+        return None, _Nulls(out.type)
+    return i, _plan(file_type.field(i).type, f.type, out.type)
+
+
+def _same_struct(file_type: pa.DataType, want: StructType, children: tuple[tuple[int | None, Plan], ...]) -> bool:
+    """Whether the file struct's children are the wanted ones, in order,
+    with the same names and values."""
+    return (
+        file_type.num_fields == len(children)
+        and all(i == k and isinstance(p, _Same) for k, (i, p) in enumerate(children))
+        and all(file_type.field(k).name == want.fields[k].name for k in range(len(children)))
+    )
+
+
+def _plan_list(file_type: pa.DataType, want: ArrayType, want_arrow: pa.DataType) -> Plan:
+    elem = _plan(file_type.value_type, want.element_type, want_arrow.value_type)
+    return _SAME if isinstance(elem, _Same) and file_type.equals(want_arrow) else _List(want_arrow, elem)
+
+
+def _plan_map(file_type: pa.DataType, want: MapType, want_arrow: pa.DataType) -> Plan:
+    key = _plan(file_type.key_type, want.key_type, want_arrow.key_type)
+    value = _plan(file_type.item_type, want.value_type, want_arrow.item_type)
+    same = isinstance(key, _Same) and isinstance(value, _Same) and file_type.equals(want_arrow)
+    return _SAME if same else _Map(want_arrow, key, value)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+# (wanted ctfile type, test of the file type, planner): the nested types a
+# file column may be read as.
+_NESTED_PLANNERS = (
+    (StructType, pa.types.is_struct, _plan_struct),
+    (ArrayType, _is_list, _plan_list),
+    (MapType, pa.types.is_map, _plan_map),
+)
 
 
 def _apply(plan: Plan, arr: pa.Array) -> pa.Array:
@@ -152,22 +191,32 @@ def _apply(plan: Plan, arr: pa.Array) -> pa.Array:
     if isinstance(plan, _Nulls):
         return pa.nulls(len(arr), plan.type)
     mask = arr.is_null() if arr.null_count else None
-    offsets = arr.offsets if not isinstance(plan, _Struct) else None
-    if mask is not None and offsets is not None and offsets.offset:
-        # pyarrow takes no validity mask with a sliced offsets array: copy
-        # the offsets (one integer per row) into a fresh array.
-        offsets = pa.array(offsets.to_numpy(), offsets.type)
     if isinstance(plan, _Struct):
-        children = [
-            pa.nulls(len(arr), out.type) if i is None else _apply(p, arr.field(i))
-            for (i, p), out in zip(plan.children, plan.type)
-        ]
-        return pa.StructArray.from_arrays(children, fields=list(plan.type), mask=mask)
+        return _apply_struct(plan, arr, mask)
+    offsets = _offsets(arr, mask)
     if isinstance(plan, _List):
         return pa.ListArray.from_arrays(offsets, _apply(plan.element, arr.values), type=plan.type, mask=mask)
     return pa.MapArray.from_arrays(
         offsets, _apply(plan.key, arr.keys), _apply(plan.value, arr.items), type=plan.type, mask=mask
     )
+
+
+def _apply_struct(plan: _Struct, arr: pa.StructArray, mask: pa.Array | None) -> pa.Array:
+    children = [
+        pa.nulls(len(arr), out.type) if i is None else _apply(p, arr.field(i))
+        for (i, p), out in zip(plan.children, plan.type)
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(plan.type), mask=mask)
+
+
+def _offsets(arr: pa.Array, mask: pa.Array | None) -> pa.Array:
+    """The offsets of list or map array ``arr``, to rebuild it with ``mask``."""
+    offsets = arr.offsets
+    if mask is not None and offsets.offset:
+        # pyarrow takes no validity mask with a sliced offsets array: copy
+        # the offsets (one integer per row) into a fresh array.
+        offsets = pa.array(offsets.to_numpy(), offsets.type)
+    return offsets
 
 
 def project_column(plan: Plan, col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -200,6 +249,17 @@ def reader_widens(file_type: pa.DataType, want: pa.DataType) -> bool:
     return pa.types.is_float32(file_type) and pa.types.is_float64(want)
 
 
+def _index_by_id(file_schema: pa.Schema) -> dict[int, int]:
+    """The index of each top-level file column, by its field id (columns
+    without an id left out)."""
+    by_id: dict[int, int] = {}
+    for i, f in enumerate(file_schema):
+        fid = field_id(f)
+        if fid is not None:
+            by_id[fid] = i
+    return by_id
+
+
 class Projection:
     """The columns ``columns`` of read schema ``schema``, from a file whose
     Arrow schema is ``file_schema``.
@@ -220,11 +280,7 @@ class Projection:
 
     def __init__(self, file_schema: pa.Schema, schema: Schema, columns: Sequence[str]):
         target = schema.to_arrow(field_ids=False)
-        by_id: dict[int, int] = {}
-        for i, f in enumerate(file_schema):
-            fid = field_id(f)
-            if fid is not None:
-                by_id[fid] = i
+        by_id = _index_by_id(file_schema)
         self.sources: dict[str, str | None] = {}
         self._plans: dict[str, Plan] = {}
         self.by_name = self.by_name_widening = True
@@ -233,19 +289,28 @@ class Projection:
             want = target.field(name).type
             i = by_id.get(f.id) if by_id else file_schema.get_field_index(name)
             if i is None or i < 0:
-                self.sources[name] = None
-                self._plans[name] = _Nulls(want)
-                # A name-matching reader would read a same-named column of
-                # another id (a dropped column whose name was added again).
-                self.by_name &= file_schema.get_field_index(name) < 0
-                self.by_name_widening &= file_schema.get_field_index(name) < 0
-                continue
-            src = file_schema.field(i)
-            self.sources[name] = src.name
-            self._plans[name] = plan = _plan(src.type, f.type, want)
-            self.by_name &= src.name == name and isinstance(plan, _Same)
-            self.by_name_widening &= src.name == name and (isinstance(plan, _Same) or reader_widens(src.type, want))
+                self._add_missing(name, want, file_schema)
+            else:
+                self._add_read(name, f, want, file_schema.field(i))
         self.read_columns = list(dict.fromkeys(s for s in self.sources.values() if s is not None))
+
+    def _add_missing(self, name: str, want: pa.DataType, file_schema: pa.Schema) -> None:
+        """Wanted column ``name`` (of type ``want``), which the file lacks: nulls."""
+        self.sources[name] = None
+        self._plans[name] = _Nulls(want)
+        # A name-matching reader would read a same-named column of
+        # another id (a dropped column whose name was added again).
+        absent = file_schema.get_field_index(name) < 0
+        self.by_name &= absent
+        self.by_name_widening &= absent
+
+    def _add_read(self, name: str, f: Field, want: pa.DataType, src: pa.Field) -> None:
+        """Wanted column ``name`` (field ``f``, of type ``want``), read from file column ``src``."""
+        self.sources[name] = src.name
+        self._plans[name] = plan = _plan(src.type, f.type, want)
+        same_name = src.name == name
+        self.by_name &= same_name and isinstance(plan, _Same)
+        self.by_name_widening &= same_name and (isinstance(plan, _Same) or reader_widens(src.type, want))
 
     def column(self, name: str, data: pa.RecordBatch | pa.Table, n: int) -> pa.Array | pa.ChunkedArray:
         """Wanted column ``name`` of ``n`` rows, from ``data`` read with

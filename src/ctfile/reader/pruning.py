@@ -99,6 +99,9 @@ def _range(p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, boun
 def _column_alternatives(
     p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, *, equalities: bool, float_ranges: bool = True
 ) -> list[pc.Expression]:
+    """Guarantees on column ``name`` (field id ``fid``, ctfile type ``typ``,
+    Arrow type ``atype``) whose union covers every row of ``p`` (see
+    :func:`partition_guarantees`)."""
     s = p.stats
     x = pc.field(name)
     if s is None:
@@ -107,20 +110,43 @@ def _column_alternatives(
     if nulls is not None and nulls == s.num_records:
         return [x.is_null()]
     is_float = typ in ("float", "double")
-    bounds = column_bounds(p, name, fid, typ) if float_ranges or not is_float else None
-    if bounds is not None:
-        alts = [_range(p, name, fid, typ, atype, bounds, equalities=equalities)]
-    elif nulls == 0:
-        alts = [x.is_valid()]
-    else:
+    values = _values_guarantee(
+        p, name, fid, typ, atype, nulls, equalities=equalities, ranged=float_ranges or not is_float,
+    )
+    if values is None:
         return [pc.scalar(True)]
-    if nulls is None or nulls > 0:
+    alts = [values]
+    if _may_hold_nulls(nulls):
         alts.append(x.is_null())
-    if is_float and s.nan_count.get(fid) != 0:
+    if is_float and _may_hold_nans(s.nan_count.get(fid)):
         # pyarrow ignores is_nan in a guarantee; is_valid (NaN is not
         # null) at least prunes is_null for these rows.
         alts.append(x.is_valid())
     return alts
+
+
+def _may_hold_nulls(nulls: int | None) -> bool:
+    """Whether a column with ``nulls`` nulls (None: unknown) may hold one."""
+    return nulls is None or nulls > 0
+
+
+def _may_hold_nans(nans: int | None) -> bool:
+    """Whether a floating-point column with ``nans`` NaNs (None: unknown) may hold one."""
+    return nans != 0
+
+
+def _values_guarantee(
+    p: Partition, name: str, fid: int, typ: str, atype: pa.DataType, nulls: int | None, *, equalities: bool, ranged: bool,
+) -> pc.Expression | None:
+    """A guarantee on the non-null values of the column: within its bounds
+    (when ``ranged`` and the statistics have them), else valid when it holds
+    no null (``nulls`` of them); None when nothing is known."""
+    bounds = column_bounds(p, name, fid, typ) if ranged else None
+    if bounds is not None:
+        return _range(p, name, fid, typ, atype, bounds, equalities=equalities)
+    if nulls == 0:
+        return pc.field(name).is_valid()
+    return None
 
 
 def partition_guarantees(
@@ -144,13 +170,15 @@ def partition_guarantees(
     per_column.sort(key=len)
     while per_column and _product(len(a) for a in per_column) > MAX_ALTERNATIVES:
         per_column.pop()
-    out = []
-    for combo in itertools.product(*per_column):
-        g = None
-        for piece in combo:
-            g = piece if g is None else g & piece
-        out.append(pc.scalar(True) if g is None else g)
-    return out or [pc.scalar(True)]
+    return [_conjunction(combo) for combo in itertools.product(*per_column)] or [pc.scalar(True)]
+
+
+def _conjunction(pieces: Sequence[pc.Expression]) -> pc.Expression:
+    """``pieces`` and-ed, left to right (true when there is none)."""
+    g = None
+    for piece in pieces:
+        g = piece if g is None else g & piece
+    return pc.scalar(True) if g is None else g
 
 
 def _product(xs) -> int:

@@ -154,7 +154,7 @@ def classify(
     were written in the interval), the old side (``removed``: its rows not
     copied unchanged are needed) with the halves of update pairs of both, and
     the sorted pair ids."""
-    no_pairs = [np.zeros(len(rid), dtype=bool) for rid in a_rid]
+    no_pairs = _none(a_rid)
     if not removed:
         return Side(True, added, a_rid, a_sel, no_pairs), Side(False, removed, r_rid, [], []), np.empty(0, np.int64)
     ids = IdSet(list(a_rid) + list(r_rid))
@@ -162,12 +162,32 @@ def classify(
     # U: ids of the unchanged copies; a removed row not in U was deleted or updated.
     ids.fill(a_rid, [~sel for sel in a_sel])
     r_sel = [~ids.contains(rid, d) for rid, d in zip(r_rid, dense)]
-    if not any(sel.any() for sel in a_sel) or not any(sel.any() for sel in r_sel):
-        old = Side(False, removed, r_rid, r_sel, [np.zeros(len(rid), dtype=bool) for rid in r_rid])
+    if not _any_needed(a_sel) or not _any_needed(r_sel):
+        old = Side(False, removed, r_rid, r_sel, _none(r_rid))
         return Side(True, added, a_rid, a_sel, no_pairs), old, np.empty(0, np.int64)
     # Ids on both sides are the updates.
     ids.fill(r_rid, r_sel)
-    a_pair = [sel & ids.contains(rid) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel in zip(a_rid, a_sel)]
+    a_pair = _pair_halves(ids, a_rid, a_sel, [False] * len(a_rid))
     ids.fill(a_rid, a_pair)
-    r_pair = [sel & ids.contains(rid, d) if sel.any() else np.zeros(len(rid), dtype=bool) for rid, sel, d in zip(r_rid, r_sel, dense)]
+    r_pair = _pair_halves(ids, r_rid, r_sel, dense)
     return Side(True, added, a_rid, a_sel, a_pair), Side(False, removed, r_rid, r_sel, r_pair), ids.members()
+
+
+def _none(rids: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per partition of row ids ``rids``, a mask selecting no row."""
+    return [np.zeros(len(rid), dtype=bool) for rid in rids]
+
+
+def _any_needed(selected: Sequence[np.ndarray]) -> bool:
+    """Whether a partition of a side needs a row."""
+    return any(sel.any() for sel in selected)
+
+
+def _pair_halves(ids: IdSet, rids: Sequence[np.ndarray], selected: Sequence[np.ndarray], dense: Sequence[bool]) -> list[np.ndarray]:
+    """Per partition, its needed rows whose ids are in ``ids`` (the other
+    side's needed ids): its halves of update pairs. ``dense``: the
+    partition's ids are an ascending run (see :meth:`IdSet.contains`)."""
+    return [
+        sel & ids.contains(rid, d) if sel.any() else np.zeros(len(rid), dtype=bool)
+        for rid, sel, d in zip(rids, selected, dense)
+    ]

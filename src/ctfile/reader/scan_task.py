@@ -2,15 +2,15 @@
 
 :meth:`ctfile.Snapshot.scan_tasks` plans a scan into :class:`ScanTask`
 objects (a micro-partition, or a range of its row groups, plus the columns
-and filter). A task carries the table URI and storage options, so it can be
-shipped to another process (a Spark executor) and read there with
-:meth:`ScanTask.to_batches`; storage handles are cached per process.
+and filter). A task carries the table's
+:class:`~ctfile.log.location.TableLocation`, so it can be shipped to another
+process (a Spark executor) and read there with :meth:`ScanTask.to_batches`;
+storage handles are cached per process.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.schema import Schema
-from ctfile.log.storage import Storage, open_storage
+from ctfile.log.location import TableLocation
+from ctfile.log.storage import Storage
 from ctfile.reader.expressions import referenced_columns
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import small_dictionary_columns
@@ -30,24 +31,13 @@ from ctfile.reader.pruning import prune
 #: The column :meth:`ScanTask.to_batches` adds with ``positions=True``.
 POSITION_COLUMN = "_ct_pos"
 
-_STORAGES: dict[tuple, Storage] = {}
-_LOCK = threading.Lock()
-
-
-def storage_for(uri: str, storage_options: dict | None) -> Storage:
-    """A per-process cached storage handle for ``uri``."""
-    key = (uri, tuple(sorted((storage_options or {}).items(), key=lambda kv: kv[0])).__repr__())
-    with _LOCK:
-        st = _STORAGES.get(key)
-        if st is None:
-            st = _STORAGES[key] = open_storage(uri, storage_options)
-        return st
-
-
 @dataclass(frozen=True)
 class ScanTask:
-    uri: str
-    storage_options: dict | None
+    """One unit of a snapshot scan (see the module docstring): the rows of
+    ``partition`` (of row groups ``row_group_start`` up to ``row_group_stop``)
+    in ``columns``, that satisfy ``filter``, read with table schema ``schema``."""
+
+    location: TableLocation
     schema: Schema
     partition: Partition
     columns: tuple[str, ...]
@@ -76,18 +66,14 @@ class ScanTask:
         returned (:mod:`ctfile.reader.integrity`): it is read whole, also by a
         task that reads only some of its row groups.
         """
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         arrow = self.schema.to_arrow(field_ids=False)
-        out_schema = pa.schema([arrow.field(c) for c in self.columns])
-        wanted = list(self.columns)
-        if self.filter is not None:
-            wanted += [c for c in referenced_columns(self.filter, arrow) if c not in wanted]
+        out_schema = _output_schema(arrow, self.columns, positions=positions)
+        wanted = self._read_columns(arrow)
         files = DataFiles(storage)
         with files.open(self.partition) as source:
             pf = files.parquet(source, self.partition)
-            total = pf.metadata.num_row_groups
-            stop = total if self.row_group_stop is None else min(self.row_group_stop, total)
-            groups = list(range(min(self.row_group_start, total), stop))
+            groups = self._row_groups(pf.metadata.num_row_groups)
             if not groups:
                 return
             # SPEC §Schema evolution: the file's columns are found by field id.
@@ -96,24 +82,52 @@ class ScanTask:
             dict_cols = small_dictionary_columns(pf, groups, read_cols)
             if dict_cols:
                 pf = files.parquet(source, self.partition, metadata=pf.metadata, read_dictionary=dict_cols)
-            out_cols = list(self.columns)
-            if positions:
-                out_schema = out_schema.append(pa.field(POSITION_COLUMN, pa.int64(), nullable=False))
-                out_cols.append(POSITION_COLUMN)
             offset = sum(pf.metadata.row_group(i).num_rows for i in range(groups[0]))
             for b in pf.iter_batches(batch_size=batch_rows, row_groups=groups, columns=read_cols, use_threads=use_threads):
-                n = b.num_rows
-                arrays = [projection.column(c, b, n) for c in wanted]
-                names = list(wanted)
-                if positions:
-                    arrays.append(pa.array(np.arange(offset, offset + n, dtype=np.int64)))
-                    names.append(POSITION_COLUMN)
-                offset += n
-                b = pa.RecordBatch.from_arrays(arrays, names=names)
-                if self.filter is not None:
-                    b = b.filter(self.filter)
-                if b.num_rows:
-                    yield pa.RecordBatch.from_arrays([b.column(c) for c in out_cols], schema=out_schema)
+                out = self._output(projection, wanted, b, offset if positions else None, out_schema)
+                offset += b.num_rows
+                if out is not None:
+                    yield out
+
+    def _read_columns(self, arrow: pa.Schema) -> list[str]:
+        """The table columns to read: the task's, then those its filter also uses."""
+        wanted = list(self.columns)
+        if self.filter is not None:
+            wanted += [c for c in referenced_columns(self.filter, arrow) if c not in wanted]
+        return wanted
+
+    def _row_groups(self, total: int) -> list[int]:
+        """The task's row groups of a file of ``total`` row groups."""
+        stop = total if self.row_group_stop is None else min(self.row_group_stop, total)
+        return list(range(min(self.row_group_start, total), stop))
+
+    def _output(
+        self, projection: Projection, wanted: list[str], b: pa.RecordBatch, offset: int | None, out_schema: pa.Schema,
+    ) -> pa.RecordBatch | None:
+        """File batch ``b`` in ``out_schema``: the ``wanted`` columns
+        projected, their file positions from ``offset`` (when given), the
+        filter applied; None when no row is left."""
+        n = b.num_rows
+        arrays = [projection.column(c, b, n) for c in wanted]
+        names = list(wanted)
+        if offset is not None:
+            arrays.append(pa.array(np.arange(offset, offset + n, dtype=np.int64)))
+            names.append(POSITION_COLUMN)
+        b = pa.RecordBatch.from_arrays(arrays, names=names)
+        if self.filter is not None:
+            b = b.filter(self.filter)
+        if not b.num_rows:
+            return None
+        return pa.RecordBatch.from_arrays([b.column(c) for c in out_schema.names], schema=out_schema)
+
+
+def _output_schema(arrow: pa.Schema, columns: Sequence[str], *, positions: bool) -> pa.Schema:
+    """The schema of a task's batches: its ``columns`` of the table's
+    ``arrow`` schema, then :data:`POSITION_COLUMN` with ``positions``."""
+    out = pa.schema([arrow.field(c) for c in columns])
+    if positions:
+        out = out.append(pa.field(POSITION_COLUMN, pa.int64(), nullable=False))
+    return out
 
 
 def plan_scan_tasks(
@@ -134,6 +148,7 @@ def plan_scan_tasks(
     last task of the file reads through its last row group, so every row is
     read exactly once either way.
     """
+    location = TableLocation.of(storage)
     tasks = []
     for p in prune(list(partitions), schema, filter):
         expected_groups = max(1, math.ceil(p.num_records / max(1, row_group_rows)))
@@ -141,13 +156,13 @@ def plan_scan_tasks(
         if max_rows_per_task:
             per_task = max(1, max_rows_per_task // max(1, row_group_rows))
         if per_task >= expected_groups:
-            tasks.append(ScanTask(storage.uri, storage.storage_options, schema, p, tuple(columns), filter))
+            tasks.append(ScanTask(location, schema, p, tuple(columns), filter))
             continue
         for start in range(0, expected_groups, per_task):
             stop = start + per_task
             tasks.append(
                 ScanTask(
-                    storage.uri, storage.storage_options, schema, p, tuple(columns), filter,
+                    location, schema, p, tuple(columns), filter,
                     row_group_start=start, row_group_stop=None if stop >= expected_groups else stop,
                 )
             )

@@ -12,7 +12,9 @@ its projection by field id instead, from the same verified source.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -336,28 +338,18 @@ class Snapshot:
     def _batches(self, parts: list[Partition], cols: list[str], filter, kw: dict) -> Iterator[pa.RecordBatch]:
         files = DataFiles(self._storage)
         need = self._needed(cols, filter)
-        with ThreadPoolExecutor(max_workers=FETCH_AHEAD) as pool:
-            ahead = [pool.submit(files.fetch, p) for p in parts[:FETCH_AHEAD]]
-            try:
-                for i, p in enumerate(parts):
-                    source = ahead.pop(0).result()
-                    if i + FETCH_AHEAD < len(parts):
-                        ahead.append(pool.submit(files.fetch, parts[i + FETCH_AHEAD]))
-                    with files.open(p, fetched=source) as src:
-                        fragment, projected = self._open(files, p, src, need)
-                        if fragment is not None:
-                            yield from fragment.to_batches(schema=self.schema, columns=cols, filter=filter, **kw)
-                            continue
-                        for b in projected.batches(kw.get("batch_size")):
-                            if filter is not None:
-                                b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
-                                b = b.to_batches()[0] if b.num_rows else None
-                            if b is not None:
-                                yield b.select(cols)
-            finally:  # abandoned or failed: release what was fetched ahead
-                for f in ahead:
-                    if not f.cancel() and f.exception() is None:
-                        f.result().close()
+        fetched = _fetched_ahead(files, parts)
+        with contextlib.closing(fetched):  # abandoned or failed: release what was fetched ahead
+            for p, source in fetched:
+                with files.open(p, fetched=source) as src:
+                    fragment, projected = self._open(files, p, src, need)
+                    if fragment is not None:
+                        yield from fragment.to_batches(schema=self.schema, columns=cols, filter=filter, **kw)
+                        continue
+                    for b in projected.batches(kw.get("batch_size")):
+                        b = _filtered(b, filter)
+                        if b is not None:
+                            yield b.select(cols)
 
     def _hidden_batches(self, parts, cols, filter, batch_rows) -> Iterator[pa.RecordBatch]:
         need = cols if filter is None else list(dict.fromkeys(cols + self.table_schema.names))
@@ -365,12 +357,9 @@ class Snapshot:
         files = DataFiles(self._storage)
         for p in parts:
             for b in read_partition(files, p, self.table_schema, columns=need, hidden=True, batch_rows=batch_rows):
-                if filter is not None:
-                    b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
-                    b = b.to_batches()[0] if b.num_rows else None
-                    if b is None:
-                        continue
-                yield b.select(out_cols)
+                b = _filtered(b, filter)
+                if b is not None:
+                    yield b.select(out_cols)
 
     def scan_tasks(
         self,
@@ -462,22 +451,21 @@ class Snapshot:
         >>> [p.startswith("data/") for p in t.snapshot().misread_by_name()]
         [True]
         """
-        if partitions is not None and (
-            not isinstance(partitions, (list, tuple)) or not all(isinstance(p, Partition) for p in partitions)
-        ):
+        if partitions is not None and not _is_partition_list(partitions):
             raise InvalidArgumentError(f"partitions must be a list of Partition (or None), found {partitions!r:.80}")
         parts = self.partitions if partitions is None else list(partitions)
         if FEATURE_SCHEMA_EVOLUTION not in self.protocol.reader_features or not parts:
             return []
-        fs = self._storage.arrow_filesystem
-
-        def misread(p: Partition) -> bool:
-            file_schema = pq.read_schema(self._storage.arrow_path(p.path), filesystem=fs)
-            projection = Projection(file_schema, self.table_schema, self.table_schema.names)
-            return not (projection.by_name_widening if widening else projection.by_name)
-
         with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
-            return [p.path for p, m in zip(parts, pool.map(misread, parts)) if m]
+            misread = pool.map(functools.partial(self._misread_by_name, widening=widening), parts)
+            return [p.path for p, m in zip(parts, misread) if m]
+
+    def _misread_by_name(self, p: Partition, *, widening: bool) -> bool:
+        """Whether an engine matching columns by name (see
+        :meth:`misread_by_name`) would misread ``p``'s file (its footer is read)."""
+        file_schema = pq.read_schema(self._storage.arrow_path(p.path), filesystem=self._storage.arrow_filesystem)
+        projection = Projection(file_schema, self.table_schema, self.table_schema.names)
+        return not (projection.by_name_widening if widening else projection.by_name)
 
     def _check_by_name(self, parts: list[Partition]) -> None:
         """Raise if an engine matching columns by name would misread a file
@@ -489,3 +477,35 @@ class Snapshot:
                 f"renamed, dropped or widened, and an engine that matches columns by name would misread them; "
                 f"read with to_arrow() or to_batches(), which match columns by field id"
             )
+
+
+def _is_partition_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(p, Partition) for p in value)
+
+
+def _filtered(b: pa.RecordBatch, filter: pc.Expression | None) -> pa.RecordBatch | None:
+    """The rows of ``b`` that satisfy ``filter`` (all without one); None
+    when none does."""
+    if filter is None:
+        return b
+    t = pa.Table.from_batches([b]).filter(filter).combine_chunks()
+    return t.to_batches()[0] if t.num_rows else None
+
+
+def _fetched_ahead(files: DataFiles, parts: list[Partition]) -> Iterator[tuple[Partition, Any]]:
+    """Each of ``parts`` with its fetched file (:meth:`DataFiles.fetch
+    <ctfile.reader.integrity.DataFiles.fetch>`), the next :data:`FETCH_AHEAD`
+    fetched on a thread meanwhile. Closing the iterator early releases
+    what was fetched ahead."""
+    with ThreadPoolExecutor(max_workers=FETCH_AHEAD) as pool:
+        ahead = [pool.submit(files.fetch, p) for p in parts[:FETCH_AHEAD]]
+        try:
+            for i, p in enumerate(parts):
+                source = ahead.pop(0).result()
+                if i + FETCH_AHEAD < len(parts):
+                    ahead.append(pool.submit(files.fetch, parts[i + FETCH_AHEAD]))
+                yield p, source
+        finally:  # abandoned or failed: release what was fetched ahead
+            for f in ahead:
+                if not f.cancel() and f.exception() is None:
+                    f.result().close()

@@ -60,7 +60,7 @@ def candidate_rows(
     partition."""
     parts = list(job.candidates if partitions is None else partitions)
     table_schema = job.schema if schema is None else schema
-    tasks = [ctfile.ScanTask(job.uri, job.storage_options, table_schema, p, tuple(columns)) for p in parts]
+    tasks = [ctfile.ScanTask(job.location, table_schema, p, tuple(columns)) for p in parts]
     arrow = table_schema.to_arrow(field_ids=False)
     fields = spark_schema(pa.schema([arrow.field(c) for c in columns])).fields
     out_spark = StructType(

@@ -98,7 +98,7 @@ class SparkTransaction:
             return {"inserted": 0, "updated": 0, "deleted": 0}
         tx = self.tx
         st = tx.storage
-        job = ctfile.WriteJob(st.uri, st.storage_options, tx.schema, dict(tx.metadata.properties), tx.base.version,
+        job = ctfile.WriteJob(ctfile.TableLocation.of(st), tx.schema, dict(tx.metadata.properties), tx.base.version,
                               "append", uuid.uuid4().hex)
         rows = in_table_timestamps(data, tx.schema.to_arrow(field_ids=False))
         out = rows.mapInArrow(_write_fn(job), "payload binary").collect()

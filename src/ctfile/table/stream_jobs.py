@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
 from ctfile.format.streams import StreamState
 from ctfile.log.commit_options import CommitOptions, commit_options
+from ctfile.log.location import TableLocation
 from ctfile.log.streams import StreamStore
 from ctfile.log.transaction import CommitResult, StagedFile
 from ctfile.table.consumption import ClaimResolver, Consumption, OpenTable, StreamPin, stream_store
@@ -58,13 +59,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, kw_only=True)
 class ConsumingWriteJob(WriteJob):
     """A :class:`~ctfile.WriteJob` whose commit consumes the pin
-    ``pin_token`` of stream ``stream_name`` on the table at ``stream_uri``
+    ``pin_token`` of stream ``stream_name`` on the table at ``stream_location``
     (see the module docstring). Made by :meth:`ctfile.Table.write_job`.
     ``open_table`` (:func:`ctfile.open_table`, a module-level function, so
     the job stays picklable) opens the stream's table and the target."""
 
-    stream_uri: str = ""
-    stream_storage_options: dict | None = None
+    stream_location: TableLocation | None = None
     stream_name: str = ""
     pin_token: str = ""
     open_table: OpenTable
@@ -92,9 +92,9 @@ class ConsumingWriteJob(WriteJob):
         options = commit_options(commit, app_id=app_id, app_version=app_version)
         options.require_empty("a job consuming a stream records the stream's own txn; drop app_id/app_version")
         try:
-            source = self.open_table(self.stream_uri, storage_options=self.stream_storage_options)
+            source = self.open_table(self.stream_location.uri, storage_options=self.stream_location.storage_options)
             pin = source.stream(self.stream_name).pin_from_token(self.pin_token)
-            target = self.open_table(self.uri, storage_options=self.storage_options)
+            target = self.open_table(self.location.uri, storage_options=self.location.storage_options)
             over = claimable_state(source, pin, target, open_table=self.open_table) if pin.has_pending else pin.state
         except BaseException:
             self.abort(files)
@@ -124,7 +124,7 @@ def consuming_job(
         raise InvalidArgumentError(f"pin must be a StreamPin of stream {stream.name} (Stream.pin()), found {pin!r}")
     base = {f.name: getattr(job, f.name) for f in fields(WriteJob)}
     return ConsumingWriteJob(
-        **base, stream_uri=stream.table.uri, stream_storage_options=stream.table.storage.storage_options,
+        **base, stream_location=TableLocation.of(stream.table.storage),
         stream_name=stream.name, pin_token=pin.token, open_table=open_table,
     )
 

@@ -40,8 +40,8 @@ from ctfile.format.schema_evolution import diff_schemas, replacement_schema
 from ctfile.log.commit_options import NO_COMMIT_OPTIONS, CommitOptions, commit_options
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.creation import create_table_log
+from ctfile.log.location import TableLocation
 from ctfile.log.transaction import CommitResult, StagedFile, now_ms
-from ctfile.reader.scan_task import storage_for
 from ctfile.writer.input import Conformer, to_reader
 from ctfile.writer.partition_writer import PartitionWriter
 from ctfile.writer.schema_merge import SchemaMerge, plan_schema_merge
@@ -121,8 +121,7 @@ class WriteJob:
     when set, the change that makes it the table's at commit.
     """
 
-    uri: str
-    storage_options: dict | None
+    location: TableLocation
     schema: Schema
     properties: dict
     read_version: int | None
@@ -145,7 +144,7 @@ class WriteJob:
         _check_mode(mode)
         table_schema = schema_from_arrow(schema)
         props = validate_properties(properties or {}, schema=table_schema)
-        return cls(uri, storage_options, table_schema, props, None, mode, uuid.uuid4().hex)
+        return cls(TableLocation(uri, storage_options), table_schema, props, None, mode, uuid.uuid4().hex)
 
     # ------------------------------------------------------------ workers
 
@@ -155,7 +154,7 @@ class WriteJob:
         Returns the staged files, to be sent to the driver for :meth:`commit`.
         Nothing is visible until then.
         """
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         reader = to_reader(data)
         conformer = Conformer(self.schema)
         task_id = uuid.uuid4().hex
@@ -217,7 +216,7 @@ class WriteJob:
             The table's schema changed since the job was planned; the files
             are deleted.
         """
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         log = ManifestLog(storage)
         if self.read_version is None:
             self._create_table(storage)
@@ -293,13 +292,13 @@ class WriteJob:
                 return
         changes = "; ".join(str(c) for c in diff_schemas(planned_from, found)) or "new field ids were assigned"
         raise SchemaMismatchError(
-            f"the schema of {self.uri} changed since this write was planned (at version {self.read_version}): "
+            f"the schema of {self.location.uri} changed since this write was planned (at version {self.read_version}): "
             f"{changes}; the files were written for {self.schema.names}; plan the write again"
         )
 
     def abort(self, files: Iterable[StagedFile]) -> None:
         """Delete the files of a job that will not be committed."""
-        storage_for(self.uri, self.storage_options).delete([f.path for f in files])
+        self.location.open().delete([f.path for f in files])
 
 
 def _schema_change(
@@ -357,6 +356,6 @@ def plan_write(
     if schema is not None:
         Conformer(target, what="written data").check_schema(schema)
     return WriteJob(
-        storage.uri, storage.storage_options, target, dict(md.properties), table_state.version, mode,
+        TableLocation.of(storage), target, dict(md.properties), table_state.version, mode,
         uuid.uuid4().hex, update,
     )

@@ -49,12 +49,13 @@ from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.properties import TableProperties
 from ctfile.format.schema import Schema
 from ctfile.log.conflicts import ReadPredicate
+from ctfile.log.location import TableLocation
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.staged import StagedFile
 from ctfile.reader.partition_reader import read_partition_table
 from ctfile.reader.pruning import prune
-from ctfile.reader.scan_task import POSITION_COLUMN, storage_for
+from ctfile.reader.scan_task import POSITION_COLUMN
 from ctfile.writer.merge import check_shorthand_source, shorthand_statement
 from ctfile.writer.merge_plan import MergePlan, plan_statement
 from ctfile.writer.merge_rows import CLAUSE_COLUMN, inserted_rows, row_deletes, updated_values
@@ -137,8 +138,7 @@ class RewriteJob:
     delete).
     """
 
-    uri: str
-    storage_options: dict | None
+    location: TableLocation
     version: int
     protocol: Protocol
     metadata: Metadata
@@ -156,9 +156,8 @@ class RewriteJob:
         include the files earlier statements of ``tx`` staged (they exist on
         storage, so workers read them like any other; SPEC §Copy-on-write:
         each statement sees the effects of the earlier ones)."""
-        st = tx.storage
         parts = tuple(p for p in candidates if p.num_records)
-        return cls(st.uri, st.storage_options, tx.base.version, tx.base.protocol, tx.metadata, kind, parts, **kw)
+        return cls(TableLocation.of(tx.storage), tx.base.version, tx.base.protocol, tx.metadata, kind, parts, **kw)
 
     @classmethod
     def for_delete(cls, tx: WriteTransaction, *, prune_by: pc.Expression | None = None) -> "RewriteJob":
@@ -305,7 +304,7 @@ class RewriteJob:
         positions, deleted, rows = self._positions(path, rows)
         if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
             raise InvalidArgumentError(f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
-        storage = storage_for(self.uri, self.storage_options)
+        storage = self.location.open()
         state = TableState(self.version, 0, self.protocol, self.metadata, {p.path: p}, 0)
         tx = WriteTransaction(ManifestLog(storage), state, operation=self.kind.value)
         t = read_partition_table(storage, p, self.schema, hidden=True)
@@ -368,7 +367,7 @@ class RewriteJob:
         if isinstance(data, pa.Table) and CLAUSE_COLUMN in data.column_names:
             data = inserted_rows(self.merge, data)
         props = dict(self.metadata.properties)
-        job = WriteJob(self.uri, self.storage_options, self.schema, props, self.version, "append", self.job_id)
+        job = WriteJob(self.location, self.schema, props, self.version, "append", self.job_id)
         return job.write(data)
 
     # ------------------------------------------------------------ coordinator
@@ -417,7 +416,7 @@ class RewriteJob:
     def discard(self, rewrites: Iterable[PartitionRewrite], inserted: Iterable[StagedFile] = ()) -> None:
         """Delete every file the workers wrote (a statement that failed)."""
         paths = [p for r in rewrites for p in r.written] + [f.path for f in inserted]
-        storage_for(self.uri, self.storage_options).delete(paths)
+        self.location.open().delete(paths)
 
 
 def _by_key(

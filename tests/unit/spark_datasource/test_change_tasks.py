@@ -15,7 +15,8 @@ import ctfile
 from ctfile.format.actions import Partition, PartitionStats
 from ctfile.format.schema import ROW_ID_FIELD_ID
 from ctfile.reader.change_plan import PlanShape
-from ctfile.reader.change_tasks import ChangeTask, components, row_id_range
+from ctfile.reader.change_scan import ChangeTask
+from ctfile.reader.change_tasks import components, row_id_range
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64()), ("s", pa.string())])
 

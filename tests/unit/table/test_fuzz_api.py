@@ -358,6 +358,7 @@ CLASSES_EXCLUDED = {
     "ChangeTask": "made by ChangeSet.tasks for an engine's workers",
     "WriteJob": "an engine's interface: its commit takes files other processes wrote (Table.write_job is fuzzed)",
     "RewriteJob": "ctfile.spark's interface: planned inside a transaction from ctfile's own objects",
+    "TableLocation": "the source every job carries (its checks: tests/unit/log/test_location.py)",
     "PartitionRewrite": "part of a RewriteJob", "MergeSpec": "part of a RewriteJob",
     "MergeStatement": "the statement a MergeBuilder (fuzzed) describes", "MergeClause": "part of a MergeStatement",
     "MergePlan": "the MergeStatement's plan inside a RewriteJob", "MatchKind": "an enum (chosen by the builder's methods)",
