@@ -8,6 +8,7 @@ alone; ``_last_checkpoint`` is a hint that saves listing the log directory
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -39,11 +40,11 @@ from ctfile.format.schema import LONG_MAX
 from ctfile.log.replay import (
     TableHead,
     TableState,
-    apply_entries,
-    apply_table_actions,
     check_checkpoint_identity,
     checkpoint_table_actions,
     head_from_checkpoint,
+    roll_forward,
+    roll_forward_head,
     state_from_checkpoint,
 )
 from ctfile.log.storage import LocalStorage, Storage
@@ -375,10 +376,8 @@ class ManifestLog:
         target = self._target(version, latest)
         start, rejected = self._best_checkpoint(target, self.read_checkpoint)
         first = self._first_to_replay(start, target, rejected)
-        state = apply_entries(
-            start, first, self.read_entries(first, target),
-            where=lambda v: f"{self.storage.uri}/{commit_path(v)}",
-        )
+        entries = zip(itertools.count(first), self.read_entries(first, target))
+        state = roll_forward(start, entries, where=self._where)
         assert state is not None
         return state
 
@@ -392,8 +391,8 @@ class ManifestLog:
         target = self._target(version, latest)
         head, rejected = self._best_checkpoint(target, self.read_checkpoint_head)
         first = self._first_to_replay(head, target, rejected)
-        for v, actions in enumerate(self.read_table_actions_between(first, target), start=first):
-            head = apply_table_actions(head, v, actions, where=self._where(v))
+        entries = zip(itertools.count(first), self.read_table_actions_between(first, target))
+        head = roll_forward_head(head, entries, where=self._where)
         assert head is not None
         return head
 
