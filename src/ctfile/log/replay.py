@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from ctfile.format.actions import (
     FEATURE_ENTRY_CHECKSUMS,
@@ -33,6 +33,8 @@ from ctfile.format.actions import (
 )
 from ctfile.format.entries import duplicate_paths, repeated_actions
 from ctfile.format.errors import CorruptLogError, UnsupportedFeatureError
+
+_A = TypeVar("_A")
 
 
 @dataclass(frozen=True)
@@ -304,20 +306,24 @@ class _EntryActions:
         self.txns: list[SetTransaction] = []
         self.adds: list[Partition] = []
         self.removes: list[str] = []
-        for a in actions:
+        for a in actions:  # partition actions first: an entry may hold thousands
             kind = type(a)
             if kind is AddPartition:
                 self.adds.append(a.partition)  # type: ignore[union-attr]
             elif kind is RemovePartition:
                 self.removes.append(a.path)  # type: ignore[union-attr]
-            elif kind is CommitInfo:
-                self.infos.append(a)  # type: ignore[arg-type]
-            elif kind is SetTransaction:
-                self.txns.append(a)  # type: ignore[arg-type]
-            elif kind is Protocol and self.protocol is None:
-                self.protocol = a  # type: ignore[assignment]
-            elif kind is Metadata and self.metadata is None:
-                self.metadata = a  # type: ignore[assignment]
+            else:
+                self._table_action(a, kind)
+
+    def _table_action(self, a: Action, kind: type) -> None:
+        if kind is CommitInfo:
+            self.infos.append(a)  # type: ignore[arg-type]
+        elif kind is SetTransaction:
+            self.txns.append(a)  # type: ignore[arg-type]
+        elif kind is Protocol and self.protocol is None:
+            self.protocol = a  # type: ignore[assignment]
+        elif kind is Metadata and self.metadata is None:
+            self.metadata = a  # type: ignore[assignment]
 
 
 def _fold_head(
@@ -328,6 +334,24 @@ def _fold_head(
     (collecting) when there is no protocol or metadata to apply it to."""
     _check_sequence(head, fold)
     _check_commit_info(entry, fold)
+    replaced = _protocol_and_metadata(head, entry, fold)
+    if replaced is None:
+        return None
+    protocol, metadata = replaced
+    if fold.collecting:
+        _check_entry_checksums(entry, protocol, fold)
+    timestamp = _timestamp(head, entry)
+    _check_timestamp(head, timestamp, fold)
+    for t in entry.txns:
+        txns[t.app_id] = t
+    return TableHead(fold.version, timestamp, protocol, metadata, txns)
+
+
+def _protocol_and_metadata(
+    head: TableHead | None, entry: _EntryActions, fold: _Fold
+) -> tuple[Protocol, Metadata] | None:
+    """The protocol and metadata after ``entry`` (SPEC §Log replay, rules 2
+    and 3); None (collecting) when version 0 does not set both."""
     protocol = entry.protocol or (head.protocol if head else None)
     metadata = entry.metadata or (head.metadata if head else None)
     if protocol is None or metadata is None:
@@ -336,24 +360,10 @@ def _fold_head(
             "version 0 must contain protocol and metadata actions",
         )
         return None
-    if _changes_table_id(head, entry.metadata):
-        old, new = head.metadata.table_id, entry.metadata.table_id  # type: ignore[union-attr]
-        fold.broken(
-            f"the metadata changes the table id from {old} to {new}; "
-            f"a table's id is fixed at creation (SPEC §Log replay, rule 3)",
-            "replay", f"the metadata changes the table id from {old} to {new} (SPEC §Log replay, rule 3)",
-        )
+    _check_table_id(head, entry.metadata, fold)
     if entry.protocol is not None:
         check_reader_protocol(entry.protocol, where=fold.where)  # raises in both modes: nothing can be read
-    if fold.collecting:
-        _check_entry_checksums(entry, protocol, fold)
-    timestamp = _timestamp(head, entry)
-    if head is not None and timestamp <= head.timestamp:
-        text = f"commit timestamp {timestamp} is not after version {head.version}'s {head.timestamp}"
-        fold.broken(f"{text} (SPEC §Commit timestamps)", "replay", text)
-    for t in entry.txns:
-        txns[t.app_id] = t
-    return TableHead(fold.version, timestamp, protocol, metadata, txns)
+    return protocol, metadata
 
 
 def _check_sequence(head: TableHead | None, fold: _Fold) -> None:
@@ -372,9 +382,23 @@ def _check_commit_info(entry: _EntryActions, fold: _Fold) -> None:
         fold.broken("entry has no commitInfo" if found == 0 else expected, "log", expected)
 
 
-def _changes_table_id(head: TableHead | None, metadata: Metadata | None) -> bool:
+def _check_table_id(head: TableHead | None, metadata: Metadata | None, fold: _Fold) -> None:
     """SPEC §Log replay, rule 3: a metadata action keeps the table's id."""
-    return head is not None and metadata is not None and metadata.table_id != head.metadata.table_id
+    if head is None or metadata is None or metadata.table_id == head.metadata.table_id:
+        return
+    old, new = head.metadata.table_id, metadata.table_id
+    fold.broken(
+        f"the metadata changes the table id from {old} to {new}; "
+        f"a table's id is fixed at creation (SPEC §Log replay, rule 3)",
+        "replay", f"the metadata changes the table id from {old} to {new} (SPEC §Log replay, rule 3)",
+    )
+
+
+def _check_timestamp(head: TableHead | None, timestamp: int, fold: _Fold) -> None:
+    """SPEC §Log replay, rule 7 (§Commit timestamps): commit timestamps increase."""
+    if head is not None and timestamp <= head.timestamp:
+        text = f"commit timestamp {timestamp} is not after version {head.version}'s {head.timestamp}"
+        fold.broken(f"{text} (SPEC §Commit timestamps)", "replay", text)
 
 
 def _timestamp(head: TableHead | None, entry: _EntryActions) -> int:
@@ -484,14 +508,17 @@ def head_from_checkpoint(actions: list[Action], *, where: str) -> TableHead:
 
 
 def _checkpoint_head(actions: list[Action], *, where: str) -> tuple[CheckpointHeader, TableHead]:
-    header = next((a for a in actions if isinstance(a, CheckpointHeader)), None)
-    protocol = next((a for a in actions if isinstance(a, Protocol)), None)
-    metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    header, protocol, metadata = (_first(actions, kind) for kind in (CheckpointHeader, Protocol, Metadata))
     if header is None or protocol is None or metadata is None:
         raise CorruptLogError(f"{where}: checkpoint lacks its checkpoint/protocol/metadata actions")
     check_reader_protocol(protocol, where=where)
     txns = {a.app_id: a for a in actions if isinstance(a, SetTransaction)}
     return header, TableHead(header.version, header.timestamp, protocol, metadata, txns)
+
+
+def _first(actions: list[Action], kind: type[_A]) -> _A | None:
+    """The first of ``actions`` of type ``kind``, or None."""
+    return next((a for a in actions if isinstance(a, kind)), None)
 
 
 def check_checkpoint_identity(
