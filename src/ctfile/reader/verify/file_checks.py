@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ctfile.format.actions import Partition, PartitionStats
+from ctfile.format.actions import ChangeFile, Partition, PartitionStats
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
     ROW_ID_COLUMN,
@@ -57,64 +57,74 @@ def types_by_field_id(schemas: Iterable[Schema]) -> dict[int, str]:
     return out
 
 
-class _FileCheck:
-    """The checks of one file: its findings go to ``result``, each problem
-    at the partition's version and path."""
+class FileCheck:
+    """The checks of one file (a data or change file): its findings go to
+    ``result``, each at the commit ``version`` and the file's ``path``."""
 
-    def __init__(self, p: Partition):
-        self.p = p
+    def __init__(self, version: int, path: str):
+        self.version = version
+        self.path = path
         self.result = FileResult()
 
     def bad(self, check: str, message: str) -> None:
-        self.result.problems.append(VerifyProblem(check, message, self.p.default_row_version, self.p.path))
+        self.result.problems.append(VerifyProblem(check, message, self.version, self.path))
+
+    def warn(self, check: str, message: str) -> None:
+        self.result.warnings.append(VerifyProblem(check, message, self.version, self.path))
 
 
 def check_file(storage: Storage, p: Partition, field_types: dict[int, str], *, removed: bool) -> FileResult:
     """The checks of the file of ``p`` (see the module), stopped at the
     first stage that fails: read, Parquet footer, row count, decoding; then
-    the statistics and the row lineage of the decoded rows."""
-    check = _FileCheck(p)
-    data = _read_file(storage, check, removed=removed)
-    table = None if data is None else _decode(data, check)
+    the statistics and the row lineage of the decoded rows. A file gone
+    with its partition removed before the latest version is a warning:
+    only older versions need it."""
+    check = FileCheck(p.default_row_version, p.path)
+    gone = _GONE_AFTER_REMOVE if removed else None
+    data = read_file(storage, p, check, kind="data", gone_warning=gone)
+    table = None if data is None else _decode(data, p, check)
     if table is None:
         return check.result
     by_id = _parquet_field_names(table)
     if p.stats is not None:
         for msg in stats_mismatches(p.stats, table, by_id, field_types):
             check.bad("stats", msg)
-    _check_row_lineage(table, by_id, check)
+    _check_row_lineage(p, table, by_id, check)
     return check.result
 
 
-def _read_file(storage: Storage, check: _FileCheck, *, removed: bool) -> bytes | None:
-    """The file's bytes, checked as every read checks them; None (reported)
-    when they cannot be read. A file gone with its partition removed before
-    the latest version is a warning: only older versions need it."""
-    p, res = check.p, check.result
+_GONE_AFTER_REMOVE = (
+    "the file of a partition removed before the latest version is gone "
+    "(vacuumed?): older versions that hold it can no longer be read"
+)
+
+
+def read_file(
+    storage: Storage, item: Partition | ChangeFile, check: FileCheck, *, kind: str, gone_warning: str | None = None
+) -> bytes | None:
+    """The bytes of the ``kind`` (data, change) file of ``item``, checked as
+    every read checks them; None (reported) when they cannot be read. A
+    missing file is a problem, or the warning ``gone_warning`` if given."""
     try:
-        data = storage.read_bytes(p.path)
+        data = storage.read_bytes(item.path)
     except FileNotFoundError:
-        if removed:
-            res.warnings.append(VerifyProblem(
-                "missing_file", "the file of a partition removed before the latest version is gone "
-                "(vacuumed?): older versions that hold it can no longer be read", p.default_row_version, p.path,
-            ))
+        if gone_warning is not None:
+            check.warn("missing_file", gone_warning)
         else:
-            check.bad("missing_file", "the data file is missing")
+            check.bad("missing_file", f"the {kind} file is missing")
         return None
     except OSError as e:
-        check.bad("unreadable", f"the data file cannot be read: {e}")
+        check.bad("unreadable", f"the {kind} file cannot be read: {e}")
         return None
-    res.size = len(data)
-    for kind, message in damage(p, data):  # the check every read makes
-        check.bad(kind.value, message)
+    check.result.size = len(data)
+    for found, message in damage(item, data):  # the check every read makes
+        check.bad(found.value, message)
     return data
 
 
-def _decode(data: bytes, check: _FileCheck) -> pa.Table | None:
+def _decode(data: bytes, p: Partition, check: FileCheck) -> pa.Table | None:
     """The rows of the Parquet file ``data``; None (reported) when its
     footer or data cannot be read or it holds other than ``numRecords`` rows."""
-    p = check.p
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
         n = pf.metadata.num_rows
@@ -145,11 +155,11 @@ def _parquet_field_names(table: pa.Table) -> dict[int, str]:
     return {fid: name for fid, name in hidden if name in table.column_names}
 
 
-def _check_row_lineage(table: pa.Table, by_id: dict[int, str], check: _FileCheck) -> None:
-    """SPEC §Row lineage: the materialized hidden values lie within what
-    ``firstRowId``, ``numRecords`` and ``defaultRowVersion`` allow; the
-    row ids are kept for the uniqueness check."""
-    p, n = check.p, table.num_rows
+def _check_row_lineage(p: Partition, table: pa.Table, by_id: dict[int, str], check: FileCheck) -> None:
+    """SPEC §Row lineage: the materialized hidden values of ``p``'s rows
+    lie within what ``firstRowId``, ``numRecords`` and ``defaultRowVersion``
+    allow; the row ids are kept for the uniqueness check."""
+    n = table.num_rows
     rid = _hidden_column(table, by_id.get(ROW_ID_FIELD_ID))
     rv = _hidden_column(table, by_id.get(ROW_VERSION_FIELD_ID))
     try:
