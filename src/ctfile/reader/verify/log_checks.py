@@ -133,7 +133,7 @@ class LogChecker(Recorder):
         for c in later_checkpoints:
             # A checkpoint without its entry: replay can restart there, but the entry itself is gone.
             self.problem("dense", f"version {c} has a checkpoint but no log entry", version=c, path=commit_path(c))
-        if first > 0 and not any(first - 1 <= c <= latest for c in checkpoints):
+        if first > 0 and not _checkpoint_to_start_from(first, checkpoints, latest):
             self.problem(
                 "dense",
                 f"the log starts at version {first} and no checkpoint at version {first - 1} or later "
@@ -257,15 +257,14 @@ class LogChecker(Recorder):
         """Replay the log, checking every entry; keeps only the current state
         and, per version, which paths were added and removed."""
         rep = Replay()
-        state: TableState | None = None
         if base is not None:
-            state = base
             rep.start(base)
             first = base.version + 1
         elif 0 in present:
             first = 0
         else:
             return rep
+        state = base
         cps = set(checkpoints)
         previous = first - 1
         # The listed versions only: the loop is bounded by the listing, not by version numbers.
@@ -274,21 +273,26 @@ class LogChecker(Recorder):
             self.report.entries_checked += 1
             state = self._state_before(v, state if v == previous + 1 else None, cps, rep)
             previous = v
-            if state is None and v > 0:
-                continue
-            read_properties = state.metadata.properties if state is not None else {}
-            applied = self._apply(state, entry)
-            if applied is None:
-                state = None
-                continue
-            state = applied.state
-            rep.step(state, applied.added, applied.removed)
-            change_commit = ChangeCommit.of(v, entry.actions, state.metadata.schema, read_properties)
-            if change_commit is not None:
-                rep.change_commits.append(change_commit)
-            if v in cps:
-                self._compare_checkpoint(state)
+            if state is not None or v == 0:
+                state = self._replay_entry(state, entry, cps, rep)
         return rep
+
+    def _replay_entry(self, state: TableState | None, entry: Entry, cps: set[int], rep: Replay) -> TableState | None:
+        """Fold ``entry`` into ``state`` (None before version 0), keeping what
+        replay keeps and comparing the checkpoint of its version with the
+        result; None when the entry could not be applied."""
+        read_properties = state.metadata.properties if state is not None else {}
+        applied = self._apply(state, entry)
+        if applied is None:
+            return None
+        state = applied.state
+        rep.step(state, applied.added, applied.removed)
+        change_commit = ChangeCommit.of(entry.version, entry.actions, state.metadata.schema, read_properties)
+        if change_commit is not None:
+            rep.change_commits.append(change_commit)
+        if entry.version in cps:
+            self._compare_checkpoint(state)
+        return state
 
     def _state_before(self, v: int, state: TableState | None, cps: set[int], rep: Replay) -> TableState | None:
         """The state entry ``v`` applies to: ``state`` (that of ``v - 1``),
@@ -341,25 +345,40 @@ class LogChecker(Recorder):
                 f"(SPEC §Checkpoints, identity)", v,
             )
             return
-        diffs = []
-        if set(cp.partitions) != set(state.partitions):
-            extra = sorted(set(cp.partitions) - set(state.partitions))
-            missing = sorted(set(state.partitions) - set(cp.partitions))
-            diffs.append(f"live partitions differ (only in checkpoint: {extra[:3]}, only in log: {missing[:3]})")
-        else:
-            changed = [k for k in state.partitions if cp.partitions[k] != state.partitions[k]]
-            if changed:
-                diffs.append(f"descriptors of {len(changed)} partitions differ (e.g. {changed[0]})")
-        if cp.next_row_id != state.next_row_id:
-            diffs.append(f"nextRowId {cp.next_row_id} != {state.next_row_id}")
-        if cp.timestamp != state.timestamp:
-            diffs.append(f"timestamp {cp.timestamp} != {state.timestamp}")
-        if cp.metadata != state.metadata:
-            diffs.append("metadata differs")
-        if cp.protocol != state.protocol:
-            diffs.append("protocol differs")
+        diffs = checkpoint_differences(cp, state)
         if diffs:
             self.problem("checkpoint", "checkpoint does not match the log: " + "; ".join(diffs), v)
+
+
+def checkpoint_differences(cp: TableState, state: TableState) -> list[str]:
+    """How the state a checkpoint holds differs from the one replay yields
+    for its version (the live partitions first, at most three named)."""
+    diffs = _partition_differences(cp.partitions, state.partitions)
+    if cp.next_row_id != state.next_row_id:
+        diffs.append(f"nextRowId {cp.next_row_id} != {state.next_row_id}")
+    if cp.timestamp != state.timestamp:
+        diffs.append(f"timestamp {cp.timestamp} != {state.timestamp}")
+    if cp.metadata != state.metadata:
+        diffs.append("metadata differs")
+    if cp.protocol != state.protocol:
+        diffs.append("protocol differs")
+    return diffs
+
+
+def _partition_differences(in_checkpoint: dict[str, Partition], in_log: dict[str, Partition]) -> list[str]:
+    """The live partitions only one side holds, else those whose descriptors differ."""
+    if set(in_checkpoint) != set(in_log):
+        extra = sorted(set(in_checkpoint) - set(in_log))
+        missing = sorted(set(in_log) - set(in_checkpoint))
+        return [f"live partitions differ (only in checkpoint: {extra[:3]}, only in log: {missing[:3]})"]
+    changed = [k for k in in_log if in_checkpoint[k] != in_log[k]]
+    return [f"descriptors of {len(changed)} partitions differ (e.g. {changed[0]})"] if changed else []
+
+
+def _checkpoint_to_start_from(first: int, checkpoints: list[int], latest: int) -> bool:
+    """Whether replay can start for a log whose oldest entry is ``first``:
+    a checkpoint of ``first - 1`` or later (up to ``latest``) exists."""
+    return any(first - 1 <= c <= latest for c in checkpoints)
 
 
 def missing_runs(versions: list[int]) -> Iterator[tuple[int, int]]:
