@@ -108,7 +108,7 @@ class LocalStorage(Storage):
             return self.real_root, None
         parts = path.split("/")
         full = os.path.join(self.real_root, *parts)
-        if "" in parts or "." in parts or ".." in parts:  # not a plain relative path: resolve it whole
+        if not _plain_segments(parts):  # resolve it whole
             return full, self._leaves(path, full)
         start = len(self.real_root) + 1
         end = start - 1
@@ -313,6 +313,14 @@ class LocalStorage(Storage):
 
     def arrow_path(self, path: str) -> str:
         return self._abs(path, "read")
+
+
+def _plain_segments(parts: list[str]) -> bool:
+    """Whether the segments of a relative path hold no empty, ``.`` or ``..`` one."""
+    return not _SPECIAL_SEGMENTS.intersection(parts)
+
+
+_SPECIAL_SEGMENTS = frozenset({"", ".", ".."})
 
 
 def open_storage(uri: str, storage_options: dict | None = None) -> Storage:

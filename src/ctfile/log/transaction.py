@@ -34,6 +34,7 @@ from ctfile.format.actions import (
     CommitInfo,
     Metadata,
     Partition,
+    Protocol,
     RemovePartition,
     SetTransaction,
 )
@@ -399,10 +400,7 @@ class Transaction:
                 is_blind_append=self.is_blind_append,
             )
         ]
-        # Against the state committed on (a winner may have added a feature).
-        protocol = state.protocol
-        for feature, reader in self._features.items():
-            protocol = protocol.with_reader_feature(feature) if reader else protocol.with_writer_feature(feature)
+        protocol = self._protocol(state)
         if protocol != state.protocol:
             actions.append(protocol)
         if self._metadata is not None:
@@ -410,6 +408,20 @@ class Transaction:
         if self._app_txn is not None:
             actions.append(SetTransaction(self._app_txn.app_id, self._app_txn.version, timestamp))
         actions.extend(SetTransaction(m.app_id, m.version, timestamp) for m in self._markers)
+        actions.extend(self._partition_actions(version, state, timestamp))
+        return actions
+
+    def _protocol(self, state: TableState) -> Protocol:
+        """The protocol of ``state`` with the features this transaction
+        needs: against the state committed on (a winner may have added a feature)."""
+        protocol = state.protocol
+        for feature, reader in self._features.items():
+            protocol = protocol.with_reader_feature(feature) if reader else protocol.with_writer_feature(feature)
+        return protocol
+
+    def _partition_actions(self, version: int, state: TableState, timestamp: int) -> list[Action]:
+        """The removes, adds and change files of the commit of ``version`` on ``state``."""
+        actions: list[Action] = []
         for p in self._removed.values():
             actions.append(RemovePartition(
                 p, deletion_timestamp=timestamp, data_change=self.data_change,
