@@ -2,10 +2,19 @@
 
 A :class:`TableState` is what a reader needs to serve a snapshot: protocol,
 metadata, the live partitions, the row-id counter and the commit timestamp.
-:func:`apply_entry` folds one log entry into a state; it is pure.
 A :class:`TableHead` is its table-level part, all that a change scan or the
-table's schema needs: :func:`apply_table_actions` folds the table-level
-actions of an entry into one, with the same rules, and never sees a partition.
+table's schema needs.
+
+:func:`fold_entry` is the one statement of the replay rules: it folds one
+log entry into a state, strictly (a broken rule raises
+:class:`~ctfile.format.errors.CorruptLogError`, as readers and writers need)
+or collecting every broken rule as a :class:`ReplayProblem` (what ``ctfile
+verify`` reports). :func:`roll_forward` folds a run of entries strictly,
+copying the state's maps once; it is the roll-forward of ``Table.refresh``,
+of a transaction that lost a race and of :class:`~ctfile.log.manifest.ManifestLog`.
+:func:`roll_forward_head` does the same for a :class:`TableHead`, with the
+same rules, and never sees a partition. :func:`apply_entry` and
+:func:`apply_table_actions` are their one-entry forms.
 """
 
 from __future__ import annotations
@@ -124,9 +133,10 @@ class ReplayProblem:
 @dataclass
 class Folded:
     """One entry folded into a state: the new state (None when the entry
-    could not be applied: no protocol or metadata by version 0, collecting),
-    the partitions it added, the paths it removed and, collecting, the rules
-    it broke."""
+    could not be applied: no protocol or metadata by version 0, collecting)
+    and, collecting, the partitions it added, the paths it removed and the
+    rules it broke (strict folds leave them empty: their callers want the
+    state alone)."""
 
     state: TableState | None
     added: list[Partition] = field(default_factory=list)
