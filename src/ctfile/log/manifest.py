@@ -37,16 +37,13 @@ from ctfile.format.paths import (
     parse_commit_name,
 )
 from ctfile.format.schema import LONG_MAX
-from ctfile.log.replay import (
-    TableHead,
-    TableState,
+from ctfile.log.checkpoint_state import (
     check_checkpoint_identity,
     checkpoint_table_actions,
     head_from_checkpoint,
-    roll_forward,
-    roll_forward_head,
     state_from_checkpoint,
 )
+from ctfile.log.replay import TableHead, TableState, roll_forward, roll_forward_head
 from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
