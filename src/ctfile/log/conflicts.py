@@ -112,25 +112,70 @@ def find_conflict(
     The cheap rules (1-3, the log alone) are checked before rule 4, which may
     read the winner's added partitions.
     """
-    for a in entry:
-        if isinstance(a, (Metadata, Protocol)):
-            return Conflict(ConflictKind.METADATA, "changed the table's schema, properties or protocol")
+    found = _metadata_conflict(entry)
+    if found is not None:
+        return found
+    found, added = _partition_conflict(reads, removed, entry)
+    if found is not None or not (added and reads.predicates):
+        return found
+    if _ordered_after(entry, level):
+        return None  # ordered after this transaction (SPEC §Conflict detection)
+    return _predicate_conflict(reads, added, storage=storage, schema=schema)
+
+
+def _metadata_conflict(entry: Sequence[Action]) -> Conflict | None:
+    """Rule 1: the winner changed the metadata or the protocol."""
+    if any(isinstance(a, (Metadata, Protocol)) for a in entry):
+        return Conflict(ConflictKind.METADATA, "changed the table's schema, properties or protocol")
+    return None
+
+
+def _partition_conflict(
+    reads: ReadSet, removed: Collection[str], entry: Sequence[Action]
+) -> tuple[Conflict | None, list[Partition]]:
+    """Rules 2 and 3, in the winner's action order: the first of its
+    removes and adds that conflicts, and the partitions it added with a
+    data change (rule 4 reads them)."""
     added: list[Partition] = []
     for a in entry:
         if isinstance(a, RemovePartition):
-            if a.path in removed:
-                return Conflict(ConflictKind.REMOVED_READ, f"removed partition {a.path}, which this transaction removes")
-            if a.data_change and a.path in reads.partitions:
-                return Conflict(ConflictKind.REMOVED_READ, f"changed the rows of partition {a.path}, which this transaction read")
+            found = _remove_conflict(a, reads, removed)
         elif isinstance(a, AddPartition) and a.data_change:
-            if reads.whole_table:
-                return Conflict(ConflictKind.WHOLE_TABLE, f"added rows ({a.path}) to the table this transaction replaces")
+            found = _add_conflict(a, reads)
             added.append(a.partition)
-    if not (added and reads.predicates):
-        return None
+        else:
+            continue
+        if found is not None:
+            return found, added
+    return None, added
+
+
+def _remove_conflict(a: RemovePartition, reads: ReadSet, removed: Collection[str]) -> Conflict | None:
+    """Rule 2: the winner removed a partition this transaction removes, or changed the rows of one it read."""
+    if a.path in removed:
+        return Conflict(ConflictKind.REMOVED_READ, f"removed partition {a.path}, which this transaction removes")
+    if a.data_change and a.path in reads.partitions:
+        return Conflict(ConflictKind.REMOVED_READ, f"changed the rows of partition {a.path}, which this transaction read")
+    return None
+
+
+def _add_conflict(a: AddPartition, reads: ReadSet) -> Conflict | None:
+    """Rule 3: the winner added rows to a table this transaction replaces whole."""
+    if reads.whole_table:
+        return Conflict(ConflictKind.WHOLE_TABLE, f"added rows ({a.path}) to the table this transaction replaces")
+    return None
+
+
+def _ordered_after(entry: Sequence[Action], level: IsolationLevel) -> bool:
+    """Under WriteSerializable a blind append is ordered after this transaction: no rule 4."""
+    if level is not IsolationLevel.WRITE_SERIALIZABLE:
+        return False
     info = _commit_info(entry)
-    if level is IsolationLevel.WRITE_SERIALIZABLE and info is not None and info.is_blind_append is True:
-        return None  # ordered after this transaction (SPEC §Conflict detection)
+    return info is not None and info.is_blind_append is True
+
+
+def _predicate_conflict(reads: ReadSet, added: list[Partition], *, storage: Storage, schema: Schema) -> Conflict | None:
+    """Rule 4: the first added partition with rows a predicate this transaction read selects."""
     for pred in reads.predicates:
         p = pred.first_match(storage, schema, added)
         if p is not None:

@@ -8,6 +8,7 @@ alone; ``_last_checkpoint`` is a hint that saves listing the log directory
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -36,16 +37,13 @@ from ctfile.format.paths import (
     parse_commit_name,
 )
 from ctfile.format.schema import LONG_MAX
-from ctfile.log.replay import (
-    TableHead,
-    TableState,
-    apply_entries,
-    apply_table_actions,
+from ctfile.log.checkpoint_state import (
     check_checkpoint_identity,
     checkpoint_table_actions,
     head_from_checkpoint,
     state_from_checkpoint,
 )
+from ctfile.log.replay import TableHead, TableState, roll_forward, roll_forward_head
 from ctfile.log.storage import LocalStorage, Storage
 
 _ENTRY_CACHE_SIZE = 4096
@@ -126,34 +124,41 @@ class ManifestLog:
         over ``exists`` of version files, which is valid because versions are
         dense (SPEC §Commit protocol). Without one: list the log directory.
         """
-        start = None
-        if known is not None and self.storage.exists(commit_path(known)):
-            start = known  # (a vacuum may have deleted it: then use the hint)
+        start = self._committed(known)  # (a vacuum may have deleted it: then use the hint)
         if start is None:
             # SPEC §Log replay: the hint's version is a starting point only if
             # its entry exists (a hint and checkpoint copied from another
             # table may name a version this one never reached).
-            hint = self.read_hint()
-            if hint is not None and self.storage.exists(commit_path(hint)):
-                start = hint
+            start = self._committed(self.read_hint())
         if start is not None:
-            lo, step = start, 1  # invariant: version lo exists
-            while self.storage.exists(commit_path(lo + step)):
-                lo, step = lo + step, step * 2
-            hi = lo + step  # does not exist
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if self.storage.exists(commit_path(mid)):
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
+            return self._probe_latest(start)
         listing = self.list()
         if not listing.commits:
             raise TableNotFoundError(
                 f"no ctfile table at {self.storage.uri}: {LOG_DIR}/ holds no version file"
             )
         return listing.commits[-1]
+
+    def _committed(self, version: int | None) -> int | None:
+        """``version`` if its entry exists, else None."""
+        if version is not None and self.storage.exists(commit_path(version)):
+            return version
+        return None
+
+    def _probe_latest(self, start: int) -> int:
+        """The newest version, found from ``start`` (whose entry exists) by
+        exponential then binary search over ``exists`` of version files."""
+        lo, step = start, 1  # invariant: version lo exists
+        while self.storage.exists(commit_path(lo + step)):
+            lo, step = lo + step, step * 2
+        hi = lo + step  # does not exist
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.storage.exists(commit_path(mid)):
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     # ------------------------------------------------------------ entries
 
@@ -375,10 +380,8 @@ class ManifestLog:
         target = self._target(version, latest)
         start, rejected = self._best_checkpoint(target, self.read_checkpoint)
         first = self._first_to_replay(start, target, rejected)
-        state = apply_entries(
-            start, first, self.read_entries(first, target),
-            where=lambda v: f"{self.storage.uri}/{commit_path(v)}",
-        )
+        entries = zip(itertools.count(first), self.read_entries(first, target))
+        state = roll_forward(start, entries, where=self._where)
         assert state is not None
         return state
 
@@ -392,8 +395,8 @@ class ManifestLog:
         target = self._target(version, latest)
         head, rejected = self._best_checkpoint(target, self.read_checkpoint_head)
         first = self._first_to_replay(head, target, rejected)
-        for v, actions in enumerate(self.read_table_actions_between(first, target), start=first):
-            head = apply_table_actions(head, v, actions, where=self._where(v))
+        entries = zip(itertools.count(first), self.read_table_actions_between(first, target))
+        head = roll_forward_head(head, entries, where=self._where)
         assert head is not None
         return head
 
@@ -469,11 +472,7 @@ class ManifestLog:
         oldest_commit = listing.commits[0] if listing.commits else None
         if oldest_commit == 0:
             return 0
-        # Without version 0, history starts at the oldest checkpoint the
-        # entries go on from (an older one is connected to nothing: SPEC
-        # §Checkpoints, identity, rule 3).
-        connected = [c for c in listing.checkpoints if oldest_commit is None or c >= oldest_commit - 1]
-        return connected[0] if connected else (oldest_commit or 0)
+        return _history_start(listing.checkpoints, oldest_commit)
 
     def version_at_timestamp(self, timestamp_ms: int, *, latest: int, past_latest: bool = True) -> int:
         """The last version committed at or before ``timestamp_ms``.
@@ -516,3 +515,12 @@ class ManifestLog:
 def _check_checkpoint_version(found: int, version: int, *, where: str) -> None:
     if found != version:
         raise CorruptLogError(f"{where}: checkpoint header says version {found}")
+
+
+def _history_start(checkpoints: list[int], oldest_commit: int | None) -> int:
+    """Where history starts without version 0: at the oldest of the sorted
+    ``checkpoints`` the entries (the oldest ``oldest_commit``, None without
+    any) go on from; an older one is connected to nothing (SPEC
+    §Checkpoints, identity, rule 3)."""
+    connected = [c for c in checkpoints if oldest_commit is None or c >= oldest_commit - 1]
+    return connected[0] if connected else (oldest_commit or 0)

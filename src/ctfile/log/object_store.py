@@ -1,4 +1,4 @@
-"""Object-store tables: :class:`FsspecStorage`, the :class:`~ctfile.log.storage.Storage`
+"""Object-store tables: :class:`FsspecStorage`, the :class:`~ctfile.log.storage_contract.Storage`
 of any fsspec filesystem that honours ``pipe_file(mode="create")`` (an
 ``If-None-Match: *`` PUT on S3). How its requests fail is classified in
 :mod:`ctfile.log.storage_errors`."""
@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import pyarrow.fs as pafs
 
-from ctfile.log.storage import FileInfo, Storage
+from ctfile.log.storage_contract import FileInfo, Storage
 from ctfile.log.storage_errors import (
     ErrorKind,
     StorageErrorHandler,

@@ -29,99 +29,22 @@ import logging
 import os
 import stat
 import uuid
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import pyarrow.fs as pafs
 
 from ctfile.format.errors import InvalidArgumentError, StorageError
+from ctfile.log.storage_contract import EscapingLink, FileInfo, Storage
 from ctfile.log.storage_errors import file_in_the_way
+
+__all__ = ["TMP_PREFIX", "EscapingLink", "FileInfo", "LocalStorage", "Storage", "open_storage"]
 
 TMP_PREFIX = ".tmp-"
 # Local errors that say the operation was refused and nothing was done.
 _DEFINITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 log = logging.getLogger("ctfile")
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    path: str  # relative to the table root
-    size: int
-    mtime_ms: int | None
-
-
-@dataclass(frozen=True)
-class EscapingLink:
-    """A symbolic link under a table root whose target lies outside the real
-    root: ``path`` is the link (relative to the root), ``target`` where it
-    resolves (absolute, every link followed)."""
-
-    path: str
-    target: str
-
-
-class Storage(ABC):
-    """A table root. ``uri`` is what the user passed, normalised;
-    ``storage_options`` are what it was opened with (so another process,
-    e.g. a Spark executor, can open the same root)."""
-
-    uri: str
-    storage_options: dict | None = None
-
-    @abstractmethod
-    def read_bytes(self, path: str) -> bytes: ...
-
-    @abstractmethod
-    def put_if_absent(self, path: str, data: bytes) -> None:
-        """Create ``path`` with ``data`` atomically; FileExistsError if it exists."""
-
-    @abstractmethod
-    def put(self, path: str, data: bytes) -> None:
-        """Create or replace ``path`` (readers see the old or the new bytes, never a mix)."""
-
-    @abstractmethod
-    def exists(self, path: str) -> bool: ...
-
-    @abstractmethod
-    def list_dir(self, path: str) -> list[FileInfo]:
-        """Files directly under ``path`` (no recursion); empty if it does not exist."""
-
-    @abstractmethod
-    def list_subdirs(self, path: str) -> list[str]:
-        """Names of the directories directly under ``path`` (on an object
-        store, the common prefixes); empty if it does not exist."""
-
-    @abstractmethod
-    def delete(self, paths: Iterable[str]) -> None:
-        """Delete files; missing ones are ignored."""
-
-    @property
-    @abstractmethod
-    def arrow_filesystem(self) -> pafs.FileSystem:
-        """A pyarrow filesystem for Parquet I/O under this root."""
-
-    @abstractmethod
-    def arrow_path(self, path: str) -> str:
-        """``path`` as the :attr:`arrow_filesystem` names it."""
-
-    def escaping_link(self, path: str) -> EscapingLink | None:
-        """The symbolic link on the way to ``path`` (the file included) whose
-        target leaves the table root, or None. Object stores have no links."""
-        return None
-
-    def escaping_links(self, dirs: Iterable[str]) -> list[EscapingLink]:
-        """Every symbolic link at or under the directories ``dirs`` whose
-        target leaves the table root, found without following any such link.
-        Object stores have no links: empty."""
-        return []
-
-    def blocking_file(self) -> str | None:
-        """The regular file that stands where the root, or a directory above
-        it, should be (so no table can be there), or None."""
-        return None
 
 
 # fdatasync flushes the data and the metadata needed to read it back (the
@@ -185,7 +108,7 @@ class LocalStorage(Storage):
             return self.real_root, None
         parts = path.split("/")
         full = os.path.join(self.real_root, *parts)
-        if "" in parts or "." in parts or ".." in parts:  # not a plain relative path: resolve it whole
+        if not _plain_segments(parts):  # resolve it whole
             return full, self._leaves(path, full)
         start = len(self.real_root) + 1
         end = start - 1
@@ -392,6 +315,14 @@ class LocalStorage(Storage):
         return self._abs(path, "read")
 
 
+def _plain_segments(parts: list[str]) -> bool:
+    """Whether the segments of a relative path hold no empty, ``.`` or ``..`` one."""
+    return not _SPECIAL_SEGMENTS.intersection(parts)
+
+
+_SPECIAL_SEGMENTS = frozenset({"", ".", ".."})
+
+
 def open_storage(uri: str, storage_options: dict | None = None) -> Storage:
     """The storage backend for a table URI: a local path or any fsspec URL."""
     import fsspec
@@ -406,7 +337,7 @@ def open_storage(uri: str, storage_options: dict | None = None) -> Storage:
                 f"storage_options are only meaningful for object-store URIs; {uri!r} is a local path"
             )
         return LocalStorage(rest if protocol else uri)
-    from ctfile.log.object_store import FsspecStorage  # which imports this module
+    from ctfile.log.object_store import FsspecStorage  # lazily: fsspec is imported by object-store tables only
 
     try:
         fs, root = fsspec.core.url_to_fs(uri, **(storage_options or {}))

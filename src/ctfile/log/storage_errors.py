@@ -87,19 +87,39 @@ def _chain(exc: BaseException):
 def http_details(exc: BaseException) -> tuple[int | None, str | None]:
     """(HTTP status, error code) from an exception or the chain that caused it."""
     for e in _chain(exc):
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):  # botocore ClientError
-            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-            code = (response.get("Error") or {}).get("Code")
-            if status is not None or code:
-                if status is None and isinstance(code, str) and code.isdigit():
-                    status = int(code)
-                return status, code
-        for attr in ("status", "status_code", "code"):  # aiohttp, gcsfs, adlfs style
-            v = getattr(e, attr, None)
-            if isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599:
-                return v, None
+        found = _botocore_details(e) or _status_attribute(e)
+        if found is not None:
+            return found
     return None, None
+
+
+def _botocore_details(e: BaseException) -> tuple[int | None, str | None] | None:
+    """(status, code) of a botocore ``ClientError`` (its ``response`` dict),
+    the status read from a numeric code when the response has none; None if
+    ``e`` carries neither."""
+    response = getattr(e, "response", None)
+    if not isinstance(response, dict):
+        return None
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    code = (response.get("Error") or {}).get("Code")
+    if status is None and not code:
+        return None
+    if status is None and isinstance(code, str) and code.isdigit():
+        status = int(code)
+    return status, code
+
+
+def _status_attribute(e: BaseException) -> tuple[int, None] | None:
+    """(status, None) from an HTTP status attribute (aiohttp, gcsfs, adlfs style), or None."""
+    for attr in ("status", "status_code", "code"):
+        v = getattr(e, attr, None)
+        if _is_http_status(v):
+            return v, None
+    return None
+
+
+def _is_http_status(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599
 
 
 def _retried_by_client(exc: BaseException) -> bool:
@@ -113,28 +133,56 @@ def _retried_by_client(exc: BaseException) -> bool:
 
 
 def classify_error(exc: BaseException) -> ErrorKind:
-    """How an object-store request failed (see :class:`ErrorKind`)."""
+    """How an object-store request failed (see :class:`ErrorKind`): by the
+    server's answer if it tells, else by the exception."""
     if isinstance(exc, FileExistsError):
         return ErrorKind.CONFLICT
-    status, code = http_details(exc)
-    if code in _CONFLICT_CODES or status == 412 or (status == 409 and code in (None, "409", "Conflict")):
+    kind = _kind_by_answer(*http_details(exc))
+    return kind if kind is not None else _kind_by_exception(exc)
+
+
+def _kind_by_answer(status: int | None, code: str | None) -> ErrorKind | None:
+    """How the server's answer (HTTP ``status``, error ``code``) classifies
+    a failure; None without a status and with a code none of the sets names."""
+    if _lost_a_race(status, code):
         return ErrorKind.CONFLICT
     if code in _THROTTLE_CODES or status in (429, 503):
         return ErrorKind.THROTTLED
-    if code in _TRANSIENT_CODES or (status is not None and status >= 500) or status == 408:
+    if code in _TRANSIENT_CODES or _server_failed(status):
         return ErrorKind.TRANSIENT
-    if status is not None:
+    return None if status is None else ErrorKind.PERMANENT
+
+
+def _lost_a_race(status: int | None, code: str | None) -> bool:
+    """A conditional put lost: 412, or a 409 that names no other conflict."""
+    return code in _CONFLICT_CODES or status == 412 or (status == 409 and code in (None, "409", "Conflict"))
+
+
+def _server_failed(status: int | None) -> bool:
+    """A 5xx, or a request timeout (408): the request may have been applied."""
+    return status is not None and (status >= 500 or status == 408)
+
+
+_MISSING_OR_REFUSED = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_TRANSIENT_ERRNOS = frozenset({errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED,
+                               errno.EPIPE, errno.EBUSY})
+
+
+def _kind_by_exception(exc: BaseException) -> ErrorKind:
+    """How a failure without a server's answer is classified: by the
+    exception's type, its causes' and its ``errno``."""
+    if isinstance(exc, _MISSING_OR_REFUSED):
         return ErrorKind.PERMANENT
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
-        return ErrorKind.PERMANENT
-    if isinstance(exc, (TimeoutError, ConnectionError)):
+    if isinstance(exc, (TimeoutError, ConnectionError)) or _has_transient_type(exc):
         return ErrorKind.TRANSIENT
-    if any(t.__name__ in _TRANSIENT_TYPE_NAMES for e in _chain(exc) for t in type(e).__mro__):
-        return ErrorKind.TRANSIENT
-    if isinstance(exc, OSError) and exc.errno in (errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED,
-                                                  errno.ECONNREFUSED, errno.EPIPE, errno.EBUSY):
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
         return ErrorKind.TRANSIENT
     return ErrorKind.PERMANENT
+
+
+def _has_transient_type(exc: BaseException) -> bool:
+    """Whether ``exc`` or a cause is a transport error (:data:`_TRANSIENT_TYPE_NAMES`)."""
+    return any(t.__name__ in _TRANSIENT_TYPE_NAMES for e in _chain(exc) for t in type(e).__mro__)
 
 
 def definite_refusal(exc: BaseException) -> bool:
@@ -170,19 +218,27 @@ def describe(exc: BaseException) -> str:
     return f"{', '.join(parts)}: {exc}" if parts else repr(exc)
 
 
+_CREDENTIAL_TYPE_NAMES = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
+
+
 def _hint(exc: BaseException) -> str:
+    """What to check, for the failures whose cause a user can fix; else ""."""
     status, code = http_details(exc)
     names = {t.__name__ for e in _chain(exc) for t in type(e).__mro__}
     if code == "NoSuchBucket":
         return "the bucket does not exist"
-    if code in _CREDENTIAL_CODES or names & {"NoCredentialsError", "PartialCredentialsError",
-                                             "CredentialRetrievalError"}:
+    if code in _CREDENTIAL_CODES or names & _CREDENTIAL_TYPE_NAMES:
         return "the credentials are missing or were rejected: check key/secret (or the AWS credential chain)"
-    if status == 403 or code == "AccessDenied" or (status is None and "PermissionError" in names):
+    if _access_denied(status, code, names):
         return "access denied: check the credentials and their permissions on this bucket and prefix"
-    if classify_error(exc) is ErrorKind.TRANSIENT and status is None:
+    if status is None and classify_error(exc) is ErrorKind.TRANSIENT:
         return "the endpoint could not be reached: check endpoint_url and the network"
     return ""
+
+
+def _access_denied(status: int | None, code: str | None, type_names: set[str]) -> bool:
+    """A 403, an ``AccessDenied`` code, or a local ``PermissionError`` without an answer."""
+    return status == 403 or code == "AccessDenied" or (status is None and "PermissionError" in type_names)
 
 
 class OutcomeUnknownError(StorageError, OSError):

@@ -265,29 +265,63 @@ def plan_stream_retention(
     """
     listing = StreamStore(manifest.storage).listing()
     old_files = tuple(p for files in listing.values() for p in files.old_files())
-    if not listing:
-        return StreamRetention(base=base, old_state_files=old_files)
-    metadata = manifest.load_head(latest, latest=latest).metadata
-    store = StreamStore(manifest.storage, table_id=metadata.table_id)
-    states = [store.read(name, files.current_sequence) for name, files in listing.items()]
-    behind = [s for s in states if s.is_live and s.needs_from() < base]
+    behind, properties = _streams_behind(manifest, listing, base=base, latest=latest)
     if not behind:
         return StreamRetention(base=base, old_state_files=old_files)
-    properties = metadata.properties
     extension_ms = TableProperties.from_mapping(properties).max_retention_extension_s * 1000
     # A stream holds while its first pending commit is at or after this.
     hold_from_ms = history_cutoff_ms - extension_ms
     holds = [_hold(manifest, s, oldest=oldest, lasts_ms=now_ms - hold_from_ms) for s in behind]
-    holding = [h for h in holds if h.oldest_pending_ms is not None and h.oldest_pending_ms >= hold_from_ms]
+    return _retention(holds, behind, base=base, oldest=oldest, hold_from_ms=hold_from_ms, old_files=old_files)
+
+
+def _retention(
+    holds: list[StreamHold], behind: list[StreamState], *, base: int, oldest: int, hold_from_ms: int,
+    old_files: tuple[str, ...],
+) -> StreamRetention:
+    """The vacuum's base lowered to what the streams that still hold need
+    (never below ``oldest``), and the streams (``holds`` of the states
+    ``behind``) that need more than that: stale."""
+    holding = [h for h in holds if _still_holds(h, hold_from_ms)]
     final = max(min([base] + [h.needs_version for h in holding]), oldest)
-    stale = [(h, s) for h, s in zip(holds, behind) if h.needs_version < final]
+    stale_holds, stale_states = _stale(holds, behind, base=final)
     return StreamRetention(
         base=final,
         holding=tuple(h for h in holding if h.needs_version >= final),
-        stale=tuple(h for h, _ in stale),
-        stale_states=tuple(s for _, s in stale),
+        stale=stale_holds,
+        stale_states=stale_states,
         old_state_files=old_files,
     )
+
+
+def _stale(
+    holds: list[StreamHold], behind: list[StreamState], *, base: int
+) -> tuple[tuple[StreamHold, ...], tuple[StreamState, ...]]:
+    """The holds, and their states, of the streams that need a version
+    before the vacuum's final ``base``."""
+    stale = [(h, s) for h, s in zip(holds, behind) if h.needs_version < base]
+    return tuple(h for h, _ in stale), tuple(s for _, s in stale)
+
+
+def _still_holds(hold: StreamHold, hold_from_ms: int) -> bool:
+    """Whether the stream's first pending commit is recent enough (at or
+    after ``hold_from_ms``) for it to hold history back; not if that entry
+    is already gone."""
+    return hold.oldest_pending_ms is not None and hold.oldest_pending_ms >= hold_from_ms
+
+
+def _streams_behind(
+    manifest: ManifestLog, listing: dict, *, base: int, latest: int
+) -> tuple[list[StreamState], dict[str, str]]:
+    """The current states of the live streams of ``listing`` that need a
+    version before ``base``, and the table's properties at ``latest``
+    (nothing is read when there is no stream)."""
+    if not listing:
+        return [], {}
+    metadata = manifest.load_head(latest, latest=latest).metadata
+    store = StreamStore(manifest.storage, table_id=metadata.table_id)
+    states = [store.read(name, files.current_sequence) for name, files in listing.items()]
+    return [s for s in states if s.is_live and s.needs_from() < base], metadata.properties
 
 
 def _hold(manifest: ManifestLog, state: StreamState, *, oldest: int, lasts_ms: int) -> StreamHold:

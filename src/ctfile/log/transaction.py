@@ -25,7 +25,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ctfile.format.actions import (
     Action,
@@ -34,6 +34,7 @@ from ctfile.format.actions import (
     CommitInfo,
     Metadata,
     Partition,
+    Protocol,
     RemovePartition,
     SetTransaction,
 )
@@ -52,7 +53,7 @@ from ctfile.format.schema import LONG_MAX
 from ctfile.log.commit_options import require_app_id, require_app_version
 from ctfile.log.conflicts import ReadPredicate, ReadSet, find_conflict, replays_app_transaction
 from ctfile.log.manifest import ManifestLog
-from ctfile.log.replay import TableState, apply_entry, check_writer_protocol
+from ctfile.log.replay import TableState, apply_entry, check_writer_protocol, roll_forward
 from ctfile.log.staged import PENDING, CommitResult, StagedFile, now_ms
 from ctfile.log.storage_errors import OutcomeUnknownError
 
@@ -399,10 +400,7 @@ class Transaction:
                 is_blind_append=self.is_blind_append,
             )
         ]
-        # Against the state committed on (a winner may have added a feature).
-        protocol = state.protocol
-        for feature, reader in self._features.items():
-            protocol = protocol.with_reader_feature(feature) if reader else protocol.with_writer_feature(feature)
+        protocol = self._protocol(state)
         if protocol != state.protocol:
             actions.append(protocol)
         if self._metadata is not None:
@@ -410,6 +408,20 @@ class Transaction:
         if self._app_txn is not None:
             actions.append(SetTransaction(self._app_txn.app_id, self._app_txn.version, timestamp))
         actions.extend(SetTransaction(m.app_id, m.version, timestamp) for m in self._markers)
+        actions.extend(self._partition_actions(version, state, timestamp))
+        return actions
+
+    def _protocol(self, state: TableState) -> Protocol:
+        """The protocol of ``state`` with the features this transaction
+        needs: against the state committed on (a winner may have added a feature)."""
+        protocol = state.protocol
+        for feature, reader in self._features.items():
+            protocol = protocol.with_reader_feature(feature) if reader else protocol.with_writer_feature(feature)
+        return protocol
+
+    def _partition_actions(self, version: int, state: TableState, timestamp: int) -> list[Action]:
+        """The removes, adds and change files of the commit of ``version`` on ``state``."""
+        actions: list[Action] = []
         for p in self._removed.values():
             actions.append(RemovePartition(
                 p, deletion_timestamp=timestamp, data_change=self.data_change,
@@ -532,14 +544,11 @@ class Transaction:
         for n, (v, entry) in enumerate(winners):
             info = next(a for a in entry if isinstance(a, CommitInfo))
             if info.txn_id == self.txn_id:
-                for w, e in winners[: n + 1]:
-                    state = apply_entry(state, w, e, where=commit_path(w))
+                state = roll_forward(state, winners[: n + 1], where=commit_path)
                 return state, self._finish(state, attempts)
             if replays_app_transaction(self._app_txn, entry):
                 return state, self._replayed(v, attempts=attempts)
-        for v, entry in winners:
-            self._check_winner(v, entry)
-            state = apply_entry(state, v, entry, where=commit_path(v))
+        state = roll_forward(state, self._checked_winners(winners), where=commit_path)
         if attempts >= MAX_COMMIT_ATTEMPTS:
             raise CommitConflictError(
                 f"gave up committing {self.operation} to {self.storage.uri} after "
@@ -549,6 +558,13 @@ class Transaction:
                 kind=ConflictKind.CONTENTION,
             )
         return state, None
+
+    def _checked_winners(self, winners: list[tuple[int, list[Action]]]) -> Iterator[tuple[int, list[Action]]]:
+        """``winners``, each checked for a conflict (:meth:`_check_winner`)
+        just before it is rolled forward over."""
+        for v, entry in winners:
+            self._check_winner(v, entry)
+            yield v, entry
 
     def _unknown_outcome(self, version: int, tries: int, cause: OSError) -> OutcomeUnknownError:
         return OutcomeUnknownError(

@@ -458,6 +458,21 @@ class _Garbage:
     data_bytes: int = 0
     change_bytes: int = 0
 
+    def add(self, info: FileInfo, keep: set[str]) -> None:
+        """Count the old enough file ``info`` if it is garbage: a temporary
+        file, or a data or change file (Parquet) that ``keep`` does not hold."""
+        name = info.path.rsplit("/", 1)[-1]
+        if name.startswith(TMP_PREFIX):
+            self.temp_files.append(info.path)
+        elif info.path in keep or not name.endswith(".parquet"):
+            return
+        elif info.path.startswith(DATA_DIR + "/"):
+            self.data_files.append(info.path)
+            self.data_bytes += info.size
+        elif is_change_file_path(info.path):
+            self.change_files.append(info.path)
+            self.change_bytes += info.size
+
 
 def _garbage(
     file_listing: list[FileInfo], log_listing: list[FileInfo], keep: set[str], grace_cutoff_ms: int
@@ -467,23 +482,17 @@ def _garbage(
     are older than the grace cutoff."""
     out = _Garbage([], [], [])
     for info in file_listing + log_listing:
-        name = info.path.rsplit("/", 1)[-1]
-        old_enough = info.mtime_ms is not None and info.mtime_ms < grace_cutoff_ms
-        if name.startswith(TMP_PREFIX):
-            if old_enough:
-                out.temp_files.append(info.path)
-            continue
-        if info.path in keep or not name.endswith(".parquet") or not old_enough:
-            continue
-        if info.path.startswith(DATA_DIR + "/"):
-            out.data_files.append(info.path)
-            out.data_bytes += info.size
-        elif is_change_file_path(info.path):
-            out.change_files.append(info.path)
-            out.change_bytes += info.size
+        if _older_than(info, grace_cutoff_ms):
+            out.add(info, keep)
     for files in (out.data_files, out.change_files, out.temp_files):
         files.sort()
     return out
+
+
+def _older_than(info: FileInfo, cutoff_ms: int) -> bool:
+    """Whether the file was last modified before ``cutoff_ms`` (a file whose
+    time is unknown is never old enough)."""
+    return info.mtime_ms is not None and info.mtime_ms < cutoff_ms
 
 
 def _valid_checkpoint(manifest: ManifestLog, version: int) -> bool:

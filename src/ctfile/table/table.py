@@ -25,7 +25,7 @@ from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema
 from ctfile.log.commit_options import NO_COMMIT_OPTIONS, CommitOptions, commit_options, require_app_id
 from ctfile.log.manifest import CheckpointInfo, ManifestLog
-from ctfile.log.replay import TableHead, TableState, apply_entry, apply_table_actions
+from ctfile.log.replay import TableHead, TableState, roll_forward, roll_forward_head
 from ctfile.log.storage import Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.transaction import CommitResult, operation_parameters
@@ -144,14 +144,12 @@ class Table:
     def _roll_forward(self, latest: int) -> None:
         if self._state is not None and latest > self._state.version:
             # Roll forward from the cached state instead of a full replay.
-            state = self._state
-            for v in range(state.version + 1, latest + 1):
-                state = apply_entry(state, v, self._log.read_entry(v), where=commit_path(v))
+            versions = range(self._state.version + 1, latest + 1)
+            state = roll_forward(self._state, ((v, self._log.read_entry(v)) for v in versions), where=commit_path)
             self._state, self._head = state, state.head
         elif self._head is not None and latest > self._head.version:
-            head = self._head
-            for v in range(head.version + 1, latest + 1):
-                head = apply_table_actions(head, v, self._log.read_table_actions(v), where=commit_path(v))
+            versions = range(self._head.version + 1, latest + 1)
+            head = roll_forward_head(self._head, ((v, self._log.read_table_actions(v)) for v in versions), where=commit_path)
             self._state, self._head = None, head
         else:
             self._state, self._head = None, self._log.load_head(latest=latest)

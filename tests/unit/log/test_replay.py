@@ -15,7 +15,8 @@ from ctfile.format.actions import (
 )
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.schema import Field, Schema
-from ctfile.log.replay import apply_entry, checkpoint_actions, state_from_checkpoint
+from ctfile.log.checkpoint_state import checkpoint_actions, state_from_checkpoint
+from ctfile.log.replay import apply_entry
 
 MD = Metadata("tid", Schema((Field(1, "a", "long"),)), 1)
 V0 = [CommitInfo(10, "CREATE TABLE"), Protocol(), MD]

@@ -43,8 +43,7 @@ from ctfile.format.properties import ChangeCapture, TableProperties
 from ctfile.format.schema import PARQUET_FIELD_ID_KEY, Schema
 from ctfile.log.storage import Storage
 from ctfile.reader.expressions import is_distinct
-from ctfile.reader.integrity import damage
-from ctfile.reader.verify.file_checks import FileResult, short_error, stats_mismatches
+from ctfile.reader.verify.file_checks import FileCheck, FileResult, read_file, short_error, stats_mismatches
 from ctfile.reader.verify.report import VerifyProblem
 
 #: Operations whose commit is one ctfile statement: its change rows match its
@@ -70,19 +69,26 @@ class ChangeCommit:
         """The record of an entry, or None for one with nothing to check."""
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         files = [a for a in actions if isinstance(a, ChangeFile)]
-        rems = [a for a in actions if isinstance(a, RemovePartition)]
-        capture = TableProperties.from_mapping(read_properties).change_capture is ChangeCapture.BEFORE_AFTER
-        data_change = info is not None and info.data_change
-        # SPEC §Change capture: a RESTORE that re-adds a partition is the one
-        # data-changing commit that is never captured.
-        must = capture and data_change and version > 0 and not re_adds(actions)
+        must = _must_capture(version, actions, info, read_properties)
         if not files and not must:
             return None
-        captured = is_captured(actions)
-        return cls(
-            version, schema, files, info.operation if info else "", dict(info.operation_metrics or {}) if info else {},
-            sum(r.partition.num_records for r in rems if r.deletes_all_rows), must, captured,
-        )
+        operation, metrics = (info.operation, dict(info.operation_metrics or {})) if info else ("", {})
+        return cls(version, schema, files, operation, metrics, _whole_rows(actions), must, is_captured(actions))
+
+
+def _must_capture(version: int, actions: list, info: CommitInfo | None, read_properties: dict) -> bool:
+    """Whether the commit had to be captured: a data-changing commit after
+    version 0 on a version whose ``ctfile.changeCapture`` is
+    ``before_after``. SPEC §Change capture: a RESTORE that re-adds a
+    partition is the one data-changing commit that is never captured."""
+    capture = TableProperties.from_mapping(read_properties).change_capture is ChangeCapture.BEFORE_AFTER
+    data_change = info is not None and info.data_change
+    return capture and data_change and version > 0 and not re_adds(actions)
+
+
+def _whole_rows(actions: list) -> int:
+    """The rows of the partitions the commit removed with ``deletesAllRows``."""
+    return sum(a.partition.num_records for a in actions if isinstance(a, RemovePartition) and a.deletes_all_rows)
 
 
 @dataclass
@@ -117,56 +123,66 @@ def check_change_commit(storage: Storage, c: ChangeCommit, field_types: dict[int
 def _check_one(
     storage: Storage, c: ChangeCommit, f: ChangeFile, field_types: dict[int, str]
 ) -> tuple[FileResult, np.ndarray | None]:
-    res = FileResult()
+    """The checks of change file ``f``, stopped at the first stage that
+    fails: read, decoding, row count, layout; then its statistics and its
+    rows. Its change codes, or None when its rows could not be checked."""
+    check = FileCheck(c.version, f.path)
+    data = read_file(storage, f, check, kind="change")
+    table = None if data is None else _decode(data, f, check)
+    if table is None or not _has_layout(table, c.schema, check):
+        return check.result, None
+    if f.stats is not None:
+        by_id = {fid: name for fid, name in zip(_field_ids(table.schema), table.column_names) if fid is not None}
+        for msg in stats_mismatches(f.stats, table, by_id, field_types):
+            check.bad("stats", msg)
+    return check.result, _change_codes(table, storage, c, f, check)
 
-    def bad(check: str, message: str) -> None:
-        res.problems.append(VerifyProblem(check, message, c.version, f.path))
 
-    try:
-        data = storage.read_bytes(f.path)
-    except FileNotFoundError:
-        bad("missing_file", "the change file is missing")
-        return res, None
-    except OSError as e:
-        bad("unreadable", f"the change file cannot be read: {e}")
-        return res, None
-    res.size = len(data)
-    for kind, message in damage(f, data):  # the checks every read makes
-        bad(kind.value, message)
+def _decode(data: bytes, f: ChangeFile, check: FileCheck) -> pa.Table | None:
+    """The rows of the change file ``data``; None (reported) when it cannot
+    be decoded or holds other than ``numRecords`` rows."""
     try:
         table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except Exception as e:  # pyarrow raises ArrowInvalid, OSError ... on a bad file
-        bad("unreadable", f"not a readable Parquet file: {short_error(e)}")
-        return res, None
-    res.rows = table.num_rows
+        check.bad("unreadable", f"not a readable Parquet file: {short_error(e)}")
+        return None
+    check.result.rows = table.num_rows
     if table.num_rows != f.num_records:
-        bad("row_count", f"the file holds {table.num_rows} rows, the log records numRecords {f.num_records}")
-        return res, None
-    by_id = {
-        int(fl.metadata[PARQUET_FIELD_ID_KEY]): fl.name
-        for fl in table.schema if fl.metadata and PARQUET_FIELD_ID_KEY in fl.metadata
-    }
-    want = change_file_schema(c.schema)
-    got_ids = [int(fl.metadata[PARQUET_FIELD_ID_KEY]) if fl.metadata and PARQUET_FIELD_ID_KEY in fl.metadata else None
-               for fl in table.schema]
-    want_ids = [int(fl.metadata[PARQUET_FIELD_ID_KEY]) for fl in want]
+        check.bad("row_count", f"the file holds {table.num_rows} rows, the log records numRecords {f.num_records}")
+        return None
+    return table
+
+
+def _field_ids(schema: pa.Schema) -> list[int | None]:
+    """The Parquet field id of each column of ``schema`` (None: none)."""
+    return [int(fl.metadata[PARQUET_FIELD_ID_KEY]) if fl.metadata and PARQUET_FIELD_ID_KEY in fl.metadata else None
+            for fl in schema]
+
+
+def _has_layout(table: pa.Table, schema: Schema, check: FileCheck) -> bool:
+    """Whether the file's columns are the change file layout of the
+    commit's ``schema`` (SPEC §Change capture), by field id; reported if not."""
+    got_ids = _field_ids(table.schema)
+    want_ids = _field_ids(change_file_schema(schema))
     if got_ids != want_ids:
-        bad("change_rows", f"the columns have field ids {got_ids}, the layout of the commit's schema {want_ids} "
-            "(SPEC §Change capture)")
-        return res, None
-    if f.stats is not None:
-        for msg in stats_mismatches(f.stats, table, by_id, field_types):
-            bad("stats", msg)
+        check.bad("change_rows", f"the columns have field ids {got_ids}, the layout of the commit's schema {want_ids} "
+                  "(SPEC §Change capture)")
+    return got_ids == want_ids
+
+
+def _change_codes(table: pa.Table, storage: Storage, c: ChangeCommit, f: ChangeFile, check: FileCheck) -> np.ndarray | None:
+    """The change code of each row, the rows checked against the layout's
+    rules (None, reported, if they break one) and for no-op update pairs."""
     try:
         codes = check_change_rows(table, uri=storage.uri, path=f.path, version=c.version)
     except CorruptDataFileError as e:
-        bad("change_rows", str(e))
-        return res, None
+        check.bad("change_rows", str(e))
+        return None
     equal = _equal_pairs(table, codes, c.schema.names)
     if len(equal):
-        bad("change_rows", f"{len(equal)} update pair(s) with equal images, the first at row {int(equal[0])}: a "
-            "no-op update writes no change row, and readers output a commit's pairs as they stand (SPEC §Change capture)")
-    return res, codes
+        check.bad("change_rows", f"{len(equal)} update pair(s) with equal images, the first at row {int(equal[0])}: a "
+                  "no-op update writes no change row, and readers output a commit's pairs as they stand (SPEC §Change capture)")
+    return codes
 
 
 def _equal_pairs(table: pa.Table, codes: np.ndarray, columns: list[str]) -> np.ndarray:

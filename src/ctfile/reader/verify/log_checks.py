@@ -18,24 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator
 
-from ctfile.format.actions import (
-    FEATURE_ENTRY_CHECKSUMS,
-    AddPartition,
-    CommitInfo,
-    Metadata,
-    Partition,
-    Protocol,
-    RemovePartition,
-    SetTransaction,
-)
+from ctfile.format.actions import CommitInfo, Partition
 from ctfile.format.codec import action_from_json
-from ctfile.format.entries import duplicate_paths, integrity_problem, repeated_actions
+from ctfile.format.entries import integrity_problem
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.log_values import nested_too_deeply
 from ctfile.format.paths import LAST_CHECKPOINT, commit_path, validate_relative_path
 from ctfile.format.schema import LONG_MAX, Schema
 from ctfile.log.manifest import ManifestLog
-from ctfile.log.replay import TableState, check_reader_protocol
+from ctfile.log.replay import Folded, ReplayMode, TableState, fold_entry
 from ctfile.log.storage import LocalStorage, Storage
 from ctfile.reader.verify.change_checks import ChangeCommit
 from ctfile.reader.verify.report import ProgressFn, Recorder, VerifyProblem, VerifyReport
@@ -46,7 +37,6 @@ class Entry:
     version: int
     actions: list = field(default_factory=list)
     ok: bool = True  # parsed without a problem
-    checked: bool = False  # its commitInfo records the self-check (SPEC §Log entries)
 
 
 @dataclass
@@ -143,7 +133,7 @@ class LogChecker(Recorder):
         for c in later_checkpoints:
             # A checkpoint without its entry: replay can restart there, but the entry itself is gone.
             self.problem("dense", f"version {c} has a checkpoint but no log entry", version=c, path=commit_path(c))
-        if first > 0 and not any(first - 1 <= c <= latest for c in checkpoints):
+        if first > 0 and not _checkpoint_to_start_from(first, checkpoints, latest):
             self.problem(
                 "dense",
                 f"the log starts at version {first} and no checkpoint at version {first - 1} or later "
@@ -242,7 +232,6 @@ class LogChecker(Recorder):
         infos = [a for a in entry.actions if isinstance(a, CommitInfo)]
         if len(infos) != 1 or info_lineno is None:
             return
-        entry.checked = infos[0].num_actions is not None or infos[0].actions_checksum is not None
         problem = integrity_problem(data, infos[0], info_lineno=info_lineno, num_actions=lines)
         if problem is not None:
             self.problem("log", problem, entry.version, commit_path(entry.version))
@@ -268,15 +257,14 @@ class LogChecker(Recorder):
         """Replay the log, checking every entry; keeps only the current state
         and, per version, which paths were added and removed."""
         rep = Replay()
-        state: TableState | None = None
         if base is not None:
-            state = base
             rep.start(base)
             first = base.version + 1
         elif 0 in present:
             first = 0
         else:
             return rep
+        state = base
         cps = set(checkpoints)
         previous = first - 1
         # The listed versions only: the loop is bounded by the listing, not by version numbers.
@@ -285,21 +273,26 @@ class LogChecker(Recorder):
             self.report.entries_checked += 1
             state = self._state_before(v, state if v == previous + 1 else None, cps, rep)
             previous = v
-            if state is None and v > 0:
-                continue
-            read_properties = state.metadata.properties if state is not None else {}
-            applied = self._apply(state, entry)
-            if applied is None:
-                state = None
-                continue
-            state, added, removed = applied
-            rep.step(state, added, removed)
-            change_commit = ChangeCommit.of(v, entry.actions, state.metadata.schema, read_properties)
-            if change_commit is not None:
-                rep.change_commits.append(change_commit)
-            if v in cps:
-                self._compare_checkpoint(state)
+            if state is not None or v == 0:
+                state = self._replay_entry(state, entry, cps, rep)
         return rep
+
+    def _replay_entry(self, state: TableState | None, entry: Entry, cps: set[int], rep: Replay) -> TableState | None:
+        """Fold ``entry`` into ``state`` (None before version 0), keeping what
+        replay keeps and comparing the checkpoint of its version with the
+        result; None when the entry could not be applied."""
+        read_properties = state.metadata.properties if state is not None else {}
+        applied = self._apply(state, entry)
+        if applied is None:
+            return None
+        state = applied.state
+        rep.step(state, applied.added, applied.removed)
+        change_commit = ChangeCommit.of(entry.version, entry.actions, state.metadata.schema, read_properties)
+        if change_commit is not None:
+            rep.change_commits.append(change_commit)
+        if entry.version in cps:
+            self._compare_checkpoint(state)
+        return state
 
     def _state_before(self, v: int, state: TableState | None, cps: set[int], rep: Replay) -> TableState | None:
         """The state entry ``v`` applies to: ``state`` (that of ``v - 1``),
@@ -321,83 +314,19 @@ class LogChecker(Recorder):
             self.problem("checkpoint", f"checkpoint {c} is needed to resume replay after a gap but is unreadable: {e}", version=c)
             return None
 
-    def _apply(self, state: TableState | None, entry: Entry) -> tuple[TableState, list[Partition], list[str]] | None:
-        """Fold one entry leniently, reporting each broken rule and going on.
+    def _apply(self, state: TableState | None, entry: Entry) -> Folded | None:
+        """Fold one entry collecting (:func:`~ctfile.log.replay.fold_entry`),
+        reporting each broken rule; None when it could not be applied.
         Updates the maps of ``state`` in place (replay holds no older state)."""
         v = entry.version
         path = commit_path(v)
-        acts = entry.actions
-        infos = [a for a in acts if isinstance(a, CommitInfo)]
-        if len(infos) != 1:
-            self.problem("log", f"expected exactly one commitInfo, found {len(infos)}", v, path)
-        new_protocol = next((a for a in acts if isinstance(a, Protocol)), None)
-        new_metadata = next((a for a in acts if isinstance(a, Metadata)), None)
-        if v == 0 and (new_protocol is None or new_metadata is None):
-            self.problem("log", "version 0 must contain protocol and metadata actions", v, path)
-        protocol = new_protocol or (state.protocol if state else None)
-        metadata = new_metadata or (state.metadata if state else None)
-        if new_metadata is not None and state is not None and new_metadata.table_id != state.metadata.table_id:
-            self.problem(
-                "replay", f"the metadata changes the table id from {state.metadata.table_id} to "
-                f"{new_metadata.table_id} (SPEC §Log replay, rule 3)", v, path,
-            )
-        if protocol is None or metadata is None:
-            return None
-        if new_protocol is not None:
-            check_reader_protocol(new_protocol, where=f"{self.storage.uri}/{path}")  # raises: cannot verify
-        if len(infos) == 1 and not entry.checked and FEATURE_ENTRY_CHECKSUMS in protocol.writer_features:
-            self.warning(
-                "log", f"the commitInfo records no numActions/actionsChecksum although the table's protocol "
-                f"lists {FEATURE_ENTRY_CHECKSUMS}: the entry cannot be checked for damage", v, path,
-            )
-        timestamp = infos[0].timestamp if infos else (state.timestamp + 1 if state else 0)
-        if state is not None and timestamp <= state.timestamp:
-            self.problem(
-                "replay", f"commit timestamp {timestamp} is not after version {state.version}'s {state.timestamp}", v, path,
-            )
-        partitions = state.partitions if state else {}
-        txns = state.app_transactions if state else {}
-        next_row_id = state.next_row_id if state else 0
-        adds = [a for a in acts if isinstance(a, AddPartition)]
-        rems = [a for a in acts if isinstance(a, RemovePartition)]
-        for dup in duplicate_paths(acts):  # SPEC §Log entries, rule 4: whatever the order
-            self.problem("log", "the path is named by more than one add/remove of the entry", v, dup)
-        for what in repeated_actions(acts):  # rule 7
-            self.problem("log", f"the entry holds more than one {what}", v, path)
-        removed = []
-        for r in rems:
-            if partitions.pop(r.path, None) is None:
-                self.problem("replay", "remove of a partition that is not live", v, r.path)
-            else:
-                removed.append(r.path)
-        counter = next_row_id  # ids below it are taken
-        added = []
-        for a in adds:
-            p = a.partition
-            if p.default_row_version != v:
-                self.problem("log", f"add has defaultRowVersion {p.default_row_version}, expected {v}", v, p.path)
-            if p.is_restored:  # SPEC §Restore: a re-add keeps the ids it had, all assigned before
-                if p.first_row_id + p.num_records > next_row_id:
-                    self.problem(
-                        "row_lineage", f"re-add has row ids up to {p.first_row_id + p.num_records - 1}, but only ids "
-                        f"below {next_row_id} were ever assigned (SPEC §Restore)", v, p.path,
-                    )
-            elif p.first_row_id < counter and p.num_records:
-                self.problem(
-                    "row_lineage", f"add has firstRowId {p.first_row_id}, but ids below {counter} are already "
-                    "assigned (SPEC §Row lineage: firstRowId comes from the table's row-id counter)", v, p.path,
-                )
-            if not p.is_restored:
-                counter = max(counter, p.first_row_id + p.num_records)
-            if p.path in partitions:
-                self.problem("replay", "add of a partition that is already live", v, p.path)
-            partitions[p.path] = p
-            added.append(p)
-            next_row_id = max(next_row_id, p.first_row_id + p.num_records)
-        for a in acts:
-            if isinstance(a, SetTransaction):
-                txns[a.app_id] = a
-        return TableState(v, timestamp, protocol, metadata, partitions, next_row_id, txns), added, removed
+        folded = fold_entry(
+            state, v, entry.actions, where=f"{self.storage.uri}/{path}", mode=ReplayMode.COLLECT, owned=True,
+        )
+        for found in folded.problems:
+            record = self.warning if found.warning else self.problem
+            record(found.check, found.message, v, found.path or path)
+        return None if folded.state is None else folded
 
     # ------------------------------------------------------------ checkpoints
 
@@ -416,25 +345,40 @@ class LogChecker(Recorder):
                 f"(SPEC §Checkpoints, identity)", v,
             )
             return
-        diffs = []
-        if set(cp.partitions) != set(state.partitions):
-            extra = sorted(set(cp.partitions) - set(state.partitions))
-            missing = sorted(set(state.partitions) - set(cp.partitions))
-            diffs.append(f"live partitions differ (only in checkpoint: {extra[:3]}, only in log: {missing[:3]})")
-        else:
-            changed = [k for k in state.partitions if cp.partitions[k] != state.partitions[k]]
-            if changed:
-                diffs.append(f"descriptors of {len(changed)} partitions differ (e.g. {changed[0]})")
-        if cp.next_row_id != state.next_row_id:
-            diffs.append(f"nextRowId {cp.next_row_id} != {state.next_row_id}")
-        if cp.timestamp != state.timestamp:
-            diffs.append(f"timestamp {cp.timestamp} != {state.timestamp}")
-        if cp.metadata != state.metadata:
-            diffs.append("metadata differs")
-        if cp.protocol != state.protocol:
-            diffs.append("protocol differs")
+        diffs = checkpoint_differences(cp, state)
         if diffs:
             self.problem("checkpoint", "checkpoint does not match the log: " + "; ".join(diffs), v)
+
+
+def checkpoint_differences(cp: TableState, state: TableState) -> list[str]:
+    """How the state a checkpoint holds differs from the one replay yields
+    for its version (the live partitions first, at most three named)."""
+    diffs = _partition_differences(cp.partitions, state.partitions)
+    if cp.next_row_id != state.next_row_id:
+        diffs.append(f"nextRowId {cp.next_row_id} != {state.next_row_id}")
+    if cp.timestamp != state.timestamp:
+        diffs.append(f"timestamp {cp.timestamp} != {state.timestamp}")
+    if cp.metadata != state.metadata:
+        diffs.append("metadata differs")
+    if cp.protocol != state.protocol:
+        diffs.append("protocol differs")
+    return diffs
+
+
+def _partition_differences(in_checkpoint: dict[str, Partition], in_log: dict[str, Partition]) -> list[str]:
+    """The live partitions only one side holds, else those whose descriptors differ."""
+    if set(in_checkpoint) != set(in_log):
+        extra = sorted(set(in_checkpoint) - set(in_log))
+        missing = sorted(set(in_log) - set(in_checkpoint))
+        return [f"live partitions differ (only in checkpoint: {extra[:3]}, only in log: {missing[:3]})"]
+    changed = [k for k in in_log if in_checkpoint[k] != in_log[k]]
+    return [f"descriptors of {len(changed)} partitions differ (e.g. {changed[0]})"] if changed else []
+
+
+def _checkpoint_to_start_from(first: int, checkpoints: list[int], latest: int) -> bool:
+    """Whether replay can start for a log whose oldest entry is ``first``:
+    a checkpoint of ``first - 1`` or later (up to ``latest``) exists."""
+    return any(first - 1 <= c <= latest for c in checkpoints)
 
 
 def missing_runs(versions: list[int]) -> Iterator[tuple[int, int]]:

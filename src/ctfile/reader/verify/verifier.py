@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ctfile.format.actions import FEATURE_STREAMS
+from ctfile.format.actions import FEATURE_STREAMS, Partition
 from ctfile.format.errors import CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.paths import CHANGES_DIR, DATA_DIR, LOG_DIR
 from ctfile.format.streams import StreamState, state_path
@@ -31,7 +31,7 @@ from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
-from ctfile.log.streams import StreamStore
+from ctfile.log.streams import StreamFiles, StreamStore
 from ctfile.log.vacuum import retained_files
 from ctfile.reader.verify.change_checks import ChangeResult, check_change_commit
 from ctfile.reader.verify.file_checks import FileResult, check_file, types_by_field_id
@@ -77,18 +77,32 @@ def verify_table(
     UnsupportedFeatureError
         If the table needs a reader this ctfile is not.
     """
+    _check_location(uri, storage_options)
+    _check_options(all_versions=all_versions, progress=progress, workers=workers)
+    storage = open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
+    return _Verifier(storage, all_versions, progress, workers).run()
+
+
+def _check_location(uri: object, storage_options: object) -> None:
+    """:func:`verify_table`'s ``uri`` and ``storage_options``, or InvalidArgumentError."""
     if not isinstance(uri, (str, os.PathLike)) or not os.fspath(uri):
         raise InvalidArgumentError(f"uri must be a non-empty path or URL string, found {uri!r}")
     if storage_options is not None and not isinstance(storage_options, Mapping):
         raise InvalidArgumentError(f"storage_options must be a mapping, found {type(storage_options).__name__}")
+
+
+def _check_options(*, all_versions: object, progress: object, workers: object) -> None:
+    """:func:`verify_table`'s options, or InvalidArgumentError."""
     if not isinstance(all_versions, bool):
         raise InvalidArgumentError(f"all_versions must be a bool, found {all_versions!r}")
     if progress is not None and not callable(progress):
         raise InvalidArgumentError(f"progress must be a callable progress(phase, done, total), found {progress!r:.80}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1024):
+    if workers is not None and not _is_worker_count(workers):
         raise InvalidArgumentError(f"workers must be an int in 1..1024, found {workers!r:.80}")
-    storage = open_storage(os.fspath(uri), dict(storage_options) if storage_options else None)
-    return _Verifier(storage, all_versions, progress, workers).run()
+
+
+def _is_worker_count(workers: object) -> bool:
+    return isinstance(workers, int) and not isinstance(workers, bool) and 1 <= workers <= 1024
 
 
 class _Verifier(Recorder):
@@ -181,37 +195,53 @@ class _Verifier(Recorder):
     # ------------------------------------------------------------ data
 
     def _check_data(self, rep: Replay) -> None:
+        """The data files of the latest version (of every version replay saw,
+        with ``all_versions``) and the uniqueness of the row ids of each
+        snapshot checked."""
         final = rep.final
         assert final is not None
         files = self._confined(rep.partitions if self.all_versions else dict(final.partitions))
-        field_types = types_by_field_id(rep.schemas)
+        results = self._check_files(files, set(final.partitions), types_by_field_id(rep.schemas))
+        for path in files:  # report in a stable order
+            self._record(results[path])
+        ids = {k: r.row_ids for k, r in results.items()}
+        if not self.all_versions:
+            self.report.snapshots_checked = [final.version]
+            self._check_unique_ids(final.version, set(final.partitions), ids, {})
+            return
+        self._check_every_snapshot(rep, ids)
+
+    def _check_files(
+        self, files: dict[str, Partition], live: set[str], field_types: dict[int, str]
+    ) -> dict[str, FileResult]:
+        """:func:`check_file` of each of ``files`` on the worker threads (a
+        file not ``live`` at the latest version may be gone)."""
         total = len(files)
         results: dict[str, FileResult] = {}
         self.progress("files", 0, total)
 
         def check(item):
             path, p = item
-            return path, check_file(self.storage, p, field_types, removed=path not in final.partitions)
+            return path, check_file(self.storage, p, field_types, removed=path not in live)
 
         with ThreadPoolExecutor(max_workers=max(1, min(self.workers, total or 1))) as pool:
             for done, (path, res) in enumerate(pool.map(check, files.items()), start=1):
                 results[path] = res
                 self.progress("files", done, total)
-        for path in files:  # report in a stable order
-            res = results[path]
-            self.report.problems.extend(res.problems)
-            self.report.warnings.extend(res.warnings)
-            self.report.files_checked += 1
-            self.report.bytes_checked += res.size
-            self.report.rows_checked += res.rows
-        ids = {k: r.row_ids for k, r in results.items()}
-        if not self.all_versions:
-            self.report.snapshots_checked = [final.version]
-            self._check_unique_ids(final.version, set(final.partitions), ids, {})
-            return
-        # Walk the versions; duplicates can only appear where partitions are
-        # added (or replay restarts from a checkpoint), so only those versions
-        # need the sort.
+        return results
+
+    def _record(self, res: FileResult) -> None:
+        """The findings and the counts of one file's checks, into the report."""
+        self.report.problems.extend(res.problems)
+        self.report.warnings.extend(res.warnings)
+        self.report.files_checked += 1
+        self.report.bytes_checked += res.size
+        self.report.rows_checked += res.rows
+
+    def _check_every_snapshot(self, rep: Replay, ids: dict[str, np.ndarray | None]) -> None:
+        """Walk the versions; duplicates can only appear where partitions are
+        added (or replay restarts from a checkpoint), so only those versions
+        need the sort."""
         live: set[str] = set()
         reported: dict[frozenset, bool] = {}
         for version, reset, added, removed in rep.steps:
@@ -226,23 +256,20 @@ class _Verifier(Recorder):
     def _check_unique_ids(
         self, version: int, live: set[str], ids: dict[str, np.ndarray | None], reported: dict[frozenset, bool]
     ) -> None:
+        """SPEC §Row lineage: no row id twice in the snapshot of ``version``
+        (whose partitions are ``live``); a clash already ``reported`` at an
+        earlier version is not reported again."""
         parts = sorted(p for p in live if ids.get(p) is not None)
-        if len(parts) == 0:
-            return
         arrays = [ids[p] for p in parts]
-        s = np.sort(np.concatenate(arrays))
-        dup_mask = s[1:] == s[:-1]
-        if not dup_mask.any():
+        dups = _duplicates(arrays)
+        if not len(dups):
             return
-        dups = np.unique(s[1:][dup_mask])
-        holders = [p for p, a in zip(parts, arrays) if np.isin(a, dups).any()]
+        holders = _holding(parts, arrays, dups)
         key = frozenset(holders)
         if key in reported:  # the same clash, still live at a later version
             return
         reported[key] = True
-        examples = []
-        for x in dups[:_MAX_DUPLICATE_EXAMPLES]:
-            examples.append(f"{int(x)} in " + ", ".join(p for p, a in zip(parts, arrays) if (a == x).any()))
+        examples = [f"{int(x)} in " + ", ".join(_holding(parts, arrays, x)) for x in dups[:_MAX_DUPLICATE_EXAMPLES]]
         msg = (
             f"{len(dups)} row ids appear more than once in the snapshot of version {version} "
             f"(e.g. {'; '.join(examples)})"
@@ -292,6 +319,19 @@ class _Verifier(Recorder):
         )
 
 
+def _duplicates(arrays: list[np.ndarray]) -> np.ndarray:
+    """The values that appear more than once in ``arrays`` taken together, sorted."""
+    if not arrays:
+        return np.zeros(0, dtype=np.int64)
+    s = np.sort(np.concatenate(arrays))
+    return np.unique(s[1:][s[1:] == s[:-1]])
+
+
+def _holding(parts: list[str], arrays: list[np.ndarray], values: np.ndarray | int) -> list[str]:
+    """The partitions of ``parts`` (whose row ids are ``arrays``) that hold any of ``values``."""
+    return [p for p, a in zip(parts, arrays) if np.isin(a, values).any()]
+
+
 class StreamChecker(Recorder):
     """Checks the streams of the table in ``store`` against its latest state."""
 
@@ -300,24 +340,33 @@ class StreamChecker(Recorder):
         self.store = store
 
     def check(self, latest: TableState, oldest_version: int) -> None:
+        """Every stream's states are readable and of this table; the protocol
+        lists the streams feature if there are streams; a live stream that
+        needs versions no longer retained is stale (a warning)."""
         current: list[StreamState] = []
         for name, files in self.store.listing().items():
-            states = {seq: self._read(name, seq) for seq in sorted(files.files)}
-            state = states[files.current_sequence]
+            state = self._check_states(name, files, latest)
             if state is not None:
                 current.append(state)
-            for seq, s in states.items():
-                if s is not None and s.table_id != latest.metadata.table_id:
-                    self.problem("stream", f"stream {name} state {seq} names table {s.table_id}, not this table "
-                                 f"({latest.metadata.table_id})", path=state_path(name, seq))
         if current and FEATURE_STREAMS not in latest.protocol.writer_features:
             self.problem("stream", f"the table has streams ({', '.join(s.name for s in current)}) but its protocol "
                          f"does not list the writer feature {FEATURE_STREAMS}", version=latest.version)
         for s in current:
-            if s.is_live and s.needs_from() < oldest_version and s.offset < latest.version:
+            if _stale(s, latest, oldest_version):
                 self.warning("stream", f"stream {s.name} has not consumed the versions after {s.offset}, but the "
                              f"oldest version retained is {oldest_version}: it is stale, and no vacuum marked it",
                              path=state_path(s.name, s.sequence))
+
+    def _check_states(self, name: str, files: StreamFiles, latest: TableState) -> StreamState | None:
+        """Read every state of stream ``name`` and check it is of this table;
+        its current state, or None if unreadable."""
+        states = {seq: self._read(name, seq) for seq in sorted(files.files)}
+        table_id = latest.metadata.table_id
+        for seq, s in states.items():
+            if s is not None and s.table_id != table_id:
+                self.problem("stream", f"stream {name} state {seq} names table {s.table_id}, not this table "
+                             f"({table_id})", path=state_path(name, seq))
+        return states[files.current_sequence]
 
     def _read(self, name: str, sequence: int) -> StreamState | None:
         try:
@@ -326,3 +375,8 @@ class StreamChecker(Recorder):
             self.problem("stream", f"stream {name} state {sequence} is unreadable: {e}",
                          path=state_path(name, sequence))
             return None
+
+
+def _stale(stream: StreamState, latest: TableState, oldest_version: int) -> bool:
+    """A live stream with versions left to consume that the retained history no longer holds."""
+    return stream.is_live and stream.needs_from() < oldest_version and stream.offset < latest.version
