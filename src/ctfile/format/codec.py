@@ -38,6 +38,7 @@ from ctfile.format.log_values import check_json_value, nested_too_deeply
 from ctfile.format.paths import CHANGES_DIR, is_change_file_path, validate_relative_path
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
+from ctfile.format.validators import is_int
 
 _MISSING = object()
 
@@ -100,7 +101,7 @@ def stats_from_json(obj: Any, where: str) -> PartitionStats:
     for key in ("nullCount", "nanCount"):
         maps[key] = _id_map(obj.get(key), f"{where}.{key}")
         for k, v in maps[key].items():
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LONG_MAX:
+            if not is_int(v) or not 0 <= v <= LONG_MAX:
                 raise CorruptLogError(f"{where}.{key}: count for field {k} must be a long >= 0, found {v!r}")
     for key in ("minValues", "maxValues"):
         maps[key] = _id_map(obj.get(key), f"{where}.{key}")

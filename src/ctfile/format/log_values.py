@@ -46,6 +46,7 @@ from typing import Any
 
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
 from ctfile.format.schema import LONG_MAX, LONG_MIN
+from ctfile.format.validators import require_int_in
 
 #: SPEC §Conventions: writers nest a JSON value of the log (an action line,
 #: a stream state) at most this many levels deep (objects and arrays, the
@@ -61,9 +62,7 @@ def require_long(value: Any, what: str, *, minimum: int = LONG_MIN, maximum: int
     """``value`` if it is an int (not a bool) in ``minimum..maximum``, which
     lie within the ``long`` range; else :class:`InvalidArgumentError`
     naming ``what``, the range and the value."""
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise InvalidArgumentError(f"{what} must be an int in {minimum}..{maximum}, found {value!r}")
-    return value
+    return require_int_in(value, what, minimum, maximum)
 
 
 def check_json_value(value: Any, what: str, *, depth: int = 1) -> None:

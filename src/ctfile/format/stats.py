@@ -16,6 +16,8 @@ import decimal
 import math
 from typing import Any
 
+from ctfile.format.validators import is_int
+
 STRING_PREFIX_LENGTH = 32
 _MAX_CODE_POINT = 0x10FFFF
 _UTC = _dt.timezone.utc
@@ -108,7 +110,7 @@ def _decode_bound(type_name: str, value: Any) -> Any:
         return value
     bits = _INT_BITS.get(type_name)
     if bits is not None:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_int(value):
             raise ValueError(f"expected an integer, found {value!r}")
         lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
         if not lo <= value <= hi:
