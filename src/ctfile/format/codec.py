@@ -15,7 +15,6 @@ written. Whole commit entries, self-checking, are written and read by
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any, Iterable
 
@@ -27,111 +26,23 @@ from ctfile.format.actions import (
     CommitInfo,
     Metadata,
     Partition,
-    PartitionStats,
     Protocol,
     RemovePartition,
     SetTransaction,
 )
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
-from ctfile.format.fast_path import fast_add, fast_partition, fast_stats, loads_line
-from ctfile.format.log_values import check_json_value, nested_too_deeply
+from ctfile.format.fast_path import fast_add, fast_partition
+from ctfile.format.log_values import check_json_value, get_field, loads_line, nested_too_deeply, nonneg
+from ctfile.format.partition_stats import (  # noqa: F401 (stats_from_text, stats_to_text: callers import them from the codec)
+    PartitionStats,
+    stats_from_json,
+    stats_from_text,
+    stats_to_json,
+    stats_to_text,
+)
 from ctfile.format.paths import CHANGES_DIR, is_change_file_path, validate_relative_path
 from ctfile.format.properties import IsolationLevel
-from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
-from ctfile.format.validators import is_int
-
-_MISSING = object()
-
-
-def get_field(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
-    """Field ``key`` of the JSON object ``obj``, of type ``typ`` (an ``int``
-    a ``long``), or ``default`` when absent; :class:`CorruptLogError` naming
-    ``where`` and the field otherwise."""
-    if key not in obj or obj[key] is None:
-        if default is not _MISSING:
-            return default
-        raise CorruptLogError(f"{where}: required field {key!r} is missing")
-    val = obj[key]
-    ok = isinstance(val, typ) and not (isinstance(val, bool) and typ in (int, (int, float)))
-    if not ok:
-        name = getattr(typ, "__name__", str(typ))
-        raise CorruptLogError(f"{where}: field {key!r} should be {name}, found {val!r}")
-    if typ is int:
-        check_long(val, key, where)
-    return val
-
-
-def _nonneg(val: int, key: str, where: str) -> int:
-    if val < 0:
-        raise CorruptLogError(f"{where}: field {key!r} must be >= 0, found {val}")
-    return val
-
-
-# ---------------------------------------------------------------- stats
-
-
-def stats_to_json(s: PartitionStats) -> dict:
-    out: dict[str, Any] = {"numRecords": s.num_records}
-    if s.min_values:
-        out["minValues"] = {str(k): v for k, v in s.min_values.items()}
-    if s.max_values:
-        out["maxValues"] = {str(k): v for k, v in s.max_values.items()}
-    if s.null_count:
-        out["nullCount"] = {str(k): v for k, v in s.null_count.items()}
-    if s.nan_count:
-        out["nanCount"] = {str(k): v for k, v in s.nan_count.items()}
-    return out
-
-
-def _id_map(obj: Any, where: str) -> dict[int, Any]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise CorruptLogError(f"{where}: expected an object keyed by field id, found {obj!r}")
-    try:
-        return {int(k): v for k, v in obj.items()}
-    except ValueError as e:
-        raise CorruptLogError(f"{where}: keys must be field ids, found {list(obj)}") from e
-
-
-def stats_from_json(obj: Any, where: str) -> PartitionStats:
-    if not isinstance(obj, dict):
-        raise CorruptLogError(f"{where}: stats must be an object, found {obj!r}")
-    maps = {}
-    for key in ("nullCount", "nanCount"):
-        maps[key] = _id_map(obj.get(key), f"{where}.{key}")
-        for k, v in maps[key].items():
-            if not is_int(v) or not 0 <= v <= LONG_MAX:
-                raise CorruptLogError(f"{where}.{key}: count for field {k} must be a long >= 0, found {v!r}")
-    for key in ("minValues", "maxValues"):
-        maps[key] = _id_map(obj.get(key), f"{where}.{key}")
-        for k, v in maps[key].items():
-            if not _plain_bound(v):
-                raise CorruptLogError(
-                    f"{where}.{key}: bound for field {k} is {v!r}; an integer bound must fit a long "
-                    "and a number must be finite (SPEC §Statistics)"
-                )
-    return PartitionStats(
-        num_records=_nonneg(get_field(obj, "numRecords", int, where), "numRecords", where),
-        min_values=maps["minValues"],
-        max_values=maps["maxValues"],
-        null_count=maps["nullCount"],
-        nan_count=maps["nanCount"],
-    )
-
-
-def _plain_bound(v: Any) -> bool:
-    """False for a bound no column type allows whatever its type: an integer
-    beyond a ``long`` or a non-finite number (Python's json reads ``NaN``,
-    ``Infinity`` and ``1e400``). Whether a bound fits its column's type is
-    :func:`ctfile.format.stats.decode_bound`'s business."""
-    t = type(v)
-    if t is int:
-        return LONG_MIN <= v <= LONG_MAX
-    if t is float:
-        return math.isfinite(v)
-    return True
-
+from ctfile.format.schema import LONG_MAX, LONG_MIN, schema_from_json, schema_to_json
 
 # ---------------------------------------------------------------- partitions
 
@@ -163,26 +74,26 @@ def _with_checksum_and_stats(out: dict[str, Any], checksum: str | None, stats: P
 def _partition_from_json(obj: dict, where: str) -> Partition:
     path = validate_relative_path(get_field(obj, "path", str, where), where=where)
     stats = stats_from_json(obj["stats"], f"{where}.stats") if obj.get("stats") is not None else None
-    num_records = _nonneg(get_field(obj, "numRecords", int, where), "numRecords", where)
+    num_records = nonneg(get_field(obj, "numRecords", int, where), "numRecords", where)
     if stats is not None and stats.num_records != num_records:
         raise CorruptLogError(
             f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}"
         )
-    first_row_id = _nonneg(get_field(obj, "firstRowId", int, where), "firstRowId", where)
+    first_row_id = nonneg(get_field(obj, "firstRowId", int, where), "firstRowId", where)
     if first_row_id + num_records > LONG_MAX:  # SPEC §Log entries, rule 3: row ids are int64
         raise CorruptLogError(
             f"{where}: firstRowId {first_row_id} + numRecords {num_records} of {path} does not fit a long "
             "(row ids are signed 64-bit integers)"
         )
-    default_row_version = _nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where)
-    restored = _optional_nonneg(obj, "restoredRowVersion", where)
+    default_row_version = nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where)
+    restored = _optionalnonneg(obj, "restoredRowVersion", where)
     if restored is not None and restored >= default_row_version:  # SPEC §add: an earlier version's
         raise CorruptLogError(
             f"{where}: restoredRowVersion {restored} of {path} is not below its defaultRowVersion {default_row_version}"
         )
     return Partition(
         path=path,
-        size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
+        size_bytes=nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
         first_row_id=first_row_id,
         default_row_version=default_row_version,
@@ -193,10 +104,10 @@ def _partition_from_json(obj: dict, where: str) -> Partition:
     )
 
 
-def _optional_nonneg(obj: dict, key: str, where: str) -> int | None:
+def _optionalnonneg(obj: dict, key: str, where: str) -> int | None:
     """Optional ``long`` field ``key``, ``>= 0`` when present."""
     val = get_field(obj, key, int, where, default=None)
-    return None if val is None else _nonneg(val, key, where)
+    return None if val is None else nonneg(val, key, where)
 
 
 def _change_file_to_json(c: ChangeFile) -> dict:
@@ -222,7 +133,7 @@ def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
         raise CorruptLogError(f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}")
     return ChangeFile(
         path=path,
-        size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
+        size_bytes=nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
         modification_time=get_field(obj, "modificationTime", int, where),
         checksum=get_field(obj, "checksum", str, where, default=None),
@@ -410,35 +321,6 @@ def action_from_json(obj: Any, where: str) -> Action | None:
 
 _KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 _HEX128 = re.compile(r"[0-9a-f]{32}")
-
-
-def stats_to_text(s: PartitionStats) -> str:
-    """The stats object as compact JSON text, exactly as inside an ``add`` line."""
-    return json.dumps(stats_to_json(s), separators=(",", ":"), ensure_ascii=False)
-
-
-def stats_from_text(text: str, where: str, *, num_records: int, path: str) -> PartitionStats:
-    """Decode the JSON text of a stats object (a checkpoint's ``stats`` column),
-    checking it against the partition's ``numRecords`` as ``add`` does.
-
-    Raises
-    ------
-    CorruptLogError
-        Invalid JSON, an invalid stats object, or a numRecords mismatch.
-    """
-    w = f"{where} stats of {path}"
-    try:
-        obj = loads_line(text)
-    except (json.JSONDecodeError, TypeError) as e:
-        raise CorruptLogError(f"{w}: invalid JSON ({e})") from e
-    except RecursionError:
-        raise nested_too_deeply(w) from None
-    stats = fast_stats(obj, num_records)
-    if stats is None:
-        stats = stats_from_json(obj, w)
-        if stats.num_records != num_records:
-            raise CorruptLogError(f"{w}: stats.numRecords {stats.num_records} != numRecords {num_records}")
-    return stats
 
 
 # ---------------------------------------------------------------- writing what readers read

@@ -45,7 +45,7 @@ import math
 from typing import Any
 
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
-from ctfile.format.schema import LONG_MAX, LONG_MIN
+from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long
 from ctfile.format.validators import require_int_in
 
 #: SPEC §Conventions: writers nest a JSON value of the log (an action line,
@@ -56,6 +56,7 @@ MAX_JSON_DEPTH = 256
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _SCALARS = (str, bool, type(None))
+_SCAN_ONCE = json.JSONDecoder().scan_once  # what json.loads runs, minus its Python wrapper
 
 
 def require_long(value: Any, what: str, *, minimum: int = LONG_MIN, maximum: int = LONG_MAX) -> int:
@@ -117,6 +118,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def loads_line(line: str) -> Any:
+    """``json.loads(line)``; a line that is exactly one JSON value skips the wrapper."""
+    try:
+        obj, end = _SCAN_ONCE(line, 0)
+        if end == len(line):
+            return obj
+    except Exception:  # StopIteration, JSONDecodeError ...: json.loads reports it
+        pass
+    return json.loads(line)
+
+
 def parse_json(text: str | bytes, *, where: str) -> Any:
     """``json.loads(text)`` for a reader: a value nested too deeply for the
     parser (far beyond :data:`MAX_JSON_DEPTH`) raises :class:`CorruptLogError`
@@ -134,6 +146,34 @@ def nested_too_deeply(where: str) -> CorruptLogError:
         f"{where}: a JSON value is nested too deeply to decode (writers nest at most {MAX_JSON_DEPTH} levels, "
         "SPEC §Conventions)"
     )
+
+
+_MISSING = object()
+
+
+def get_field(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
+    """Field ``key`` of the JSON object ``obj``, of type ``typ`` (an ``int``
+    a ``long``), or ``default`` when absent; :class:`CorruptLogError` naming
+    ``where`` and the field otherwise."""
+    if key not in obj or obj[key] is None:
+        if default is not _MISSING:
+            return default
+        raise CorruptLogError(f"{where}: required field {key!r} is missing")
+    val = obj[key]
+    ok = isinstance(val, typ) and not (isinstance(val, bool) and typ in (int, (int, float)))
+    if not ok:
+        name = getattr(typ, "__name__", str(typ))
+        raise CorruptLogError(f"{where}: field {key!r} should be {name}, found {val!r}")
+    if typ is int:
+        check_long(val, key, where)
+    return val
+
+
+def nonneg(val: int, key: str, where: str) -> int:
+    """``val`` (field ``key`` of an object of ``where``) if ``>= 0``; else :class:`CorruptLogError`."""
+    if val < 0:
+        raise CorruptLogError(f"{where}: field {key!r} must be >= 0, found {val}")
+    return val
 
 
 def utc_datetime(ms: int) -> dt.datetime | None:

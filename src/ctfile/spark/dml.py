@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
@@ -249,6 +249,35 @@ class ConditionStatement:
         matched = in_table_timestamps(target.where(cond).select(*keep, *values), schema)
         set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
         return ctfile.RewriteJob.for_update(tx, pa.schema(set_fields), prune_by=prune_by), matched, used, cond
+
+
+def update_statement(spark: Any, condition: Any, set: Any) -> ConditionStatement:
+    """The UPDATE of :meth:`ctfile.spark.CtfileTable.update`, checked."""
+    if not isinstance(set, Mapping) or not set:
+        raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
+    values = {str(k): _set_value(v, what=f"set[{k!r}]") for k, v in set.items()}
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, values, given=(condition, *set.values()))
+
+
+def delete_statement(spark: Any, condition: Any) -> ConditionStatement:
+    """The DELETE of :meth:`ctfile.spark.CtfileTable.delete`, checked."""
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, given=(condition,))
+
+
+def spark_dataframe(source: Any) -> DataFrame:
+    """``source`` if it is a Spark DataFrame; else :class:`ctfile.InvalidArgumentError`."""
+    if not isinstance(source, DataFrame):
+        raise ctfile.InvalidArgumentError(f"source must be a Spark DataFrame, found {type(source).__name__}")
+    return source
+
+
+def _set_value(v: Any, *, what: str) -> Column:
+    """A SET value as a Column: SQL text or a Column as given, anything else a literal."""
+    if isinstance(v, (str, Column)):
+        return to_column(v, what=what)
+    return F.lit(v)
 
 
 def _decimals_to_float(values: list[Column], analyzed: Any, schema: pa.Schema) -> list[Column]:
