@@ -185,28 +185,38 @@ class _Translator:
         return self.node(e.this)
 
     def _Column(self, e: Any) -> _Typed:
+        """A column of exactly one of the sides the scope sees: by name,
+        or by ``alias.name``; a nested field's path is for Spark."""
         if e.args.get("db") is not None or e.args.get("catalog") is not None:
             raise Untranslatable(e.sql(dialect="spark"))  # a nested field
-        qualifier, name = (e.table or None), e.name
-        if qualifier is not None:
-            sides = [s for s in self.scope.sides if s.alias is not None and self.scope.same(s.alias, qualifier)]
-            if not sides and any(self.scope.same(a, qualifier) for a in self.scope.unseen):
-                raise ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, a column of a side "
-                                                 f"it does not see")
-            if not sides:
-                raise Untranslatable(e.sql(dialect="spark"))  # a struct's field: Spark decides
-        else:
-            sides = list(self.scope.sides)
-        found = [(s, col) for s in sides if (col := self.scope.find(s, name)) is not None]
-        if len(found) == 1:
-            side, col = found[0]
-            return _Typed(pc.field(side.name(col)), side.schema.field(col).type)
+        qualifier = e.table or None
+        sides = list(self.scope.sides) if qualifier is None else self._qualified_sides(e, qualifier)
+        found = [(s, col) for s in sides if (col := self.scope.find(s, e.name)) is not None]
+        if len(found) != 1:
+            raise self._not_one_column(e, found)
+        side, col = found[0]
+        return _Typed(pc.field(side.name(col)), side.schema.field(col).type)
+
+    def _qualified_sides(self, e: Any, qualifier: str) -> list[Any]:
+        """The sides the column ``e`` qualified by ``qualifier`` names: a
+        qualifier naming a side the text does not see is a mistake, one
+        naming none a struct's field (which Spark resolves)."""
+        sides = [s for s in self.scope.sides if s.alias is not None and self.scope.same(s.alias, qualifier)]
+        if sides:
+            return sides
+        if any(self.scope.same(a, qualifier) for a in self.scope.unseen):
+            raise ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, a column of a side "
+                                             f"it does not see")
+        raise Untranslatable(e.sql(dialect="spark"))  # a struct's field: Spark decides
+
+    def _not_one_column(self, e: Any, found: list[tuple[Any, str]]) -> ctfile.SchemaMismatchError:
+        """The error for a column name that no side, or more than one, has."""
         if not found:
             known = [s.name(n) for s in self.scope.sides for n in s.schema.names]
-            raise ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, which is not a column "
-                                             f"it sees ({known})")
+            return ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, which is not a column "
+                                              f"it sees ({known})")
         both = " or ".join(s.name(c) for s, c in found)
-        raise ctfile.SchemaMismatchError(
+        return ctfile.SchemaMismatchError(
             f"{self.text} names {e.sql(dialect='spark')}, which both {' and '.join(s.alias for s, _ in found)} "
             f"have: write {both}"
         )
