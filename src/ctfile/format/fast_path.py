@@ -15,6 +15,7 @@ is about to write as readers will (:func:`ctfile.format.codec.writable_action_js
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ctfile.format.actions import AddPartition, Partition
 from ctfile.format.errors import CorruptLogError
@@ -41,20 +42,10 @@ def fast_partition(body: dict) -> Partition | None:
     path, size, n = g("path"), g("sizeBytes"), g("numRecords")
     first, drv, mtime = g("firstRowId"), g("defaultRowVersion"), g("modificationTime")
     checksum, st = g("checksum"), g("stats")
-    if (
-        type(path) is not str or type(size) is not int or type(n) is not int
-        or type(first) is not int or type(drv) is not int or type(mtime) is not int
-        or (checksum is not None and type(checksum) is not str)
-        or size < 0 or n < 0 or first < 0 or drv < 0
-        # SPEC §Conventions: longs; firstRowId + numRecords too (it bounds both)
-        or first + n > LONG_MAX or size > LONG_MAX or drv > LONG_MAX or not LONG_MIN <= mtime <= LONG_MAX
-    ):
+    if not (_plain_types(path, size, n, first, drv, mtime, checksum) and _longs(size, n, first, drv, mtime)):
         return None
-    if _PLAIN_DATA_PATH.fullmatch(path) is None:  # such a path passes validate_relative_path
-        try:
-            validate_relative_path(path, where="")
-        except CorruptLogError:
-            return None
+    if _PLAIN_DATA_PATH.fullmatch(path) is None and not _is_safe_path(path):
+        return None
     stats = None
     if st is not None:
         stats = fast_stats(st, n)
@@ -63,3 +54,30 @@ def fast_partition(body: dict) -> Partition | None:
     return Partition(path, size, n, first, drv, mtime, checksum, stats)
 
 
+def _plain_types(path: Any, size: Any, n: Any, first: Any, drv: Any, mtime: Any, checksum: Any) -> bool:
+    """Whether the fields of a partition have their JSON types: a string
+    path, integer counts, ids and times (not bools), a string checksum or none."""
+    return (
+        type(path) is str and type(size) is type(n) is type(first) is type(drv) is type(mtime) is int
+        and (checksum is None or type(checksum) is str)
+    )
+
+
+def _longs(size: int, n: int, first: int, drv: int, mtime: int) -> bool:
+    """Whether the integers of a partition are what readers accept (SPEC
+    §Conventions: longs, the counts, ids and versions >= 0; firstRowId +
+    numRecords a long too, which bounds both)."""
+    return (
+        0 <= size <= LONG_MAX and 0 <= n and 0 <= first and first + n <= LONG_MAX
+        and 0 <= drv <= LONG_MAX and LONG_MIN <= mtime <= LONG_MAX
+    )
+
+
+def _is_safe_path(path: str) -> bool:
+    """Whether ``path``, not one of the plain paths writers produce, passes
+    :func:`~ctfile.format.paths.validate_relative_path`."""
+    try:
+        validate_relative_path(path, where="")
+    except CorruptLogError:
+        return False
+    return True
