@@ -288,11 +288,7 @@ def _changes_view(call: exp.Anonymous, names: Names) -> ReadView | None:
         raise ctfile.InvalidArgumentError(
             f"table_changes takes ('name', start[, end[, mode]]), found {len(args)} arguments: {call.sql(dialect='spark')}"
         )
-    mode = ctfile.ChangeMode.DEFAULT
-    if len(args) == 4:
-        if not _is_string(args[3]):
-            raise ctfile.InvalidArgumentError(f"the mode of table_changes is a string, found {args[3].sql(dialect='spark')}")
-        mode = ctfile.ChangeMode.parse(args[3].this, what="the mode of table_changes")
+    mode = _changes_mode(args[3]) if len(args) == 4 else ctfile.ChangeMode.DEFAULT
     options, instants = [("changes", mode.value)], []
     for bound, arg in zip(("starting", "ending"), args[1:3]):
         if bound == "ending" and isinstance(arg, exp.Null):
@@ -302,6 +298,13 @@ def _changes_view(call: exp.Anonymous, names: Names) -> ReadView | None:
         else:
             options.append((f"{bound}Version", str(_integer(arg, what=f"the {bound} version of table_changes"))))
     return ReadView(ref, tuple(options), tuple(instants))
+
+
+def _changes_mode(arg: exp.Expression) -> Any:
+    """The mode argument of ``table_changes``: a string naming a :class:`ctfile.ChangeMode`."""
+    if not _is_string(arg):
+        raise ctfile.InvalidArgumentError(f"the mode of table_changes is a string, found {arg.sql(dialect='spark')}")
+    return ctfile.ChangeMode.parse(arg.this, what="the mode of table_changes")
 
 
 def _is_string(e: exp.Expression) -> bool:
