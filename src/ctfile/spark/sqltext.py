@@ -113,19 +113,24 @@ def sql_columns(texts: list[str], schema: pa.Schema, conf: SqlConf) -> list[str]
     whose name is one of their tokens (a superset of what Spark resolves:
     a name sqlglot reads as a function, ``current_date``, is a column to
     Spark when the table has one); None when a text does not tokenize."""
-    from sqlglot.dialects.spark import Spark
-    from sqlglot.errors import SqlglotError
-
-    words: set[str] = set()
-    try:
-        for text in texts:
-            words.update(t.text for t in Spark().tokenize(text))
-    except SqlglotError:
+    words = _words(texts)
+    if words is None:
         return None
     if not conf.case_sensitive:
         words = {w.lower() for w in words}
         return [n for n in schema.names if n.lower() in words]
     return [n for n in schema.names if n in words]
+
+
+def _words(texts: list[str]) -> set[str] | None:
+    """The text of every token of ``texts``; None when one does not tokenize."""
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import SqlglotError
+
+    try:
+        return {t.text for text in texts for t in Spark().tokenize(text)}
+    except SqlglotError:
+        return None
 
 
 def plain_strings(text: str) -> bool:
@@ -160,8 +165,10 @@ class _Translator:
         if isinstance(e, exp.Boolean):
             return Pred("ALWAYS_TRUE" if e.this else "ALWAYS_FALSE")
         handler = _PREDICATES.get(type(e).__name__)
-        if handler is not None:
-            return handler(self, e)
+        return handler(self, e) if handler is not None else self.boolean_column(e)
+
+    def boolean_column(self, e: Any) -> Pred | None:
+        """A boolean column alone, as ``column = true``; None for anything else."""
         col = self.column(e)
         if col is not None and pa.types.is_boolean(self.schema.field(col.name).type):
             return Pred("=", (col, Lit("boolean", True)))
