@@ -8,14 +8,19 @@ field, and the helpers that keep a valid value from crashing a reader:
 - :func:`require_long`: the check of an argument about to become a ``long``
   of the log (an application's batch number, a version), refused with
   :class:`~ctfile.format.errors.InvalidArgumentError` naming the argument
-  before anything is written;
+  before anything is written (:func:`ctfile.format.validators.require_int_in`
+  over a ``long``);
 - :func:`check_json_value`: the check of a free-form JSON value about to be
   written (a commit's ``operationParameters``): JSON types only, string
   keys, finite numbers, integers that fit a ``long``, at most
   :data:`MAX_JSON_DEPTH` levels of nesting;
 - :func:`parse_json`: ``json.loads`` for a reader, which turns a value nested
   too deeply for the parser into :class:`~ctfile.format.errors.CorruptLogError`
-  instead of a raw ``RecursionError``;
+  instead of a raw ``RecursionError``; :func:`loads_line`, ``json.loads`` of
+  one log line without its wrapper (the decoders' hot path);
+- :func:`get_field` and :func:`nonneg`: a field of a decoded JSON object of
+  its JSON type (an ``int`` a ``long``), and a count ``>= 0``, or
+  :class:`~ctfile.format.errors.CorruptLogError` naming the field;
 - :func:`utc_datetime` and :func:`format_timestamp`: a timestamp of the log
   (any ``long`` of milliseconds, SPEC §Commit timestamps) as a ``datetime``
   where Python's can hold it (years 1 to 9999), as its milliseconds otherwise.
