@@ -310,9 +310,7 @@ def validate_commit_entry(actions: list[Action], *, version: int, where: str) ->
         raise CorruptLogError(f"{where}: expected exactly one commitInfo, found {len(infos)}")
     if version == 0:
         _check_first_entry(actions, where)
-    for a in actions:
-        if isinstance(a, AddPartition):
-            _check_add(a, version, where)
+    _check_adds(actions, version, where)
     _check_nothing_twice(actions, where)
     return infos[0]
 
@@ -324,19 +322,22 @@ def _check_first_entry(actions: list[Action], where: str) -> None:
         raise CorruptLogError(f"{where}: version 0 must contain protocol and metadata actions")
 
 
-def _check_add(a: AddPartition, version: int, where: str) -> None:
-    """Rules 3 and 4 for one ``add``: its partition is of the entry's
+def _check_adds(actions: list[Action], version: int, where: str) -> None:
+    """Rules 3 and 4 for each ``add``: its partition is of the entry's
     version and not a change file."""
-    if a.partition.default_row_version != version:
-        raise CorruptLogError(
-            f"{where}: add {a.path} has defaultRowVersion {a.partition.default_row_version}, "
-            f"expected the entry's version {version}"
-        )
-    if is_change_file_path(a.path):
-        raise CorruptLogError(
-            f"{where}: add {a.path} names a change file; partitions are never under {CHANGES_DIR}/ "
-            "(SPEC §Log entries, rule 4)"
-        )
+    for a in actions:
+        if not isinstance(a, AddPartition):
+            continue
+        if a.partition.default_row_version != version:
+            raise CorruptLogError(
+                f"{where}: add {a.path} has defaultRowVersion {a.partition.default_row_version}, "
+                f"expected the entry's version {version}"
+            )
+        if is_change_file_path(a.path):
+            raise CorruptLogError(
+                f"{where}: add {a.path} names a change file; partitions are never under {CHANGES_DIR}/ "
+                "(SPEC §Log entries, rule 4)"
+            )
 
 
 def _check_nothing_twice(actions: list[Action], where: str) -> None:

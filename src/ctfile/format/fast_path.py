@@ -42,7 +42,7 @@ def fast_partition(body: dict) -> Partition | None:
     path, size, n = g("path"), g("sizeBytes"), g("numRecords")
     first, drv, mtime = g("firstRowId"), g("defaultRowVersion"), g("modificationTime")
     checksum, st = g("checksum"), g("stats")
-    if not (_plain_types(path, size, n, first, drv, mtime, checksum) and _longs(size, n, first, drv, mtime)):
+    if not _plain_fields(path, size, n, first, drv, mtime, checksum):
         return None
     if _PLAIN_DATA_PATH.fullmatch(path) is None and not _is_safe_path(path):
         return None
@@ -54,21 +54,16 @@ def fast_partition(body: dict) -> Partition | None:
     return Partition(path, size, n, first, drv, mtime, checksum, stats)
 
 
-def _plain_types(path: Any, size: Any, n: Any, first: Any, drv: Any, mtime: Any, checksum: Any) -> bool:
-    """Whether the fields of a partition have their JSON types: a string
-    path, integer counts, ids and times (not bools), a string checksum or none."""
+def _plain_fields(path: Any, size: Any, n: Any, first: Any, drv: Any, mtime: Any, checksum: Any) -> bool:
+    """Whether the fields of a partition are as writers write them: a
+    string path, a string checksum or none, and ints (not bools) that are
+    longs (SPEC §Conventions): the size and the default row version >= 0,
+    the row ids ``first .. first + n`` (n >= 0) within a long, the time a long.
+    One expression: this runs for every ``add`` a reader decodes."""
     return (
         type(path) is str and type(size) is type(n) is type(first) is type(drv) is type(mtime) is int
         and (checksum is None or type(checksum) is str)
-    )
-
-
-def _longs(size: int, n: int, first: int, drv: int, mtime: int) -> bool:
-    """Whether the integers of a partition are what readers accept (SPEC
-    §Conventions: longs, the counts, ids and versions >= 0; firstRowId +
-    numRecords a long too, which bounds both)."""
-    return (
-        0 <= size <= LONG_MAX and 0 <= n and 0 <= first and first + n <= LONG_MAX
+        and 0 <= size <= LONG_MAX and 0 <= first <= first + n <= LONG_MAX
         and 0 <= drv <= LONG_MAX and LONG_MIN <= mtime <= LONG_MAX
     )
 
