@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from ctfile.format.partition_stats import PartitionStats, stats_from_text
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
 
@@ -91,24 +92,6 @@ class Metadata:
         return max(self.last_field_id or 0, self.schema.max_field_id())
 
 
-@dataclass(frozen=True)
-class PartitionStats:
-    """Per-partition statistics keyed by field id (SPEC §Statistics).
-
-    ``min_values`` / ``max_values`` hold JSON-encoded values (see
-    :mod:`ctfile.format.stats`); a field absent from them has no usable bound.
-    Hidden columns appear under their reserved ids with *stored* values, i.e.
-    before null inheritance. ``nan_count`` is kept for float columns because
-    min/max exclude NaN.
-    """
-
-    num_records: int
-    min_values: dict[int, Any] = field(default_factory=dict, hash=False)
-    max_values: dict[int, Any] = field(default_factory=dict, hash=False)
-    null_count: dict[int, int] = field(default_factory=dict, hash=False)
-    nan_count: dict[int, int] = field(default_factory=dict, hash=False)
-
-
 class DeferredStats:
     """Statistics kept as their JSON text until first read.
 
@@ -153,8 +136,6 @@ class _StatsField:
         d = obj.__dict__
         value = d["_stats"]
         if type(value) is str:
-            from ctfile.format.codec import stats_from_text  # codec imports this module
-
             value = stats_from_text(value, d.get("_stats_where", "?"), num_records=d["num_records"], path=d["path"])
             d["_stats"] = value  # two threads racing decode equal values
         return value

@@ -12,7 +12,8 @@ and back.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -82,40 +83,61 @@ def checkpoint_to_arrow(actions: Sequence[Action], partitions: Iterable[Partitio
     >>> checkpoint_from_arrow(t, where="cp")[1] == [p]
     True
     """
-    actions = list(actions)
-    bad = [type(a).__name__ for a in actions if not isinstance(a, _TABLE_ACTIONS)]
-    if bad or not actions or not isinstance(actions[0], CheckpointHeader):
-        raise ValueError(f"checkpoint actions must be a header, protocol, metadata and txns; found {bad or actions}")
+    actions = _table_actions(actions)
     parts = list(partitions)
     if actions[0].num_partitions != len(parts):
         raise ValueError(f"the header says {actions[0].num_partitions} partitions, {len(parts)} given")
-    stats = []
-    for p in parts:
-        text = pending_stats_text(p)
-        if text is None:
-            s = p.stats
-            text = None if s is None else stats_to_text(s)
-        stats.append(text)
-    columns = (
-        [p.path for p in parts],
-        [p.size_bytes for p in parts],
-        [p.num_records for p in parts],
-        [p.first_row_id for p in parts],
-        [p.default_row_version for p in parts],
-        [p.modification_time for p in parts],
-        [p.checksum for p in parts],
-        stats,
-        [p.restored_row_version for p in parts],
-    )
-    keep = [
-        i for i, (name, _, _) in enumerate(COLUMNS)
-        if name not in OPTIONAL_COLUMNS or any(v is not None for v in columns[i])
-    ]
+    columns = _row_columns(parts)
+    keep = [i for i, values in enumerate(columns) if _is_written(COLUMNS[i][0], values)]
     arrays = [pa.array(columns[i], type=COLUMNS[i][1]) for i in keep]
     schema = pa.schema([CHECKPOINT_SCHEMA.field(i) for i in keep]).with_metadata(
         {METADATA_KEY: encode_actions(actions)}
     )
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _table_actions(actions: Sequence[Action]) -> list[Action]:
+    """``actions`` as a list, if they are a header then table-level actions
+    (protocol, metadata, txns); else ValueError (a caller's mistake)."""
+    actions = list(actions)
+    bad = [type(a).__name__ for a in actions if not isinstance(a, _TABLE_ACTIONS)]
+    if bad or not actions or not isinstance(actions[0], CheckpointHeader):
+        raise ValueError(f"checkpoint actions must be a header, protocol, metadata and txns; found {bad or actions}")
+    return actions
+
+
+def _row_columns(parts: list[Partition]) -> tuple[list, ...]:
+    """The values of each of :data:`COLUMNS`, in its order, one per partition."""
+    return tuple(list(map(value, parts)) for value in _ROW_VALUES)
+
+
+def _stats_text(p: Partition) -> str | None:
+    """The JSON text of ``p``'s statistics: still undecoded, copied as read."""
+    text = pending_stats_text(p)
+    if text is None:
+        s = p.stats
+        text = None if s is None else stats_to_text(s)
+    return text
+
+
+#: How a partition gives the value of each of :data:`COLUMNS`, in its order.
+_ROW_VALUES: tuple[Callable[[Partition], Any], ...] = (
+    attrgetter("path"),
+    attrgetter("size_bytes"),
+    attrgetter("num_records"),
+    attrgetter("first_row_id"),
+    attrgetter("default_row_version"),
+    attrgetter("modification_time"),
+    attrgetter("checksum"),
+    _stats_text,
+    attrgetter("restored_row_version"),
+)
+
+
+def _is_written(name: str, values: list) -> bool:
+    """Whether the column ``name`` goes into the file: an optional column
+    only when a row holds a value (SPEC §Checkpoints)."""
+    return name not in OPTIONAL_COLUMNS or any(v is not None for v in values)
 
 
 def checkpoint_table_actions_from_metadata(metadata: dict | None, *, where: str) -> tuple[CheckpointHeader, list[Action]]:
@@ -166,46 +188,12 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
     """
     header, actions = checkpoint_table_actions_from_metadata(table.schema.metadata, where=where)
 
-    names = table.schema.names
-    cols: dict[str, pa.ChunkedArray] = {}
-    for name, typ, nullable in COLUMNS:
-        if name in OPTIONAL_COLUMNS and name not in names:
-            continue
-        if names.count(name) != 1:
-            raise CorruptLogError(f"{where}: expected one column {name!r}, found {names.count(name)}")
-        col = table.column(name)
-        if col.type != typ:
-            if typ == pa.string() and (pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type)):
-                col = col.cast(pa.string())
-            else:
-                raise CorruptLogError(f"{where}: column {name!r} should be {typ}, found {col.type}")
-        if not nullable and col.null_count:
-            raise CorruptLogError(f"{where}: column {name!r} holds {col.null_count} nulls")
-        cols[name] = col
-    n = table.num_rows
-    check_row_count(header, n, where=where)
-    if n:
-        for name in _NON_NEGATIVE:
-            low = pc.min(cols[name]).as_py()
-            if low < 0:
-                raise CorruptLogError(f"{where}: column {name!r} must be >= 0, found {low}")
-        newest = pc.max(cols["defaultRowVersion"]).as_py()
-        if newest > header.version:
-            raise CorruptLogError(f"{where}: a partition has defaultRowVersion {newest} > the checkpoint's version {header.version}")
-        try:
-            top = pc.max(pc.add_checked(cols["firstRowId"], cols["numRecords"])).as_py()
-        except pa.ArrowInvalid as e:
-            raise CorruptLogError(f"{where}: firstRowId + numRecords overflows ({e})") from e
-        if top > header.next_row_id:
-            raise CorruptLogError(f"{where}: a partition holds row ids up to {top - 1}, beyond nextRowId {header.next_row_id}")
-        _check_restored(cols, where=where)
-
+    cols = _checked_columns(table, where=where)
+    check_row_count(header, table.num_rows, where=where)
+    if table.num_rows:
+        _check_row_ids_and_versions(cols, header, where=where)
     paths = cols["path"].to_pylist()
-    plain = pc.match_substring_regex(cols["path"], _PLAIN_DATA_PATH)
-    if not pc.all(plain).as_py():
-        for path, ok in zip(paths, plain.to_pylist()):
-            if not ok:
-                validate_relative_path(path, where=where)
+    _check_paths(cols["path"], paths, where=where)
     return actions, partitions_from_columns(
         paths, cols["sizeBytes"].to_pylist(), cols["numRecords"].to_pylist(),
         cols["firstRowId"].to_pylist(), cols["defaultRowVersion"].to_pylist(),
@@ -213,6 +201,64 @@ def checkpoint_from_arrow(table: pa.Table, *, where: str) -> tuple[list[Action],
         where=where,
         restored_row_versions=cols["restoredRowVersion"].to_pylist() if "restoredRowVersion" in cols else None,
     )
+
+
+def _checked_columns(table: pa.Table, *, where: str) -> dict[str, pa.ChunkedArray]:
+    """The columns of :data:`COLUMNS` in ``table``, by name: each present
+    once (an optional one may be absent), of its type (a string column in
+    any of Arrow's layouts, cast to ``string``), without nulls where
+    required."""
+    names = table.schema.names
+    cols: dict[str, pa.ChunkedArray] = {}
+    for name, typ, nullable in COLUMNS:
+        if name in OPTIONAL_COLUMNS and name not in names:
+            continue
+        if names.count(name) != 1:
+            raise CorruptLogError(f"{where}: expected one column {name!r}, found {names.count(name)}")
+        col = _of_type(table.column(name), name, typ, where=where)
+        if not nullable and col.null_count:
+            raise CorruptLogError(f"{where}: column {name!r} holds {col.null_count} nulls")
+        cols[name] = col
+    return cols
+
+
+def _of_type(col: pa.ChunkedArray, name: str, typ: pa.DataType, *, where: str) -> pa.ChunkedArray:
+    """``col`` as ``typ``: a large or view string column cast to ``string``,
+    any other mismatch :class:`CorruptLogError`."""
+    if col.type == typ:
+        return col
+    if typ == pa.string() and (pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type)):
+        return col.cast(pa.string())
+    raise CorruptLogError(f"{where}: column {name!r} should be {typ}, found {col.type}")
+
+
+def _check_row_ids_and_versions(cols: dict[str, pa.ChunkedArray], header: CheckpointHeader, *, where: str) -> None:
+    """SPEC §Checkpoints: counts and ids ``>= 0``, row versions up to the
+    checkpoint's version, row ids below its ``nextRowId``."""
+    for name in _NON_NEGATIVE:
+        low = pc.min(cols[name]).as_py()
+        if low < 0:
+            raise CorruptLogError(f"{where}: column {name!r} must be >= 0, found {low}")
+    newest = pc.max(cols["defaultRowVersion"]).as_py()
+    if newest > header.version:
+        raise CorruptLogError(f"{where}: a partition has defaultRowVersion {newest} > the checkpoint's version {header.version}")
+    try:
+        top = pc.max(pc.add_checked(cols["firstRowId"], cols["numRecords"])).as_py()
+    except pa.ArrowInvalid as e:
+        raise CorruptLogError(f"{where}: firstRowId + numRecords overflows ({e})") from e
+    if top > header.next_row_id:
+        raise CorruptLogError(f"{where}: a partition holds row ids up to {top - 1}, beyond nextRowId {header.next_row_id}")
+    _check_restored(cols, where=where)
+
+
+def _check_paths(column: pa.ChunkedArray, paths: list[str], *, where: str) -> None:
+    """Each path relative and safe: the plain ones writers produce at once,
+    the others one by one with :func:`validate_relative_path`."""
+    plain = pc.match_substring_regex(column, _PLAIN_DATA_PATH)
+    if not pc.all(plain).as_py():
+        for path, ok in zip(paths, plain.to_pylist()):
+            if not ok:
+                validate_relative_path(path, where=where)
 
 
 def _check_restored(cols: dict[str, pa.ChunkedArray], *, where: str) -> None:

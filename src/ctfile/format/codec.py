@@ -15,7 +15,6 @@ written. Whole commit entries, self-checking, are written and read by
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any, Iterable
 
@@ -27,110 +26,23 @@ from ctfile.format.actions import (
     CommitInfo,
     Metadata,
     Partition,
-    PartitionStats,
     Protocol,
     RemovePartition,
     SetTransaction,
 )
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
-from ctfile.format.fast_path import fast_add, fast_partition, fast_stats, loads_line
-from ctfile.format.log_values import check_json_value, nested_too_deeply
+from ctfile.format.fast_path import fast_add, fast_partition
+from ctfile.format.log_values import check_json_value, get_field, loads_line, nested_too_deeply, nonneg
+from ctfile.format.partition_stats import (  # noqa: F401 (stats_from_text, stats_to_text: callers import them from the codec)
+    PartitionStats,
+    stats_from_json,
+    stats_from_text,
+    stats_to_json,
+    stats_to_text,
+)
 from ctfile.format.paths import CHANGES_DIR, is_change_file_path, validate_relative_path
 from ctfile.format.properties import IsolationLevel
-from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long, schema_from_json, schema_to_json
-
-_MISSING = object()
-
-
-def get_field(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
-    """Field ``key`` of the JSON object ``obj``, of type ``typ`` (an ``int``
-    a ``long``), or ``default`` when absent; :class:`CorruptLogError` naming
-    ``where`` and the field otherwise."""
-    if key not in obj or obj[key] is None:
-        if default is not _MISSING:
-            return default
-        raise CorruptLogError(f"{where}: required field {key!r} is missing")
-    val = obj[key]
-    ok = isinstance(val, typ) and not (isinstance(val, bool) and typ in (int, (int, float)))
-    if not ok:
-        name = getattr(typ, "__name__", str(typ))
-        raise CorruptLogError(f"{where}: field {key!r} should be {name}, found {val!r}")
-    if typ is int:
-        check_long(val, key, where)
-    return val
-
-
-def _nonneg(val: int, key: str, where: str) -> int:
-    if val < 0:
-        raise CorruptLogError(f"{where}: field {key!r} must be >= 0, found {val}")
-    return val
-
-
-# ---------------------------------------------------------------- stats
-
-
-def stats_to_json(s: PartitionStats) -> dict:
-    out: dict[str, Any] = {"numRecords": s.num_records}
-    if s.min_values:
-        out["minValues"] = {str(k): v for k, v in s.min_values.items()}
-    if s.max_values:
-        out["maxValues"] = {str(k): v for k, v in s.max_values.items()}
-    if s.null_count:
-        out["nullCount"] = {str(k): v for k, v in s.null_count.items()}
-    if s.nan_count:
-        out["nanCount"] = {str(k): v for k, v in s.nan_count.items()}
-    return out
-
-
-def _id_map(obj: Any, where: str) -> dict[int, Any]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise CorruptLogError(f"{where}: expected an object keyed by field id, found {obj!r}")
-    try:
-        return {int(k): v for k, v in obj.items()}
-    except ValueError as e:
-        raise CorruptLogError(f"{where}: keys must be field ids, found {list(obj)}") from e
-
-
-def stats_from_json(obj: Any, where: str) -> PartitionStats:
-    if not isinstance(obj, dict):
-        raise CorruptLogError(f"{where}: stats must be an object, found {obj!r}")
-    maps = {}
-    for key in ("nullCount", "nanCount"):
-        maps[key] = _id_map(obj.get(key), f"{where}.{key}")
-        for k, v in maps[key].items():
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LONG_MAX:
-                raise CorruptLogError(f"{where}.{key}: count for field {k} must be a long >= 0, found {v!r}")
-    for key in ("minValues", "maxValues"):
-        maps[key] = _id_map(obj.get(key), f"{where}.{key}")
-        for k, v in maps[key].items():
-            if not _plain_bound(v):
-                raise CorruptLogError(
-                    f"{where}.{key}: bound for field {k} is {v!r}; an integer bound must fit a long "
-                    "and a number must be finite (SPEC §Statistics)"
-                )
-    return PartitionStats(
-        num_records=_nonneg(get_field(obj, "numRecords", int, where), "numRecords", where),
-        min_values=maps["minValues"],
-        max_values=maps["maxValues"],
-        null_count=maps["nullCount"],
-        nan_count=maps["nanCount"],
-    )
-
-
-def _plain_bound(v: Any) -> bool:
-    """False for a bound no column type allows whatever its type: an integer
-    beyond a ``long`` or a non-finite number (Python's json reads ``NaN``,
-    ``Infinity`` and ``1e400``). Whether a bound fits its column's type is
-    :func:`ctfile.format.stats.decode_bound`'s business."""
-    t = type(v)
-    if t is int:
-        return LONG_MIN <= v <= LONG_MAX
-    if t is float:
-        return math.isfinite(v)
-    return True
-
+from ctfile.format.schema import LONG_MAX, LONG_MIN, schema_from_json, schema_to_json
 
 # ---------------------------------------------------------------- partitions
 
@@ -162,26 +74,26 @@ def _with_checksum_and_stats(out: dict[str, Any], checksum: str | None, stats: P
 def _partition_from_json(obj: dict, where: str) -> Partition:
     path = validate_relative_path(get_field(obj, "path", str, where), where=where)
     stats = stats_from_json(obj["stats"], f"{where}.stats") if obj.get("stats") is not None else None
-    num_records = _nonneg(get_field(obj, "numRecords", int, where), "numRecords", where)
+    num_records = nonneg(get_field(obj, "numRecords", int, where), "numRecords", where)
     if stats is not None and stats.num_records != num_records:
         raise CorruptLogError(
             f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}"
         )
-    first_row_id = _nonneg(get_field(obj, "firstRowId", int, where), "firstRowId", where)
+    first_row_id = nonneg(get_field(obj, "firstRowId", int, where), "firstRowId", where)
     if first_row_id + num_records > LONG_MAX:  # SPEC §Log entries, rule 3: row ids are int64
         raise CorruptLogError(
             f"{where}: firstRowId {first_row_id} + numRecords {num_records} of {path} does not fit a long "
             "(row ids are signed 64-bit integers)"
         )
-    default_row_version = _nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where)
-    restored = _optional_nonneg(obj, "restoredRowVersion", where)
+    default_row_version = nonneg(get_field(obj, "defaultRowVersion", int, where), "defaultRowVersion", where)
+    restored = _optionalnonneg(obj, "restoredRowVersion", where)
     if restored is not None and restored >= default_row_version:  # SPEC §add: an earlier version's
         raise CorruptLogError(
             f"{where}: restoredRowVersion {restored} of {path} is not below its defaultRowVersion {default_row_version}"
         )
     return Partition(
         path=path,
-        size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
+        size_bytes=nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
         first_row_id=first_row_id,
         default_row_version=default_row_version,
@@ -192,10 +104,10 @@ def _partition_from_json(obj: dict, where: str) -> Partition:
     )
 
 
-def _optional_nonneg(obj: dict, key: str, where: str) -> int | None:
+def _optionalnonneg(obj: dict, key: str, where: str) -> int | None:
     """Optional ``long`` field ``key``, ``>= 0`` when present."""
     val = get_field(obj, key, int, where, default=None)
-    return None if val is None else _nonneg(val, key, where)
+    return None if val is None else nonneg(val, key, where)
 
 
 def _change_file_to_json(c: ChangeFile) -> dict:
@@ -221,7 +133,7 @@ def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
         raise CorruptLogError(f"{where}: stats.numRecords {stats.num_records} != numRecords {num_records} for {path}")
     return ChangeFile(
         path=path,
-        size_bytes=_nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
+        size_bytes=nonneg(get_field(obj, "sizeBytes", int, where), "sizeBytes", where),
         num_records=num_records,
         modification_time=get_field(obj, "modificationTime", int, where),
         checksum=get_field(obj, "checksum", str, where, default=None),
@@ -235,79 +147,114 @@ def _change_file_from_json(obj: dict, where: str) -> ChangeFile:
 def action_to_json(a: Action) -> dict:
     """The one-key JSON object for an action.
 
-    One branch per action kind, in the order of SPEC §Log entries: long,
-    but each branch is the field table of its section, read side by side
-    with :func:`action_from_json`."""
-    if isinstance(a, CommitInfo):
-        body: dict[str, Any] = {
-            "timestamp": a.timestamp,
-            "operation": a.operation,
-            "operationParameters": dict(a.operation_parameters),
-            "dataChange": a.data_change,
-            "isolationLevel": a.isolation_level,
-        }
-        if a.read_version is not None:
-            body["readVersion"] = a.read_version
-        if a.operation_metrics:
-            body["operationMetrics"] = dict(a.operation_metrics)
-        if a.engine_info is not None:
-            body["engineInfo"] = a.engine_info
-        if a.txn_id is not None:
-            body["txnId"] = a.txn_id
-        if a.is_blind_append is not None:
-            body["isBlindAppend"] = a.is_blind_append
-        if a.num_actions is not None:
-            body["numActions"] = a.num_actions
-        if a.actions_checksum is not None:
-            body["actionsChecksum"] = a.actions_checksum
-        return {"commitInfo": body}
-    if isinstance(a, Protocol):
-        return {
-            "protocol": {
-                "minReaderVersion": a.min_reader_version,
-                "minWriterVersion": a.min_writer_version,
-                "readerFeatures": list(a.reader_features),
-                "writerFeatures": list(a.writer_features),
-            }
-        }
-    if isinstance(a, Metadata):
-        body = {
-            "tableId": a.table_id,
-            "schema": schema_to_json(a.schema),
-            "createdTime": a.created_time,
-            "properties": dict(a.properties),
-        }
-        # SPEC §Schema evolution: lastFieldId is written when ids above the schema's were retired.
-        last_id = a.assigned_field_ids if a.assigned_field_ids > a.schema.max_field_id() else None
-        for key, value in (("name", a.name), ("description", a.description), ("lastFieldId", last_id)):
-            if value is not None:
-                body[key] = value
-        return {"metadata": body}
-    if isinstance(a, AddPartition):
-        body = _partition_to_json(a.partition)
-        body["dataChange"] = a.data_change
-        return {"add": body}
-    if isinstance(a, RemovePartition):
-        body = _partition_to_json(a.partition)
-        body["deletionTimestamp"] = a.deletion_timestamp
-        body["dataChange"] = a.data_change
-        if a.deletes_all_rows:
-            body["deletesAllRows"] = True
-        return {"remove": body}
-    if isinstance(a, ChangeFile):
-        return {"change": _change_file_to_json(a)}
-    if isinstance(a, SetTransaction):
-        return {"txn": {"appId": a.app_id, "version": a.version, "lastUpdated": a.last_updated}}
-    if isinstance(a, CheckpointHeader):
-        return {
-            "checkpoint": {
-                "version": a.version,
-                "timestamp": a.timestamp,
-                "nextRowId": a.next_row_id,
-                "numPartitions": a.num_partitions,
-            }
-        }
+    One encoder per action kind (:data:`_TO_JSON`), in the order of SPEC
+    §Log entries: each is the field table of its section, read side by
+    side with its decoder (:data:`_FROM_JSON`)."""
+    to_json = _TO_JSON.get(type(a)) or _encoder_of_subclass(a)
+    return to_json(a)
+
+
+def _encoder_of_subclass(a: Any) -> Any:
+    """The encoder of the action kind ``a`` is an instance of; TypeError if none."""
+    for kind, to_json in _TO_JSON.items():
+        if isinstance(a, kind):
+            return to_json
     raise TypeError(f"not a ctfile action: {a!r}")
+
+
+def _commit_info_to_json(a: CommitInfo) -> dict:
+    body: dict[str, Any] = {
+        "timestamp": a.timestamp,
+        "operation": a.operation,
+        "operationParameters": dict(a.operation_parameters),
+        "dataChange": a.data_change,
+        "isolationLevel": a.isolation_level,
+    }
+    if a.read_version is not None:
+        body["readVersion"] = a.read_version
+    if a.operation_metrics:
+        body["operationMetrics"] = dict(a.operation_metrics)
+    _put_present(body, (("engineInfo", a.engine_info), ("txnId", a.txn_id), ("isBlindAppend", a.is_blind_append),
+                        ("numActions", a.num_actions), ("actionsChecksum", a.actions_checksum)))
+    return {"commitInfo": body}
+
+
+def _put_present(body: dict[str, Any], fields: Iterable[tuple[str, Any]]) -> None:
+    """Put each optional field of ``fields`` that is not None into ``body``, in order."""
+    for key, value in fields:
+        if value is not None:
+            body[key] = value
+
+
+def _protocol_to_json(a: Protocol) -> dict:
+    return {
+        "protocol": {
+            "minReaderVersion": a.min_reader_version,
+            "minWriterVersion": a.min_writer_version,
+            "readerFeatures": list(a.reader_features),
+            "writerFeatures": list(a.writer_features),
+        }
+    }
+
+
+def _metadata_to_json(a: Metadata) -> dict:
+    body = {
+        "tableId": a.table_id,
+        "schema": schema_to_json(a.schema),
+        "createdTime": a.created_time,
+        "properties": dict(a.properties),
+    }
+    # SPEC §Schema evolution: lastFieldId is written when ids above the schema's were retired.
+    last_id = a.assigned_field_ids if a.assigned_field_ids > a.schema.max_field_id() else None
+    _put_present(body, (("name", a.name), ("description", a.description), ("lastFieldId", last_id)))
+    return {"metadata": body}
+
+
+def _add_to_json(a: AddPartition) -> dict:
+    body = _partition_to_json(a.partition)
+    body["dataChange"] = a.data_change
+    return {"add": body}
+
+
+def _remove_to_json(a: RemovePartition) -> dict:
+    body = _partition_to_json(a.partition)
+    body["deletionTimestamp"] = a.deletion_timestamp
+    body["dataChange"] = a.data_change
+    if a.deletes_all_rows:
+        body["deletesAllRows"] = True
+    return {"remove": body}
+
+
+def _change_to_json(a: ChangeFile) -> dict:
+    return {"change": _change_file_to_json(a)}
+
+
+def _txn_to_json(a: SetTransaction) -> dict:
+    return {"txn": {"appId": a.app_id, "version": a.version, "lastUpdated": a.last_updated}}
+
+
+def _checkpoint_to_json(a: CheckpointHeader) -> dict:
+    return {
+        "checkpoint": {
+            "version": a.version,
+            "timestamp": a.timestamp,
+            "nextRowId": a.next_row_id,
+            "numPartitions": a.num_partitions,
+        }
+    }
+
+
+#: Each action kind -> its encoder, in the order of SPEC §Log entries.
+_TO_JSON: dict[type, Any] = {
+    CommitInfo: _commit_info_to_json,
+    Protocol: _protocol_to_json,
+    Metadata: _metadata_to_json,
+    AddPartition: _add_to_json,
+    RemovePartition: _remove_to_json,
+    ChangeFile: _change_to_json,
+    SetTransaction: _txn_to_json,
+    CheckpointHeader: _checkpoint_to_json,
+}
 
 
 def _commit_info_from_json(body: dict, w: str) -> CommitInfo:
@@ -342,102 +289,94 @@ def _commit_info_from_json(body: dict, w: str) -> CommitInfo:
 def action_from_json(obj: Any, where: str) -> Action | None:
     """Decode one action; ``None`` for an unknown action key (ignored by readers).
 
-    One branch per action kind (the mirror of :func:`action_to_json`); the
-    larger bodies have their own functions."""
+    One decoder per action kind (:data:`_FROM_JSON`, the mirror of
+    :data:`_TO_JSON`)."""
     if not isinstance(obj, dict) or len(obj) != 1:
         raise CorruptLogError(f"{where}: each line must be an object with exactly one action key, found {obj!r:.200}")
     (key, body), = obj.items()
+    from_json = _FROM_JSON.get(key)
+    if from_json is None:
+        return None
     w = f"{where} {key}"
-    if not isinstance(body, dict) and key in _KNOWN:
+    if not isinstance(body, dict):
         raise CorruptLogError(f"{w}: action body must be an object, found {body!r:.200}")
-    if key == "commitInfo":
-        return _commit_info_from_json(body, w)
-    if key == "protocol":
-        rf = get_field(body, "readerFeatures", list, w, default=[])
-        wf = get_field(body, "writerFeatures", list, w, default=[])
-        if not all(isinstance(x, str) for x in rf + wf):
-            raise CorruptLogError(f"{w}: feature names must be strings, found {rf + wf}")
-        return Protocol(
-            min_reader_version=get_field(body, "minReaderVersion", int, w),
-            min_writer_version=get_field(body, "minWriterVersion", int, w),
-            reader_features=tuple(rf),
-            writer_features=tuple(wf),
-        )
-    if key == "metadata":
-        props = get_field(body, "properties", dict, w, default={})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
-            raise CorruptLogError(f"{w}: properties must map strings to strings, found {props!r}")
-        try:
-            schema = schema_from_json(get_field(body, "schema", dict, w), f"{w}.schema")
-        except RecursionError:
-            raise nested_too_deeply(f"{w}.schema") from None
-        return Metadata(
-            table_id=get_field(body, "tableId", str, w),
-            schema=schema,
-            created_time=get_field(body, "createdTime", int, w),
-            properties=props,
-            name=get_field(body, "name", str, w, default=None),
-            description=get_field(body, "description", str, w, default=None),
-            last_field_id=get_field(body, "lastFieldId", int, w, default=None),
-        )
-    if key == "add":
-        return AddPartition(_partition_from_json(body, w), get_field(body, "dataChange", bool, w))
-    if key == "remove":
-        return RemovePartition(
-            _partition_from_json(body, w),
-            deletion_timestamp=get_field(body, "deletionTimestamp", int, w),
-            data_change=get_field(body, "dataChange", bool, w),
-            deletes_all_rows=get_field(body, "deletesAllRows", bool, w, default=False),
-        )
-    if key == "change":
-        return _change_file_from_json(body, w)
-    if key == "txn":
-        return SetTransaction(
-            app_id=get_field(body, "appId", str, w),
-            version=get_field(body, "version", int, w),
-            last_updated=get_field(body, "lastUpdated", int, w),
-        )
-    if key == "checkpoint":
-        return CheckpointHeader(
-            version=get_field(body, "version", int, w),
-            timestamp=get_field(body, "timestamp", int, w),
-            next_row_id=get_field(body, "nextRowId", int, w),
-            num_partitions=get_field(body, "numPartitions", int, w),
-        )
-    return None
+    return from_json(body, w)
 
 
-_KNOWN = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
-_HEX128 = re.compile(r"[0-9a-f]{32}")
+def _protocol_from_json(body: dict, w: str) -> Protocol:
+    rf = get_field(body, "readerFeatures", list, w, default=[])
+    wf = get_field(body, "writerFeatures", list, w, default=[])
+    if not all(isinstance(x, str) for x in rf + wf):
+        raise CorruptLogError(f"{w}: feature names must be strings, found {rf + wf}")
+    return Protocol(
+        min_reader_version=get_field(body, "minReaderVersion", int, w),
+        min_writer_version=get_field(body, "minWriterVersion", int, w),
+        reader_features=tuple(rf),
+        writer_features=tuple(wf),
+    )
 
 
-def stats_to_text(s: PartitionStats) -> str:
-    """The stats object as compact JSON text, exactly as inside an ``add`` line."""
-    return json.dumps(stats_to_json(s), separators=(",", ":"), ensure_ascii=False)
-
-
-def stats_from_text(text: str, where: str, *, num_records: int, path: str) -> PartitionStats:
-    """Decode the JSON text of a stats object (a checkpoint's ``stats`` column),
-    checking it against the partition's ``numRecords`` as ``add`` does.
-
-    Raises
-    ------
-    CorruptLogError
-        Invalid JSON, an invalid stats object, or a numRecords mismatch.
-    """
-    w = f"{where} stats of {path}"
+def _metadata_from_json(body: dict, w: str) -> Metadata:
+    props = get_field(body, "properties", dict, w, default={})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+        raise CorruptLogError(f"{w}: properties must map strings to strings, found {props!r}")
     try:
-        obj = loads_line(text)
-    except (json.JSONDecodeError, TypeError) as e:
-        raise CorruptLogError(f"{w}: invalid JSON ({e})") from e
+        schema = schema_from_json(get_field(body, "schema", dict, w), f"{w}.schema")
     except RecursionError:
-        raise nested_too_deeply(w) from None
-    stats = fast_stats(obj, num_records)
-    if stats is None:
-        stats = stats_from_json(obj, w)
-        if stats.num_records != num_records:
-            raise CorruptLogError(f"{w}: stats.numRecords {stats.num_records} != numRecords {num_records}")
-    return stats
+        raise nested_too_deeply(f"{w}.schema") from None
+    return Metadata(
+        table_id=get_field(body, "tableId", str, w),
+        schema=schema,
+        created_time=get_field(body, "createdTime", int, w),
+        properties=props,
+        name=get_field(body, "name", str, w, default=None),
+        description=get_field(body, "description", str, w, default=None),
+        last_field_id=get_field(body, "lastFieldId", int, w, default=None),
+    )
+
+
+def _add_from_json(body: dict, w: str) -> AddPartition:
+    return AddPartition(_partition_from_json(body, w), get_field(body, "dataChange", bool, w))
+
+
+def _remove_from_json(body: dict, w: str) -> RemovePartition:
+    return RemovePartition(
+        _partition_from_json(body, w),
+        deletion_timestamp=get_field(body, "deletionTimestamp", int, w),
+        data_change=get_field(body, "dataChange", bool, w),
+        deletes_all_rows=get_field(body, "deletesAllRows", bool, w, default=False),
+    )
+
+
+def _txn_from_json(body: dict, w: str) -> SetTransaction:
+    return SetTransaction(
+        app_id=get_field(body, "appId", str, w),
+        version=get_field(body, "version", int, w),
+        last_updated=get_field(body, "lastUpdated", int, w),
+    )
+
+
+def _checkpoint_from_json(body: dict, w: str) -> CheckpointHeader:
+    return CheckpointHeader(
+        version=get_field(body, "version", int, w),
+        timestamp=get_field(body, "timestamp", int, w),
+        next_row_id=get_field(body, "nextRowId", int, w),
+        num_partitions=get_field(body, "numPartitions", int, w),
+    )
+
+
+#: Each action key -> its decoder (SPEC §Log entries); readers ignore other keys.
+_FROM_JSON: dict[str, Any] = {
+    "commitInfo": _commit_info_from_json,
+    "protocol": _protocol_from_json,
+    "metadata": _metadata_from_json,
+    "add": _add_from_json,
+    "remove": _remove_from_json,
+    "change": _change_file_from_json,
+    "txn": _txn_from_json,
+    "checkpoint": _checkpoint_from_json,
+}
+_HEX128 = re.compile(r"[0-9a-f]{32}")
 
 
 # ---------------------------------------------------------------- writing what readers read

@@ -309,20 +309,39 @@ def validate_commit_entry(actions: list[Action], *, version: int, where: str) ->
     if len(infos) != 1:
         raise CorruptLogError(f"{where}: expected exactly one commitInfo, found {len(infos)}")
     if version == 0:
-        kinds = {type(a) for a in actions}
-        if Protocol not in kinds or Metadata not in kinds:
-            raise CorruptLogError(f"{where}: version 0 must contain protocol and metadata actions")
+        _check_first_entry(actions, where)
+    _check_adds(actions, version, where)
+    _check_nothing_twice(actions, where)
+    return infos[0]
+
+
+def _check_first_entry(actions: list[Action], where: str) -> None:
+    """Rule 2: version 0 holds the protocol and the metadata."""
+    kinds = {type(a) for a in actions}
+    if Protocol not in kinds or Metadata not in kinds:
+        raise CorruptLogError(f"{where}: version 0 must contain protocol and metadata actions")
+
+
+def _check_adds(actions: list[Action], version: int, where: str) -> None:
+    """Rules 3 and 4 for each ``add``: its partition is of the entry's
+    version and not a change file."""
     for a in actions:
-        if isinstance(a, AddPartition) and a.partition.default_row_version != version:
+        if not isinstance(a, AddPartition):
+            continue
+        if a.partition.default_row_version != version:
             raise CorruptLogError(
                 f"{where}: add {a.path} has defaultRowVersion {a.partition.default_row_version}, "
                 f"expected the entry's version {version}"
             )
-        if isinstance(a, AddPartition) and is_change_file_path(a.path):
+        if is_change_file_path(a.path):
             raise CorruptLogError(
                 f"{where}: add {a.path} names a change file; partitions are never under {CHANGES_DIR}/ "
                 "(SPEC §Log entries, rule 4)"
             )
+
+
+def _check_nothing_twice(actions: list[Action], where: str) -> None:
+    """Rules 4 and 7: no path named twice, no action repeated."""
     dups = duplicate_paths(actions)
     if dups:
         raise CorruptLogError(
@@ -332,4 +351,3 @@ def validate_commit_entry(actions: list[Action], *, version: int, where: str) ->
     repeated = repeated_actions(actions)
     if repeated:
         raise CorruptLogError(f"{where}: the entry holds more than one {repeated[0]} (SPEC §Log entries, rule 7)")
-    return infos[0]

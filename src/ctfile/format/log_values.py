@@ -8,14 +8,19 @@ field, and the helpers that keep a valid value from crashing a reader:
 - :func:`require_long`: the check of an argument about to become a ``long``
   of the log (an application's batch number, a version), refused with
   :class:`~ctfile.format.errors.InvalidArgumentError` naming the argument
-  before anything is written;
+  before anything is written (:func:`ctfile.format.validators.require_int_in`
+  over a ``long``);
 - :func:`check_json_value`: the check of a free-form JSON value about to be
   written (a commit's ``operationParameters``): JSON types only, string
   keys, finite numbers, integers that fit a ``long``, at most
   :data:`MAX_JSON_DEPTH` levels of nesting;
 - :func:`parse_json`: ``json.loads`` for a reader, which turns a value nested
   too deeply for the parser into :class:`~ctfile.format.errors.CorruptLogError`
-  instead of a raw ``RecursionError``;
+  instead of a raw ``RecursionError``; :func:`loads_line`, ``json.loads`` of
+  one log line without its wrapper (the decoders' hot path);
+- :func:`get_field` and :func:`nonneg`: a field of a decoded JSON object of
+  its JSON type (an ``int`` a ``long``), and a count ``>= 0``, or
+  :class:`~ctfile.format.errors.CorruptLogError` naming the field;
 - :func:`utc_datetime` and :func:`format_timestamp`: a timestamp of the log
   (any ``long`` of milliseconds, SPEC §Commit timestamps) as a ``datetime``
   where Python's can hold it (years 1 to 9999), as its milliseconds otherwise.
@@ -45,7 +50,8 @@ import math
 from typing import Any
 
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
-from ctfile.format.schema import LONG_MAX, LONG_MIN
+from ctfile.format.schema import LONG_MAX, LONG_MIN, check_long
+from ctfile.format.validators import require_int_in
 
 #: SPEC §Conventions: writers nest a JSON value of the log (an action line,
 #: a stream state) at most this many levels deep (objects and arrays, the
@@ -55,15 +61,14 @@ MAX_JSON_DEPTH = 256
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _SCALARS = (str, bool, type(None))
+_SCAN_ONCE = json.JSONDecoder().scan_once  # what json.loads runs, minus its Python wrapper
 
 
 def require_long(value: Any, what: str, *, minimum: int = LONG_MIN, maximum: int = LONG_MAX) -> int:
     """``value`` if it is an int (not a bool) in ``minimum..maximum``, which
     lie within the ``long`` range; else :class:`InvalidArgumentError`
     naming ``what``, the range and the value."""
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise InvalidArgumentError(f"{what} must be an int in {minimum}..{maximum}, found {value!r}")
-    return value
+    return require_int_in(value, what, minimum, maximum)
 
 
 def check_json_value(value: Any, what: str, *, depth: int = 1) -> None:
@@ -118,6 +123,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def loads_line(line: str) -> Any:
+    """``json.loads(line)``; a line that is exactly one JSON value skips the wrapper."""
+    try:
+        obj, end = _SCAN_ONCE(line, 0)
+        if end == len(line):
+            return obj
+    except Exception:  # StopIteration, JSONDecodeError ...: json.loads reports it
+        pass
+    return json.loads(line)
+
+
 def parse_json(text: str | bytes, *, where: str) -> Any:
     """``json.loads(text)`` for a reader: a value nested too deeply for the
     parser (far beyond :data:`MAX_JSON_DEPTH`) raises :class:`CorruptLogError`
@@ -135,6 +151,34 @@ def nested_too_deeply(where: str) -> CorruptLogError:
         f"{where}: a JSON value is nested too deeply to decode (writers nest at most {MAX_JSON_DEPTH} levels, "
         "SPEC §Conventions)"
     )
+
+
+_MISSING = object()
+
+
+def get_field(obj: dict, key: str, typ, where: str, default: Any = _MISSING) -> Any:
+    """Field ``key`` of the JSON object ``obj``, of type ``typ`` (an ``int``
+    a ``long``), or ``default`` when absent; :class:`CorruptLogError` naming
+    ``where`` and the field otherwise."""
+    if key not in obj or obj[key] is None:
+        if default is not _MISSING:
+            return default
+        raise CorruptLogError(f"{where}: required field {key!r} is missing")
+    val = obj[key]
+    ok = isinstance(val, typ) and not (isinstance(val, bool) and typ in (int, (int, float)))
+    if not ok:
+        name = getattr(typ, "__name__", str(typ))
+        raise CorruptLogError(f"{where}: field {key!r} should be {name}, found {val!r}")
+    if typ is int:
+        check_long(val, key, where)
+    return val
+
+
+def nonneg(val: int, key: str, where: str) -> int:
+    """``val`` (field ``key`` of an object of ``where``) if ``>= 0``; else :class:`CorruptLogError`."""
+    if val < 0:
+        raise CorruptLogError(f"{where}: field {key!r} must be >= 0, found {val}")
+    return val
 
 
 def utc_datetime(ms: int) -> dt.datetime | None:

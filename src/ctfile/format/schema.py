@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import pyarrow as pa
 
@@ -223,55 +223,96 @@ def _field_to_arrow(f: Field, field_ids: bool) -> pa.Field:
 
 def type_from_arrow(t: pa.DataType, next_id: list[int], where: str) -> DataType:
     """Map an Arrow type to a ctfile type, assigning nested ids from ``next_id``."""
-    if pa.types.is_dictionary(t):
-        return type_from_arrow(t.value_type, next_id, where)
-    if pa.types.is_boolean(t):
-        return "boolean"
-    for name, pred in (
-        ("byte", pa.types.is_int8),
-        ("short", pa.types.is_int16),
-        ("integer", pa.types.is_int32),
-        ("long", pa.types.is_int64),
-        ("float", pa.types.is_float32),
-        ("double", pa.types.is_float64),
-    ):
-        if pred(t):
+    for is_kind, name in _ARROW_PRIMITIVES:
+        if is_kind(t):
             return name
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal(t):
-        if t.precision > 38:
-            raise SchemaMismatchError(f"{where}: decimal precision {t.precision} > 38 is not supported")
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_struct(t):
-        if t.num_fields == 0:  # SPEC §Schema, writer requirements
-            raise SchemaMismatchError(
-                f"{where}: a struct needs at least one field (Parquet cannot store an empty one); found {t}"
-            )
-        names = [t.field(i).name for i in range(t.num_fields)]
-        if len(set(names)) < len(names):  # a path such as "s.a" would name both
-            dup = next(n for n in names if names.count(n) > 1)
-            raise SchemaMismatchError(f"{where}: duplicate field name {dup!r} in struct {t}")
-        return StructType(tuple(_field_from_arrow(t.field(i), next_id, where) for i in range(t.num_fields)))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        eid = _take_id(next_id)
-        return ArrayType(eid, type_from_arrow(t.value_type, next_id, where), t.value_field.nullable)
-    if pa.types.is_map(t):
-        kid, vid = _take_id(next_id), _take_id(next_id)
-        return MapType(
-            kid, type_from_arrow(t.key_type, next_id, where),
-            vid, type_from_arrow(t.item_type, next_id, where), t.item_field.nullable,
-        )
+    for is_kind, convert in _ARROW_COMPOUNDS:
+        if is_kind(t):
+            return convert(t, next_id, where)
     raise SchemaMismatchError(
         f"{where}: Arrow type {t} has no ctfile equivalent; expected a signed integer, "
         f"floating point, boolean, string, binary, date, timestamp, decimal, struct, list or map"
     )
+
+
+#: Arrow's primitive types and the ctfile type of each (strings and binaries
+#: in any of their three layouts).
+_ARROW_PRIMITIVES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_boolean, "boolean"),
+    (pa.types.is_int8, "byte"),
+    (pa.types.is_int16, "short"),
+    (pa.types.is_int32, "integer"),
+    (pa.types.is_int64, "long"),
+    (pa.types.is_float32, "float"),
+    (pa.types.is_float64, "double"),
+    (pa.types.is_string, "string"),
+    (pa.types.is_large_string, "string"),
+    (pa.types.is_string_view, "string"),
+    (pa.types.is_binary, "binary"),
+    (pa.types.is_large_binary, "binary"),
+    (pa.types.is_binary_view, "binary"),
+    (pa.types.is_date, "date"),
+)
+
+
+def _from_dictionary(t: pa.DictionaryType, next_id: list[int], where: str) -> DataType:
+    """A dictionary-encoded column is its values' type."""
+    return type_from_arrow(t.value_type, next_id, where)
+
+
+def _from_timestamp(t: pa.TimestampType, next_id: list[int], where: str) -> DataType:
+    """``timestamp`` with a time zone (an instant), ``timestamp_ntz`` without."""
+    return "timestamp" if t.tz is not None else "timestamp_ntz"
+
+
+def _from_decimal(t: pa.DataType, next_id: list[int], where: str) -> DataType:
+    """``decimal(p,s)`` of a precision ctfile stores (at most 38)."""
+    if t.precision > 38:
+        raise SchemaMismatchError(f"{where}: decimal precision {t.precision} > 38 is not supported")
+    return f"decimal({t.precision},{t.scale})"
+
+
+def _from_struct(t: pa.StructType, next_id: list[int], where: str) -> DataType:
+    """A struct of at least one field (SPEC §Schema, writer requirements:
+    Parquet cannot store an empty one), its field names unique (a path such
+    as ``s.a`` would name both)."""
+    if t.num_fields == 0:
+        raise SchemaMismatchError(
+            f"{where}: a struct needs at least one field (Parquet cannot store an empty one); found {t}"
+        )
+    names = [t.field(i).name for i in range(t.num_fields)]
+    if len(set(names)) < len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise SchemaMismatchError(f"{where}: duplicate field name {dup!r} in struct {t}")
+    return StructType(tuple(_field_from_arrow(t.field(i), next_id, where) for i in range(t.num_fields)))
+
+
+def _from_list(t: pa.ListType, next_id: list[int], where: str) -> DataType:
+    """An array; its element takes the next id."""
+    eid = _take_id(next_id)
+    return ArrayType(eid, type_from_arrow(t.value_type, next_id, where), t.value_field.nullable)
+
+
+def _from_map(t: pa.MapType, next_id: list[int], where: str) -> DataType:
+    """A map; its key and value take the next two ids."""
+    kid, vid = _take_id(next_id), _take_id(next_id)
+    return MapType(
+        kid, type_from_arrow(t.key_type, next_id, where),
+        vid, type_from_arrow(t.item_type, next_id, where), t.item_field.nullable,
+    )
+
+
+#: The Arrow types converted by a function of their own: the nested types
+#: (whose fields take ids from ``next_id``) and those with parameters.
+_ARROW_COMPOUNDS: tuple[tuple[Callable[[pa.DataType], bool], Callable[..., DataType]], ...] = (
+    (pa.types.is_dictionary, _from_dictionary),
+    (pa.types.is_timestamp, _from_timestamp),
+    (pa.types.is_decimal, _from_decimal),
+    (pa.types.is_struct, _from_struct),
+    (pa.types.is_list, _from_list),
+    (pa.types.is_large_list, _from_list),
+    (pa.types.is_map, _from_map),
+)
 
 
 def _take_id(next_id: list[int]) -> int:
@@ -393,12 +434,7 @@ def _field_id(obj: dict, key: str, where: str) -> int:
 
 def type_from_json(obj: Any, where: str) -> DataType:
     if isinstance(obj, str):
-        if obj in PRIMITIVE_TYPES:
-            return obj
-        m = _DECIMAL_RE.match(obj)
-        if m and 1 <= int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
-            return f"decimal({int(m.group(1))},{int(m.group(2))})"
-        raise CorruptLogError(f"{where}: unknown type {obj!r}")
+        return _primitive_from_json(obj, where)
     kind = _req(obj, "type", str, where)
     if kind == "struct":
         return StructType(tuple(field_from_json(f, where) for f in _req(obj, "fields", list, where)))
@@ -417,6 +453,17 @@ def type_from_json(obj: Any, where: str) -> DataType:
             bool(obj.get("valueContainsNull", True)),
         )
     raise CorruptLogError(f"{where}: unknown nested type {kind!r}")
+
+
+def _primitive_from_json(name: str, where: str) -> DataType:
+    """A primitive type's name: one of :data:`PRIMITIVE_TYPES`, or a decimal
+    of precision 1 to 38 whose scale is at most its precision."""
+    if name in PRIMITIVE_TYPES:
+        return name
+    m = _DECIMAL_RE.match(name)
+    if m and 1 <= int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
+        return f"decimal({int(m.group(1))},{int(m.group(2))})"
+    raise CorruptLogError(f"{where}: unknown type {name!r}")
 
 
 def field_from_json(obj: Any, where: str) -> Field:

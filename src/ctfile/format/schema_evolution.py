@@ -293,19 +293,29 @@ class SchemaEditor:
 
 
 def _child(t: DataType, part: str, where: str) -> DataType:
+    """The type of the child ``part`` of ``t`` (a struct's field, a list's
+    element, a map's key or value); ``where`` names it for the error."""
     if isinstance(t, StructType):
-        for f in t.fields:
-            if f.name == part:
-                return f.type
-        raise SchemaMismatchError(f"no field {where!r}; fields there are {[f.name for f in t.fields]}")
+        return _field_type(t, part, where)
     if isinstance(t, ArrayType) and part == "element":
         return t.element_type
     if isinstance(t, MapType) and part in ("key", "value"):
         return t.key_type if part == "key" else t.value_type
-    raise SchemaMismatchError(
-        f"no field {where!r}: a {_type_name(t)} has "
-        + ("an 'element'" if isinstance(t, ArrayType) else "a 'key' and a 'value'" if isinstance(t, MapType) else "no fields")
-    )
+    raise SchemaMismatchError(f"no field {where!r}: a {_type_name(t)} has {_children_of(t)}")
+
+
+def _field_type(t: StructType, name: str, where: str) -> DataType:
+    for f in t.fields:
+        if f.name == name:
+            return f.type
+    raise SchemaMismatchError(f"no field {where!r}; fields there are {[f.name for f in t.fields]}")
+
+
+def _children_of(t: DataType) -> str:
+    """The children a list or a map has, in words."""
+    if isinstance(t, ArrayType):
+        return "an 'element'"
+    return "a 'key' and a 'value'" if isinstance(t, MapType) else "no fields"
 
 
 def _rewrite(t: DataType, parts: tuple[str, ...], fn) -> DataType:
@@ -325,12 +335,24 @@ def _rewrite(t: DataType, parts: tuple[str, ...], fn) -> DataType:
 def _with_child(t: DataType, part: str, *, type: DataType | None = None, nullable: bool | None = None) -> DataType:
     """A list or map with its element/key/value type or nullability changed."""
     if isinstance(t, ArrayType) and part == "element":
-        return replace(t, element_type=type or t.element_type, contains_null=nullable or t.contains_null)
+        return _with_element(t, type, nullable)
     if isinstance(t, MapType) and part == "value":
-        return replace(t, value_type=type or t.value_type, value_contains_null=nullable or t.value_contains_null)
+        return _with_value(t, type, nullable)
     if isinstance(t, MapType) and part == "key" and nullable is None:
         raise SchemaMismatchError("a map key cannot be changed (SPEC §Schema evolution)")
     raise SchemaMismatchError(f"no {part!r} in a {_type_name(t)}")
+
+
+def _with_element(t: ArrayType, type: DataType | None, nullable: bool | None) -> ArrayType:
+    """``t`` with the element type ``type`` and nullability ``nullable``,
+    each kept where not given (or false: nullability is only ever gained)."""
+    return replace(t, element_type=type or t.element_type, contains_null=nullable or t.contains_null)
+
+
+def _with_value(t: MapType, type: DataType | None, nullable: bool | None) -> MapType:
+    """``t`` with the value type ``type`` and nullability ``nullable``, as
+    :func:`_with_element`."""
+    return replace(t, value_type=type or t.value_type, value_contains_null=nullable or t.value_contains_null)
 
 
 def _place(fields: tuple[Field, ...], name: str, *, after: str | None, first: bool, where: str) -> tuple[Field, ...]:
@@ -340,10 +362,15 @@ def _place(fields: tuple[Field, ...], name: str, *, after: str | None, first: bo
         return (moving,) + rest
     if after is None:
         return rest + (moving,)
-    for i, f in enumerate(rest):
+    return _insert_after(rest, moving, after, where)
+
+
+def _insert_after(fields: tuple[Field, ...], moving: Field, after: str, where: str) -> tuple[Field, ...]:
+    """``fields`` with ``moving`` right after the one named ``after``."""
+    for i, f in enumerate(fields):
         if f.name == after:
-            return rest[: i + 1] + (moving,) + rest[i + 1:]
-    raise SchemaMismatchError(f"{where}: after={after!r} names no sibling; siblings are {[f.name for f in rest]}")
+            return fields[: i + 1] + (moving,) + fields[i + 1:]
+    raise SchemaMismatchError(f"{where}: after={after!r} names no sibling; siblings are {[f.name for f in fields]}")
 
 
 # ---------------------------------------------------------------- diffs
@@ -360,19 +387,26 @@ def diff_schemas(old: Schema, new: Schema) -> list[SchemaChange]:
     out = [SchemaChange(SchemaChangeKind.DROP, format_field_path(p)) for fid, (p, _, _) in before.items()
            if fid not in after and _parent_kept(p, before, after, fid)]
     for fid, (path, t, nullable) in after.items():
-        name = format_field_path(path)
-        if fid not in before:
-            if _new_parent(fid, after, before):
-                out.append(SchemaChange(SchemaChangeKind.ADD, name, _type_name(t)))
-            continue
-        old_path, old_t, old_null = before[fid]
-        if old_path[-1] != path[-1]:
-            out.append(SchemaChange(SchemaChangeKind.RENAME, format_field_path(old_path), path[-1]))
-        if isinstance(t, str) and t != old_t:
-            out.append(SchemaChange(SchemaChangeKind.WIDEN, name, f"{_type_name(old_t)} -> {_type_name(t)}"))
-        if nullable and not old_null:
-            out.append(SchemaChange(SchemaChangeKind.MAKE_NULLABLE, name))
+        if fid in before:
+            out.extend(_kept_field_changes(before[fid], (path, t, nullable)))
+        elif _new_parent(fid, after, before):
+            out.append(SchemaChange(SchemaChangeKind.ADD, format_field_path(path), _type_name(t)))
     out.extend(_moves(old, new))
+    return out
+
+
+def _kept_field_changes(old: tuple, new: tuple) -> list[SchemaChange]:
+    """What changed of a field both schemas hold, each given as ``(path,
+    type, nullable)``: a rename, a widening, made nullable."""
+    (old_path, old_t, old_null), (path, t, nullable) = old, new
+    name = format_field_path(path)
+    out = []
+    if old_path[-1] != path[-1]:
+        out.append(SchemaChange(SchemaChangeKind.RENAME, format_field_path(old_path), path[-1]))
+    if isinstance(t, str) and t != old_t:
+        out.append(SchemaChange(SchemaChangeKind.WIDEN, name, f"{_type_name(old_t)} -> {_type_name(t)}"))
+    if nullable and not old_null:
+        out.append(SchemaChange(SchemaChangeKind.MAKE_NULLABLE, name))
     return out
 
 
@@ -382,29 +416,35 @@ def _moves(old: Schema, new: Schema) -> list[SchemaChange]:
     whose old order ``new`` keeps)."""
     position = {f.id: i for i, f in enumerate(old.fields)}
     kept = [f for f in new.fields if f.id in position]
-    # Longest increasing subsequence of old positions (patience sorting).
-    tails: list[int] = []
-    tail_at: list[int] = []
-    parent = [-1] * len(kept)
-    for i, f in enumerate(kept):
-        k = bisect.bisect_left(tails, position[f.id])
-        if k == len(tails):
-            tails.append(position[f.id])
-            tail_at.append(i)
-        else:
-            tails[k], tail_at[k] = position[f.id], i
-        parent[i] = tail_at[k - 1] if k else -1
-    stay: set[int] = set()
-    i = tail_at[-1] if tail_at else -1
-    while i >= 0:
-        stay.add(i)
-        i = parent[i]
+    stay = _longest_increasing_run([position[f.id] for f in kept])
     out = []
     for i, f in enumerate(kept):
         if i not in stay:
             before = kept[i - 1].name if i else None
             out.append(SchemaChange(SchemaChangeKind.MOVE, quote_field_name(f.name), f"after {before}" if before else "first"))
     return out
+
+
+def _longest_increasing_run(values: list[int]) -> set[int]:
+    """The indices of a longest increasing subsequence of ``values``
+    (patience sorting)."""
+    tails: list[int] = []
+    tail_at: list[int] = []
+    parent = [-1] * len(values)
+    for i, v in enumerate(values):
+        k = bisect.bisect_left(tails, v)
+        if k == len(tails):
+            tails.append(v)
+            tail_at.append(i)
+        else:
+            tails[k], tail_at[k] = v, i
+        parent[i] = tail_at[k - 1] if k else -1
+    run: set[int] = set()
+    i = tail_at[-1] if tail_at else -1
+    while i >= 0:
+        run.add(i)
+        i = parent[i]
+    return run
 
 
 def _walk(t: DataType, path: tuple[str, ...]):

@@ -279,12 +279,17 @@ def _check_state(s: StreamState, where: str) -> None:
         problems.append(f"sequence {s.sequence} is negative")
     if s.offset < -1:
         problems.append(f"offset {s.offset} is below -1")
-    if s.claim is not None and (s.claim.end < s.offset or s.claim.app_id != s.app_id):
+    if s.claim is not None and not _claim_continues(s):
         problems.append(f"claim {s.claim} does not continue offset {s.offset} of stream {s.stream_id}")
     if (s.stale_since is None) != (s.oldest_version is None):
         problems.append("staleSince and oldestVersion go together")
     if problems:
         raise CorruptLogError(f"{where}: " + "; ".join(problems))
+
+
+def _claim_continues(s: StreamState) -> bool:
+    """Whether the claim of ``s`` continues its offset, by its application."""
+    return s.claim.end >= s.offset and s.claim.app_id == s.app_id
 
 
 def decode_state(data: bytes, *, where: str) -> StreamState:

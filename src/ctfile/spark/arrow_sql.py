@@ -185,28 +185,38 @@ class _Translator:
         return self.node(e.this)
 
     def _Column(self, e: Any) -> _Typed:
+        """A column of exactly one of the sides the scope sees: by name,
+        or by ``alias.name``; a nested field's path is for Spark."""
         if e.args.get("db") is not None or e.args.get("catalog") is not None:
             raise Untranslatable(e.sql(dialect="spark"))  # a nested field
-        qualifier, name = (e.table or None), e.name
-        if qualifier is not None:
-            sides = [s for s in self.scope.sides if s.alias is not None and self.scope.same(s.alias, qualifier)]
-            if not sides and any(self.scope.same(a, qualifier) for a in self.scope.unseen):
-                raise ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, a column of a side "
-                                                 f"it does not see")
-            if not sides:
-                raise Untranslatable(e.sql(dialect="spark"))  # a struct's field: Spark decides
-        else:
-            sides = list(self.scope.sides)
-        found = [(s, col) for s in sides if (col := self.scope.find(s, name)) is not None]
-        if len(found) == 1:
-            side, col = found[0]
-            return _Typed(pc.field(side.name(col)), side.schema.field(col).type)
+        qualifier = e.table or None
+        sides = list(self.scope.sides) if qualifier is None else self._qualified_sides(e, qualifier)
+        found = [(s, col) for s in sides if (col := self.scope.find(s, e.name)) is not None]
+        if len(found) != 1:
+            raise self._not_one_column(e, found)
+        side, col = found[0]
+        return _Typed(pc.field(side.name(col)), side.schema.field(col).type)
+
+    def _qualified_sides(self, e: Any, qualifier: str) -> list[Any]:
+        """The sides the column ``e`` qualified by ``qualifier`` names: a
+        qualifier naming a side the text does not see is a mistake, one
+        naming none a struct's field (which Spark resolves)."""
+        sides = [s for s in self.scope.sides if s.alias is not None and self.scope.same(s.alias, qualifier)]
+        if sides:
+            return sides
+        if any(self.scope.same(a, qualifier) for a in self.scope.unseen):
+            raise ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, a column of a side "
+                                             f"it does not see")
+        raise Untranslatable(e.sql(dialect="spark"))  # a struct's field: Spark decides
+
+    def _not_one_column(self, e: Any, found: list[tuple[Any, str]]) -> ctfile.SchemaMismatchError:
+        """The error for a column name that no side, or more than one, has."""
         if not found:
             known = [s.name(n) for s in self.scope.sides for n in s.schema.names]
-            raise ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, which is not a column "
-                                             f"it sees ({known})")
+            return ctfile.SchemaMismatchError(f"{self.text} names {e.sql(dialect='spark')}, which is not a column "
+                                              f"it sees ({known})")
         both = " or ".join(s.name(c) for s, c in found)
-        raise ctfile.SchemaMismatchError(
+        return ctfile.SchemaMismatchError(
             f"{self.text} names {e.sql(dialect='spark')}, which both {' and '.join(s.alias for s, _ in found)} "
             f"have: write {both}"
         )
@@ -383,6 +393,13 @@ def _cast(a: _Typed, typ: pa.DataType) -> pc.Expression:
 # ---------------------------------------------------------------- ON
 
 
+def _is_qualified_column(e: Any) -> bool:
+    """Whether ``e`` is a column written ``alias.name`` (not a nested field)."""
+    from sqlglot import exp
+
+    return isinstance(e, exp.Column) and e.args.get("db") is None and bool(e.table)
+
+
 def split_on(text: str, target_alias: str, source_alias: str, target: Sequence[str], source: Sequence[str],
              conf: SqlConf | None = None) -> tuple[tuple[tuple[str, str], ...], str | None]:
     """The key pairs of the ON condition ``text`` (its conjuncts
@@ -404,21 +421,32 @@ def split_on(text: str, target_alias: str, source_alias: str, target: Sequence[s
         parsed = sqlglot.parse_one(text, dialect="spark")
     except SqlglotError as e:
         raise ctfile.InvalidArgumentError(f"on is not a Spark SQL condition: {text!r} ({e})") from None
-    sides = SqlScope((SideColumns(target_alias, pa.schema([(n, pa.null()) for n in target])),
-                      SideColumns(source_alias, pa.schema([(n, pa.null()) for n in source]))), conf)
-    keys, rest = [], []
-    for conjunct in (parsed.flatten() if isinstance(parsed, exp.And) else [parsed]):
-        pair = _key_pair(conjunct, sides)
-        if pair is None or pair[0] in [t for t, _ in keys]:
-            rest.append(conjunct)
-        else:
-            keys.append(pair)
+    sides = SqlScope((_names_only(target_alias, target), _names_only(source_alias, source)), conf)
+    keys, rest = _keys_and_rest(parsed.flatten() if isinstance(parsed, exp.And) else [parsed], sides)
     if not keys:
         raise ctfile.InvalidArgumentError(
             f"on {text!r} has no equality of a table column and a source column ({target_alias}.a = "
             f"{source_alias}.b): a MERGE matches rows by such key pairs"
         )
     return tuple(keys), (exp.and_(*rest).sql(dialect="spark") if rest else None)
+
+
+def _names_only(alias: str, names: Sequence[str]) -> SideColumns:
+    """A side of ``alias`` that has the columns ``names`` (of no known type)."""
+    return SideColumns(alias, pa.schema([(n, pa.null()) for n in names]))
+
+
+def _keys_and_rest(conjuncts: Sequence[Any], sides: SqlScope) -> tuple[list[tuple[str, str]], list[Any]]:
+    """The key pairs among ``conjuncts`` (a table column's first pair only)
+    and the other conjuncts."""
+    keys, rest = [], []
+    for conjunct in conjuncts:
+        pair = _key_pair(conjunct, sides)
+        if pair is None or pair[0] in [t for t, _ in keys]:
+            rest.append(conjunct)
+        else:
+            keys.append(pair)
+    return keys, rest
 
 
 def _key_pair(e: Any, scope: SqlScope) -> tuple[str, str] | None:
@@ -430,7 +458,7 @@ def _key_pair(e: Any, scope: SqlScope) -> tuple[str, str] | None:
     target, source = scope.sides
     found = {}
     for side in (e.left, e.right):
-        if not isinstance(side, exp.Column) or side.args.get("db") is not None or not side.table:
+        if not _is_qualified_column(side):
             return None
         for s in (target, source):
             if scope.same(s.alias, side.table) and (col := scope.find(s, side.name)) is not None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
@@ -184,15 +184,22 @@ def referenced_columns(spark: SparkSession, schema: pa.Schema, exprs: Sequence[C
     analyzed = spark.createDataFrame([], spark_schema(schema)).select(*exprs)
     analyzed.schema  # noqa: B018 -- an unknown column fails here, on Connect too
     if not is_classic(spark):
-        if not given or any(isinstance(g, Column) for g in given):
-            return list(schema.names)
-        found = sql_columns([g for g in given if isinstance(g, str)], schema, SqlConf.of(spark))
-        return list(schema.names) if found is None else found
+        return _columns_in_text(spark, schema, given)
     it = analyzed._jdf.queryExecution().analyzed().references().iterator()
     used = set()
     while it.hasNext():
         used.add(it.next().name())
     return [n for n in schema.names if n in used]
+
+
+def _columns_in_text(spark: SparkSession, schema: pa.Schema, given: Sequence[Any]) -> list[str]:
+    """:func:`referenced_columns` on Spark Connect: the columns named in the
+    SQL text of ``given``; all of them when a Column (no text) or nothing
+    was given, or when the text cannot be read."""
+    if not given or any(isinstance(g, Column) for g in given):
+        return list(schema.names)
+    found = sql_columns([g for g in given if isinstance(g, str)], schema, SqlConf.of(spark))
+    return list(schema.names) if found is None else found
 
 
 # ---------------------------------------------------------------- UPDATE and DELETE
@@ -227,18 +234,12 @@ class ConditionStatement:
         columns the statement reads and its condition; every check is made
         here, before a Spark job runs."""
         schema = tx.schema.to_arrow(field_ids=False)
-        if self.set is not None:
-            unknown = [c for c in self.set if c not in schema.names]
-            if unknown:
-                raise ctfile.SchemaMismatchError(f"set names unknown columns {unknown}; table columns are {schema.names}")
+        self._check_set_columns(schema)
         cond = F.lit(True) if self.condition is None else self.condition
         values = [v.alias(c) for c, v in (self.set or {}).items()]
         used = analyze(lambda: referenced_columns(self.spark, schema, [cond, *values], self.given),
                         what="condition or set")
-        prune_by = None
-        if self.condition is not None:
-            source = self.given[0] if self.given and self.given[0] is not None else cond
-            prune_by = analyze(lambda: pruning_expression(self.spark, schema, source), what="condition")
+        prune_by = None if self.condition is None else self._pruning(schema, cond)
         probe = ctfile.RewriteJob.for_delete(tx, prune_by=prune_by)
         target = candidate_rows(self.spark, probe, used)
         keep = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
@@ -249,6 +250,48 @@ class ConditionStatement:
         matched = in_table_timestamps(target.where(cond).select(*keep, *values), schema)
         set_fields = [f for f in spark_arrow_schema(matched.schema) if f.name in self.set]
         return ctfile.RewriteJob.for_update(tx, pa.schema(set_fields), prune_by=prune_by), matched, used, cond
+
+
+    def _check_set_columns(self, schema: pa.Schema) -> None:
+        """An UPDATE sets only columns of the table."""
+        unknown = [c for c in self.set or () if c not in schema.names]
+        if unknown:
+            raise ctfile.SchemaMismatchError(f"set names unknown columns {unknown}; table columns are {schema.names}")
+
+    def _pruning(self, schema: pa.Schema, cond: Column) -> Any:
+        """The pyarrow expression that prunes partitions for the condition,
+        from its text as given (the Column ``cond`` where none was)."""
+        source = self.given[0] if self.given and self.given[0] is not None else cond
+        return analyze(lambda: pruning_expression(self.spark, schema, source), what="condition")
+
+
+def update_statement(spark: Any, condition: Any, set: Any) -> ConditionStatement:
+    """The UPDATE of :meth:`ctfile.spark.CtfileTable.update`, checked."""
+    if not isinstance(set, Mapping) or not set:
+        raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
+    values = {str(k): _set_value(v, what=f"set[{k!r}]") for k, v in set.items()}
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, values, given=(condition, *set.values()))
+
+
+def delete_statement(spark: Any, condition: Any) -> ConditionStatement:
+    """The DELETE of :meth:`ctfile.spark.CtfileTable.delete`, checked."""
+    cond = None if condition is None else to_column(condition, what="condition")
+    return ConditionStatement(spark, cond, given=(condition,))
+
+
+def spark_dataframe(source: Any) -> DataFrame:
+    """``source`` if it is a Spark DataFrame; else :class:`ctfile.InvalidArgumentError`."""
+    if not isinstance(source, DataFrame):
+        raise ctfile.InvalidArgumentError(f"source must be a Spark DataFrame, found {type(source).__name__}")
+    return source
+
+
+def _set_value(v: Any, *, what: str) -> Column:
+    """A SET value as a Column: SQL text or a Column as given, anything else a literal."""
+    if isinstance(v, (str, Column)):
+        return to_column(v, what=what)
+    return F.lit(v)
 
 
 def _decimals_to_float(values: list[Column], analyzed: Any, schema: pa.Schema) -> list[Column]:

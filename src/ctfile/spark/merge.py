@@ -258,10 +258,7 @@ class SparkMerge:
         order: the keys and every column the statement's expressions over
         the table name (:func:`ctfile.spark.sqltext.sql_columns`, a
         superset); every column when one is a Column."""
-        exprs = [self.statement.on_condition]
-        for c in plan.clauses:
-            if c.kind is not ctfile.MatchKind.NOT_MATCHED:
-                exprs += [c.condition, *(v for _, v in c.values)]
+        exprs = [self.statement.on_condition, *_target_expressions(plan)]
         texts = [e for e in exprs if isinstance(e, str)]
         if any(isinstance(e, Column) for e in exprs):
             return list(schema.names)
@@ -274,16 +271,10 @@ class SparkMerge:
     def _check_multiple_matches(self, plan: ctfile.MergePlan, pairs: DataFrame) -> None:
         """SPEC §Copy-on-write, MERGE, multiple matches: a table row in two
         or more pairs, one of which falls to an UPDATE, is refused."""
-        updates = [i for i, c in enumerate(plan.clauses) if c.kind is ctfile.MatchKind.MATCHED and c.action.updates]
+        updates = [i for i, c in enumerate(plan.clauses) if _updates_a_match(c)]
         if not updates:
             return
-        is_update = F.col(ctfile.CLAUSE_COLUMN).isin(updates)
-        keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
-        found = (pairs.groupBy(GROUP_COLUMN, ctfile.POSITION_COLUMN)
-                 .agg(F.count(F.lit(1)).alias("n"), F.max(is_update.cast("int")).alias("u"),
-                      F.min(F.when(is_update, F.col(ctfile.CLAUSE_COLUMN))).alias("c"),
-                      *[F.first(k).alias(k) for k in keys])
-                 .where((F.col("n") > 1) & (F.col("u") == 1)).limit(1).collect())
+        found = _a_row_updated_twice(pairs, updates)
         if not found:
             return
         row = found[0]
@@ -473,3 +464,31 @@ def shorthand_merge(spark: SparkSession, source: DataFrame, on: Any, when_matche
         return tx.merge(rows, on, **kw)
 
     return SparkMerge(spark, source, statement, plan_job, unique_keys=True, local=local)
+
+
+def _target_expressions(plan: ctfile.MergePlan) -> list[Any]:
+    """The conditions and values of the clauses that see a table row (all
+    but ``NOT MATCHED``), as given."""
+    exprs: list[Any] = []
+    for c in plan.clauses:
+        if c.kind is not ctfile.MatchKind.NOT_MATCHED:
+            exprs += [c.condition, *(v for _, v in c.values)]
+    return exprs
+
+
+def _updates_a_match(clause: Any) -> bool:
+    """Whether ``clause`` is a ``WHEN MATCHED`` clause that updates."""
+    return clause.kind is ctfile.MatchKind.MATCHED and clause.action.updates
+
+
+def _a_row_updated_twice(pairs: DataFrame, updates: list[int]) -> list[Any]:
+    """At most one table row of ``pairs`` (source row, table row) matched
+    by two or more source rows, one of them falling to a clause of
+    ``updates``: its count ``n``, the first such clause ``c`` and its keys."""
+    is_update = F.col(ctfile.CLAUSE_COLUMN).isin(updates)
+    keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
+    return (pairs.groupBy(GROUP_COLUMN, ctfile.POSITION_COLUMN)
+            .agg(F.count(F.lit(1)).alias("n"), F.max(is_update.cast("int")).alias("u"),
+                 F.min(F.when(is_update, F.col(ctfile.CLAUSE_COLUMN))).alias("c"),
+                 *[F.first(k).alias(k) for k in keys])
+            .where((F.col("n") > 1) & (F.col("u") == 1)).limit(1).collect())

@@ -103,11 +103,16 @@ def _connective(name: str, children: list, schema: pa.Schema) -> _Translated | N
     """AND keeps a side it can translate (weaker, so no longer faithful); OR needs both."""
     left, right = (_predicate(c, schema) for c in children)
     if left is None or right is None:
-        if name == "OR" or (left is None and right is None):
-            return None
-        return _Translated((left or right).expr, False)
+        return _one_side(name, left, right)
     combined = left.expr & right.expr if name == "AND" else left.expr | right.expr
     return _Translated(combined, left.faithful and right.faithful)
+
+
+def _one_side(name: str, left: _Translated | None, right: _Translated | None) -> _Translated | None:
+    """AND of the one side translated (weaker: not faithful); else none."""
+    if name == "OR" or (left is None and right is None):
+        return None
+    return _Translated((left or right).expr, False)
 
 
 def _negation(name: str, children: list, schema: pa.Schema) -> _Translated | None:
@@ -138,14 +143,7 @@ def _in(name: str, children: list, schema: pa.Schema) -> _Translated | None:
     col = _column(children[0], schema)
     if col is None or not all(isinstance(c, Lit) for c in children[1:]):
         return None
-    values = []
-    for c in children[1:]:
-        if c.value is None:
-            continue  # never true; Arrow's false where Spark's null keeps it faithful
-        v = _literal(c, col)
-        if v is None or (pa.types.is_floating(col.type) and math.isnan(v.as_py())):
-            return None
-        values.append(v)
+    values = _in_values(children[1:], col)
     if not values:
         return None
     f = pc.field(col.name)
@@ -159,6 +157,26 @@ def _in(name: str, children: list, schema: pa.Schema) -> _Translated | None:
     return _Translated(f.isin(pa.array([v.as_py() for v in values], col.type)), True)
 
 
+def _in_values(literals: list[Lit], col: pa.Field) -> list[pa.Scalar] | None:
+    """The values of an IN list as scalars of ``col``'s type, its nulls left
+    out (never true; Arrow's false where Spark's null keeps it faithful);
+    None if one cannot be compared exactly (see :func:`_literal`) or is NaN."""
+    values = []
+    for c in literals:
+        if c.value is None:
+            continue
+        v = _literal(c, col)
+        if v is None or _is_nan(v, col):
+            return None
+        values.append(v)
+    return values
+
+
+def _is_nan(value: pa.Scalar, col: pa.Field) -> bool:
+    """Whether ``value`` is a NaN of the float column ``col``."""
+    return pa.types.is_floating(col.type) and math.isnan(value.as_py())
+
+
 def _comparison(name: str, children: list, schema: pa.Schema) -> _Translated | None:
     left, right = children
     if isinstance(left, Lit) and not isinstance(right, Lit):
@@ -167,14 +185,19 @@ def _comparison(name: str, children: list, schema: pa.Schema) -> _Translated | N
     if col is None or not isinstance(right, Lit) or right.value is None:
         return None
     value = _literal(right, col)
-    if value is None:
-        return None
-    if pa.types.is_floating(col.type) and (name not in _FLOAT_SAFE or math.isnan(value.as_py())):
+    if value is None or not _float_safe(name, value, col):
         return None
     f = pc.field(col.name)
     if name == "<=>":  # false, not null, for a null column value
         return _Translated((f == value) & f.is_valid(), True)
     return _Translated(_COMPARE[name](f, value), True)
+
+
+def _float_safe(name: str, value: pa.Scalar, col: pa.Field) -> bool:
+    """Whether comparing ``col`` with ``value`` by ``name`` means the same
+    in Arrow as in Spark: any comparison of a column that is not a float;
+    for a float, those of :data:`_FLOAT_SAFE` with a number (not NaN)."""
+    return not pa.types.is_floating(col.type) or (name in _FLOAT_SAFE and not _is_nan(value, col))
 
 
 _HANDLERS: dict[str, Callable] = {

@@ -99,8 +99,7 @@ class SparkRowsPredicate:
         parts = [p for p in partitions if p.num_records]
         if not parts:
             return None
-        names = set(schema.names)
-        if any(c not in names for c in self._columns):
+        if not set(self._columns) <= set(schema.names):
             return parts[0]  # the winner's schema lacks a column the statement uses
         rows = candidate_rows(self._spark, self._job, self._columns, partitions=parts, schema=schema)
         try:

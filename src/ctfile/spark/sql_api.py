@@ -71,18 +71,23 @@ def register(spark: Any, name: str, uri: str, *, storage_options: dict | None = 
 
 
 def _check_name(name: Any) -> None:
-    parsed = None
-    if isinstance(name, str) and name:
-        try:
-            parsed = sqlglot.parse_one(f"SELECT * FROM {name}", dialect=DIALECT).find(exp.Table)
-        except ParseError:
-            parsed = None
-    plain = (parsed is not None and isinstance(parsed.this, exp.Identifier) and not parsed.args.get("db")
-             and not parsed.this.quoted and parsed.name == name)
-    if not plain or name.lower() == CTFILE_SCHEMA:
+    if not _is_plain_identifier(name) or name.lower() == CTFILE_SCHEMA:
         raise ctfile.InvalidArgumentError(
             f"a registered name is a plain identifier such as orders (not {CTFILE_SCHEMA}), found {name!r}"
         )
+
+
+def _is_plain_identifier(name: Any) -> bool:
+    """Whether ``name`` is a table name that is one unquoted identifier,
+    written as Spark SQL reads it."""
+    if not isinstance(name, str) or not name:
+        return False
+    try:
+        parsed = sqlglot.parse_one(f"SELECT * FROM {name}", dialect=DIALECT).find(exp.Table)
+    except ParseError:
+        return False
+    return (parsed is not None and isinstance(parsed.this, exp.Identifier) and not parsed.args.get("db")
+            and not parsed.this.quoted and parsed.name == name)
 
 
 def sql(spark: Any, text: str, *, storage_options: dict | None = None) -> Any:
@@ -133,15 +138,22 @@ def plan_statement(text: str, names: Names) -> Any:
     restore = _restore(text, tokens, names)
     if restore is not False:
         return restore
+    tree = _one_statement(text, names)
+    return None if tree is None else _plan_tree(tree, names, text)
+
+
+def _one_statement(text: str, names: Names) -> exp.Expression | None:
+    """The statement ``text`` holds, or None: not one Spark reads (hand it
+    to ``spark.sql``). Several statements on ctfile tables are refused."""
     try:
         trees = [t for t in sqlglot.parse(text, dialect=DIALECT) if t is not None]
     except ParseError:
         return None
-    if len(trees) != 1:
-        if any(_ctfile_tables(t, names) for t in trees):
-            raise ctfile.InvalidArgumentError(f"sql runs one statement at a time, found {len(trees)}")
-        return None
-    return _plan_tree(trees[0], names, text)
+    if len(trees) == 1:
+        return trees[0]
+    if any(_ctfile_tables(t, names) for t in trees):
+        raise ctfile.InvalidArgumentError(f"sql runs one statement at a time, found {len(trees)}")
+    return None
 
 
 def _plan_tree(tree: exp.Expression, names: Names, text: str) -> Any:
@@ -224,11 +236,11 @@ def _restore_parts(text: str, tokens: list) -> tuple[str, str] | None:
     not a RESTORE of a table."""
     if not tokens or tokens[0].text.upper() != "RESTORE":
         return None
-    rest = tokens[2:] if len(tokens) > 1 and tokens[1].token_type is TokenType.TABLE else tokens[1:]
+    rest = _after_restore_table(tokens)
     cut = next((i for i, t in enumerate(rest) if _is_travel_word(t)), len(rest))
     if cut == 0:
         return None
-    travel = rest[cut + 1:] if cut < len(rest) and rest[cut].text.upper() == "TO" else rest[cut:]
+    travel = rest[cut + 1:] if _is_to(rest, cut) else rest[cut:]
     return text[rest[0].start:rest[cut - 1].end + 1], text[travel[0].start:] if travel else ""
 
 
@@ -242,6 +254,16 @@ def _parse_table(text: str) -> exp.Table | None:
     tables = list(query.find_all(exp.Table))
     alone = {k for k, v in query.args.items() if v} == {"expressions", "from_"} and len(tables) == 1
     return tables[0] if alone else None
+
+
+def _after_restore_table(tokens: list) -> list:
+    """The tokens after ``RESTORE`` and its optional ``TABLE``."""
+    return tokens[2:] if len(tokens) > 1 and tokens[1].token_type is TokenType.TABLE else tokens[1:]
+
+
+def _is_to(tokens: list, i: int) -> bool:
+    """Whether token ``i`` of ``tokens`` is there and is ``TO``."""
+    return i < len(tokens) and tokens[i].text.upper() == "TO"
 
 
 def _is_travel_word(token: Any) -> bool:

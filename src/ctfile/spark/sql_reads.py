@@ -288,20 +288,31 @@ def _changes_view(call: exp.Anonymous, names: Names) -> ReadView | None:
         raise ctfile.InvalidArgumentError(
             f"table_changes takes ('name', start[, end[, mode]]), found {len(args)} arguments: {call.sql(dialect='spark')}"
         )
-    mode = ctfile.ChangeMode.DEFAULT
-    if len(args) == 4:
-        if not _is_string(args[3]):
-            raise ctfile.InvalidArgumentError(f"the mode of table_changes is a string, found {args[3].sql(dialect='spark')}")
-        mode = ctfile.ChangeMode.parse(args[3].this, what="the mode of table_changes")
-    options, instants = [("changes", mode.value)], []
-    for bound, arg in zip(("starting", "ending"), args[1:3]):
+    mode = _changes_mode(args[3]) if len(args) == 4 else ctfile.ChangeMode.DEFAULT
+    versions, instants = _interval(args[1:3])
+    return ReadView(ref, (("changes", mode.value), *versions), instants)
+
+
+def _interval(bounds: list[exp.Expression]) -> tuple[tuple, tuple]:
+    """The read options of ``table_changes``' start and end (a null end:
+    the latest version): a version as an option, a timestamp as an instant
+    (a SQL expression Spark evaluates)."""
+    versions, instants = [], []
+    for bound, arg in zip(("starting", "ending"), bounds):
         if bound == "ending" and isinstance(arg, exp.Null):
             continue
         if _is_string(arg):
             instants.append((f"{bound}Timestamp", arg.sql(dialect="spark")))
         else:
-            options.append((f"{bound}Version", str(_integer(arg, what=f"the {bound} version of table_changes"))))
-    return ReadView(ref, tuple(options), tuple(instants))
+            versions.append((f"{bound}Version", str(_integer(arg, what=f"the {bound} version of table_changes"))))
+    return tuple(versions), tuple(instants)
+
+
+def _changes_mode(arg: exp.Expression) -> Any:
+    """The mode argument of ``table_changes``: a string naming a :class:`ctfile.ChangeMode`."""
+    if not _is_string(arg):
+        raise ctfile.InvalidArgumentError(f"the mode of table_changes is a string, found {arg.sql(dialect='spark')}")
+    return ctfile.ChangeMode.parse(arg.this, what="the mode of table_changes")
 
 
 def _is_string(e: exp.Expression) -> bool:

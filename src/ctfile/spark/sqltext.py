@@ -113,19 +113,24 @@ def sql_columns(texts: list[str], schema: pa.Schema, conf: SqlConf) -> list[str]
     whose name is one of their tokens (a superset of what Spark resolves:
     a name sqlglot reads as a function, ``current_date``, is a column to
     Spark when the table has one); None when a text does not tokenize."""
-    from sqlglot.dialects.spark import Spark
-    from sqlglot.errors import SqlglotError
-
-    words: set[str] = set()
-    try:
-        for text in texts:
-            words.update(t.text for t in Spark().tokenize(text))
-    except SqlglotError:
+    words = _words(texts)
+    if words is None:
         return None
     if not conf.case_sensitive:
         words = {w.lower() for w in words}
         return [n for n in schema.names if n.lower() in words]
     return [n for n in schema.names if n in words]
+
+
+def _words(texts: list[str]) -> set[str] | None:
+    """The text of every token of ``texts``; None when one does not tokenize."""
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import SqlglotError
+
+    try:
+        return {t.text for text in texts for t in Spark().tokenize(text)}
+    except SqlglotError:
+        return None
 
 
 def plain_strings(text: str) -> bool:
@@ -160,8 +165,10 @@ class _Translator:
         if isinstance(e, exp.Boolean):
             return Pred("ALWAYS_TRUE" if e.this else "ALWAYS_FALSE")
         handler = _PREDICATES.get(type(e).__name__)
-        if handler is not None:
-            return handler(self, e)
+        return handler(self, e) if handler is not None else self.boolean_column(e)
+
+    def boolean_column(self, e: Any) -> Pred | None:
+        """A boolean column alone, as ``column = true``; None for anything else."""
         col = self.column(e)
         if col is not None and pa.types.is_boolean(self.schema.field(col.name).type):
             return Pred("=", (col, Lit("boolean", True)))
@@ -250,28 +257,20 @@ class _Translator:
         these types has the same value in Spark)."""
         kind = to.this.name
         if lit.is_string:
-            if not self.plain_strings:
-                return None
-            if kind == "DATE":
-                return _date(lit.this)
-            if kind in ("TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMP"):
-                local = self.conf.timestamp_ntz and kind != "TIMESTAMPLTZ"
-                return _timestamp(lit.this, None if local else self.conf.time_zone)
-            if kind == "TIMESTAMPNTZ":
-                return _timestamp(lit.this, None)
-            return None
+            return self._typed_text(lit.this, kind) if self.plain_strings else None
         n = _number(lit.this, exponent_as_decimal=self.conf.exponent_as_decimal)
-        if n is None:
-            return None
-        if kind in _INT_KINDS:
-            name, bits = _INT_KINDS[kind]
-            ok = n.kind in _INTEGRAL | {"decimal"} and n.value == int(n.value) and -(2**bits) <= n.value < 2**bits
-            return Lit(name, int(n.value)) if ok and _INT.fullmatch(lit.this) else None
-        if kind == "DOUBLE":
-            return _as_double(n)
-        if kind == "FLOAT":
-            d = _as_double(n)
-            return d if d is not None and struct.unpack("f", struct.pack("f", d.value))[0] == d.value else None
+        return None if n is None else _typed_number(n, kind, lit.this)
+
+    def _typed_text(self, text: str, kind: str) -> Lit | None:
+        """A date or timestamp literal's value (a timestamp without a zone
+        in the session's time zone, unless it is local by default)."""
+        if kind == "DATE":
+            return _date(text)
+        if kind in ("TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMP"):
+            local = self.conf.timestamp_ntz and kind != "TIMESTAMPLTZ"
+            return _timestamp(text, None if local else self.conf.time_zone)
+        if kind == "TIMESTAMPNTZ":
+            return _timestamp(text, None)
         return None
 
     def coerce(self, lit: Any, col: Ref) -> Any:
@@ -280,13 +279,43 @@ class _Translator:
         if not isinstance(lit, Lit) or lit.value is None:
             return lit
         t = self.schema.field(col.name).type
-        if pa.types.is_floating(t) and (lit.kind in _INTEGRAL or lit.kind == "decimal"):
-            return _as_double(lit)
-        if pa.types.is_decimal(t) and lit.kind in _INTEGRAL:
-            return Lit("decimal", Decimal(lit.value))
-        if pa.types.is_date(t) and lit.kind == "string":
-            return _date(lit.value) or lit
+        for is_column_type, kinds, convert in _COERCIONS:
+            if is_column_type(t) and lit.kind in kinds:
+                return convert(lit)
         return lit
+
+
+def _typed_number(n: Lit, kind: str, text: str) -> Lit | None:
+    """The number ``n`` (written ``text``) as the literal of type ``kind``
+    (``BIGINT`` ... ``TINYINT``, ``DOUBLE``, ``FLOAT``), if it holds it exactly."""
+    if kind in _INT_KINDS:
+        name, bits = _INT_KINDS[kind]
+        return Lit(name, int(n.value)) if _fits_integer(n, bits) and _INT.fullmatch(text) else None
+    if kind == "DOUBLE":
+        return _as_double(n)
+    if kind == "FLOAT":
+        d = _as_double(n)
+        return d if d is not None and _fits_float(d.value) else None
+    return None
+
+
+def _as_decimal(lit: Lit) -> Lit:
+    return Lit("decimal", Decimal(lit.value))
+
+
+def _as_date_if_one(lit: Lit) -> Lit:
+    """A string literal as the date it writes; as it is if it writes none."""
+    return _date(lit.value) or lit
+
+
+def _fits_integer(n: Lit, bits: int) -> bool:
+    """Whether the number ``n`` is a whole number a signed ``bits + 1``-bit integer holds."""
+    return n.kind in _INTEGRAL | {"decimal"} and n.value == int(n.value) and -(2**bits) <= n.value < 2**bits
+
+
+def _fits_float(value: float) -> bool:
+    """Whether ``value`` survives a round trip through a 32-bit float."""
+    return struct.unpack("f", struct.pack("f", value))[0] == value
 
 
 _OPERATORS = {"EQ": "=", "NEQ": "<>", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">=", "NullSafeEQ": "<=>"}
@@ -375,3 +404,12 @@ def _zone(name: str) -> datetime.tzinfo | None:
 def _micros(local: datetime.datetime) -> int:
     delta = local - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+#: How Spark casts a literal compared with a column, where that is exact:
+#: (the column's type, the literal kinds cast, the cast).
+_COERCIONS = (
+    (pa.types.is_floating, _INTEGRAL | {"decimal"}, _as_double),
+    (pa.types.is_decimal, _INTEGRAL, _as_decimal),
+    (pa.types.is_date, {"string"}, _as_date_if_one),
+)

@@ -6,7 +6,7 @@ import contextlib
 from typing import Any, Iterator, Mapping, Sequence
 
 import ctfile
-from ctfile.spark.dml import ConditionStatement, to_column
+from ctfile.spark.dml import delete_statement, spark_dataframe, update_statement
 from ctfile.spark.transaction import SparkTransaction
 
 
@@ -141,7 +141,7 @@ class CtfileTable:
         """
         from ctfile.spark.merge import SPARK_EXPRESSIONS, merge_on, run_builder
 
-        source = _dataframe(source)
+        source = spark_dataframe(source)
         keys, on_condition = merge_on(on, on_condition, self.table.schema.names, source.columns,
                                       source_alias=source_alias, target_alias=target_alias)
         return ctfile.MergeBuilder.start(
@@ -183,7 +183,7 @@ class CtfileTable:
 
         params = {"on": on if isinstance(on, str) else list(on) if isinstance(on, Sequence) else on,
                   "whenMatched": when_matched, "whenNotMatched": when_not_matched, "engine": "spark"}
-        statement = shorthand_merge(self.spark, _dataframe(source), on, when_matched, when_not_matched)
+        statement = shorthand_merge(self.spark, spark_dataframe(source), on, when_matched, when_not_matched)
         try:
             return self.table.run_statement("MERGE", statement.run, parameters=params, commit=commit, app_id=app_id,
                                             app_version=app_version)
@@ -244,39 +244,6 @@ class CtfileTable:
         one commit: :meth:`ctfile.Table.restore`, which needs no Spark job
         (it re-adds files and writes none)."""
         return self.table.restore(version=version, timestamp=timestamp)
-
-
-
-def update_statement(spark: Any, condition: Any, set: Any) -> ConditionStatement:
-    """The UPDATE of :meth:`CtfileTable.update`, checked."""
-    if not isinstance(set, Mapping) or not set:
-        raise ctfile.InvalidArgumentError(f"set must be a non-empty mapping of column to value, found {set!r}")
-    values = {str(k): _value(v, what=f"set[{k!r}]") for k, v in set.items()}
-    cond = None if condition is None else to_column(condition, what="condition")
-    return ConditionStatement(spark, cond, values, given=(condition, *set.values()))
-
-
-def delete_statement(spark: Any, condition: Any) -> ConditionStatement:
-    """The DELETE of :meth:`CtfileTable.delete`, checked."""
-    cond = None if condition is None else to_column(condition, what="condition")
-    return ConditionStatement(spark, cond, given=(condition,))
-
-
-def _dataframe(source: Any) -> Any:
-    from pyspark.sql import DataFrame
-
-    if not isinstance(source, DataFrame):
-        raise ctfile.InvalidArgumentError(f"source must be a Spark DataFrame, found {type(source).__name__}")
-    return source
-
-
-def _value(v: Any, *, what: str) -> Any:
-    from pyspark.sql import Column
-    from pyspark.sql import functions as F
-
-    if isinstance(v, (str, Column)):
-        return to_column(v, what=what)
-    return F.lit(v)
 
 
 def _text(v: Any) -> str:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 import ctfile
-from ctfile.spark.dml import in_table_timestamps
+from ctfile.spark.dml import delete_statement, in_table_timestamps, spark_dataframe, update_statement
 from ctfile.spark.merge import SPARK_EXPRESSIONS, SparkMerge, merge_on, shorthand_merge
 
 
@@ -55,9 +55,7 @@ class SparkTransaction:
                       target_alias: str = "t") -> ctfile.MergeBuilder:
         """:meth:`ctfile.spark.CtfileTable.merge_builder` as this
         transaction's next statement: ``execute()`` returns the counts."""
-        from ctfile.spark.table import _dataframe
-
-        source = _dataframe(source)
+        source = spark_dataframe(source)
         keys, on_condition = merge_on(on, on_condition, self.tx.schema.names, source.columns,
                                       source_alias=source_alias, target_alias=target_alias)
 
@@ -71,29 +69,21 @@ class SparkTransaction:
     def merge(self, source: Any, on: Any, *, when_matched: str | None = "update",
               when_not_matched: str | None = "insert") -> dict[str, int]:
         """The shorthand MERGE (:meth:`ctfile.spark.CtfileTable.merge`)."""
-        from ctfile.spark.table import _dataframe
-
-        return self._run(shorthand_merge(self.spark, _dataframe(source), on, when_matched, when_not_matched))
+        return self._run(shorthand_merge(self.spark, spark_dataframe(source), on, when_matched, when_not_matched))
 
     def update(self, condition: Any = None, set: Mapping[str, Any] | None = None) -> dict[str, int]:
         """:meth:`ctfile.spark.CtfileTable.update` as the next statement."""
-        from ctfile.spark.table import update_statement
-
         return self._run(update_statement(self.spark, condition, set))
 
     def delete(self, condition: Any = None) -> dict[str, int]:
         """:meth:`ctfile.spark.CtfileTable.delete` as the next statement."""
-        from ctfile.spark.table import delete_statement
-
         return self._run(delete_statement(self.spark, condition))
 
     def insert(self, data: Any) -> dict[str, int]:
         """Append the rows of the DataFrame ``data`` (columns by name, as
         ``spark.read.format("ctfile")`` writes them), written by the
         executors, as the next statement."""
-        from ctfile.spark.table import _dataframe
-
-        data = _dataframe(data)
+        data = spark_dataframe(data)
         if self.tx.is_replay:
             return {"inserted": 0, "updated": 0, "deleted": 0}
         tx = self.tx

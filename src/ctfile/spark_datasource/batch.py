@@ -161,13 +161,9 @@ class CtfileReader(DataSourceReader):
         difference is refused.
         """
         now = spark_schema(arrow)
-        by_name = {f.name: f for f in now.fields}
         wanted = self.spark_schema.fields
-        if self.options.is_change_scan:
-            same = [(f.name, f.dataType) for f in now.fields] == [(f.name, f.dataType) for f in wanted]
-        else:
-            same = all(f.name in by_name and by_name[f.name].dataType == f.dataType for f in wanted)
-        if not same:
+        same = _same_columns if self.options.is_change_scan else _has_columns
+        if not same(now.fields, wanted):
             raise ctfile.SchemaMismatchError(
                 f"{self.options.path}: the schema of version {version} "
                 f"({', '.join(f'{f.name} {f.dataType.simpleString()}' for f in now.fields)}) no longer matches "
@@ -225,6 +221,31 @@ class FilesMessage(WriterCommitMessage):
     files: list
 
 
+def _same_columns(now: list, wanted: list) -> bool:
+    """Whether the fields ``now`` are ``wanted``'s names and types, in order."""
+    return [(f.name, f.dataType) for f in now] == [(f.name, f.dataType) for f in wanted]
+
+
+def _has_columns(now: list, wanted: list) -> bool:
+    """Whether the fields ``now`` include each of ``wanted`` by name, of its type."""
+    by_name = {f.name: f for f in now}
+    return all(f.name in by_name and by_name[f.name].dataType == f.dataType for f in wanted)
+
+
+def _check_properties_kept(table: ctfile.Table, properties: dict) -> None:
+    """An existing table keeps its properties: refuse a write whose options
+    set one to another value."""
+    current = table.properties
+    for key, value in properties.items():
+        if not _same_property(key, current.get(key), value):
+            found = repr(current[key]) if key in current else "unset"
+            raise ctfile.InvalidArgumentError(
+                f"the write sets table property {key} to {value!r}, but {table.uri} exists with {key} "
+                f"{found}; a write sets table properties only when it creates the table: drop the option, "
+                f"or change the property with ctfile.open_table(...).set_properties(...)"
+            )
+
+
 def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -> ctfile.WriteJob:
     """The job of a batch or streaming write, planned on the driver.
 
@@ -255,15 +276,7 @@ def plan_write_job(opts: WriteOptions, schema: StructType, *, overwrite: bool) -
         return ctfile.WriteJob.for_new_table(
             opts.path, arrow, mode=mode, storage_options=opts.storage_options, properties=opts.properties,
         )
-    current = table.properties
-    for key, value in opts.properties.items():
-        if not _same_property(key, current.get(key), value):
-            found = repr(current[key]) if key in current else "unset"
-            raise ctfile.InvalidArgumentError(
-                f"the write sets table property {key} to {value!r}, but {table.uri} exists with {key} "
-                f"{found}; a write sets table properties only when it creates the table: drop the option, "
-                f"or change the property with ctfile.open_table(...).set_properties(...)"
-            )
+    _check_properties_kept(table, opts.properties)
     stream, pin = _consumed_pin(opts)
     try:
         return table.write_job(mode=mode, schema=arrow, schema_mode=opts.schema_mode, consuming=stream, pin=pin)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Any, Callable
 
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -22,45 +23,70 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-_COMPARISONS = {
-    EqualTo: lambda f, v: f == v,
-    GreaterThan: lambda f, v: f > v,
-    GreaterThanOrEqual: lambda f, v: f >= v,
-    LessThan: lambda f, v: f < v,
-    LessThanOrEqual: lambda f, v: f <= v,
-}
-
-
 def to_expression(flt: Filter, columns: set[str]) -> pc.Expression | None:
     """The pyarrow equivalent of ``flt``, or None if it cannot be expressed
     (nested column paths, unknown filter kinds, values pyarrow cannot type)."""
     if isinstance(flt, Not):
         inner = to_expression(flt.child, columns)
         return None if inner is None else ~inner
+    build = _BUILDERS.get(type(flt))
+    column = _column(flt, columns)
+    if build is None or column is None:
+        return None
+    try:
+        return build(pc.field(column), getattr(flt, "value", None))
+    except (TypeError, ValueError):
+        return None
+
+
+def _column(flt: Filter, columns: set[str]) -> str | None:
+    """The column ``flt`` tests, if it is one of ``columns`` (not a nested path)."""
     attr = getattr(flt, "attribute", None)
     if not attr or len(attr) != 1 or attr[0] not in columns:
         return None
-    field = pc.field(attr[0])
-    value: Any = getattr(flt, "value", None)
-    try:
-        for kind, build in _COMPARISONS.items():
-            if type(flt) is kind:
-                return build(field, value) if value is not None else None
-        if isinstance(flt, EqualNullSafe):
-            return field.is_null() if value is None else (field == value)
-        if isinstance(flt, In):
-            values = [v for v in value if v is not None]
-            return field.isin(values) if values else None
-        if isinstance(flt, IsNull):
-            return field.is_null()
-        if isinstance(flt, IsNotNull):
-            return field.is_valid()
-        if isinstance(flt, StringStartsWith):
-            return pc.starts_with(field, value)
-        if isinstance(flt, StringEndsWith):
-            return pc.ends_with(field, value)
-        if isinstance(flt, StringContains):
-            return pc.match_substring(field, value)
-    except (TypeError, ValueError):
-        return None
-    return None
+    return attr[0]
+
+
+def _comparing(op: Callable[[Any, Any], pc.Expression]) -> Callable[[pc.Expression, Any], pc.Expression | None]:
+    """The builder of a comparison with ``op``: none against a null value
+    (which no row matches in Spark: the filter cannot prune by statistics)."""
+    def build(field: pc.Expression, value: Any) -> pc.Expression | None:
+        return None if value is None else op(field, value)
+    return build
+
+
+def _equal_null_safe(field: pc.Expression, value: Any) -> pc.Expression:
+    """``<=>``: a null value matches the nulls."""
+    return field.is_null() if value is None else (field == value)
+
+
+def _isin(field: pc.Expression, values: Any) -> pc.Expression | None:
+    """``IN``: its null values match no row; none left, no expression."""
+    values = [v for v in values if v is not None]
+    return field.isin(values) if values else None
+
+
+def _is_null(field: pc.Expression, value: Any) -> pc.Expression:
+    return field.is_null()
+
+
+def _is_valid(field: pc.Expression, value: Any) -> pc.Expression:
+    return field.is_valid()
+
+
+#: Each filter kind pyarrow can express -> its builder from the column's
+#: field and the filter's value (None for the kinds without one).
+_BUILDERS: dict[type, Callable[[pc.Expression, Any], pc.Expression | None]] = {
+    EqualTo: _comparing(operator.eq),
+    GreaterThan: _comparing(operator.gt),
+    GreaterThanOrEqual: _comparing(operator.ge),
+    LessThan: _comparing(operator.lt),
+    LessThanOrEqual: _comparing(operator.le),
+    EqualNullSafe: _equal_null_safe,
+    In: _isin,
+    IsNull: _is_null,
+    IsNotNull: _is_valid,
+    StringStartsWith: pc.starts_with,
+    StringEndsWith: pc.ends_with,
+    StringContains: pc.match_substring,
+}

@@ -193,45 +193,22 @@ class ReadOptions:
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
     """Validate read options; ``streaming`` None skips the batch-only and
-    stream-only checks (schema inference, which serves both)."""
+    stream-only checks (schema inference, which serves both).
+
+    The checks run in a fixed order (the options, a stream read, time
+    travel, the change mode, the interval, the streaming options), so a
+    query with several mistakes is told about the same one each time."""
     opts = {k.lower(): v for k, v in dict(options).items()}
     _check_known(opts, READ_OPTIONS, READ_PREFIXES, "read")
     _check_stream_read(opts, streaming)
-    version_as_of = _int(opts, "versionAsOf")
-    timestamp_as_of = opts.get("timestampasof")
-    if version_as_of is not None and timestamp_as_of is not None:
-        raise InvalidArgumentError("give option versionAsOf or timestampAsOf, not both")
-    changes = opts.get("changes")
-    if changes is not None:
-        changes = ctfile.ChangeMode.parse(changes, what="option changes")
-    if streaming and changes is None:
-        raise InvalidArgumentError(
-            "spark.readStream.format('ctfile') streams changes: set option changes to "
-            "default, append_only or audit"
-        )
-    interval_opts = [n for n in ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp", "initialRows", "changelog") if n.lower() in opts]
-    if changes is None and interval_opts and "stream" not in opts:
-        raise InvalidArgumentError(
-            f"options {', '.join(interval_opts)} apply to change scans; add .option('changes', 'default') "
-            f"(or append_only / audit)"
-        )
-    if changes is not None and (version_as_of is not None or timestamp_as_of is not None):
-        raise InvalidArgumentError("versionAsOf/timestampAsOf select a snapshot; they cannot be combined with changes")
+    version_as_of, timestamp_as_of = _time_travel(opts)
+    changes = _change_mode(opts, streaming, travels=version_as_of is not None or timestamp_as_of is not None)
     changelog = opts.get("changelog")
     if changelog is not None:
         changelog = ctfile.Changelog.parse(changelog, what="option changelog", optional=False)
-    starting_version = _int(opts, "startingVersion")
-    ending_version = _int(opts, "endingVersion")
-    if starting_version is not None and "startingtimestamp" in opts:
-        raise InvalidArgumentError("give option startingVersion or startingTimestamp, not both")
-    if ending_version is not None and "endingtimestamp" in opts:
-        raise InvalidArgumentError("give option endingVersion or endingTimestamp, not both")
-    if streaming and (ending_version is not None or "endingtimestamp" in opts):
-        raise InvalidArgumentError("a streaming read has no end: endingVersion/endingTimestamp are for batch reads")
+    starting_version, ending_version = _interval_versions(opts, streaming)
     max_versions = _int(opts, "maxVersionsPerTrigger", minimum=1)
-    for name in ("maxVersionsPerTrigger", "allowSchemaChanges"):
-        if name.lower() in opts and streaming is False:
-            raise InvalidArgumentError(f"option {name} applies to streaming reads (spark.readStream)")
+    _check_streaming_only(opts, streaming)
     return ReadOptions(
         path=_path(opts),
         storage_options=_storage_options(opts),
@@ -252,6 +229,71 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         stream_pin=opts.get("streampin"),
         raw=opts,
     )
+
+
+#: The options of a change interval, which need a change scan.
+_INTERVAL_OPTIONS = ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp", "initialRows",
+                     "changelog")
+
+
+def _time_travel(opts: Mapping[str, str]) -> tuple[int | None, str | None]:
+    """``versionAsOf`` and ``timestampAsOf``, at most one of them given."""
+    version_as_of = _int(opts, "versionAsOf")
+    timestamp_as_of = opts.get("timestampasof")
+    if version_as_of is not None and timestamp_as_of is not None:
+        raise InvalidArgumentError("give option versionAsOf or timestampAsOf, not both")
+    return version_as_of, timestamp_as_of
+
+
+def _change_mode(opts: Mapping[str, str], streaming: bool | None, *, travels: bool) -> Any:
+    """The ``changes`` option as a :class:`ctfile.ChangeMode` (None: a
+    snapshot read): required by a streaming read and by the interval
+    options (unless a stream read fixes the interval), refused with time
+    travel (``travels``)."""
+    changes = opts.get("changes")
+    if changes is not None:
+        changes = ctfile.ChangeMode.parse(changes, what="option changes")
+    if streaming and changes is None:
+        raise InvalidArgumentError(
+            "spark.readStream.format('ctfile') streams changes: set option changes to "
+            "default, append_only or audit"
+        )
+    if changes is None and "stream" not in opts:
+        _refuse_interval_without_changes(opts)
+    if changes is not None and travels:
+        raise InvalidArgumentError("versionAsOf/timestampAsOf select a snapshot; they cannot be combined with changes")
+    return changes
+
+
+def _refuse_interval_without_changes(opts: Mapping[str, str]) -> None:
+    """Refuse the interval options in a snapshot read."""
+    interval_opts = [n for n in _INTERVAL_OPTIONS if n.lower() in opts]
+    if interval_opts:
+        raise InvalidArgumentError(
+            f"options {', '.join(interval_opts)} apply to change scans; add .option('changes', 'default') "
+            f"(or append_only / audit)"
+        )
+
+
+def _interval_versions(opts: Mapping[str, str], streaming: bool | None) -> tuple[int | None, int | None]:
+    """``startingVersion`` and ``endingVersion``: each given as a version
+    or a timestamp, not both; a streaming read has no end."""
+    starting_version = _int(opts, "startingVersion")
+    ending_version = _int(opts, "endingVersion")
+    if starting_version is not None and "startingtimestamp" in opts:
+        raise InvalidArgumentError("give option startingVersion or startingTimestamp, not both")
+    if ending_version is not None and "endingtimestamp" in opts:
+        raise InvalidArgumentError("give option endingVersion or endingTimestamp, not both")
+    if streaming and (ending_version is not None or "endingtimestamp" in opts):
+        raise InvalidArgumentError("a streaming read has no end: endingVersion/endingTimestamp are for batch reads")
+    return starting_version, ending_version
+
+
+def _check_streaming_only(opts: Mapping[str, str], streaming: bool | None) -> None:
+    """Refuse the options of a streaming read in a batch read."""
+    for name in ("maxVersionsPerTrigger", "allowSchemaChanges"):
+        if name.lower() in opts and streaming is False:
+            raise InvalidArgumentError(f"option {name} applies to streaming reads (spark.readStream)")
 
 
 def _check_stream_read(opts: Mapping[str, str], streaming: bool | None) -> None:

@@ -40,7 +40,7 @@ first micro-batch; later batches find the table in that schema.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
@@ -124,17 +124,23 @@ class CtfileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._table().version
         if self._target is not None:
             latest = min(latest, self._target)
-        cap = None
-        if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
-            cap = limit.max_files
-        elif limit is None and self.options.max_versions_per_trigger:
-            cap = self.options.max_versions_per_trigger
+        cap = self._versions_cap(limit)
         end = latest if cap is None else min(latest, start["version"] + cap)
         end = max(end, start["version"])
         if end == start["version"] and not start.get("initial"):
             return start  # nothing new
         self._last = {"version": end, "initial": False}
         return self._last
+
+    def _versions_cap(self, limit: Any) -> int | None:
+        """At most how many versions the next micro-batch reads: Spark's
+        ``ReadMaxFiles`` admission limit, else ``maxVersionsPerTrigger``
+        (without a limit), else no cap (None)."""
+        if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
+            return limit.max_files
+        if limit is None and self.options.max_versions_per_trigger:
+            return self.options.max_versions_per_trigger
+        return None
 
     def partitions(self, start: dict, end: dict):
         first = start["version"] + 1

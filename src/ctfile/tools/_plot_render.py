@@ -102,20 +102,29 @@ def _commit_strip(ax: Any, s: HistorySeries) -> None:
     what the history says of vacuums in the title."""
     rows = [*CommitKind, None]  # None: the schema-change row
     for y, kind in enumerate(rows):
-        if kind is None:
-            xs = [v for v, changed in zip(s.versions, s.schema_changed) if changed]
-            marker, colour, label = "v", "tab:red", SCHEMA_CHANGE_LABEL
-        else:
-            xs = [v for v, k in zip(s.versions, s.kinds) if k is kind]
-            (marker, colour), label = _KIND_STYLE[kind], kind.value
+        xs, marker, colour, label = _strip_row(s, kind)
         ax.scatter(xs, [y] * len(xs), marker=marker, color=colour, label=label)
     ax.set_yticks(range(len(rows)), [k.value if k else SCHEMA_CHANGE_LABEL for k in rows], fontsize="small")
     ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_title(f"commit kind; {_vacuum_note(s)}", fontsize="small", loc="left")
+
+
+def _strip_row(s: HistorySeries, kind: CommitKind | None) -> tuple[list[int], str, str, str]:
+    """The versions, marker, colour and label of the row of commits of
+    ``kind`` (None: of the commits that changed the schema)."""
+    if kind is None:
+        xs = [v for v, changed in zip(s.versions, s.schema_changed) if changed]
+        return xs, "v", "tab:red", SCHEMA_CHANGE_LABEL
+    xs = [v for v, k in zip(s.versions, s.kinds) if k is kind]
+    marker, colour = _KIND_STYLE[kind]
+    return xs, marker, colour, kind.value
+
+
+def _vacuum_note(s: HistorySeries) -> str:
+    """What the history says of vacuums (which write no log entry)."""
     if s.expired_before is not None:
-        note = f"vacuum writes no log entry; versions before {s.expired_before} were expired by one"
-    else:
-        note = "vacuum writes no log entry; none expired this history"
-    ax.set_title(f"commit kind; {note}", fontsize="small", loc="left")
+        return f"vacuum writes no log entry; versions before {s.expired_before} were expired by one"
+    return "vacuum writes no log entry; none expired this history"
 
 
 # ---------------------------------------------------------------- layout
@@ -131,10 +140,16 @@ def _positions(values: Sequence[Any]) -> tuple[list[float], dict[float, str] | N
         from matplotlib.dates import date2num
 
         return [float(date2num(v)) for v in values], None, True
+    return (*_ranks(values), False)
+
+
+def _ranks(values: Sequence[Any]) -> tuple[list[float], dict[float, str]]:
+    """Each value's rank among the distinct values, and the names of at
+    most about :data:`_MAX_TICKS` ranks, evenly spaced."""
     distinct = sorted(set(values))
     rank = {v: float(i) for i, v in enumerate(distinct)}
     step = max(1, len(distinct) // _MAX_TICKS)
-    return [rank[v] for v in values], {rank[v]: str(v) for v in distinct[::step]}, False
+    return [rank[v] for v in values], {rank[v]: str(v) for v in distinct[::step]}
 
 
 def layout_figure(s: LayoutSeries) -> Any:
@@ -144,20 +159,31 @@ def layout_figure(s: LayoutSeries) -> Any:
     depth in the title. A partition whose bounds are equal is a bar of no
     width, drawn as a line by its edge."""
     mpl = load_matplotlib()
+    n = len(s.bars)
+    fig = mpl.figure.Figure(figsize=(10, min(30, max(3.5, 2 + 0.22 * n))), layout="constrained")
+    ax = fig.subplots()
+    ax.set_title(_layout_title(s), fontsize="medium")
+    ax.set_xlabel(s.column)
+    ax.set_ylabel("partition (sorted by minimum)")
+    if n:
+        _draw_bars(fig, ax, s)
+    return fig
+
+
+def _layout_title(s: LayoutSeries) -> str:
+    """The table, version, column, clustering depth and partitions not drawn."""
+    depth = "no partition has bounds" if s.depth is None else f"clustering depth {s.depth:.2f}"
+    unbounded = f"; {len(s.unbounded)} partitions without bounds, not drawn" if s.unbounded else ""
+    return f"{s.uri} version {s.version}: {len(s.bars)} partitions by {s.column} ({depth}{unbounded})"
+
+
+def _draw_bars(fig: Any, ax: Any, s: LayoutSeries) -> None:
+    """The bars of :func:`layout_figure` (at least one), their axes and colour bar."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
     from matplotlib.ticker import MaxNLocator
 
     n = len(s.bars)
-    fig = mpl.figure.Figure(figsize=(10, min(30, max(3.5, 2 + 0.22 * n))), layout="constrained")
-    ax = fig.subplots()
-    depth = "no partition has bounds" if s.depth is None else f"clustering depth {s.depth:.2f}"
-    unbounded = f"; {len(s.unbounded)} partitions without bounds, not drawn" if s.unbounded else ""
-    ax.set_title(f"{s.uri} version {s.version}: {n} partitions by {s.column} ({depth}{unbounded})", fontsize="medium")
-    ax.set_xlabel(s.column)
-    ax.set_ylabel("partition (sorted by minimum)")
-    if not n:
-        return fig
     xs, names, dates = _positions([b.low for b in s.bars] + [b.high for b in s.bars])
     lows, highs = xs[:n], xs[n:]
     versions = [b.version for b in s.bars]
@@ -178,7 +204,6 @@ def layout_figure(s: LayoutSeries) -> Any:
     if names is not None:
         ax.set_xticks(list(names), list(names.values()), rotation=30, ha="right", fontsize="small")
     fig.colorbar(sm, ax=ax, label="version that wrote the partition")
-    return fig
 
 
 # ---------------------------------------------------------------- files

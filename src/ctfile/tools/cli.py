@@ -43,27 +43,31 @@ class _Group(TyperGroup):
         try:
             rv = super().main(args, prog_name or "ctfile", complete_var, standalone_mode=False, **extra)
         except typer.TyperException as e:
-            if type(e).__name__ == "NoArgsIsHelpError":  # help was printed
-                if standalone_mode:
-                    sys.exit(getattr(e, "exit_code", 2))
-                raise
-            format_message = getattr(e, "format_message", None)
-            msg = format_message() if format_message else str(e)
-            ctx = getattr(e, "ctx", None)
-            if ctx is not None:
-                msg = f"{msg} (see '{ctx.command_path} --help')"
-            sys.stderr.write(f"ctfile: error: {out.one_line(msg)}\n")
-            if standalone_mode:
-                sys.exit(getattr(e, "exit_code", 2))
+            if type(e).__name__ != "NoArgsIsHelpError":  # else help was printed
+                sys.stderr.write(f"ctfile: error: {out.one_line(_error_line(e))}\n")
+            _exit_if(standalone_mode, getattr(e, "exit_code", 2))
             raise
         except typer.Abort:
             sys.stderr.write("ctfile: aborted\n")
-            if standalone_mode:
-                sys.exit(1)
+            _exit_if(standalone_mode, 1)
             raise
-        if standalone_mode:
-            sys.exit(rv if isinstance(rv, int) else 0)
+        _exit_if(standalone_mode, rv if isinstance(rv, int) else 0)
         return rv
+
+
+def _error_line(e: Exception) -> str:
+    """Click's message of ``e``, pointing to the command's help where click knows the command."""
+    format_message = getattr(e, "format_message", None)
+    msg = format_message() if format_message else str(e)
+    ctx = getattr(e, "ctx", None)
+    return msg if ctx is None else f"{msg} (see '{ctx.command_path} --help')"
+
+
+def _exit_if(standalone_mode: bool, code: int) -> None:
+    """Exit with ``code`` when running as the program (standalone mode);
+    otherwise return, for the caller to raise or return."""
+    if standalone_mode:
+        sys.exit(code)
 
 
 app = typer.Typer(

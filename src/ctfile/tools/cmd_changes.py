@@ -87,11 +87,7 @@ def output_spec(output: Path, fmt: Format | None, *, default: Format | None = No
     named = SUFFIX_FORMATS.get(stem.suffix.lower())
     chosen = fmt or named or default
     if chosen is None:
-        raise ctfile.InvalidArgumentError(
-            f"cannot tell the format of --output {output.name!r} from its suffix {stem.suffix or '(none)'!r}: expected "
-            f"{', '.join(SUFFIX_FORMATS)}, optionally followed by a compression suffix "
-            f"({', '.join('.' + k for k in sorted(fsspec.utils.compressions))}), or give --format csv, json or parquet"
-        )
+        raise _unknown_format(output, stem)
     if _contradicts(fmt, named):
         raise ctfile.InvalidArgumentError(
             f"--format {fmt.value} but the --output name {output.name!r} says {named.value}"
@@ -102,6 +98,15 @@ def output_spec(output: Path, fmt: Format | None, *, default: Format | None = No
             "pages itself: drop the compression suffix"
         )
     return OutputSpec(chosen, compression)
+
+
+def _unknown_format(output: Path, stem: Path) -> ctfile.InvalidArgumentError:
+    """The error for an ``--output`` name whose suffix names no format (and no ``--format``)."""
+    return ctfile.InvalidArgumentError(
+        f"cannot tell the format of --output {output.name!r} from its suffix {stem.suffix or '(none)'!r}: expected "
+        f"{', '.join(SUFFIX_FORMATS)}, optionally followed by a compression suffix "
+        f"({', '.join('.' + k for k in sorted(fsspec.utils.compressions))}), or give --format csv, json or parquet"
+    )
 
 
 def _contradicts(given: Format | None, named: Format | None) -> bool:
@@ -189,16 +194,23 @@ def _names_an_export(format_: Format | None, output: Path | None) -> bool:
 def _check_destination(fmt: Format, output: Path | None, *, json_: bool) -> None:
     """Refuse the combinations of ``--format``, ``--output`` and ``--json`` that cannot be written."""
     to_stdout = output is None
-    if json_ and fmt is Format.table:
-        raise ctfile.InvalidArgumentError("--json and --format table contradict each other")
-    if json_ and fmt is not Format.json and to_stdout:
-        raise ctfile.InvalidArgumentError(
-            f"--json with --format {fmt.value} needs --output FILE (the rows go to the file, a JSON summary to stdout)"
-        )
+    if json_:
+        _check_json_summary(fmt, to_stdout=to_stdout)
     if fmt is Format.parquet and to_stdout:
         raise ctfile.InvalidArgumentError("--format parquet needs --output FILE")
     if fmt is Format.table and not to_stdout:
         raise ctfile.InvalidArgumentError("--output needs --format csv, json or parquet")
+
+
+def _check_json_summary(fmt: Format, *, to_stdout: bool) -> None:
+    """``--json`` prints rows (``--format json`` to stdout) or a summary of
+    rows written to a file: refuse it with a table, or with other rows on stdout."""
+    if fmt is Format.table:
+        raise ctfile.InvalidArgumentError("--json and --format table contradict each other")
+    if fmt is not Format.json and to_stdout:
+        raise ctfile.InvalidArgumentError(
+            f"--json with --format {fmt.value} needs --output FILE (the rows go to the file, a JSON summary to stdout)"
+        )
 
 
 @dataclass(frozen=True)
@@ -228,36 +240,49 @@ def _counting(batches: Iterator, prog) -> Iterator:
 
 
 def _export(schema, batches: Iterator, fmt: str, output: Path | None, prog, *, compression: str | None = None) -> int:
-    import pyarrow as pa
+    """Write ``batches`` to ``output`` (None: stdout) as ``fmt``; the number of rows written."""
+    return _WRITERS[fmt](schema, _counting(batches, prog), output, compression)
+
+
+def _write_parquet(schema, batches: Iterator, output: Path | None, compression: str | None) -> int:
+    import pyarrow.parquet as pq
 
     n = 0
-    batches = _counting(batches, prog)
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
+    with pq.ParquetWriter(str(output), schema) as w:
+        for b in batches:
+            w.write_batch(b)
+            n += b.num_rows
+    return n
 
-        with pq.ParquetWriter(str(output), schema) as w:
-            for b in batches:
-                w.write_batch(b)
-                n += b.num_rows
-        return n
-    if fmt == "csv":
-        import pyarrow.csv as pacsv
 
-        bad = [f.name for f in schema if pa.types.is_nested(f.type)]
-        if bad:
-            raise ctfile.InvalidArgumentError(f"CSV cannot hold the nested columns {bad}; use --format json or parquet")
-        with _sink(output, binary=True, compression=compression) as sink, pacsv.CSVWriter(sink, schema) as w:
-            for b in batches:
-                w.write_batch(b)
-                n += b.num_rows
-        return n
-    # json: one object per line
+def _write_csv(schema, batches: Iterator, output: Path | None, compression: str | None) -> int:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    bad = [f.name for f in schema if pa.types.is_nested(f.type)]
+    if bad:
+        raise ctfile.InvalidArgumentError(f"CSV cannot hold the nested columns {bad}; use --format json or parquet")
+    n = 0
+    with _sink(output, binary=True, compression=compression) as sink, pacsv.CSVWriter(sink, schema) as w:
+        for b in batches:
+            w.write_batch(b)
+            n += b.num_rows
+    return n
+
+
+def _write_json(schema, batches: Iterator, output: Path | None, compression: str | None) -> int:
+    """One JSON object per line."""
+    n = 0
     with _sink(output, binary=False, compression=compression) as sink:
         for b in batches:
             for row in b.to_pylist():
                 sink.write(out.json_line(row) + "\n")
             n += b.num_rows
     return n
+
+
+#: Each export format -> how rows are written in it.
+_WRITERS = {"parquet": _write_parquet, "csv": _write_csv, "json": _write_json}
 
 
 @contextlib.contextmanager

@@ -110,39 +110,60 @@ def gather_history(table: ctfile.Table, uri: str, *, limit: int | None = None) -
     """
     entries = table.history(limit=limit)  # newest first
     snap = table.snapshot(entries[0].version)
-    rows, size = snap.num_records, sum(p.size_bytes for p in snap.partitions)
+    live_rows, live_bytes = _live_backwards(entries, snap.num_records, sum(p.size_bytes for p in snap.partitions))
+    entries.reverse()
+    cut_by_limit = limit is not None and len(entries) == limit
+    return HistorySeries(
+        uri=uri,
+        versions=_each(entries, "version"),
+        operations=_each(entries, "operation"),
+        kinds=tuple(map(CommitKind.of, entries)),
+        schema_changed=tuple(map(_changes_schema, entries)),
+        live_rows=tuple(reversed(live_rows)),
+        live_bytes=tuple(reversed(live_bytes)),
+        partitions_added=_each(entries, "partitions_added"),
+        partitions_removed=_each(entries, "partitions_removed"),
+        rows_inserted=_metric(entries, "numInsertedRows"),
+        rows_updated=_metric(entries, "numUpdatedRows"),
+        rows_deleted=_metric(entries, "numDeletedRows"),
+        expired_before=None if cut_by_limit else _expired_before(entries[0].version),
+    )
+
+
+def _live_backwards(entries: list, rows: int, size: int) -> tuple[list[int], list[int]]:
+    """The live rows and bytes at each of ``entries`` (newest first), from
+    ``rows`` and ``size`` at the newest: each version's are the next one's
+    minus what the next commit added plus what it removed."""
     live_rows, live_bytes = [], []
     for h in entries:
         live_rows.append(rows)
         live_bytes.append(size)
         rows += h.rows_removed - h.rows_added
         size += h.bytes_removed - h.bytes_added
-    entries.reverse()
-    live_rows.reverse()
-    live_bytes.reverse()
-    oldest = entries[0].version
-    cut_by_limit = limit is not None and len(entries) == limit
+    return live_rows, live_bytes
 
-    def metric(name: str) -> tuple[int, ...]:
-        return tuple(int(h.operation_metrics.get(name) or 0) for h in entries)
 
-    return HistorySeries(
-        uri=uri,
-        versions=tuple(h.version for h in entries),
-        operations=tuple(h.operation for h in entries),
-        kinds=tuple(CommitKind.of(h) for h in entries),
-        # The creation sets the schema rather than changing it; None (set, the
-        # schema before was vacuumed) is not known to be a change either.
-        schema_changed=tuple(bool(h.schema_changed) and h.version > 0 for h in entries),
-        live_rows=tuple(live_rows),
-        live_bytes=tuple(live_bytes),
-        partitions_added=tuple(h.partitions_added for h in entries),
-        partitions_removed=tuple(h.partitions_removed for h in entries),
-        rows_inserted=metric("numInsertedRows"),
-        rows_updated=metric("numUpdatedRows"),
-        rows_deleted=metric("numDeletedRows"),
-        expired_before=oldest if oldest > 0 and not cut_by_limit else None,
-    )
+def _each(entries: list, attribute: str) -> tuple:
+    """The ``attribute`` of each history entry, in order."""
+    return tuple(getattr(h, attribute) for h in entries)
+
+
+def _metric(entries: list, name: str) -> tuple[int, ...]:
+    """The operation metric ``name`` of each entry (0 where absent)."""
+    return tuple(int(h.operation_metrics.get(name) or 0) for h in entries)
+
+
+def _changes_schema(h: Any) -> bool:
+    """Whether the commit changed the schema: the creation sets the schema
+    rather than changing it; None (set, the schema before was vacuumed) is
+    not known to be a change either."""
+    return bool(h.schema_changed) and h.version > 0
+
+
+def _expired_before(oldest: int) -> int | None:
+    """The version before which the log was vacuumed, given the oldest
+    listed (a full listing, not one cut by a limit); None from version 0."""
+    return oldest if oldest > 0 else None
 
 
 # ---------------------------------------------------------------- layout
