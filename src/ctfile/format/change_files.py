@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition
+from ctfile.format.actions import AddPartition, ChangeFile, RemovePartition
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
@@ -126,7 +126,7 @@ def check_change_rows(table: pa.Table, *, uri: str, path: str, version: int) -> 
         )
     if is_pre[-1:].any():
         raise _corrupt(
-            uri, path, version, f"its last row is an update_preimage without its update_postimage "
+            uri, path, version, "its last row is an update_preimage without its update_postimage "
             "(SPEC §Change capture)"
         )
     ids = np.asarray(rid.to_numpy(), dtype=np.int64)

@@ -31,7 +31,8 @@ from ctfile.format.actions import (
     partitions_from_columns,
     pending_stats_text,
 )
-from ctfile.format.codec import decode_actions, encode_actions, stats_to_text
+from ctfile.format.codec import decode_actions, encode_actions
+from ctfile.format.partition_stats import stats_to_text
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.paths import validate_relative_path
 

@@ -47,13 +47,12 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ctfile.format.actions import Partition
 from ctfile.format.change_modes import ChangeMode
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.log_values import require_long
-from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, Schema
+from ctfile.format.schema import Schema
 from ctfile.log.location import TableLocation
 from ctfile.log.storage import Storage
 from ctfile.reader.captured import CapturedCommit, change_file_partition, fresh_positions, read_captured, reads_of
@@ -64,7 +63,7 @@ from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.change_tasks import plan_parts
 from ctfile.reader.integrity import DataFiles
 from ctfile.reader.min_delta import MinimumDelta
-from ctfile.reader.partition_reader import hidden_values_only_inherited, read_hidden, read_partition, read_rows
+from ctfile.reader.partition_reader import read_hidden, read_partition, read_rows
 from ctfile.reader.pruning import prune
 from ctfile.reader.row_ids import table_seed
 

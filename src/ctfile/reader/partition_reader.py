@@ -29,7 +29,6 @@ from ctfile.format.actions import Partition
 from ctfile.format.errors import CorruptDataFileError, CorruptLogError
 from ctfile.format.schema import (
     HIDDEN_COLUMNS,
-    PARQUET_FIELD_ID_KEY,
     ROW_ID_COLUMN,
     ROW_ID_FIELD_ID,
     ROW_VERSION_COLUMN,

@@ -25,7 +25,6 @@ import uuid
 from typing import Any, Mapping
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
 
 import ctfile
 from ctfile.spark.dml import delete_statement, in_table_timestamps, spark_dataframe, update_statement

@@ -30,7 +30,8 @@ from ctfile.log.storage import Storage, open_storage
 from ctfile.log.storage_errors import missing_table_reason
 from ctfile.log.transaction import CommitResult, operation_parameters
 from ctfile.log.vacuum import VacuumResult
-from ctfile.reader.change_plan import plan_changes, resolve_interval
+from ctfile.reader.change_interval import resolve_interval
+from ctfile.reader.change_plan import plan_changes
 from ctfile.reader.change_scan import ChangeSet
 from ctfile.reader.change_spec import ChangeScan
 from ctfile.reader.clustering import ClusteringInfo
