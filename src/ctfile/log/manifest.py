@@ -37,6 +37,7 @@ from ctfile.format.paths import (
     parse_commit_name,
 )
 from ctfile.format.schema import LONG_MAX
+from ctfile.format.validators import is_int
 from ctfile.log.checkpoint_state import (
     check_checkpoint_identity,
     checkpoint_table_actions,
@@ -110,7 +111,7 @@ class ManifestLog:
         try:
             obj = json.loads(self.storage.read_bytes(LAST_CHECKPOINT))
             v = obj["version"]
-            return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= LONG_MAX else None
+            return v if is_int(v) and 0 <= v <= LONG_MAX else None
         except (FileNotFoundError, ValueError, KeyError, TypeError, RecursionError):
             return None  # advisory only: fall back to listing
 

@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 
 from ctfile.format.errors import StorageError
 from ctfile.format.paths import LOG_DIR
+from ctfile.format.validators import is_int
 
 if TYPE_CHECKING:
     from ctfile.log.storage import Storage
@@ -119,7 +120,7 @@ def _status_attribute(e: BaseException) -> tuple[int, None] | None:
 
 
 def _is_http_status(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599
+    return is_int(v) and 100 <= v <= 599
 
 
 def _retried_by_client(exc: BaseException) -> bool:

@@ -18,17 +18,14 @@ ctfile.format.errors.InvalidArgumentError: reversed interval: start_version 2 is
 from __future__ import annotations
 
 from ctfile.format.errors import InvalidArgumentError, StaleIntervalError, VersionNotFoundError
+from ctfile.format.validators import require_int_at_least
 from ctfile.log.manifest import ManifestLog
 
 
 def _check_version_arg(value, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an int, found {value!r}")
-    if value < 0:
-        raise InvalidArgumentError(f"{name} must be >= 0, found {value}")
-    return value
+    return require_int_at_least(value, name, 0)
 
 
 def resolve_interval(

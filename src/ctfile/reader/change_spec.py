@@ -25,13 +25,11 @@ import pyarrow.compute as pc
 
 from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.format.errors import InvalidArgumentError
+from ctfile.format.validators import require_int_at_least
 
 
 def _check_version(value: Any, name: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an int, found {value!r}")
-    if value < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}, found {value}")
+    require_int_at_least(value, name, minimum)
 
 
 @dataclass(frozen=True)

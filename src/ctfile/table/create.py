@@ -14,6 +14,7 @@ from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema, schema_from_arrow
+from ctfile.format.validators import require_positive_int
 from ctfile.log.creation import create_table_log
 from ctfile.log.transaction import now_ms
 from ctfile.table.table import Table, open_table, storage_at
@@ -82,8 +83,7 @@ def _creation_properties(
     properties), with ``partition_rows`` and ``compression`` when given."""
     props = table_properties.validate_properties({} if properties is None else properties, schema=schema)
     if partition_rows is not None:
-        if isinstance(partition_rows, bool) or not isinstance(partition_rows, int) or partition_rows < 1:
-            raise InvalidArgumentError(f"partition_rows must be a positive int, found {partition_rows!r}")
+        require_positive_int(partition_rows, "partition_rows")
         props[table_properties.PARTITION_ROWS] = str(partition_rows)
     if compression is not None:
         if compression not in table_properties.COMPRESSIONS:

@@ -21,6 +21,7 @@ from ctfile.format.log_values import utc_datetime
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import SchemaChange, diff_schemas, field_paths
+from ctfile.format.validators import require_int, require_positive_int
 from ctfile.log.manifest import LogListing, ManifestLog
 from ctfile.log.replay import TableHead
 
@@ -120,8 +121,8 @@ class SchemaVersion:
 
 
 def _check_limit(limit: Any) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InvalidArgumentError(f"limit must be a positive int, found {limit!r}")
+    if limit is not None:
+        require_positive_int(limit, "limit")
 
 
 def read_history(log: ManifestLog, latest: int, *, limit: int | None) -> list[HistoryEntry]:
@@ -350,8 +351,8 @@ def read_introduced_versions(log: ManifestLog, current: TableHead, version: int 
 
 def _head_at(log: ManifestLog, current: TableHead, version: Any) -> TableHead:
     """The table-level state of ``version`` (None: ``current``, the latest)."""
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise InvalidArgumentError(f"version must be an int, found {version!r}")
+    if version is not None:
+        require_int(version, "version")
     if version is None or version == current.version:
         return current
     return log.load_head(version, latest=current.version)

@@ -25,6 +25,7 @@ from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema_evolution import Path, SchemaChange, SchemaEditor
+from ctfile.format.validators import require_int
 from ctfile.log.manifest import CheckpointInfo
 from ctfile.log.replay import check_writer_protocol
 from ctfile.log.transaction import CommitResult
@@ -40,8 +41,8 @@ OPERATION = "SCHEMA CHANGE"
 
 def check_version(version: Any) -> None:
     """Refuse a version that is not an int (None passes)."""
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise InvalidArgumentError(f"version must be an int, found {version!r}")
+    if version is not None:
+        require_int(version, "version")
 
 
 class UpdateSchema:

@@ -47,6 +47,7 @@ from ctfile.format.errors import (
 from ctfile.format.log_values import require_long, utc_datetime
 from ctfile.format.properties import TableProperties
 from ctfile.format.streams import StreamClaim, StreamState, check_stream_name
+from ctfile.format.validators import require_int
 from ctfile.log.streams import StreamRaceLost, StreamStore
 from ctfile.log.transaction import now_ms
 from ctfile.log.vacuum import DEFAULT_GRACE_S, DEFAULT_RETAIN_S, window_seconds
@@ -252,8 +253,7 @@ class Stream:
         CommitConflictError
             Another consumer kept changing the stream.
         """
-        if isinstance(to_version, bool) or not isinstance(to_version, int):
-            raise InvalidArgumentError(f"to_version must be an int, found {to_version!r}")
+        require_int(to_version, "to_version")
         latest = self.table.refresh().version
         if to_version > latest:
             raise VersionNotFoundError(

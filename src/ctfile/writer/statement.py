@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable
 
 from ctfile.format.errors import CommitConflictError, ConflictKind, InvalidArgumentError
+from ctfile.format.validators import require_positive_int
 from ctfile.log.transaction import CommitResult, retry_delay
 from ctfile.writer.transaction import WriteTransaction
 
@@ -78,8 +79,8 @@ def run_statement(
 def _check_arguments(body: Any, max_runs: Any) -> None:
     """Refuse a ``body`` that is not callable, a ``max_runs`` that is not
     None or a positive int."""
-    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
-        raise InvalidArgumentError(f"max_runs must be a positive int, found {max_runs!r}")
+    if max_runs is not None:
+        require_positive_int(max_runs, "max_runs")
     if not callable(body):
         raise InvalidArgumentError(f"body must be a callable taking the transaction, found {body!r:.80}")
 

@@ -22,6 +22,7 @@ from ctfile.format.schema_evolution import (
     replacement_schema,
     retires_ids,
 )
+from ctfile.format.validators import is_int
 from ctfile.log.commit_options import CommitOptions
 from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import dml
@@ -220,7 +221,7 @@ class WriteTransaction(Transaction):
             A file it would re-add is gone; nothing is written.
         """
         self._check_open()
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        if not is_int(version) or version < 0:
             raise InvalidArgumentError(f"the version to restore must be an int >= 0, found {version!r}")
         if self.has_statements or self.metadata is not self.base.metadata or self._restored_version is not None:
             raise InvalidArgumentError("restore() must be the only statement of its transaction (SPEC §Restore)")

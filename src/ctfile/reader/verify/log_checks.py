@@ -25,6 +25,7 @@ from ctfile.format.errors import CorruptLogError
 from ctfile.format.log_values import nested_too_deeply
 from ctfile.format.paths import LAST_CHECKPOINT, commit_path, validate_relative_path
 from ctfile.format.schema import LONG_MAX, Schema
+from ctfile.format.validators import is_int
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import Folded, ReplayMode, TableState, fold_entry
 from ctfile.log.storage import LocalStorage, Storage
@@ -105,7 +106,7 @@ class LogChecker(Recorder):
             return
         try:
             v = json.loads(raw)["version"]
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LONG_MAX:
+            if not is_int(v) or not 0 <= v <= LONG_MAX:
                 raise ValueError(v)
         except (ValueError, KeyError, TypeError, RecursionError):
             self.warning("checkpoint", "the checkpoint hint is unreadable (readers fall back to listing)", path=LAST_CHECKPOINT)

@@ -27,6 +27,7 @@ from ctfile.format.actions import FEATURE_STREAMS, Partition
 from ctfile.format.errors import CtfileError, InvalidArgumentError, TableNotFoundError
 from ctfile.format.paths import CHANGES_DIR, DATA_DIR, LOG_DIR
 from ctfile.format.streams import StreamState, state_path
+from ctfile.format.validators import is_int
 from ctfile.log.manifest import ManifestLog
 from ctfile.log.replay import TableState
 from ctfile.log.storage import TMP_PREFIX, EscapingLink, LocalStorage, Storage, open_storage
@@ -102,7 +103,7 @@ def _check_options(*, all_versions: object, progress: object, workers: object) -
 
 
 def _is_worker_count(workers: object) -> bool:
-    return isinstance(workers, int) and not isinstance(workers, bool) and 1 <= workers <= 1024
+    return is_int(workers) and 1 <= workers <= 1024
 
 
 class _Verifier(Recorder):
