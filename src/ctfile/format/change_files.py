@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ctfile.format.actions import AddPartition, ChangeFile, RemovePartition
+from ctfile.format.actions import AddPartition, ChangeFile, Partition, RemovePartition  # noqa: F401 (Partition: the doctests)
 from ctfile.format.errors import CorruptDataFileError
 from ctfile.format.schema import (
     PARQUET_FIELD_ID_KEY,
