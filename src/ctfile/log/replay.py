@@ -13,13 +13,12 @@ verify`` reports). :func:`roll_forward` folds a run of entries strictly,
 copying the state's maps once; it is the roll-forward of ``Table.refresh``,
 of a transaction that lost a race and of :class:`~ctfile.log.manifest.ManifestLog`.
 :func:`roll_forward_head` does the same for a :class:`TableHead`, with the
-same rules, and never sees a partition. :func:`apply_entry` and
-:func:`apply_table_actions` are their one-entry forms.
+same rules, and never sees a partition. :func:`apply_entry` is the
+one-entry form of :func:`roll_forward`.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Iterable
@@ -223,24 +222,6 @@ def roll_forward_head(
             txns = {} if head is None else dict(head.app_transactions)
         head = _fold_head(head, _EntryActions(actions), _Fold(version, where(version), ReplayMode.STRICT), txns)
     return head
-
-
-def apply_entries(
-    state: TableState | None, first_version: int, entries: Iterable[list[Action]],
-    *, where: Callable[[int], str],
-) -> TableState | None:
-    """:func:`roll_forward` of consecutive entries ``first_version,
-    first_version + 1, ...``."""
-    return roll_forward(state, zip(itertools.count(first_version), entries), where=where)
-
-
-def apply_table_actions(head: TableHead | None, version: int, actions: list[Action], *, where: str) -> TableHead:
-    """Fold the table-level actions of the entry of ``version`` into ``head``
-    (None before version 0): :func:`roll_forward_head` of one entry."""
-    txns = {} if head is None else dict(head.app_transactions)
-    folded = _fold_head(head, _EntryActions(actions), _Fold(version, where, ReplayMode.STRICT), txns)
-    assert folded is not None  # strict: an entry that cannot be applied raised
-    return folded
 
 
 def _strict_state(
