@@ -12,6 +12,7 @@ from ctfile.format.errors import (
     CorruptLogError,
     CtfileError,
     DataFileError,
+    DerivedTableError,
     InvalidArgumentError,
     MissingDataFileError,
     SchemaMismatchError,
@@ -26,6 +27,15 @@ from ctfile.format.errors import (
     VersionNotFoundError,
 )
 from ctfile.format.properties import TABLE_PROPERTIES, validate_properties
+from ctfile.format.derived import (
+    DerivedDefinition,
+    RefreshAction,
+    RefreshInfo,
+    RefreshMode,
+    SourceBinding,
+    SourceVersion,
+    schema_id,
+)
 from ctfile.format.schema import ROW_ID_COLUMN, ROW_ID_FIELD_ID, ROW_VERSION_COLUMN, ROW_VERSION_FIELD_ID
 from ctfile.format.column_paths import format_field_path, parse_field_path
 from ctfile.format.schema_evolution import SchemaChange, SchemaChangeKind, diff_schemas, field_paths
@@ -116,6 +126,14 @@ __all__ = [
     "Stream",
     "StreamInfo",
     "CorruptLogError",
+    "DerivedTableError",
+    "DerivedDefinition",
+    "RefreshAction",
+    "RefreshInfo",
+    "RefreshMode",
+    "SourceBinding",
+    "SourceVersion",
+    "schema_id",
     "UnsupportedFeatureError",
     "CommitConflictError",
     "StorageError",

@@ -14,6 +14,20 @@ from ctfile.format.actions import (
     SetTransaction,
 )
 from ctfile.format.codec import decode_actions, encode_actions
+from ctfile.format.derived import (
+    DERIVED_COLUMN_PREFIX,
+    DERIVED_KEY_COLUMN,
+    FEATURE_DERIVED_TABLES,
+    REFRESH_OPERATION,
+    DerivedDefinition,
+    RefreshAction,
+    RefreshInfo,
+    RefreshMode,
+    SourceBinding,
+    SourceVersion,
+    schema_id,
+    visible_schema,
+)
 from ctfile.format.entries import decode_entry, encode_entry
 from ctfile.format.errors import *  # noqa: F403
 from ctfile.format.errors import __all__ as _errors_all
@@ -40,6 +54,18 @@ __all__ = [
     "SetTransaction",
     "decode_actions",
     "encode_actions",
+    "DERIVED_COLUMN_PREFIX",
+    "DERIVED_KEY_COLUMN",
+    "FEATURE_DERIVED_TABLES",
+    "REFRESH_OPERATION",
+    "DerivedDefinition",
+    "RefreshAction",
+    "RefreshInfo",
+    "RefreshMode",
+    "SourceBinding",
+    "SourceVersion",
+    "schema_id",
+    "visible_schema",
     "decode_entry",
     "encode_entry",
     "HIDDEN_COLUMNS",

@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from ctfile.format.derived import FEATURE_DERIVED_TABLES, DerivedDefinition, RefreshInfo, visible_schema
 from ctfile.format.partition_stats import PartitionStats, stats_from_text
 from ctfile.format.properties import IsolationLevel
 from ctfile.format.schema import ROW_ID_FIELD_ID, Schema
@@ -30,8 +31,10 @@ FEATURE_SCHEMA_EVOLUTION = "schemaEvolution"  # SPEC §Schema evolution: project
 FEATURE_STREAMS = "streams"  # SPEC §Streams: vacuum keeps what streams need
 # Revision 7: partitions re-added by a RESTORE keep their lineage (SPEC §Restore).
 FEATURE_RESTORED_PARTITIONS = "restoredPartitions"
+# Revision 8: derived tables (SPEC §Derived tables), a reader and writer feature.
 SUPPORTED_READER_FEATURES = frozenset(
-    {FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_SCHEMA_EVOLUTION, FEATURE_RESTORED_PARTITIONS}
+    {FEATURE_ROW_LINEAGE, FEATURE_CHECKPOINTS, FEATURE_SCHEMA_EVOLUTION, FEATURE_RESTORED_PARTITIONS,
+     FEATURE_DERIVED_TABLES}
 )
 SUPPORTED_WRITER_FEATURES = frozenset(
     {
@@ -40,6 +43,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         FEATURE_SCHEMA_EVOLUTION,
         FEATURE_STREAMS,
         FEATURE_RESTORED_PARTITIONS,
+        FEATURE_DERIVED_TABLES,
     }
 )
 
@@ -82,9 +86,22 @@ class Metadata:
     #: SPEC §Schema evolution: the highest field id ever assigned (None: the
     #: schema's highest, as for a table whose schema never lost a field).
     last_field_id: int | None = None
+    #: SPEC §Derived tables: the definition and frontier of a derived table, else None.
+    derived: DerivedDefinition | None = None
 
     def with_schema(self, schema: Schema) -> "Metadata":
         return replace(self, schema=schema)
+
+    @property
+    def visible_schema(self) -> Schema:
+        """The schema of ordinary reads: ``schema`` without a derived table's
+        derivation columns (SPEC §Derived tables)."""
+        return visible_schema(self.schema, self.derived)
+
+    @property
+    def is_derived(self) -> bool:
+        """Whether this is the metadata of a derived table (SPEC §Derived tables)."""
+        return self.derived is not None
 
     @property
     def assigned_field_ids(self) -> int:
@@ -313,6 +330,8 @@ class CommitInfo:
     #: entries of revision 1 and in the actions a transaction builds.
     num_actions: int | None = None
     actions_checksum: str | None = None
+    #: SPEC §Derived tables: what a refresh commit did (operation REFRESH), else None.
+    refresh: RefreshInfo | None = None
 
 
 @dataclass(frozen=True)

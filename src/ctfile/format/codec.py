@@ -30,6 +30,13 @@ from ctfile.format.actions import (
     RemovePartition,
     SetTransaction,
 )
+from ctfile.format.derived import (
+    check_derived_schema,
+    derived_from_json,
+    derived_to_json,
+    refresh_from_json,
+    refresh_to_json,
+)
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError
 from ctfile.format.fast_path import fast_add, fast_partition
 from ctfile.format.log_values import check_json_value, get_field, loads_line, nested_too_deeply, nonneg
@@ -174,6 +181,8 @@ def _commit_info_to_json(a: CommitInfo) -> dict:
         body["readVersion"] = a.read_version
     if a.operation_metrics:
         body["operationMetrics"] = dict(a.operation_metrics)
+    if a.refresh is not None:  # SPEC §Derived tables: a refresh commit
+        body["refresh"] = refresh_to_json(a.refresh)
     _put_present(body, (("engineInfo", a.engine_info), ("txnId", a.txn_id), ("isBlindAppend", a.is_blind_append),
                         ("numActions", a.num_actions), ("actionsChecksum", a.actions_checksum)))
     return {"commitInfo": body}
@@ -207,6 +216,8 @@ def _metadata_to_json(a: Metadata) -> dict:
     # SPEC §Schema evolution: lastFieldId is written when ids above the schema's were retired.
     last_id = a.assigned_field_ids if a.assigned_field_ids > a.schema.max_field_id() else None
     _put_present(body, (("name", a.name), ("description", a.description), ("lastFieldId", last_id)))
+    if a.derived is not None:  # SPEC §Derived tables
+        body["derived"] = derived_to_json(a.derived)
     return {"metadata": body}
 
 
@@ -283,6 +294,7 @@ def _commit_info_from_json(body: dict, w: str) -> CommitInfo:
         is_blind_append=get_field(body, "isBlindAppend", bool, w, default=None),
         num_actions=num_actions,
         actions_checksum=checksum,
+        refresh=None if body.get("refresh") is None else refresh_from_json(body["refresh"], where=f"{w}.refresh"),
     )
 
 
@@ -324,6 +336,11 @@ def _metadata_from_json(body: dict, w: str) -> Metadata:
         schema = schema_from_json(get_field(body, "schema", dict, w), f"{w}.schema")
     except RecursionError:
         raise nested_too_deeply(f"{w}.schema") from None
+    derived = None if body.get("derived") is None else derived_from_json(body["derived"], where=f"{w}.derived")
+    try:  # SPEC §Derived tables: _ct_dt_ columns exactly as hiddenColumns lists them
+        check_derived_schema(derived, schema)
+    except InvalidArgumentError as e:
+        raise CorruptLogError(f"{w}: {e}") from None
     return Metadata(
         table_id=get_field(body, "tableId", str, w),
         schema=schema,
@@ -332,6 +349,7 @@ def _metadata_from_json(body: dict, w: str) -> Metadata:
         name=get_field(body, "name", str, w, default=None),
         description=get_field(body, "description", str, w, default=None),
         last_field_id=get_field(body, "lastFieldId", int, w, default=None),
+        derived=derived,
     )
 
 

@@ -86,6 +86,12 @@ class StreamExistsError(CtfileError):
     """A stream of that name already exists on the table (SPEC §Streams)."""
 
 
+class DerivedTableError(CtfileError):
+    """A write that would change a derived table's rows (or schema) outside a
+    refresh, or a refresh asked of a table that is not derived (SPEC §Derived
+    tables, protocol feature ``derivedTables``). Nothing is written."""
+
+
 class CorruptLogError(CtfileError):
     """A log entry, checkpoint or referenced path is malformed or unsafe."""
 
@@ -200,6 +206,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamExistsError",
     "CorruptLogError",
+    "DerivedTableError",
     "UnsupportedFeatureError",
     "CommitConflictError",
     "ConflictKind",

@@ -325,8 +325,11 @@ def _field_from_arrow(f: pa.Field, next_id: list[int], where: str) -> Field:
     return Field(fid, f.name, type_from_arrow(f.type, next_id, f"{where}.{f.name}"), f.nullable)
 
 
-def schema_from_arrow(arrow_schema: pa.Schema) -> Schema:
+def schema_from_arrow(arrow_schema: pa.Schema, *, derived_columns: tuple[str, ...] = ()) -> Schema:
     """Build a new table schema from Arrow, assigning field ids 1, 2, 3, ...
+
+    ``derived_columns`` are the derivation columns of a derived table, the
+    only ``_ct_`` names allowed (SPEC §Derived tables).
 
     Raises
     ------
@@ -341,7 +344,8 @@ def schema_from_arrow(arrow_schema: pa.Schema) -> Schema:
     next_id = [0]
     fields = []
     for f in arrow_schema:
-        validate_column_name(f.name)
+        if f.name not in derived_columns:
+            validate_column_name(f.name)
         if f.name in seen:
             raise SchemaMismatchError(f"duplicate column name {f.name!r} in schema")
         seen.add(f.name)

@@ -12,6 +12,7 @@ import time
 import uuid
 
 from ctfile.format.actions import FEATURE_CHANGE_CAPTURE, Action, CommitInfo, Metadata, Protocol
+from ctfile.format.derived import FEATURE_DERIVED_TABLES
 from ctfile.format.entries import decode_entry, encode_entry
 from ctfile.format.errors import TableExistsError
 from ctfile.format.paths import commit_path
@@ -24,10 +25,13 @@ log = logging.getLogger("ctfile")
 
 def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:
     """The entry of version 0 (SPEC §Creating a table); its protocol lists
-    ``changeCapture`` when the properties turn capture on (SPEC §Protocol)."""
+    ``changeCapture`` when the properties turn capture on, and ``derivedTables``
+    (reader and writer) for a derived table (SPEC §Protocol)."""
     protocol = Protocol()
     if TableProperties.from_mapping(metadata.properties).change_capture is ChangeCapture.BEFORE_AFTER:
         protocol = protocol.with_writer_feature(FEATURE_CHANGE_CAPTURE)
+    if metadata.is_derived:  # SPEC §Derived tables: listed from version 0
+        protocol = protocol.with_reader_feature(FEATURE_DERIVED_TABLES)
     return [
         CommitInfo(
             timestamp=timestamp,

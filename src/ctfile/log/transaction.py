@@ -38,6 +38,7 @@ from ctfile.format.actions import (
     RemovePartition,
     SetTransaction,
 )
+from ctfile.format.derived import RefreshInfo
 from ctfile.format.entries import encode_entry
 from ctfile.format.errors import (
     CommitConflictError,
@@ -171,6 +172,8 @@ class Transaction:
         self._app_txn: SetTransaction | None = None
         self._markers: list[SetTransaction] = []
         self._replay = False
+        #: SPEC §Derived tables: set on a refresh commit (commitInfo.refresh).
+        self.refresh: RefreshInfo | None = None
         #: SPEC §Conflict detection: the level is the read version's.
         props = TableProperties.from_mapping(base.metadata.properties)
         self.isolation_level = props.isolation_level
@@ -253,7 +256,7 @@ class Transaction:
         """True if the transaction only adds rows and reads nothing."""
         return (
             self._reads.is_empty() and not self._removed and not self._restored and self._metadata is None
-            and not self._adds_features()
+            and not self._adds_features() and self.refresh is None
         )
 
     def _adds_features(self) -> bool:
@@ -398,6 +401,7 @@ class Transaction:
                 txn_id=self.txn_id,
                 isolation_level=self.isolation_level.value,
                 is_blind_append=self.is_blind_append,
+                refresh=self.refresh,
             )
         ]
         protocol = self._protocol(state)

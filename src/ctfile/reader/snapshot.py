@@ -26,6 +26,7 @@ from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Metadata, Partition,
 from ctfile.format.properties import TableProperties, check_cluster_keys, cluster_keys
 from ctfile.format.errors import InvalidArgumentError, UnsupportedFeatureError
 from ctfile.format.log_values import require_long, utc_datetime
+from ctfile.format.derived import DerivedDefinition
 from ctfile.format.schema import HIDDEN_COLUMNS, Schema
 from ctfile.log.replay import TableState
 from ctfile.log.storage import Storage
@@ -115,8 +116,20 @@ class Snapshot:
 
     @property
     def schema(self) -> pa.Schema:
-        """The Arrow schema of ordinary reads (no hidden columns)."""
-        return self._state.metadata.schema.to_arrow(field_ids=False)
+        """The Arrow schema of ordinary reads (no hidden columns: neither row
+        lineage nor a derived table's derivation columns, SPEC §Derived tables)."""
+        return self._state.metadata.visible_schema.to_arrow(field_ids=False)
+
+    @property
+    def derived(self) -> DerivedDefinition | None:
+        """The derived table's definition and frontier at this version (SPEC
+        §Derived tables); None if the table is not derived."""
+        return self._state.metadata.derived
+
+    def _read_names(self, include_hidden: bool) -> list[str]:
+        """The columns a read returns by default: the visible ones, or with
+        ``include_hidden`` every schema column (derivation columns too)."""
+        return self.table_schema.names if include_hidden else self._state.metadata.visible_schema.names
 
     @property
     def metadata(self) -> Metadata:
@@ -214,21 +227,23 @@ class Snapshot:
 
     # ------------------------------------------------------------ reads
 
-    def _columns(self, columns: Sequence[str] | None) -> list[str]:
-        names = self.table_schema.names
+    def _columns(self, columns: Sequence[str] | None, include_hidden: bool = False) -> list[str]:
+        names = self._read_names(include_hidden)
         if columns is None:
             return names
         if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
             raise InvalidArgumentError(f"columns must be a list of column names, found {columns!r}")
         unknown = [c for c in columns if c not in names]
         if unknown:
-            hint = " (hidden columns are read with include_hidden=True)" if set(unknown) & set(HIDDEN_COLUMNS) else ""
+            hidden = set(HIDDEN_COLUMNS) | set(self.table_schema.names)
+            hint = " (hidden columns are read with include_hidden=True)" if set(unknown) & hidden else ""
             raise InvalidArgumentError(f"unknown columns {unknown}; table columns are {names}{hint}")
         return list(columns)
 
-    def _plan(self, filter: pc.Expression | None) -> list[Partition]:
+    def _plan(self, filter: pc.Expression | None, include_hidden: bool = False) -> list[Partition]:
         if filter is not None:
-            check_predicate(filter, self.schema, what="filter")
+            arrow = self.table_schema.to_arrow(field_ids=False) if include_hidden else self.schema
+            check_predicate(filter, arrow, what="filter")
         return prune(self.partitions, self.table_schema, filter)
 
     def _needed(self, cols: list[str], filter: pc.Expression | None) -> list[str]:
@@ -282,8 +297,8 @@ class Snapshot:
         [2, 3]
         """
         _check_flag(include_hidden, "include_hidden")
-        cols = self._columns(columns)
-        parts = self._plan(filter)
+        cols = self._columns(columns, include_hidden)
+        parts = self._plan(filter, include_hidden)
         files = DataFiles(self._storage)
         if not parts:
             return self._empty_hidden(cols) if include_hidden else self.schema.empty_table().select(cols)
@@ -297,7 +312,8 @@ class Snapshot:
         return pa.concat_tables(tables)
 
     def _empty_hidden(self, cols: list[str]) -> pa.Table:
-        fields = [self.schema.field(c) for c in cols]
+        arrow = self.table_schema.to_arrow(field_ids=False)
+        fields = [arrow.field(c) for c in cols]
         fields += [pa.field(h, pa.int64()) for h in HIDDEN_COLUMNS]
         return pa.schema(fields).empty_table()
 
@@ -328,8 +344,8 @@ class Snapshot:
         if batch_rows is not None:
             require_long(batch_rows, "batch_rows", minimum=1, maximum=MAX_BATCH_ROWS)
         _check_flag(include_hidden, "include_hidden")
-        cols = self._columns(columns)
-        parts = self._plan(filter)
+        cols = self._columns(columns, include_hidden)
+        parts = self._plan(filter, include_hidden)
         if not include_hidden:
             kw = {"batch_size": batch_rows} if batch_rows else {}
             return self._batches(parts, cols, filter, kw)

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
+from ctfile.format.derived import DerivedDefinition, check_derived_schema
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.format.validators import require_positive_int
@@ -32,6 +33,7 @@ def create_table(
     name: str | None = None,
     description: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    derived: DerivedDefinition | None = None,
 ) -> "Table":
     """Create an empty table at ``uri`` (version 0) and return it.
 
@@ -47,6 +49,11 @@ def create_table(
         Parquet codec for data files (default ``zstd``).
     properties : mapping of str to str, optional
         Table properties (``ctfile.checkpointInterval``, user keys ...).
+    derived : ctfile.DerivedDefinition, optional
+        Create a derived table (SPEC §Derived tables): ``schema`` holds the
+        query's output columns and the derivation columns the definition's
+        ``hidden_columns`` name; its frontier must be empty. The protocol
+        lists ``derivedTables``; rows change only in refresh transactions.
 
     Raises
     ------
@@ -66,14 +73,29 @@ def create_table(
     for what, text in (("name", name), ("description", description)):
         if text is not None and not isinstance(text, str):  # SPEC §metadata: strings
             raise InvalidArgumentError(f"{what} must be a string, found {text!r:.80}")
-    table_schema: Schema = schema_from_arrow(schema)
+    table_schema: Schema = schema_from_arrow(schema, derived_columns=_derived_columns(derived))
+    check_derived_schema(derived, table_schema)
     props = _creation_properties(table_schema, properties, partition_rows=partition_rows, compression=compression)
     metadata = Metadata(
         table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),
-        properties=props, name=name, description=description,
+        properties=props, name=name, description=description, derived=derived,
     )
     create_table_log(storage, metadata)
     return Table(storage)
+
+
+def _derived_columns(derived: Any) -> tuple[str, ...]:
+    """The derivation columns ``derived`` lists (SPEC §Derived tables);
+    InvalidArgumentError for a definition that is not new."""
+    if derived is None:
+        return ()
+    if not isinstance(derived, DerivedDefinition):
+        raise InvalidArgumentError(f"derived: expected a ctfile.DerivedDefinition; found {type(derived).__name__}")
+    if derived.frontier:
+        raise InvalidArgumentError(
+            f"derived.frontier: expected none for a new table (it has no rows yet); found {len(derived.frontier)} items"
+        )
+    return derived.hidden_columns
 
 
 def _creation_properties(

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from ctfile.format.change_modes import ChangeMode, Changelog
 from ctfile.format.actions import Metadata, Protocol
+from ctfile.format.derived import DerivedDefinition, RefreshInfo, visible_schema
 from ctfile.format.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from ctfile.format.paths import commit_path
 from ctfile.format.schema import Schema
@@ -47,6 +48,7 @@ from ctfile.table.history import (
     timestamp_to_ms,
 )
 from ctfile.writer.compaction import check_compaction_options
+from ctfile.writer.derived import refuse_outside_refresh
 from ctfile.writer.distributed import SchemaMode, WriteJob, plan_write
 from ctfile.writer.input import is_reusable
 from ctfile.writer.statement import run_statement
@@ -175,7 +177,15 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema:
-        return self._current_head().metadata.schema.to_arrow(field_ids=False)
+        """The Arrow schema of ordinary reads (a derived table's derivation columns left out, SPEC §Derived tables)."""
+        return self._current_head().metadata.visible_schema.to_arrow(field_ids=False)
+
+    @property
+    def derived(self) -> DerivedDefinition | None:
+        """The definition and frontier of a derived table at the latest
+        version this object has seen (SPEC §Derived tables); None if the
+        table is not derived."""
+        return self._current_head().metadata.derived
 
     @property
     def properties(self) -> dict[str, str]:
@@ -321,6 +331,7 @@ class Table:
         if read_schema is None:  # SPEC §Change scans, schema changes: the output has the schema of version b
             end = state if b == state.version else self._log.load_head(max(b, 0), latest=state.version)
             read_schema = end.metadata.schema
+        read_schema = visible_schema(read_schema, state.metadata.derived)  # SPEC §Derived tables: hidden
         if filter is not None:
             check_predicate(filter, read_schema.to_arrow(field_ids=False), what="filter")
         scan = ChangeScan(a, b, mode=mode, changelog=changelog, row_filter=filter, initial_rows=initial_rows)
@@ -363,6 +374,8 @@ class Table:
         app_id: str | None = None,
         app_version: int | None = None,
         consuming: Stream | None = None,
+        refresh: RefreshInfo | None = None,
+        refresh_definition: DerivedDefinition | None = None,
     ) -> WriteTransaction:
         """A transaction whose statements commit together as one version.
 
@@ -387,6 +400,15 @@ class Table:
         A conflict with a concurrent commit raises
         :class:`~ctfile.CommitConflictError` (SPEC §Conflict detection).
 
+        With ``refresh`` (a :class:`~ctfile.RefreshInfo`) the transaction is a
+        refresh of a derived table, the only way to change its rows: its
+        commit (operation ``REFRESH``) records the frontier in the table's
+        metadata and ``refresh`` in ``commitInfo.refresh``;
+        ``refresh_definition`` replaces the definition in the same commit.
+        A refresh whose frontier is already recorded commits nothing; of two
+        concurrent refreshes one commits and the other raises
+        :class:`~ctfile.CommitConflictError` (SPEC §Derived tables).
+
         Examples
         --------
         >>> import ctfile, pyarrow as pa, pyarrow.compute as pc, tempfile
@@ -399,12 +421,21 @@ class Table:
         """
         commit = commit_options(commit, app_id=app_id, app_version=app_version)
         parameters = operation_parameters(parameters)  # refused now, not at commit
+        if refresh is None and refresh_definition is not None:
+            raise InvalidArgumentError("refresh_definition replaces a derived table's definition in a refresh: give refresh too")
         if consuming is not None:
             stream = check_consuming(consuming)
             commit.require_empty("a transaction consuming a stream records the stream's own app_id; drop app_id")
-            return stream.consumption(self).transaction(partial(self._begin, operation), parameters)
-        tx = self._begin(operation, parameters)
-        commit.apply_to(tx)
+            tx = stream.consumption(self).transaction(partial(self._begin, operation), parameters)
+        else:
+            tx = self._begin(operation, parameters)
+            commit.apply_to(tx)
+        if refresh is not None:
+            try:
+                tx.begin_refresh(refresh, definition=refresh_definition)
+            except BaseException:
+                tx.abort()
+                raise
         return tx
 
     def _begin(
@@ -600,6 +631,7 @@ class Table:
         if pin is not None and consuming is None:
             raise InvalidArgumentError("pin is the pin of the stream a job consumes: give consuming too")
         self.refresh()
+        refuse_outside_refresh(self._current_head().metadata, "WRITE", self.uri)  # SPEC §Derived tables
         job = plan_write(self._current(), self._storage, schema, mode=mode, schema_mode=schema_mode)
         return job if consuming is None else consuming_job(job, consuming, pin, open_table=open_table)
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Partition
+from ctfile.format.derived import REFRESH_OPERATION, DerivedDefinition, RefreshInfo
 from ctfile.format.errors import CtfileError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError
 from ctfile.format.properties import CLUSTER_BY, TableProperties
 from ctfile.format.schema import Schema
@@ -25,6 +26,7 @@ from ctfile.format.schema_evolution import (
 from ctfile.format.validators import is_int
 from ctfile.log.commit_options import CommitOptions
 from ctfile.log.transaction import CommitResult, Transaction
+from ctfile.writer import derived as derived_writes
 from ctfile.writer import dml
 from ctfile.writer import merge_run
 from ctfile.writer.merge import plan_merge
@@ -70,6 +72,40 @@ class WriteTransaction(Transaction):
     _change_writer: ChangeWriter | None = None
     #: The version a :meth:`restore` of this transaction restores (None: none).
     _restored_version: int | None = None
+    #: SPEC §Derived tables: the definition a refresh commit records (None: the current one).
+    _refresh_definition: DerivedDefinition | None = None
+
+    def begin_refresh(self, refresh: RefreshInfo, *, definition: DerivedDefinition | None = None) -> None:
+        """Make this transaction a refresh of a derived table (SPEC §Derived
+        tables): its statements may change the table's rows, and its commit
+        (operation ``REFRESH``) records ``refresh`` in ``commitInfo.refresh``
+        and the new frontier in ``metadata.derived`` (``definition``, if
+        given, replaces the definition: a ``REINITIALIZE``). A refresh whose
+        frontier and data timestamp are already recorded commits nothing.
+
+        Raises
+        ------
+        DerivedTableError
+            The table is not derived.
+        InvalidArgumentError
+            ``refresh`` is not a :class:`~ctfile.RefreshInfo`, its frontier does
+            not name the sources, or the transaction already holds a statement.
+        """
+        self._check_open()
+        derived_writes.check_refresh(self.base.metadata, refresh, definition, self.storage.uri)
+        if not self.is_empty or self.refresh is not None:
+            raise InvalidArgumentError("begin_refresh() must come first in its transaction, and once")
+        self.refresh, self._refresh_definition = refresh, definition
+        self.operation = REFRESH_OPERATION
+
+    @property
+    def is_refresh(self) -> bool:
+        """Whether this transaction is a refresh of a derived table."""
+        return self.refresh is not None
+
+    def _refuse_outside_refresh(self, what: str) -> None:
+        if not self.is_refresh:
+            derived_writes.refuse_outside_refresh(self.base.metadata, what, self.storage.uri)
 
     @property
     def changes(self) -> ChangeWriter | None:
@@ -89,6 +125,8 @@ class WriteTransaction(Transaction):
         is written (the rows changed would vanish from change scans)."""
         self._check_not_restoring()
         self._check_data_change(compaction)
+        if not compaction:  # SPEC §Derived tables: only a refresh changes a derived table's rows
+            self._refuse_outside_refresh(self.operation)
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
         try:
@@ -122,6 +160,8 @@ class WriteTransaction(Transaction):
         return self.result
 
     def _commit_statements(self) -> CommitResult:
+        if self.is_refresh and not self._done and not self._record_refresh():
+            return self.result  # type: ignore[return-value]
         if self._change_writer is not None and not self._done:
             try:
                 self._change_writer.consolidate()
@@ -129,6 +169,29 @@ class WriteTransaction(Transaction):
                 self.abort()
                 raise
         return super().commit()
+
+    def _record_refresh(self) -> bool:
+        """Put the refresh's metadata into the commit; False (nothing
+        committed, :attr:`result` set) when the frontier is already recorded
+        and nothing else was done (SPEC §Derived tables)."""
+        assert self.refresh is not None and self.base.metadata.derived is not None
+        recorded = derived_writes.is_recorded(self.base.metadata.derived, self.refresh)
+        if recorded and self._refresh_definition is None and self.is_empty:
+            super().commit()  # an empty transaction: commits nothing, sets the result
+            return False
+        if recorded and self._refresh_definition is None:
+            self.abort()
+            raise derived_writes.DerivedTableError(
+                f"a refresh of {self.storage.uri} changed rows but records the frontier already recorded; "
+                f"expected a new frontier or data timestamp, nothing was written (SPEC §Derived tables)"
+            )
+        try:
+            self.set_metadata(derived_writes.refresh_metadata(self.metadata, self.refresh, self._refresh_definition,
+                                                              self.storage.uri))
+        except BaseException:
+            self.abort()
+            raise
+        return True
 
     # ------------------------------------------------------------ schema changes
 
@@ -149,6 +212,7 @@ class WriteTransaction(Transaction):
         Returns the changes (empty: nothing changed, nothing is set)."""
         if not callable(edit):
             raise InvalidArgumentError(f"edit must be a callable taking a SchemaEditor, found {edit!r:.80}")
+        self._refuse_outside_refresh("SCHEMA CHANGE")
         self._check_schema_change_first("a schema change")
         md = self.metadata
         editor = SchemaEditor(md.schema, md.assigned_field_ids)
@@ -167,6 +231,7 @@ class WriteTransaction(Transaction):
         (:func:`~ctfile.format.schema_evolution.replacement_schema`). Meant to
         be followed by :meth:`truncate` and an insert: the rows written
         before cannot be assumed to fit the new schema."""
+        self._refuse_outside_refresh("REPLACE SCHEMA")
         self._check_schema_change_first("replacing the schema")
         md = self.metadata
         new, last = replacement_schema(md.schema, md.assigned_field_ids, schema)
@@ -221,6 +286,7 @@ class WriteTransaction(Transaction):
             A file it would re-add is gone; nothing is written.
         """
         self._check_open()
+        derived_writes.refuse_outside_refresh(self.base.metadata, "RESTORE", self.storage.uri)
         if not is_int(version) or version < 0:
             raise InvalidArgumentError(f"the version to restore must be an int >= 0, found {version!r}")
         if self.has_statements or self.metadata is not self.base.metadata or self._restored_version is not None:
