@@ -25,6 +25,7 @@ from typing import Sequence, Union
 import pyarrow as pa
 
 from ctfile.format.column_paths import format_field_path, parse_field_path, quote_field_name
+from ctfile.format.derived import is_derived_column
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError
 from ctfile.format.schema import (
     ArrayType,
@@ -139,10 +140,12 @@ class SchemaEditor:
     ['drop legacy', 'add email (string)', 'widen id (integer -> long)']
     """
 
-    def __init__(self, schema: Schema, last_field_id: int):
+    def __init__(self, schema: Schema, last_field_id: int, *, derived_columns: bool = False):
         self.schema = schema
         self.last_field_id = max(last_field_id, schema.max_field_id())
         self.changes: list[SchemaChange] = []
+        #: SPEC §Derived tables: a refresh may add derivation columns (``_ct_dt_*``).
+        self.derived_columns = derived_columns
 
     # ------------------------------------------------------------ changes
 
@@ -250,7 +253,7 @@ class SchemaEditor:
     # ------------------------------------------------------------ navigation
 
     def _check_name(self, parent: tuple[str, ...], name: str) -> None:
-        if not parent:
+        if not parent and not (self.derived_columns and is_derived_column(name)):
             validate_column_name(name)
         elif not isinstance(name, str) or not name:
             raise SchemaMismatchError(f"field names must be non-empty strings; found {name!r}")

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ctfile.format.actions import Action, AddPartition, ChangeFile, CommitInfo, Metadata, Partition, RemovePartition
 from ctfile.format.change_files import has_removes, is_captured
+from ctfile.format.derived import RefreshInfo
 from ctfile.format.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
 from ctfile.format.log_values import utc_datetime
 from ctfile.format.properties import IsolationLevel
@@ -82,6 +83,10 @@ class HistoryEntry:
     rows_removed: int = 0
     bytes_added: int = 0
     bytes_removed: int = 0
+    #: SPEC §Derived tables: what a refresh commit of a derived table did
+    #: (its ``commitInfo.refresh``: action, reason, frontier, rows in and
+    #: out); None for every other commit.
+    refresh: RefreshInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,7 @@ def _history_entry(version: int, actions: list[Action]) -> HistoryEntry:
         rows_removed=_rows(removed),
         bytes_added=_bytes(added),
         bytes_removed=_bytes(removed),
+        refresh=ci.refresh,
     )
 
 

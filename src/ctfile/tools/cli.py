@@ -14,7 +14,7 @@ This module holds the typer app and its root options; the commands live in
 :mod:`~ctfile.tools.cmd_inspect` (history, show, diff),
 :mod:`~ctfile.tools.cmd_schema` (schema),
 :mod:`~ctfile.tools.cmd_changes` (changes), :mod:`~ctfile.tools.cmd_streams`
-(streams) and :mod:`~ctfile.tools.cmd_maintain`
+(streams), :mod:`~ctfile.tools.cmd_derived` (derived show) and :mod:`~ctfile.tools.cmd_maintain`
 (verify, vacuum, compact, checkpoint, restore), the parameters and helpers they
 share in :mod:`~ctfile.tools._common`.
 """
@@ -29,7 +29,7 @@ from typer.core import TyperGroup
 
 import ctfile
 from ctfile.tools import _output as out
-from ctfile.tools import cmd_changes, cmd_inspect, cmd_maintain, cmd_schema, cmd_streams
+from ctfile.tools import cmd_changes, cmd_derived, cmd_inspect, cmd_maintain, cmd_schema, cmd_streams
 from ctfile.tools._common import parse_storage_options
 
 __all__ = ["app", "parse_storage_options"]
@@ -100,3 +100,5 @@ for _command in (
     *cmd_inspect.COMMANDS, *cmd_schema.COMMANDS, *cmd_changes.COMMANDS, *cmd_streams.COMMANDS, *cmd_maintain.COMMANDS,
 ):
     app.command()(_command)
+for _group, _name in cmd_derived.GROUPS:
+    app.add_typer(_group, name=_name)

@@ -111,6 +111,9 @@ class HistoryRow:
     change_bytes: int
     schema_changed: bool | None
     schema_changes: tuple[ctfile.SchemaChange, ...]
+    #: SPEC §Derived tables: a refresh commit's action, reason, rows in and
+    #: out and duration (in JSON only for refresh commits).
+    refresh: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, h: ctfile.HistoryEntry) -> "HistoryRow":
@@ -127,12 +130,19 @@ class HistoryRow:
             blind_append=h.is_blind_append, captured=h.captured,
             change_files=h.change_files, change_bytes=h.change_bytes,
             schema_changed=h.schema_changed, schema_changes=tuple(h.schema_changes),
+            refresh=None if h.refresh is None else _refresh_fields(h.refresh),
         )
 
     def as_json(self) -> dict:
         d = out.fields_dict(self)
         d["schema_changes"] = [c.to_json() for c in self.schema_changes]
+        if self.refresh is None:
+            del d["refresh"]
         return d
+
+    def operation_text(self) -> str:
+        """The operation; a refresh commit's with its action (``REFRESH INCREMENTAL``)."""
+        return self.operation if self.refresh is None else f"{self.operation} {self.refresh['action']}"
 
     def schema_text(self) -> str:
         """The commit's schema changes in short (SPEC §Schema evolution); empty
@@ -155,7 +165,7 @@ class HistoryRow:
     def cells(self) -> tuple[str, ...]:
         """The row of the text table, in :data:`_HISTORY_COLUMNS` order."""
         return (
-            str(self.version), out.fmt_time(self.timestamp), self.operation,
+            str(self.version), out.fmt_time(self.timestamp), self.operation_text(),
             out.json_line(self.parameters) if self.parameters else "",
             _num(self.partitions_added), _num(self.partitions_removed), _num(self.rows_inserted),
             _num(self.rows_updated), _num(self.rows_deleted), "yes" if self.data_change else "no",
@@ -191,6 +201,12 @@ class HistoryReport:
         for r in self.versions:
             t.add_row(*r.cells())
         out.console().print(t)
+
+
+def _refresh_fields(r: ctfile.RefreshInfo) -> dict[str, Any]:
+    """What ``history`` shows of a refresh commit's ``commitInfo.refresh``."""
+    return {"action": r.action.value, "reason": r.reason, "rows_in": r.rows_in, "rows_out": r.rows_out,
+            "duration_ms": r.duration_ms, "frontier": {v.name: v.version for v in r.frontier}}
 
 
 def _yes_no(captured: bool | None) -> str:
@@ -311,7 +327,7 @@ class ShowReport:
             num_records=snap.num_records, num_partitions=len(parts), size_bytes=sum(p.size_bytes for p in parts),
             protocol=ProtocolInfo.of(snap.protocol), properties=dict(md.properties),
             change_capture=snap.change_capture, cluster_keys=list(snap.cluster_keys), auto_compact=snap.auto_compact,
-            clustering=clustering, schema=tuple(field_rows(snap.table_schema, introduced)),
+            clustering=clustering, schema=tuple(field_rows(snap.metadata.visible_schema, introduced)),
             oldest_version=introduced.oldest_version,
             hidden_columns=HiddenSummary.of(parts, snap.state.next_row_id),
             partitions=tuple(PartitionRow.of(p, snap.table_schema) for p in parts),

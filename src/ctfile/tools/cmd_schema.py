@@ -138,6 +138,12 @@ def fields_table(rows: Sequence[FieldRow], *, oldest: int) -> RichTable:
 _VACUUMED = "oldest version available: the schema changes before it were vacuumed"
 
 
+def _is_derivation_column(name: str) -> bool:
+    """A derived table's hidden derivation column (SPEC §Derived tables: only
+    those may carry the prefix), left out as every ordinary read leaves it."""
+    return name.startswith(ctfile.format.DERIVED_COLUMN_PREFIX)
+
+
 @dataclass(frozen=True)
 class SchemaReport:
     """What ``ctfile schema`` shows: the schema of ``version`` and the
@@ -160,7 +166,7 @@ class SchemaReport:
                 f"version {introduced.version} of {uri} is older than its schema history, which starts at "
                 f"version {history[-1].version} (older entries are gone)"
             )
-        fields = field_rows(upto[0].schema, introduced)
+        fields = [f for f in field_rows(upto[0].schema, introduced) if not _is_derivation_column(f.name)]
         return cls(uri, introduced.version, table.version, introduced.oldest_version, fields, upto)
 
     def as_json(self) -> dict:

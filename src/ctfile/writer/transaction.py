@@ -215,7 +215,7 @@ class WriteTransaction(Transaction):
         self._refuse_outside_refresh("SCHEMA CHANGE")
         self._check_schema_change_first("a schema change")
         md = self.metadata
-        editor = SchemaEditor(md.schema, md.assigned_field_ids)
+        editor = SchemaEditor(md.schema, md.assigned_field_ids, derived_columns=self.is_refresh)
         edit(editor)
         if editor.schema == md.schema:
             return []
