@@ -87,7 +87,23 @@ v7    UPDATE people SET name = 'Donny K' WHERE id = 2 (rewrites the
       ``restoredRowVersion`` column for B)
 ====  ==========================================================
 
-``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` / ``--restored`` regenerate only ``people-capture`` /
+``golden/people-derived/`` (revision 8, SPEC §Derived tables) is a derived
+table over ``golden/people`` (bound by its table id; its URI is recorded as
+:data:`DERIVED_SOURCE_URI`, the path it was built at), ``ctfile.partitionRows
+= 2``, defined by :data:`DERIVED_QUERY`, with the derivation key
+``_ct_dt_key`` (the source row's ``METADATA$ROW_ID``):
+
+====  ==========================================================
+v0    CREATE TABLE (id long, name string, _ct_dt_key string NOT NULL),
+      ``derived`` with an empty frontier (reader and writer feature
+      ``derivedTables``)
+v1    REFRESH FULL at people version 2: ids 1, 2, 4, 5 (two partitions)
+v2    REFRESH INCREMENTAL at people version 5: one MERGE on the key
+      updates ids 1 and 4, deletes 2 and 5 (``durationMs`` recorded)
+v3    COMPACT (``dataChange`` false)   (and a checkpoint of version 3)
+====  ==========================================================
+
+``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` / ``--restored`` / ``--derived`` regenerate only ``people-capture`` /
 ``people-evolved`` (each is regenerated separately: regenerating one changes
 the SPEC examples copied from it).
 
@@ -127,6 +143,9 @@ PEOPLE_STREAMS = os.path.join(GOLDEN_DIR, "people-streams")
 PEOPLE_CHANGES = os.path.join(GOLDEN_DIR, "people-changes")
 PEOPLE_CLUSTERED = os.path.join(GOLDEN_DIR, "people-clustered")
 PEOPLE_RESTORED = os.path.join(GOLDEN_DIR, "people-restored")
+PEOPLE_DERIVED = os.path.join(GOLDEN_DIR, "people-derived")
+DERIVED_SOURCE_URI = "/tmp/ctfile-golden/people"
+DERIVED_QUERY = "SELECT id, upper(name) AS name FROM people WHERE id <> 3"
 # Where people-changes is built, so that the claims of people-streams name it.
 STREAMS_BUILD_DIR = "/tmp/ctfile-golden"
 
@@ -300,6 +319,55 @@ def restored(target: str) -> None:
         raise SystemExit(f"unexpected final rows {got}")
 
 
+def derived_rows(source, version: int):
+    """:data:`DERIVED_QUERY` at ``version`` of the golden ``people`` table
+    ``source``, with its derivation key (the source row's ``METADATA$ROW_ID``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = source.changes(start_version=0, end_version=version).to_arrow().filter(pc.field("id") != 3)
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), pa.field("_ct_dt_key", pa.string(), nullable=False)])
+    return pa.table({"id": rows.column("id"), "name": pc.utf8_upper(rows.column("name")),
+                     "_ct_dt_key": rows.column("METADATA$ROW_ID")}, schema=schema).sort_by("id")
+
+
+def derived(target: str, source_dir: str = PEOPLE) -> None:
+    """The ``people-derived`` table (revision 8) at ``target``, over the golden ``people`` at ``source_dir``."""
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    source = ctfile.open_table(source_dir)
+    d = ctfile.DerivedDefinition(DERIVED_QUERY, (ctfile.SourceBinding("people", source.table_id, DERIVED_SOURCE_URI),),
+                                 "incremental", "1 hour", 1, ("_ct_dt_key",))
+    t = ctfile.create_table(target, derived_rows(source, 2).schema, derived=d, partition_rows=2)
+
+    def refresh(version: int, action: str, reason: str, rows_in: int, rows_out: int,
+                duration_ms: int | None) -> ctfile.CommitResult:
+        fr = (ctfile.SourceVersion("people", source.table_id, version, ctfile.schema_id(source.schema_at(version))),)
+        data_timestamp = source.snapshot(version).timestamp_ms  # the rows are people as of its version
+        info = ctfile.RefreshInfo(action, reason, fr, data_timestamp, rows_in, rows_out, duration_ms)
+        with t.transaction(refresh=info) as tx:
+            (tx.merge_builder(derived_rows(source, version), on="_ct_dt_key")
+             .when_matched_update_all(condition=pc.field("t.name") != pc.field("s.name"))
+             .when_not_matched_insert_all().when_not_matched_by_source_delete().execute())
+        return tx.result
+
+    changed = source.changes(start_version=3, end_version=5).to_arrow().num_rows
+    steps = [
+        refresh(2, "FULL", "first refresh", 5, 4, None),
+        refresh(5, "INCREMENTAL", f"people: {changed} change rows in versions 3..5", changed, 4, 12),
+        t.compact(target_rows=10),
+    ]
+    for expected_version, result in enumerate(steps, start=1):
+        if not result.committed or result.version != expected_version:
+            raise SystemExit(f"unexpected commit result {result}")
+    t.checkpoint()
+    got = t.to_arrow().sort_by("id").to_pylist()
+    if got != derived_rows(source, 5).select(["id", "name"]).to_pylist() or len(t.snapshot().partitions) != 1:
+        raise SystemExit(f"unexpected final rows {got}")
+
+
 def regenerate_streams() -> None:
     """Build in :data:`STREAMS_BUILD_DIR`, then move both tables into ``golden/``."""
     shutil.rmtree(STREAMS_BUILD_DIR, ignore_errors=True)
@@ -318,9 +386,10 @@ def regenerate_streams() -> None:
                 print(os.path.relpath(os.path.join(root, name), HERE))
 
 
-def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool = False, restored_: bool = False) -> None:
+def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool = False, restored_: bool = False,
+               derived_: bool = False) -> None:
     target = (
-        PEOPLE_RESTORED if restored_ else PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved
+        PEOPLE_DERIVED if derived_ else PEOPLE_RESTORED if restored_ else PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved
         else PEOPLE_CAPTURE if capture else PEOPLE
     )
     name = os.path.basename(target)
@@ -333,6 +402,8 @@ def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool
             clustered(os.path.join(tmp, name))
         elif restored_:
             restored(os.path.join(tmp, name))
+        elif derived_:
+            derived(os.path.join(tmp, name))
         else:
             build(os.path.join(tmp, name), capture=capture)
         if os.path.exists(target):
@@ -345,13 +416,14 @@ def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool
             print(os.path.relpath(os.path.join(root, name), HERE))
 
 
-def print_examples(*, capture: bool = False, evolved: bool = False, restored_: bool = False) -> None:
+def print_examples(*, capture: bool = False, evolved: bool = False, restored_: bool = False,
+                   derived_: bool = False) -> None:
     """Every log line of the golden table and the checkpoint's key-value
     metadata lines, pretty-printed; then the checkpoint's rows (and, for
     ``people-capture``, the rows of each change file)."""
     import pyarrow.parquet as pq
 
-    table_dir = PEOPLE_RESTORED if restored_ else PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
+    table_dir = PEOPLE_DERIVED if derived_ else PEOPLE_RESTORED if restored_ else PEOPLE_EVOLVED if evolved else PEOPLE_CAPTURE if capture else PEOPLE
     log_dir = os.path.join(table_dir, "_ct_log")
     for name in sorted(os.listdir(log_dir)):
         path = os.path.join(log_dir, name)
@@ -384,6 +456,7 @@ def main(argv: list[str]) -> None:
     which.add_argument("--streams", action="store_true", help="people-streams and people-changes instead of people")
     which.add_argument("--clustered", action="store_true", help="the people-clustered table instead of people")
     which.add_argument("--restored", action="store_true", help="the people-restored table instead of people")
+    which.add_argument("--derived", action="store_true", help="the people-derived table instead of people")
     args = ap.parse_args(argv)
     if args.streams:
         if args.examples:
@@ -395,9 +468,10 @@ def main(argv: list[str]) -> None:
         else:
             regenerate_streams()
     elif args.examples:
-        print_examples(capture=args.capture, evolved=args.evolve, restored_=args.restored)
+        print_examples(capture=args.capture, evolved=args.evolve, restored_=args.restored, derived_=args.derived)
     else:
-        regenerate(capture=args.capture, evolved=args.evolve, clustered_=args.clustered, restored_=args.restored)
+        regenerate(capture=args.capture, evolved=args.evolve, clustered_=args.clustered, restored_=args.restored,
+                   derived_=args.derived)
 
 
 if __name__ == "__main__":

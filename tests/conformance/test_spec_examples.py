@@ -31,6 +31,7 @@ import pytest
 from ctfile.format import actions as A
 from ctfile.format import checkpoint as CP
 from ctfile.format import codec, paths, schema as S, stats as ST
+from ctfile.format import derived as DV
 from ctfile.format.errors import CorruptLogError
 from ctfile.format import properties as P
 from ctfile.format import streams as STR
@@ -50,6 +51,7 @@ GOLDEN_STREAMS = HERE / "golden" / "people-streams"
 GOLDEN_CHANGES = HERE / "golden" / "people-changes"
 # The re-add of SPEC §Restore.
 GOLDEN_RESTORED = HERE / "golden" / "people-restored"
+GOLDEN_DERIVED = HERE / "golden" / "people-derived"
 
 ACTION_KEYS = {"commitInfo", "protocol", "metadata", "add", "remove", "change", "txn", "checkpoint"}
 STATS_KEYS = {"numRecords", "minValues", "maxValues", "nullCount", "nanCount"}
@@ -239,7 +241,8 @@ def _golden_checkpoint_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def golden_objects() -> list[dict]:
     out = []
-    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED, GOLDEN_STREAMS, GOLDEN_CHANGES, GOLDEN_RESTORED):
+    for golden in (GOLDEN, GOLDEN_CAPTURE, GOLDEN_EVOLVED, GOLDEN_STREAMS, GOLDEN_CHANGES, GOLDEN_RESTORED,
+                   GOLDEN_DERIVED):
         for p in sorted((golden / "_ct_log").iterdir()):
             if paths.parse_commit_name(p.name) is not None or paths.parse_checkpoint_name(p.name) is not None:
                 out.extend(_golden_lines(p.name, golden))
@@ -390,13 +393,19 @@ def _field_table(sec: Section, index: int = 0) -> list[tuple[str, str, str]]:
 _STATS = A.PartitionStats(3, {1: 1}, {1: 2}, {1: 0}, {2: 0})
 _PART = A.Partition("data/p.parquet", 10, 3, 0, 1, 5, "ab" * 16, _STATS, restored_row_version=0)
 _SCHEMA = S.Schema((S.Field(1, "x", "double", True, {"comment": "c"}),))
+# SPEC §Derived tables: the optional objects of commitInfo and metadata.
+_FRONTIER = (DV.SourceVersion("src", "t", 1, 2),)
+_REFRESH = DV.RefreshInfo("FULL", "r", _FRONTIER, 3, 4, 5, 6)
+_DERIVED = DV.DerivedDefinition("SELECT 1 FROM src", (DV.SourceBinding("src", "t", "/src"),), "auto", "1 minute", 1,
+                                ("_ct_dt_key",), _FRONTIER, 3)
+_DERIVED_SCHEMA = S.Schema((*_SCHEMA.fields, S.Field(_SCHEMA.max_field_id() + 1, "_ct_dt_key", "string", False)))
 FULL_ACTIONS = {
     "commitInfo": A.CommitInfo(
         1, "INSERT", {"a": 1}, 0, True, {"numInsertedRows": 1}, "e", "t",
-        is_blind_append=True, num_actions=2, actions_checksum="0123456789abcdef" * 2,
+        is_blind_append=True, num_actions=2, actions_checksum="0123456789abcdef" * 2, refresh=_REFRESH,
     ),
     "protocol": A.Protocol(),
-    "metadata": A.Metadata("id", _SCHEMA, 1, {"k": "v"}, "n", "d", last_field_id=99),
+    "metadata": A.Metadata("id", _DERIVED_SCHEMA, 1, {"k": "v"}, "n", "d", last_field_id=99, derived=_DERIVED),
     "add": A.AddPartition(_PART, True),
     "remove": A.RemovePartition(_PART, 2, True, deletes_all_rows=True),
     "change": A.ChangeFile("_ct_changes/c.parquet", 10, 3, 5, "ab" * 16, _STATS),
