@@ -285,6 +285,10 @@ def schema_id(schema: Schema) -> int:
     >>> schema_id(a) == schema_id(schema_from_arrow(pa.schema([("id", pa.int32())])))
     False
     """
+    if not isinstance(schema, Schema):
+        raise InvalidArgumentError(
+            f"schema: expected a ctfile.format.Schema (Table.schema_at()); found {type(schema).__name__}"
+        )
     text = json.dumps(schema_to_json(schema), separators=(",", ":"), ensure_ascii=False)
     return xxhash.xxh3_64_intdigest(text.encode("utf-8")) & _LONG_MAX
 

@@ -217,7 +217,8 @@ class CtfileTable:
     @contextlib.contextmanager
     def transaction(
         self, *, commit: ctfile.CommitOptions | None = None, app_id: str | None = None, app_version: int | None = None,
-        consuming: ctfile.Stream | None = None,
+        consuming: ctfile.Stream | None = None, refresh: ctfile.RefreshInfo | None = None,
+        refresh_definition: ctfile.DerivedDefinition | None = None,
     ) -> Iterator[SparkTransaction]:
         """Several statements (``merge_builder(...).execute()``, ``merge``,
         ``update``, ``delete``, ``insert``) committed as one version when
@@ -227,6 +228,9 @@ class CtfileTable:
         already committed is a replay whose statements do nothing; a named
         stream's pending changes (``consuming.pending()``, pinned when the
         block begins) are consumed exactly once, with the commit.
+        ``refresh`` (and ``refresh_definition``) make it the refresh of a
+        derived table, as for :meth:`ctfile.Table.transaction`: the only
+        way to change a derived table's rows (SPEC §Derived tables).
 
         Raises
         ------
@@ -235,7 +239,8 @@ class CtfileTable:
             writes (the statements are not re-run).
         """
         tx = self.table.transaction(parameters={"engine": "spark"}, commit=commit, app_id=app_id,
-                                    app_version=app_version, consuming=consuming)
+                                    app_version=app_version, consuming=consuming, refresh=refresh,
+                                    refresh_definition=refresh_definition)
         with tx:
             yield SparkTransaction(self, tx)
 

@@ -83,6 +83,7 @@ class SparkTransaction:
         ``spark.read.format("ctfile")`` writes them), written by the
         executors, as the next statement."""
         data = spark_dataframe(data)
+        self.tx.check_row_change("INSERT")  # SPEC §Derived tables: before any file is written
         if self.tx.is_replay:
             return {"inserted": 0, "updated": 0, "deleted": 0}
         tx = self.tx

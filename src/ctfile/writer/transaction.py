@@ -103,7 +103,11 @@ class WriteTransaction(Transaction):
         """Whether this transaction is a refresh of a derived table."""
         return self.refresh is not None
 
-    def _refuse_outside_refresh(self, what: str) -> None:
+    def check_row_change(self, what: str) -> None:
+        """Refuse ``what``, a statement that changes rows or the schema, on a
+        derived table outside a refresh (:class:`~ctfile.DerivedTableError`
+        naming ``derivedTables``, SPEC §Derived tables); engines that stage
+        files themselves call it before writing any."""
         if not self.is_refresh:
             derived_writes.refuse_outside_refresh(self.base.metadata, what, self.storage.uri)
 
@@ -126,7 +130,7 @@ class WriteTransaction(Transaction):
         self._check_not_restoring()
         self._check_data_change(compaction)
         if not compaction:  # SPEC §Derived tables: only a refresh changes a derived table's rows
-            self._refuse_outside_refresh(self.operation)
+            self.check_row_change(self.operation)
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
         try:
@@ -212,7 +216,7 @@ class WriteTransaction(Transaction):
         Returns the changes (empty: nothing changed, nothing is set)."""
         if not callable(edit):
             raise InvalidArgumentError(f"edit must be a callable taking a SchemaEditor, found {edit!r:.80}")
-        self._refuse_outside_refresh("SCHEMA CHANGE")
+        self.check_row_change("SCHEMA CHANGE")
         self._check_schema_change_first("a schema change")
         md = self.metadata
         editor = SchemaEditor(md.schema, md.assigned_field_ids, derived_columns=self.is_refresh)
@@ -231,7 +235,7 @@ class WriteTransaction(Transaction):
         (:func:`~ctfile.format.schema_evolution.replacement_schema`). Meant to
         be followed by :meth:`truncate` and an insert: the rows written
         before cannot be assumed to fit the new schema."""
-        self._refuse_outside_refresh("REPLACE SCHEMA")
+        self.check_row_change("REPLACE SCHEMA")
         self._check_schema_change_first("replacing the schema")
         md = self.metadata
         new, last = replacement_schema(md.schema, md.assigned_field_ids, schema)

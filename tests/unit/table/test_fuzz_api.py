@@ -98,8 +98,48 @@ def _read(result: Any) -> Any:
     return result.to_arrow()
 
 
+class Built:
+    """Stands for ``factory(*args)`` built at the call (so the refusals of a
+    value object's constructor are fuzzed too, like any argument's)."""
+
+    def __init__(self, factory: Callable[..., Any], *args: Any):
+        self.factory, self.args = factory, args
+
+    def build(self) -> Any:
+        return self.factory(*(a.build() if isinstance(a, Built) else a for a in self.args))
+
+    def __repr__(self) -> str:
+        return f"{getattr(self.factory, '__name__', self.factory)}{self.args!r}"
+
+
+def _build_value(value: Any) -> Any:
+    return value.build() if isinstance(value, Built) else value
+
+
+_SOURCE = Built(ctfile.SourceBinding, "src", "t-1", "/src")
+#: ``derived=``: definitions with plausible and extreme fields (SPEC §Derived tables), built at the call.
+DERIVED = either(*(Built(ctfile.DerivedDefinition, q, srcs, mode, lag, plan, hidden) for q, srcs, mode, lag, plan, hidden in (
+    ("SELECT id FROM src", (_SOURCE,), "auto", None, 1, ("_ct_dt_key",)),
+    ("", (_SOURCE,), "auto", None, 1, ("_ct_dt_key",)),
+    ("q", (), "full", "5 minutes", 1, ("_ct_dt_key",)),
+    ("q", (_SOURCE,), "sometimes", None, 1, ("_ct_dt_key",)),
+    ("q", (_SOURCE,), "incremental", 5, 0, ("_ct_dt_key",)),
+    ("q", (_SOURCE, _SOURCE), "full", None, 1, ("_ct_dt_rows",)),
+    ("q", (Built(ctfile.SourceBinding, "1x", "", None),), "full", None, 1, ("_ct_dt_key",)),
+)))
+_VERSION_ITEM = Built(ctfile.SourceVersion, "src", "t-1", 1, 2)
+#: ``refresh=``: refresh records, built at the call (the fuzzed tables are not derived: refused).
+REFRESH = either(*(Built(ctfile.RefreshInfo, *args) for args in (
+    ("FULL", "r", (_VERSION_ITEM,), 1000, 1, 1),
+    ("SOMETIMES", "r", (_VERSION_ITEM,), 1000, 1, 1),
+    ("NO_DATA", "r", (), 1000, 0, 0),
+    ("FULL", "r", (Built(ctfile.SourceVersion, "src", "t-1", -1, 2**63),), -5, True, 1),
+)))
+
+
 def _tx(kw: dict, t: ctfile.Table) -> None:
     consuming = kw.pop("consuming", None)
+    kw = {k: _build_value(v) for k, v in kw.items()}
     with t.transaction(consuming=t.stream("s") if consuming is True else consuming, **kw) as tx:
         tx.insert(ROWS)
 
@@ -179,6 +219,7 @@ TABLE_CALLS: dict[str, Call] = {
                              include_hidden=either(True)), _method("to_arrow")),
     "transaction": Call(options(
         operation=either("T"), parameters=either({"k": [1, 2.5, None]}), consuming=either(True), **APP_ARGS,
+        refresh=REFRESH, refresh_definition=DERIVED,
     ), lambda t, kw, ctx: _tx(kw, t)),
     "truncate": Call(options(**APP_ARGS), _method("truncate")),
     "update": Call(options(
@@ -274,6 +315,8 @@ TRANSACTION_EXCLUDED = {
     "live_partitions": "no arguments; returns the writer's state",
     "statement": "the writer's context manager around one statement",
     "compact_plan": "takes a CompactionPlan the writer made (compact() is fuzzed)",
+    "begin_refresh": "called by Table.transaction(refresh=), which is fuzzed",
+    "check_row_change": "an engine's check before it stages files (names the engine's statement)",
 }
 
 SCHEMA_BUILDER_CALLS: dict[str, Call] = {
@@ -363,10 +406,17 @@ CLASSES_EXCLUDED = {
     "MergeStatement": "the statement a MergeBuilder (fuzzed) describes", "MergeClause": "part of a MergeStatement",
     "MergePlan": "the MergeStatement's plan inside a RewriteJob", "MatchKind": "an enum (chosen by the builder's methods)",
     "MergeAction": "an enum (chosen by the builder's methods)", "RowAction": "an enum (a rewrite's per-row action)",
+    "RefreshMode": "an enum (parsed from the refresh_mode of the DerivedDefinitions fuzzed as derived=)",
+    "RefreshAction": "an enum (parsed from the action of the RefreshInfos fuzzed as refresh=)",
+    "DerivedDefinition": "a value object: its constructor is fuzzed as create_table's derived= argument",
+    "RefreshInfo": "a value object: its constructor is fuzzed as Table.transaction's refresh= argument",
+    "SourceBinding": "part of a DerivedDefinition (fuzzed as derived=)",
+    "SourceVersion": "part of a RefreshInfo and a DerivedDefinition (fuzzed as refresh= and derived=)",
 }
 
 
 def _create_table(t, kw, ctx) -> None:
+    kw = {k: _build_value(v) for k, v in kw.items()}
     ctfile.create_table(**{"uri": ctx.new_uri(), "schema": SCHEMA, **kw})
 
 
@@ -375,7 +425,7 @@ MODULE_CALLS: dict[str, Call] = {
         schema=either(SCHEMA, pa.schema([]), pa.schema([("_ct_row_id", pa.int64())]), pa.schema([("a", pa.uint64())])),
         partition_rows=either(st.integers(1, 5)), compression=either("zstd", "snappy", "lzma"),
         properties=either({"owner": "x"}, {"ctfile.checkpointInterval": "0"}), name=either("n"),
-        description=either("d"), storage_options=either({}),
+        description=either("d"), storage_options=either({}), derived=DERIVED,
     ), _create_table),
     "open_table": Call(options(storage_options=either({}, None)),
                        lambda t, kw, ctx: ctfile.open_table(t.uri, **kw).to_arrow()),
@@ -392,6 +442,7 @@ MODULE_CALLS: dict[str, Call] = {
                              lambda t, kw, ctx: ctfile.parse_field_path(**kw)),
     "format_field_path": Call(options({"parts": either(("a", "b"), ("a.b",), ("`",), ())}),
                               lambda t, kw, ctx: ctfile.format_field_path(**kw)),
+    "schema_id": Call(options({"schema": either(SCHEMA_OF_TABLE)}), lambda t, kw, ctx: ctfile.schema_id(**_resolved(t, kw))),
     "validate_properties": Call(options({"properties": either({"ctfile.partitionRows": "2"})},
                                         schema=either(SCHEMA_OF_TABLE)),
                                 lambda t, kw, ctx: ctfile.validate_properties(**_resolved(t, kw))),
