@@ -156,6 +156,7 @@ class RewriteJob:
         include the files earlier statements of ``tx`` staged (they exist on
         storage, so workers read them like any other; SPEC §Copy-on-write:
         each statement sees the effects of the earlier ones)."""
+        tx.check_row_change(kind.value)  # SPEC §Derived tables: before any file is written
         parts = tuple(p for p in candidates if p.num_records)
         return cls(TableLocation.of(tx.storage), tx.base.version, tx.base.protocol, tx.metadata, kind, parts, **kw)
 
@@ -245,6 +246,7 @@ class RewriteJob:
         (a pyarrow expression over the table's columns true for every such
         row; every live partition when None).
         """
+        tx.check_row_change(RewriteKind.MERGE.value)  # SPEC §Derived tables: before the plan's own checks
         md = tx.metadata
         plan = plan_statement(md.schema, md.assigned_field_ids, statement, source_schema, value_types=value_types)
         if plan.evolution is not None:
@@ -308,7 +310,7 @@ class RewriteJob:
         state = TableState(self.version, 0, self.protocol, self.metadata, {p.path: p}, 0)
         tx = WriteTransaction(ManifestLog(storage), state, operation=self.kind.value)
         t = read_partition_table(storage, p, self.schema, hidden=True)
-        with tx.statement():
+        with tx.statement(planned=True):  # checked by the coordinator's plan (_plan)
             r = rewrite_positions(tx, p, t, positions, self._new_values(t, positions, rows), deleted=deleted)
             overlaps = tx.changes is not None and tx.changes.overlaps
         if r is None:

@@ -118,7 +118,7 @@ class WriteTransaction(Transaction):
         return self._change_writer
 
     @contextlib.contextmanager
-    def statement(self, *, compaction: bool = False) -> Iterator[None]:
+    def statement(self, *, compaction: bool = False, planned: bool = False) -> Iterator[None]:
         """Run one statement: its change rows are staged when it returns and
         discarded when it raises. The writer is made here, on the caller's
         thread, before the statement's workers use it.
@@ -126,10 +126,13 @@ class WriteTransaction(Transaction):
         A compaction commits ``dataChange: false`` for every action of its
         entry (SPEC §Copy-on-write), so it cannot share a transaction with a
         statement that changes rows: either order is refused before anything
-        is written (the rows changed would vanish from change scans)."""
+        is written (the rows changed would vanish from change scans).
+        ``planned``: the statement is a worker's part of a job whose
+        coordinator checked, when it planned the job, that it may change
+        rows (:class:`~ctfile.RewriteJob`; SPEC §Derived tables)."""
         self._check_not_restoring()
         self._check_data_change(compaction)
-        if not compaction:  # SPEC §Derived tables: only a refresh changes a derived table's rows
+        if not compaction and not planned:  # SPEC §Derived tables: only a refresh changes a derived table's rows
             self.check_row_change(self.operation)
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
