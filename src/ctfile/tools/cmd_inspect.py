@@ -23,7 +23,7 @@ from ctfile.tools import pictures
 from ctfile.tools._clustering import ClusteringReport, parse_columns
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri
 from ctfile.tools._partitions import HiddenSummary, PartitionRow
-from ctfile.tools.cmd_schema import FieldRow, change_summary, field_rows, fields_table
+from ctfile.tools.cmd_schema import FieldRow, change_summary, field_rows, fields_table, visible_changes
 
 DEFAULT_SHOWN_PARTITIONS = 50
 
@@ -129,7 +129,7 @@ class HistoryRow:
             data_change=h.data_change, read_version=h.read_version, isolation_level=h.isolation_level,
             blind_append=h.is_blind_append, captured=h.captured,
             change_files=h.change_files, change_bytes=h.change_bytes,
-            schema_changed=h.schema_changed, schema_changes=tuple(h.schema_changes),
+            schema_changed=h.schema_changed, schema_changes=visible_changes(h.schema_changes),
             refresh=None if h.refresh is None else _refresh_fields(h.refresh),
         )
 

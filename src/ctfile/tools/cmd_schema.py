@@ -144,6 +144,11 @@ def _is_derivation_column(name: str) -> bool:
     return name.startswith(ctfile.format.DERIVED_COLUMN_PREFIX)
 
 
+def visible_changes(changes: Sequence[ctfile.SchemaChange]) -> tuple[ctfile.SchemaChange, ...]:
+    """``changes`` without those of derivation columns (hidden like the columns)."""
+    return tuple(c for c in changes if not _is_derivation_column(ctfile.parse_field_path(c.path)[0]))
+
+
 @dataclass(frozen=True)
 class SchemaReport:
     """What ``ctfile schema`` shows: the schema of ``version`` and the
@@ -178,7 +183,7 @@ class SchemaReport:
             "fields": [f.as_json() for f in self.fields],
             "history": [
                 {"version": s.version, "timestamp": out.commit_time(s.timestamp_ms), "operation": s.operation,
-                 "complete": s.complete, "changes": [c.to_json() for c in s.changes]}
+                 "complete": s.complete, "changes": [c.to_json() for c in visible_changes(s.changes)]}
                 for s in self.history
             ],
         }
@@ -192,7 +197,7 @@ class SchemaReport:
         for c, just in (("version", "right"), ("time (UTC)", "left"), ("operation", "left"), ("changes", "left")):
             t.add_column(c, justify=just, overflow="fold")
         for s in self.history:
-            text = "\n".join(change_text(c) for c in s.changes) if s.complete else _VACUUMED
+            text = "\n".join(change_text(c) for c in visible_changes(s.changes)) if s.complete else _VACUUMED
             t.add_row(str(s.version), out.fmt_ms(s.timestamp_ms), s.operation or "", text)
         con.print(t)
 

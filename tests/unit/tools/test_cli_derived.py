@@ -112,6 +112,8 @@ def test_show_and_schema_leave_the_derivation_columns_out(pair):
     assert [f["name"] for f in show["schema"]] == ["id", "v"]
     schema = json.loads(ok("schema", derived.uri, "--json"))
     assert [f["name"] for f in schema["fields"]] == ["id", "v"]
+    assert [c["path"] for c in schema["history"][-1]["changes"]] == ["id", "v"]
+    assert "_ct_dt" not in ok("schema", derived.uri) and "_ct_dt" not in ok("history", derived.uri)
     rows = [json.loads(line) for line in ok("changes", derived.uri, "--start", "1", "--json").splitlines()]
     assert rows and not any("_ct_dt_key" in json.dumps(r) for r in rows)
     assert "_ct_dt_key" not in ok("changes", derived.uri, "--start", "1")
