@@ -22,6 +22,7 @@ ALLOWED = {
     "table": {"format", "log", "reader", "writer"},
     "spark_datasource": {"ctfile"},
     "tools": {"ctfile"},
+    "derived": {"ctfile"},
     "spark": {"ctfile", "spark_datasource"},
 }
 

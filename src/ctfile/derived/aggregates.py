@@ -1,0 +1,264 @@
+"""Aggregate rules (SPEC §Derived tables, "Incremental rules"): GROUP BY
+with count(*), count(x), sum, avg, min, max and count(DISTINCT x), and
+DISTINCT (a GROUP BY of all output columns).
+
+A group's derivation key ``_ct_dt_key`` is ``to_json(named_struct('k0',
+g0, ...))`` of its GROUP BY values (``'{}'`` for a query without GROUP BY,
+whose one row always exists). to_json leaves NULL fields out, so NULL and
+every value stay distinct. Edge cases, honestly: a double -0.0 and 0.0 are
+one group to Spark but two keys here (``"-0.0"``/``"0.0"``), and NaN keys
+are written ``"NaN"``; a group whose key spelling changes only that way is
+recomputed as a delete plus an insert.
+
+State: ``_ct_dt_rows`` (the group's row count; the group is deleted when
+it reaches 0), ``_ct_dt_cnt_<i>`` (non-null count of output ``i``'s
+argument: a sum of only NULLs stays NULL) and, for avg, ``_ct_dt_sum_<i>``.
+
+Two delta modes:
+
+* **linear** (count/sum/avg, and min/max when every source only appended):
+  the source row of a group carries the signed delta (rows, counts, sums;
+  min/max of the appended rows) and the MERGE SET combines it with the
+  stored values (``t.x + s.x``, ``least``/``greatest``);
+* **recompute** (count(DISTINCT), or min/max after a delete or update): the
+  affected groups (keys in the delta, either sign) are recomputed from the
+  ``new`` views; an affected group gone from the new result is deleted
+  when it existed before (its signed row delta is negative).
+
+Types: the full query's expressions are the ones Spark types (sum(x),
+avg(x)); signed sums keep sum's type (``-x``, not ``-1 * x``). Merged
+``t.x + s.x`` values widen by one decimal digit and the executor casts
+them to the table's type; avg of a decimal is ``(t.sum + s.sum) /
+(t.cnt + s.cnt)``, which can differ from Spark's avg in the last decimal
+place when the division's intermediate scale is rounded (rare); float and
+double sums differ from a recomputation by rounding (incremental sums of
+floating point are not exact anywhere).
+
+Examples
+--------
+>>> from ctfile.derived import compile_query
+>>> [c for c, _ in compile_query("SELECT k, avg(v) AS a FROM s GROUP BY k", sources=("s",)).hidden_columns]
+['_ct_dt_key', '_ct_dt_rows', '_ct_dt_sum_1', '_ct_dt_cnt_1']
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from sqlglot import exp
+
+from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, ClauseKind, MergeClause, RefreshSql, SourceViews
+from ctfile.derived.planning import AggKind, Block, AggCall
+from ctfile.derived.render import ACTION, block_sql, column, quote, telescoped, union_all, upsert_clauses
+
+_SIGN = "`_ct_sign`"
+
+
+def _sum(i: int) -> str:
+    return f"_ct_dt_sum_{i}"
+
+
+def _cnt(i: int) -> str:
+    return f"_ct_dt_cnt_{i}"
+
+
+def hidden_columns(block: Block) -> tuple[tuple[str, str | None], ...]:
+    """``(name, Spark type)`` of the derivation columns; the avg sum state
+    has the type of ``sum(arg)`` (None here: it depends on the source's
+    types; take it from the full query's schema)."""
+    found: list[tuple[str, str | None]] = [(KEY_COLUMN, "string"), (ROWS_COLUMN, "bigint")]
+    for i, agg in enumerate(block.aggregates):
+        if agg is not None and agg.kind is AggKind.AVG:
+            found.append((_sum(i), None))
+        if agg is not None and agg.kind in (AggKind.SUM, AggKind.AVG):
+            found.append((_cnt(i), "bigint"))
+    return tuple(found)
+
+
+def state_names(block: Block) -> list[str]:
+    return [name for name, _ in hidden_columns(block)[1:]]
+
+
+def recompute_needed(block: Block, appended_only: Mapping[str, bool]) -> bool:
+    """count(DISTINCT) always, min/max unless every source only appended."""
+    kinds = {a.kind for a in block.aggregates if a is not None}
+    appended = all(appended_only[source] for source, _ in block.occurrences)
+    return AggKind.COUNT_DISTINCT in kinds or (bool(kinds & {AggKind.MIN, AggKind.MAX}) and not appended)
+
+
+def _grouped(block: Block) -> exp.Select:
+    """The block as a GROUP BY of its keys (DISTINCT rewritten; ordinals
+    resolved), ready for extra items."""
+    copy = block.select.copy()
+    copy.set("distinct", None)
+    copy.set("group", exp.Group(expressions=[k.copy() for k in block.keys]) if block.keys else None)
+    return copy
+
+
+def _key_of(keys: list[str]) -> str:
+    if not keys:
+        return "'{}'"
+    fields = ", ".join(f"'k{j}', {k}" for j, k in enumerate(keys))
+    return f"TO_JSON(NAMED_STRUCT({fields}))"
+
+
+def _full_items(block: Block) -> list[str]:
+    items = [item.sql(dialect="spark") for item in block.select.expressions]
+    items.append(f"{_key_of([k.sql(dialect='spark') for k in block.keys])} AS {quote(KEY_COLUMN)}")
+    items.append(f"COUNT(*) AS {quote(ROWS_COLUMN)}")
+    for i, agg in enumerate(block.aggregates):
+        arg = agg.arg.sql(dialect="spark") if agg is not None and agg.arg is not None else None
+        if agg is not None and agg.kind is AggKind.AVG:
+            items.append(f"SUM({arg}) AS {quote(_sum(i))}")
+        if agg is not None and agg.kind in (AggKind.SUM, AggKind.AVG):
+            items.append(f"COUNT({arg}) AS {quote(_cnt(i))}")
+    return items
+
+
+def full_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
+    new = [views[source].new for source, _ in block.occurrences]
+    sql = block_sql(_grouped(block), new, _full_items(block), ms=ms, aggregate=True)
+    return RefreshSql(sql, upsert_clauses([*outputs, *state_names(block)], by_source_delete=True))
+
+
+def _signed_terms(block: Block, views: SourceViews, items: list[str], *, ms: int) -> str:
+    """The signed delta rows of the block's input (before grouping), one
+    telescoping term per occurrence, with ``items`` and ``_ct_sign``."""
+    def view_of(source: str, state: str) -> str:
+        return getattr(views[source], state)
+
+    terms = []
+    for i, (_, alias) in enumerate(block.occurrences):
+        sign = f"CASE WHEN {column(alias, ACTION)} = 'INSERT' THEN 1 ELSE -1 END AS {_SIGN}"
+        terms.append(block_sql(block.select, telescoped(block.occurrences, view_of, i), [*items, sign], ms=ms))
+    return union_all(terms)
+
+
+def _nonnull_delta(i: int) -> str:
+    return f"SUM(CASE WHEN `_ct_a{i}` IS NOT NULL THEN {_SIGN} ELSE 0 END)"
+
+
+def _linear_items(block: Block, outputs: tuple[str, ...]) -> list[str]:
+    """The delta source's columns: per group, the signed changes."""
+    items = []
+    for i, (name, key, agg) in enumerate(zip(outputs, block.item_keys, block.aggregates)):
+        items.append(f"{_linear_value(i, key, agg)} AS {quote(name)}")
+    items.append(f"{_key_of([f'`_ct_g{j}`' for j in range(len(block.keys))])} AS {quote(KEY_COLUMN)}")
+    items.append(f"SUM({_SIGN}) AS {quote(ROWS_COLUMN)}")
+    for i, agg in enumerate(block.aggregates):
+        signed = f"SUM(CASE WHEN {_SIGN} = 1 THEN `_ct_a{i}` ELSE -`_ct_a{i}` END)"
+        if agg is not None and agg.kind is AggKind.AVG:
+            items.append(f"{signed} AS {quote(_sum(i))}")
+        if agg is not None and agg.kind in (AggKind.SUM, AggKind.AVG):
+            items.append(f"{_nonnull_delta(i)} AS {quote(_cnt(i))}")
+    return items
+
+
+def _linear_value(i: int, key: int | None, agg: AggCall | None) -> str:
+    a = f"`_ct_a{i}`"
+    if agg is None:
+        return f"`_ct_g{key}`"
+    return {
+        AggKind.COUNT_STAR: f"SUM({_SIGN})",
+        AggKind.COUNT: _nonnull_delta(i),
+        AggKind.SUM: f"SUM(CASE WHEN {_SIGN} = 1 THEN {a} ELSE -{a} END)",
+        AggKind.AVG: f"CASE WHEN {_nonnull_delta(i)} = 0 THEN NULL ELSE "
+                     f"SUM(CASE WHEN {_SIGN} = 1 THEN {a} ELSE -{a} END) / {_nonnull_delta(i)} END",
+        AggKind.MIN: f"MIN({a})",  # linear only when every source appended: all signs +1
+        AggKind.MAX: f"MAX({a})",
+    }[agg.kind]
+
+
+def _input_items(block: Block) -> list[str]:
+    items = [f"{k.sql(dialect='spark')} AS `_ct_g{j}`" for j, k in enumerate(block.keys)]
+    items += [f"{a.arg.sql(dialect='spark')} AS `_ct_a{i}`" for i, a in enumerate(block.aggregates)
+              if a is not None and a.arg is not None]
+    return items
+
+
+def linear_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
+    group = ", ".join(f"`_ct_g{j}`" for j in range(len(block.keys)))
+    sql = (f"WITH `_ct_d` AS ({_signed_terms(block, views, _input_items(block), ms=ms)})\n"
+           f"SELECT {', '.join(_linear_items(block, outputs))} FROM `_ct_d`" + (f" GROUP BY {group}" if group else ""))
+    return RefreshSql(sql, _linear_clauses(block, outputs))
+
+
+def _t(c: str) -> str:
+    return f"t.{quote(c)}"
+
+
+def _s(c: str) -> str:
+    return f"s.{quote(c)}"
+
+
+def _plus(c: str) -> str:
+    return f"({_t(c)} + {_s(c)})"
+
+
+def _null_unless(count: str, value: str) -> str:
+    return f"CASE WHEN {count} = 0 THEN NULL ELSE {value} END"
+
+
+def _merged(block: Block, outputs: tuple[str, ...]) -> dict[str, str]:
+    """Each non-key column's new value from the stored (t.) and delta (s.)."""
+    merged = {ROWS_COLUMN: _plus(ROWS_COLUMN)}
+    for i, (name, agg) in enumerate(zip(outputs, block.aggregates)):
+        if agg is not None:
+            merged.update(_merged_aggregate(i, name, agg.kind))
+    return merged
+
+
+def _merged_aggregate(i: int, name: str, kind: AggKind) -> dict[str, str]:
+    if kind in (AggKind.COUNT_STAR, AggKind.COUNT):
+        return {name: _plus(name)}
+    if kind in (AggKind.MIN, AggKind.MAX):
+        return {name: f"{'LEAST' if kind is AggKind.MIN else 'GREATEST'}({_t(name)}, {_s(name)})"}
+    count = _plus(_cnt(i))
+    stored = name if kind is AggKind.SUM else _sum(i)
+    total = f"COALESCE({_t(stored)}, 0) + COALESCE({_s(stored)}, 0)"
+    if kind is AggKind.SUM:
+        return {name: _null_unless(count, total), _cnt(i): count}
+    return {_sum(i): _null_unless(count, total), _cnt(i): count, name: _null_unless(count, f"({total}) / {count}")}
+
+
+def _inserted(block: Block, outputs: tuple[str, ...]) -> dict[str, str]:
+    values = {c: _s(c) for c in [KEY_COLUMN, *outputs, *state_names(block)]}
+    for i, (name, agg) in enumerate(zip(outputs, block.aggregates)):
+        if agg is not None and agg.kind is AggKind.SUM:
+            values[name] = _null_unless(_s(_cnt(i)), _s(name))
+        if agg is not None and agg.kind is AggKind.AVG:
+            values[_sum(i)] = _null_unless(_s(_cnt(i)), _s(_sum(i)))
+    return values
+
+
+def _linear_clauses(block: Block, outputs: tuple[str, ...]) -> tuple[MergeClause, ...]:
+    merged = _merged(block, outputs)
+    changed = "NOT (" + " AND ".join(f"{v} <=> {_t(c)}" for c, v in merged.items()) + ")"
+    clauses = []
+    if block.keys:  # a query without GROUP BY always has its one row
+        clauses.append(MergeClause(ClauseKind.MATCHED_DELETE, f"{_plus(ROWS_COLUMN)} = 0"))
+    clauses.append(MergeClause(ClauseKind.MATCHED_UPDATE, changed, tuple(merged.items())))
+    insert_when = f"{_s(ROWS_COLUMN)} > 0" if block.keys else None
+    clauses.append(MergeClause(ClauseKind.NOT_MATCHED_INSERT, insert_when, tuple(_inserted(block, outputs).items())))
+    return tuple(clauses)
+
+
+def recompute_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
+    """Recompute the groups the delta touches from the new views."""
+    key, op = quote(KEY_COLUMN), quote(OP_COLUMN)
+    keys = [k.sql(dialect="spark") for k in block.keys]
+    signed = _signed_terms(block, views, [f"{_key_of(keys)} AS {key}"], ms=ms)
+    grouped = _grouped(block)
+    if block.keys:
+        grouped = grouped.where(f"{_key_of(keys)} IN (SELECT {key} FROM `_ct_a`)", dialect="spark")
+    new = [views[source].new for source, _ in block.occurrences]
+    recomputed = block_sql(grouped, new, _full_items(block), ms=ms, aggregate=True)
+    columns = [*outputs, KEY_COLUMN, *state_names(block)]
+    nulls = ", ".join(f"a.{key}" if c == KEY_COLUMN else f"NULL AS {quote(c)}" for c in columns)
+    sql = (f"WITH `_ct_d` AS ({signed}),\n`_ct_a` AS (SELECT {key}, SUM({_SIGN}) AS `_ct_net` FROM `_ct_d` GROUP BY {key}),\n"
+           f"`_ct_f` AS ({recomputed})\n"
+           f"SELECT f.*, 'upsert' AS {op} FROM `_ct_f` AS f")
+    if block.keys:
+        sql += (f"\nUNION ALL\nSELECT {nulls}, 'delete' AS {op} FROM `_ct_a` AS a "
+                f"LEFT ANTI JOIN `_ct_f` AS f ON a.{key} = f.{key} WHERE a.`_ct_net` < 0")
+    return RefreshSql(sql, upsert_clauses([*outputs, *state_names(block)], by_source_delete=False), (OP_COLUMN,))
