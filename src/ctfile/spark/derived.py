@@ -1,0 +1,359 @@
+"""Derived tables: a ctfile table defined by a Spark SQL query over other
+ctfile tables, kept current by refreshes that apply only what changed
+(SPEC §Derived tables; Snowflake's Dynamic Tables, whose delayed view
+semantics it keeps: the contents always equal the query run on the sources
+at the versions the last refresh recorded, its *frontier*).
+
+>>> from ctfile.spark import derived                     # doctest: +SKIP
+>>> gold = derived.create(spark, "s3://lake/gold/revenue",
+...     "SELECT country, sum(amount) AS revenue, count(*) AS n FROM silver GROUP BY country",
+...     sources={"silver": "s3://lake/silver/events"}, refresh_mode="auto")   # doctest: +SKIP
+>>> gold.refresh().action                                 # doctest: +SKIP
+<RefreshAction.NO_DATA: 'NO_DATA'>
+
+The query is compiled by :mod:`ctfile.derived` (sqlglot's Spark dialect)
+into an operator plan; each refresh is chosen from the logs alone
+(:mod:`ctfile.spark.derived_plan`) and run on Spark's executors
+(:mod:`ctfile.spark.derived_refresh`) as SQL text and one MERGE, so it
+works on Spark Connect as on a classic session.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import ctfile
+import ctfile.derived as compiler
+from ctfile.spark import derived_refresh as run
+from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
+from ctfile.spark.derived_sources import SourceState, bind_sources, open_sources
+from ctfile.spark.table import CtfileTable
+
+_MAX_ATTEMPTS = 3
+
+
+class IncrementalRequiredError(ctfile.InvalidArgumentError):
+    """``refresh_mode="incremental"`` for a query with an operator that has
+    no incremental rule (named in the message)."""
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What one refresh did: its ``action`` and ``reason``, the ``frontier``
+    the table's contents now equal the query at, ``rows_in`` (source rows
+    changed in the interval by the log's commit metrics, or the rows read by
+    a full refresh), ``rows_out`` (rows of the consolidated change merged
+    into the table), the ``version`` it committed (None for ``NO_DATA``) and
+    its wall-clock ``duration`` in seconds."""
+
+    action: ctfile.RefreshAction
+    reason: str
+    frontier: tuple[ctfile.SourceVersion, ...]
+    rows_in: int
+    rows_out: int
+    version: int | None
+    duration: float
+
+    def __str__(self) -> str:
+        at = ", ".join(f"{v.name}@{v.version}" for v in self.frontier)
+        return f"{self.action.value} at {at} in {self.duration:.2f}s: {self.reason}"
+
+
+class DerivedTable:
+    """A derived table on one Spark session (:func:`create`, :func:`open`).
+
+    ``table`` is the :class:`ctfile.Table` (reads, change scans and streams
+    work on it as on any table, never showing the derivation columns);
+    ``definition`` its :class:`ctfile.DerivedDefinition` as last loaded.
+    """
+
+    def __init__(self, spark: Any, table: ctfile.Table, *, storage_options: Mapping | None = None):
+        if table.derived is None:
+            raise ctfile.InvalidArgumentError(f"{table.uri} is not a derived table (its metadata has no definition)")
+        self.spark, self.table, self._options = spark, table, dict(storage_options or {})
+
+    def __repr__(self) -> str:
+        return f"DerivedTable({self.uri!r}, version={self.table.version})"
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+    @property
+    def storage_options(self) -> dict:
+        return dict(self._options)
+
+    @property
+    def definition(self) -> ctfile.DerivedDefinition:
+        return self.table.derived
+
+    def to_df(self, **kwargs: Any) -> Any:
+        """:meth:`ctfile.spark.CtfileTable.to_df` of the table."""
+        return CtfileTable(self.spark, self.table).to_df(**kwargs)
+
+    def explain(self) -> Any:
+        """Per operator of the compiled query: incremental or not, and why
+        (:class:`ctfile.derived.Explanation`)."""
+        return self._plan(self._sources()).explain()
+
+    def refresh(self, *, full: bool = False, pins: Mapping[str, int] | None = None) -> RefreshResult:
+        """Bring the table to its sources' latest versions (or ``pins``:
+        table id -> version), choosing the action as
+        :mod:`ctfile.spark.derived_plan` says; ``full=True`` forces a
+        ``FULL`` refresh (not for a table that has nothing to do).
+
+        A concurrent refresh that commits first makes this one re-read the
+        table: it returns ``NO_DATA`` when the winner reached the same
+        frontier, and refreshes from the winner's frontier otherwise.
+
+        Raises
+        ------
+        RefreshInvariantError
+            The computed change would break the table; nothing committed.
+        CommitConflictError
+            Lost to concurrent refreshes three times in a row.
+        """
+        started = time.monotonic()
+        for attempt in range(_MAX_ATTEMPTS):
+            self.table = ctfile.open_table(self.uri, storage_options=self._options)
+            sources = self._sources(pins)
+            plan = self._plan(sources)
+            decision = self._decide(plan, sources, full=full)
+            if not decision.commits:
+                return _result(decision, sources, started, version=None)
+            try:
+                return self._write(plan, sources, decision, started)
+            except ctfile.CommitConflictError:
+                if attempt == _MAX_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------ internals
+
+    def _sources(self, pins: Mapping[str, int] | None = None) -> list[SourceState]:
+        d = self.definition
+        pins = pins if pins is not None else upstream_pins(d, storage_options=self._options)
+        return open_sources(d.sources, d.frontier, storage_options=self._options, pins=pins)
+
+    def _plan(self, sources: Sequence[SourceState]) -> Any:
+        return compile_definition(self.definition.query, sources)
+
+    def _decide(self, plan: Any, sources: list[SourceState], *, full: bool) -> RefreshDecision:
+        decision = decide(RefreshContext(self.definition, sources, plan.blockers, compiler.PLAN_VERSION))
+        if full and decision.action is ctfile.RefreshAction.INCREMENTAL:
+            return RefreshDecision(ctfile.RefreshAction.FULL, "full refresh asked for")
+        return decision
+
+    def _write(self, plan: Any, sources: list[SourceState], decision: RefreshDecision, started: float) -> RefreshResult:
+        ts = int(time.time() * 1000)
+        views = run.SourceViews(self.spark)
+        source = None
+        try:
+            refresh_sql = _refresh_sql(plan, run.register_sources(
+                self.spark, views, sources, incremental=decision.incremental), sources, decision, ts)
+            source = run.typed_source(self.spark, refresh_sql.source_sql, self.table).persist()
+            run.check_one_row_per_key(source)
+            info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
+                                    rows_out=source.count())
+            with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:
+                run.merge_into(tx, source, refresh_sql)
+            version = tx.result.version if tx.result is not None else None
+        finally:
+            if source is not None:
+                source.unpersist()
+            views.drop()
+        run.hold_history(sources, self.table.table_id)
+        return _result(decision, sources, started, version=version, rows_in=info.rows_in, rows_out=info.rows_out)
+
+
+def _refresh_sql(plan: Any, views: Any, sources: Sequence[SourceState], decision: RefreshDecision, ts: int) -> Any:
+    if decision.incremental:
+        appended = {s.name: s.estimate().appended_only for s in sources}
+        return plan.delta(views, data_timestamp_ms=ts, appended_only=appended)
+    return plan.full(views, data_timestamp_ms=ts)
+
+
+def _rows_in(sources: Sequence[SourceState], decision: RefreshDecision) -> int:
+    if decision.incremental:
+        return sum(s.estimate().changed_rows for s in sources if s.moved)
+    return sum(s.table.snapshot(s.version).num_records for s in sources)
+
+
+def _result(decision: RefreshDecision, sources: Sequence[SourceState], started: float, *, version: int | None,
+            rows_in: int = 0, rows_out: int = 0) -> RefreshResult:
+    return RefreshResult(
+        action=decision.action, reason=decision.reason, frontier=tuple(s.frontier_entry() for s in sources),
+        rows_in=rows_in, rows_out=rows_out, version=version, duration=time.monotonic() - started,
+    )
+
+
+def compile_definition(query: str, sources: Sequence[SourceState]) -> Any:
+    """The compiled plan of ``query`` over ``sources`` (their visible
+    columns at the versions read, for ``SELECT *``)."""
+    columns = {s.name: s.table.snapshot(s.version).schema.names for s in sources}
+    return compiler.compile_query(query, sources=tuple(s.name for s in sources), columns=columns)
+
+
+def upstream_pins(definition: ctfile.DerivedDefinition, *, storage_options: Mapping | None) -> dict[str, int]:
+    """Delayed view semantics across derived tables: a source that an
+    upstream derived source also reads is read at the version the
+    upstream's frontier recorded, so the two agree.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Two upstream sources recorded different versions of one table:
+        refresh them together (:func:`refresh_all`).
+    """
+    pins: dict[str, tuple[int, str]] = {}
+    for b in definition.sources:
+        upstream = ctfile.open_table(b.uri, storage_options=storage_options).derived
+        for v in upstream.frontier if upstream is not None else ():
+            seen = pins.setdefault(v.table_id, (v.version, b.name))
+            if seen[0] != v.version:
+                raise ctfile.InvalidArgumentError(
+                    f"sources {seen[1]} and {b.name} read table {v.table_id} at versions {seen[0]} and {v.version}; "
+                    f"refresh them together with ctfile.spark.derived.refresh_all"
+                )
+    return {table_id: version for table_id, (version, _) in pins.items()}
+
+
+def create(
+    spark: Any, uri: str, query: str, *, sources: Mapping[str, str], refresh_mode: str = "auto",
+    target_lag: str | None = None, storage_options: Mapping | None = None,
+    properties: Mapping[str, str] | None = None, initialize: bool = True,
+) -> DerivedTable:
+    """Create the derived table ``uri`` defined by ``query`` (Spark SQL over
+    the names of ``sources``, each bound to the ctfile table at its URI)
+    and, unless ``initialize=False``, fill it with a first ``FULL``
+    refresh.
+
+    Parameters
+    ----------
+    refresh_mode : {"auto", "incremental", "full"}
+        ``incremental`` refuses a query that has an operator without an
+        incremental rule; ``auto`` refreshes such a query in full, and any
+        other incrementally unless the log shows a large change.
+    target_lag : str, optional
+        How far behind its sources the table may fall (``"5 minutes"``),
+        recorded for schedulers and ``ctfile derived show``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not one SELECT over the source names, an unknown mode, a bad lag.
+    IncrementalRequiredError
+        ``refresh_mode="incremental"`` and an operator without a rule.
+    TableExistsError, TableNotFoundError
+        ``uri`` holds a table; a source URI does not.
+    """
+    mode = _refresh_mode(refresh_mode)
+    bindings = bind_sources(sources, storage_options=storage_options)
+    states = open_sources(bindings, storage_options=storage_options)
+    plan = compile_definition(query, states)
+    if mode is ctfile.RefreshMode.INCREMENTAL and not plan.incremental:
+        raise IncrementalRequiredError(
+            "refresh_mode='incremental' needs every operator to have an incremental rule, found: "
+            + "; ".join(map(str, plan.blockers))
+        )
+    schema = _output_schema(spark, plan, states)
+    definition = ctfile.DerivedDefinition(
+        query=query, sources=bindings, refresh_mode=mode, target_lag=target_lag,
+        plan_version=compiler.PLAN_VERSION, hidden_columns=tuple(n for n, _ in plan.hidden_columns),
+        frontier=(), data_timestamp=None,
+    )
+    table = ctfile.create_table(uri, schema, derived=definition, properties=properties,
+                                storage_options=storage_options)
+    out = DerivedTable(spark, table, storage_options=storage_options)
+    if initialize:
+        out.refresh()
+    return out
+
+
+def _refresh_mode(value: Any) -> ctfile.RefreshMode:
+    """``value`` as a :class:`ctfile.RefreshMode`.
+
+    >>> _refresh_mode("auto")
+    <RefreshMode.AUTO: 'auto'>
+    """
+    known = [m.value for m in ctfile.RefreshMode]
+    if value not in known:
+        raise ctfile.InvalidArgumentError(f"refresh_mode must be one of {known}, found {value!r}")
+    return ctfile.RefreshMode(value)
+
+
+def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any:
+    """The derived table's Arrow schema: the full query's output columns and
+    derivation columns as Spark analyses them (no job runs); every column
+    nullable but the derivation key."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    views = run.SourceViews(spark)
+    try:
+        sql = plan.full(run.register_sources(spark, views, sources, incremental=False),
+                        data_timestamp_ms=int(time.time() * 1000)).source_sql
+        arrow = to_arrow_schema(spark.sql(sql).schema)
+    finally:
+        views.drop()
+    return pa.schema([f.with_nullable(f.name != run.KEY_COLUMN) for f in arrow])
+
+
+def open(spark: Any, uri: str, *, storage_options: Mapping | None = None) -> DerivedTable:  # noqa: A001
+    """The derived table at ``uri``.
+
+    Raises
+    ------
+    TableNotFoundError
+        No table at ``uri``.
+    InvalidArgumentError
+        A table that is not derived.
+    """
+    return DerivedTable(spark, ctfile.open_table(uri, storage_options=storage_options),
+                        storage_options=storage_options)
+
+
+def refresh_all(spark: Any, tables: Iterable[DerivedTable]) -> list[RefreshResult]:
+    """Refresh ``tables`` in dependency order at ONE frontier: every source
+    that is not in the set is read at the version it had when the call
+    began, and a table reads an upstream of the set at the version that
+    upstream's refresh left, so two paths from one source (a diamond) agree.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The set's definitions read each other in a cycle.
+    """
+    by_id = {t.table.table_id: t for t in tables}
+    order = _dependency_order(by_id)
+    pins = _base_pins(by_id.values())
+    results = []
+    for table_id in order:
+        t = by_id[table_id]
+        results.append(t.refresh(pins=pins))
+        pins[table_id] = t.table.refresh().version
+    return results
+
+
+def _dependency_order(by_id: Mapping[str, DerivedTable]) -> list[str]:
+    graph = {tid: {b.table_id for b in t.definition.sources if b.table_id in by_id} for tid, t in by_id.items()}
+    try:
+        return list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        raise ctfile.InvalidArgumentError(f"derived tables read each other in a cycle: {e.args[1]}") from None
+
+
+def _base_pins(tables: Iterable[DerivedTable]) -> dict[str, int]:
+    """The latest version of every source outside the set, read once."""
+    tables = list(tables)
+    inside = {t.table.table_id for t in tables}
+    pins: dict[str, int] = {}
+    for t in tables:
+        for b in t.definition.sources:
+            if b.table_id not in inside and b.table_id not in pins:
+                pins[b.table_id] = ctfile.open_table(b.uri, storage_options=t.storage_options).version
+    return pins
+
