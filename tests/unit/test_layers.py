@@ -23,7 +23,7 @@ ALLOWED = {
     "spark_datasource": {"ctfile"},
     "tools": {"ctfile"},
     "derived": {"ctfile"},
-    "spark": {"ctfile", "spark_datasource"},
+    "spark": {"ctfile", "spark_datasource", "derived"},
 }
 
 

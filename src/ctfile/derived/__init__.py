@@ -5,6 +5,7 @@ Spark SQL MERGE source and clauses of a refresh. Pure Python (sqlglot):
 ``ctfile.spark.derived`` registers the views and runs them."""
 
 from ctfile.derived.compiler import CompiledQuery, compile_query
+from ctfile.derived.version import PLAN_VERSION
 from ctfile.derived.explain import Explanation, ExplainRow
 from ctfile.derived.model import (
     KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, Blocker, ClauseKind, MergeClause, NonIncrementalPlanError, RefreshSql,
@@ -12,6 +13,7 @@ from ctfile.derived.model import (
 )
 
 __all__ = [
+    "PLAN_VERSION",
     "compile_query",
     "CompiledQuery",
     "Explanation",

@@ -263,7 +263,6 @@ def create(
     definition = ctfile.DerivedDefinition(
         query=query, sources=bindings, refresh_mode=mode, target_lag=target_lag,
         plan_version=compiler.PLAN_VERSION, hidden_columns=tuple(n for n, _ in plan.hidden_columns),
-        frontier=(), data_timestamp=None,
     )
     table = ctfile.create_table(uri, schema, derived=definition, properties=properties,
                                 storage_options=storage_options)

@@ -136,14 +136,9 @@ def _only_inserts(entry: ctfile.HistoryEntry) -> bool:
 
 
 def schema_id(table: ctfile.Table, version: int) -> int:
-    """The id of the source's schema at ``version``: the version of the
-    latest commit at or before it that changed the schema (SPEC §Derived
-    tables, frontier ``schemaId``), so two versions share an id exactly
-    when no schema change lies between them."""
-    for s in table.schema_history():
-        if s.version <= version:
-            return s.version
-    return 0
+    """The ``schemaId`` of the source's schema at ``version`` (SPEC §Derived
+    tables, frontier item: :func:`ctfile.schema_id`)."""
+    return ctfile.schema_id(table.schema_at(version))
 
 
 def open_sources(
