@@ -168,6 +168,8 @@ def output_names(tree: exp.Expression, *, sources: Sequence[str],
     as Spark resolves them) and not starting with ``_ct_``."""
     select = expand_stars(first_select(tree), sources=sources, columns=columns)
     names = tuple(item_name(item, i) for i, item in enumerate(select.expressions))
+    if not names:
+        raise InvalidArgumentError(f"the query must select at least one column, found {tree.sql(dialect='spark')!r}")
     seen: dict[str, str] = {}
     for name in names:
         if name.lower().startswith(RESERVED_PREFIX):
