@@ -9,7 +9,6 @@ a missing key, no update that changes nothing)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from ctfile.derived import KEY_COLUMN, OP_COLUMN, ClauseKind, RefreshSql

@@ -10,7 +10,7 @@ import pytest
 
 import ctfile
 from ctfile.derived import (
-    Blocker, ClauseKind, CompiledQuery, MergeClause, NonIncrementalPlanError, SourceViews, ViewNames, compile_query,
+    Blocker, ClauseKind, CompiledQuery, MergeClause, NonIncrementalPlanError, OperatorKind, SourceViews, ViewNames, compile_query,
 )
 
 SOURCES = ("silver", "dim")
@@ -38,6 +38,8 @@ def _error(query, **kwargs) -> str:
     ("SELECT a + 1 FROM silver", "output column 1 (a + 1) has no name: give it one with AS <name>"),
     ("SELECT * FROM silver", "pass columns={source: [column names]}"),
     ("SELECT x.a FROM silver x JOIN silver x ON x.a = x.a", "each table occurrence needs its own alias"),
+    ("SELECT a FROM silver VERSION AS OF 3", "time travel (VERSION/TIMESTAMP AS OF) is not allowed"),
+    ("SELECT", "must select at least one column"),
 ])
 def test_invalid_queries_raise_typed_errors_naming_what_was_found(query, expected):
     assert expected in _error(query)
@@ -93,6 +95,9 @@ def test_star_expands_from_the_given_columns():
     ("SELECT k FROM (SELECT k FROM silver) AS q", "FROM"),
     ("WITH q AS (SELECT k FROM silver) SELECT k FROM q", "WITH"),
     ("SELECT k, rand() AS r FROM silver", "rand()"),
+    ("SELECT k FROM silver TABLESAMPLE (10 PERCENT)", "TABLESAMPLE"),
+    ("SELECT s.k FROM silver s LATERAL VIEW explode(s.a) t AS x", "LATERAL VIEW"),
+    ("SELECT id FROM range(10)", "FROM"),
     ("SELECT k, random() AS r FROM silver", "rand()"),
     ("SELECT k, uuid() AS r FROM silver", "uuid()"),
     ("SELECT k, shuffle(arr) AS r FROM silver", "shuffle()"),
@@ -168,6 +173,9 @@ def test_explain_rows_text_and_json():
     explanation = plan.explain()
     assert [r.operator for r in explanation.rows] == ["aggregate", "filter", "inner join", "scan", "scan"]
     assert all(r.incremental for r in explanation.rows)
+    root = plan.operators
+    assert (root.kind, root.inputs[0].kind, root.inputs[0].inputs[0].kind) == (
+        OperatorKind.AGGREGATE, OperatorKind.FILTER, OperatorKind.INNER_JOIN)
     text = str(explanation).splitlines()
     assert text[0] == "incremental: yes" and text[3].startswith("    inner join 2 inputs  [incremental] telescoping")
     data = json.loads(explanation.to_json())
