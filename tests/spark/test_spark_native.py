@@ -279,8 +279,10 @@ def test_append_only_changes_empty_and_errors(spark, tmp_path):
     for a, b in [(6, 6), (7, 7), (0, 0)]:  # compaction, schema change, creation: nothing appended
         df = ct.changes_df(a, b)
         assert df.collect() == [] and df.columns == datasource_changes(spark, t.uri, a, b).columns
-    with pytest.raises(ctfile.InvalidArgumentError, match="append_only"):
-        ct.changes_df(1, 2, information="default")
+    with pytest.raises(ctfile.InvalidArgumentError, match="append_only and default"):
+        ct.changes_df(1, 2, information="audit")
+    with pytest.raises(ctfile.InvalidArgumentError, match="information must be one of"):
+        ct.changes_df(1, 2, information="net")
     with pytest.raises(ctfile.InvalidArgumentError):
         ct.changes_df(5, 2)
     with pytest.raises(ctfile.VersionNotFoundError):

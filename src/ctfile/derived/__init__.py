@@ -11,6 +11,7 @@ from ctfile.derived.model import (
     KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, Blocker, ClauseKind, MergeClause, NonIncrementalPlanError, RefreshSql,
     SourceViews, ViewNames,
 )
+from ctfile.derived.planning import Operator, OperatorKind
 
 __all__ = [
     "PLAN_VERSION",
@@ -19,6 +20,8 @@ __all__ = [
     "Explanation",
     "ExplainRow",
     "Blocker",
+    "Operator",
+    "OperatorKind",
     "ClauseKind",
     "MergeClause",
     "NonIncrementalPlanError",

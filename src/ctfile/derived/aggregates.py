@@ -179,7 +179,9 @@ def _input_items(block: Block) -> list[str]:
 def linear_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
     group = ", ".join(f"`_ct_g{j}`" for j in range(len(block.keys)))
     sql = (f"WITH `_ct_d` AS ({_signed_terms(block, views, _input_items(block), ms=ms)})\n"
-           f"SELECT {', '.join(_linear_items(block, outputs))} FROM `_ct_d`" + (f" GROUP BY {group}" if group else ""))
+           f"SELECT {', '.join(_linear_items(block, outputs))} FROM `_ct_d`"
+           # Without GROUP BY an empty delta still aggregates to one row: drop it.
+           + (f" GROUP BY {group}" if group else " HAVING COUNT(*) > 0"))
     return RefreshSql(sql, _linear_clauses(block, outputs))
 
 

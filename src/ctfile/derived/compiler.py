@@ -31,7 +31,7 @@ from ctfile.derived import aggregates, rows
 from ctfile.derived.explain import Explanation, explain
 from ctfile.derived.model import KEY_COLUMN, Blocker, NonIncrementalPlanError, RefreshSql, SourceViews
 from ctfile.derived.parsing import check_sources, cte_names, parse_statement
-from ctfile.derived.planning import PlannedQuery, plan_tree
+from ctfile.derived.planning import Operator, PlannedQuery, plan_tree
 from ctfile.derived.render import bind_time, check_timestamp, quote, upsert_clauses
 
 
@@ -74,6 +74,12 @@ class CompiledQuery:
     @property
     def output_columns(self) -> tuple[str, ...]:
         return self._planned.outputs
+
+    @property
+    def operators(self) -> Operator:
+        """The root of the operator plan (a ``query`` node over the planned
+        operators when the plan has blockers)."""
+        return self._planned.root
 
     @property
     def blockers(self) -> tuple[Blocker, ...]:

@@ -72,6 +72,9 @@ class SourceViews(Mapping[str, ViewNames]):
             raise InvalidArgumentError(f"no views for source {name!r}; views were given for {sorted(self._views)}")
         return self._views[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._views
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._views)
 

@@ -80,6 +80,10 @@ def _check_tables(tree: exp.Expression, sources: Sequence[str]) -> None:
         if table.name.lower() not in known | local:
             raise InvalidArgumentError(
                 f"the query reads table {table.name!r}, which is not a source; the sources are {sorted(sources)}")
+        if table.args.get("version") is not None:
+            raise InvalidArgumentError(
+                f"the query reads {table.sql(dialect='spark')!r}: a derived table reads its sources at the refresh "
+                "frontier, so time travel (VERSION/TIMESTAMP AS OF) is not allowed")
 
 
 def first_select(tree: exp.Expression) -> exp.Select:
@@ -168,6 +172,8 @@ def output_names(tree: exp.Expression, *, sources: Sequence[str],
     as Spark resolves them) and not starting with ``_ct_``."""
     select = expand_stars(first_select(tree), sources=sources, columns=columns)
     names = tuple(item_name(item, i) for i, item in enumerate(select.expressions))
+    if not names:
+        raise InvalidArgumentError(f"the query must select at least one column, found {tree.sql(dialect='spark')!r}")
     seen: dict[str, str] = {}
     for name in names:
         if name.lower().startswith(RESERVED_PREFIX):

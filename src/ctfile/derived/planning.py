@@ -226,6 +226,8 @@ def _occurrences(select: exp.Select, sources: Sequence[str], blockers: list[Bloc
         if not isinstance(table, exp.Table) or table.name.lower() not in lowered:
             blockers.append(Blocker("FROM", f"{table.sql(dialect='spark')} is not a source table (a subquery, CTE or function)"))
             continue
+        if table.args.get("sample") is not None:
+            blockers.append(Blocker("TABLESAMPLE", "non-deterministic: a delta would not equal a recomputation"))
         found.append((lowered[table.name.lower()], table.alias_or_name))
     aliases = [a.lower() for _, a in found]
     duplicated = sorted({a for a in aliases if aliases.count(a) > 1})

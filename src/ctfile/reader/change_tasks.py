@@ -90,7 +90,11 @@ class _Unit:
     def absorb(self, other: "_Unit") -> None:
         """Add ``other``'s sources; pieces of one segment merge into one
         (exact: the change of a union of components is the union of theirs,
-        see the module docstring). Pieces stay in version order."""
+        see the module docstring). Pieces stay in version order: a
+        consolidation takes a row id's old image from its first event and
+        its new image from its last (SPEC §Change scans, "Using change
+        files"), so a piece of a later segment appended before an earlier
+        one would reverse them."""
         self.rows += other.rows
         self.initial += other.initial
         for piece in other.segments:
@@ -99,6 +103,7 @@ class _Unit:
                 self.segments.append(piece)
             else:
                 self.segments[at] = self.segments[at].merged(piece)
+        self.segments.sort(key=lambda s: s.start_version)  # segments of one plan never share a version
 
 
 def _segment_key(s: Segment) -> tuple:

@@ -36,6 +36,7 @@ from ctfile.reader.integrity import DataFiles
 from ctfile.reader.partition_reader import read_partition, read_partition_table
 from ctfile.reader.projection import Projection
 from ctfile.reader.pruning import column_bounds, partition_guarantees, prune
+from ctfile.reader.row_ids import table_seed
 from ctfile.reader.scan_task import ScanTask, plan_scan_tasks
 
 if TYPE_CHECKING:
@@ -383,14 +384,29 @@ class Snapshot:
         columns: Sequence[str] | None = None,
         filter: pc.Expression | None = None,
         max_rows_per_task: int | None = None,
+        row_ids: bool = False,
     ) -> list[ScanTask]:
         """Plan this snapshot's scan as picklable tasks for parallel engines.
 
         Partitions are pruned by their statistics; a partition with more
         rows than ``max_rows_per_task`` is split into row-group ranges.
+        ``row_ids=True``: each task's batches end with ``METADATA$ROW_ID``,
+        the value change scans give the row (SPEC §Change scans; what
+        ``spark.read.format("ctfile").option("rowIds", "true")`` reads).
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]))
+        >>> _ = t.insert(pa.table({"id": [7]}))
+        >>> [task] = t.snapshot().scan_tasks(row_ids=True)
+        >>> b = next(task.to_batches())
+        >>> b.schema.names, b.column(1).equals(t.changes().to_arrow().column("METADATA$ROW_ID").combine_chunks())
+        (['id', 'METADATA$ROW_ID'], True)
         """
         if max_rows_per_task is not None:
             require_long(max_rows_per_task, "max_rows_per_task", minimum=1)
+        _check_flag(row_ids, "row_ids")
         cols = self._columns(columns)
         if filter is not None:
             check_predicate(filter, self.schema, what="filter")
@@ -398,6 +414,7 @@ class Snapshot:
         return plan_scan_tasks(
             self._storage, self.table_schema, self.partitions, columns=cols, filter=filter,
             row_group_rows=rg_rows, max_rows_per_task=max_rows_per_task,
+            row_id_seed=table_seed(self.metadata.table_id) if row_ids else None,
         )
 
     def to_pandas(self, **kwargs):

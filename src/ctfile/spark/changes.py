@@ -32,10 +32,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import xxhash
-
 import ctfile
-from ctfile.spark.native import datasource_df, native_files
+from ctfile.spark.native import datasource_df
 from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
@@ -123,37 +121,22 @@ def append_only_df(spark: Any, table: ctfile.Table, start_version: int | None, e
     """The ``append_only`` change scan of ``start_version..end_version``
     (module docstring)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StructField, StructType
+
+    from ctfile.spark.lineage import RID, lineage_df, lineage_files, table_seed
 
     cs = table.changes(start_version=start_version, end_version=end_version, information="append_only")
     end = table.snapshot(cs.end_version)
     data = spark_schema(end.schema)
-    out_schema = spark_schema(cs.schema)
     parts = list(cs.plan.appended)
     if not parts:
-        return spark.createDataFrame([], out_schema)
-    names = [p.path.rsplit("/", 1)[-1] for p in parts]
-    files, why_not = native_files(spark, table, end, parts)
-    if files is not None and len(set(names)) != len(names):
-        files, why_not = None, "two appended files share a file name"
+        return spark.createDataFrame([], spark_schema(cs.schema))
+    files, why_not = lineage_files(spark, table, end, parts)
     if files is None:
         log.info("ctfile: reading the append_only changes of %s, versions %d..%d, through spark.read.format('ctfile'): %s",
                  table.uri, cs.start_version, cs.end_version, why_not)
         return datasource_df(spark, table, changes="append_only", startingVersion=cs.start_version,
                              endingVersion=cs.end_version)
-    row_id = ctfile.ROW_ID_COLUMN
-    read = StructType(list(data.fields) + [StructField(row_id, LongType(), True)])
-    first = spark.createDataFrame([(n, p.first_row_id) for n, p in zip(names, parts)], "_ct_file string, _ct_first long")
-    raw = spark.read.schema(read).parquet(*files)
-    meta = raw.metadataColumn("_metadata")  # Spark's file metadata, even with a data column named _metadata
-    rows = (
-        raw.where(F.col(row_id).isNull())
-        .select(*[F.col(f"`{c}`") for c in data.names], meta.getField("file_name").alias("_ct_file"),
-                meta.getField("row_index").alias("_ct_pos"))
-        .join(F.broadcast(first), "_ct_file")
-        .withColumn("_ct_id", F.col("_ct_first") + F.col("_ct_pos"))
-    )
-    rows = with_xxh3_64(rows, "_ct_id", ROW_ID, xxhash.xxh3_64_intdigest(table.table_id.encode("utf-8")))
+    rows = with_xxh3_64(lineage_df(spark, data, parts, files, fresh_only=True), RID, ROW_ID, table_seed(table))
     return rows.select(
         *[F.col(f"`{c}`") for c in data.names],
         F.lit("INSERT").alias(ACTION), F.lit(False).alias(ISUPDATE), F.col(f"`{ROW_ID}`"),

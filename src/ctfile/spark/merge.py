@@ -143,6 +143,7 @@ class SparkMerge:
 
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
         """Run the statement in ``tx``; the counts it staged."""
+        tx.check_row_change("MERGE")  # SPEC §Derived tables: before any check of the statement
         if tx.is_replay:
             return counts(Results([], []))
         given = in_table_timestamps(self._given, tx.schema.to_arrow(field_ids=False))

@@ -51,11 +51,18 @@ class CtfileTable:
     def __repr__(self) -> str:
         return f"CtfileTable({self.uri!r})"
 
-    def to_df(self, *, version: int | None = None, timestamp: Any = None):
+    def to_df(self, *, version: int | None = None, timestamp: Any = None, row_ids: bool = False):
         """The snapshot at ``version`` or ``timestamp`` (default: latest) as a
         DataFrame over Spark's own Parquet reader: the table's columns (no
         hidden ones) in its order and types; column pruning, filter pushdown
         and ``count()`` from the footers come from Spark.
+
+        ``row_ids=True`` adds a last column ``METADATA$ROW_ID`` (string):
+        each row's id exactly as change scans give it (SPEC §Change scans),
+        from its materialized row id (the stored one, or its partition's
+        ``firstRowId`` plus Spark's ``_metadata.row_index``), hashed in Spark
+        SQL (:mod:`ctfile.spark.lineage`); the fallback reads it with the
+        data source's ``rowIds`` option.
 
         The snapshot is resolved now, on the driver: later commits are not
         seen. Where Spark's reader would not read the files exactly as
@@ -70,42 +77,50 @@ class CtfileTable:
         VersionNotFoundError
             A version or timestamp the table does not have.
         InvalidArgumentError
-            Both ``version`` and ``timestamp``.
+            Both ``version`` and ``timestamp``; a ``row_ids`` that is not a bool.
         """
         from ctfile.spark.native import snapshot_df
 
-        return snapshot_df(self.spark, self.table, self.table.snapshot(version, timestamp=timestamp))
+        if not isinstance(row_ids, bool):
+            raise ctfile.InvalidArgumentError(f"row_ids must be a bool, found {row_ids!r:.80}")
+        return snapshot_df(self.spark, self.table, self.table.snapshot(version, timestamp=timestamp), row_ids=row_ids)
 
     def changes_df(self, start_version: int | None = None, end_version: int | None = None, *,
                    information: str = "append_only"):
         """The change scan of ``start_version..end_version`` (both included;
         defaults: the whole history, the latest version) as a DataFrame
         over Spark's own Parquet reader, with the columns of
-        ``spark.read.format("ctfile").option("changes", "append_only")``:
+        ``spark.read.format("ctfile").option("changes", information)``:
         the table's columns in the schema of ``end_version``, then
         ``METADATA$ACTION``, ``METADATA$ISUPDATE`` and ``METADATA$ROW_ID``.
 
-        Only ``append_only`` is offered: its rows are the fresh rows of the
-        partitions the interval added, independent of each other
-        (:mod:`ctfile.spark.changes`); the other modes join partitions by
-        row id and are read with ``spark.read.format("ctfile")``. Falls back
-        to that data source as :meth:`to_df` does.
+        ``information``: ``"append_only"`` (the default: the fresh rows of
+        the partitions the interval added, :mod:`ctfile.spark.changes`) or
+        ``"default"`` (the minimum delta: the net change per row id between
+        the snapshots at ``start_version - 1`` and ``end_version``, an
+        update as a DELETE of its old and an INSERT of its new values,
+        :mod:`ctfile.spark.min_delta`). ``audit`` is read with
+        ``spark.read.format("ctfile")``. Either mode falls back to that
+        data source as :meth:`to_df` does, logged at INFO.
 
         Raises
         ------
         InvalidArgumentError
-            A mode other than ``append_only``, or a reversed interval.
+            A mode other than ``append_only`` or ``default``, or a reversed interval.
         VersionNotFoundError, StaleIntervalError
             As :meth:`ctfile.Table.changes`.
         """
         from ctfile.spark.changes import append_only_df
+        from ctfile.spark.min_delta import default_df
 
-        if ctfile.ChangeMode.parse(information) is not ctfile.ChangeMode.APPEND_ONLY:
+        mode = ctfile.ChangeMode.parse(information)
+        read = {ctfile.ChangeMode.APPEND_ONLY: append_only_df, ctfile.ChangeMode.DEFAULT: default_df}.get(mode)
+        if read is None:
             raise ctfile.InvalidArgumentError(
-                f"changes_df reads append_only change scans only, found information={information!r}; "
-                f"read other modes with spark.read.format('ctfile').option('changes', ...)"
+                f"changes_df reads append_only and default change scans, found information={information!r}; "
+                f"read {mode.value} with spark.read.format('ctfile').option('changes', '{mode.value}')"
             )
-        return append_only_df(self.spark, self.table, start_version, end_version)
+        return read(self.spark, self.table, start_version, end_version)
 
     # ------------------------------------------------------------ DML on the executors
 

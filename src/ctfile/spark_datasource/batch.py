@@ -67,6 +67,8 @@ from ctfile.spark_datasource.options import ReadOptions, WriteOptions, parse_rea
 from ctfile.spark_datasource.types import conform_batch, spark_arrow_schema, spark_schema
 
 
+#: The column a snapshot read with ``rowIds`` adds (SPEC §Change scans).
+ROW_ID_COLUMN = "METADATA$ROW_ID"
 # PySpark versions verified not to reuse a planned read across queries of one
 # DataFrame (see the module docstring). Verified affected: 4.1.4 and 4.3.0.
 REUSE_SAFE_PYSPARK: frozenset[str] = frozenset()
@@ -162,6 +164,8 @@ class CtfileReader(DataSourceReader):
         """
         now = spark_schema(arrow)
         wanted = self.spark_schema.fields
+        if self.options.row_ids:  # the last column, METADATA$ROW_ID, is the read's own
+            wanted = wanted[:-1]
         same = _same_columns if self.options.is_change_scan else _has_columns
         if not same(now.fields, wanted):
             raise ctfile.SchemaMismatchError(
@@ -183,10 +187,12 @@ class CtfileReader(DataSourceReader):
         else:
             snap = table.snapshot(self.options.version_as_of)
         self._check_schema(snap.schema, snap.version)
+        columns = self.spark_schema.fieldNames()
         tasks = snap.scan_tasks(
-            columns=self.spark_schema.fieldNames(),
+            columns=columns[:-1] if self.options.row_ids else columns,
             filter=self._filter(),
             max_rows_per_task=self.options.max_rows_per_task,
+            row_ids=self.options.row_ids,
         )
         return [InputPartition(t) for t in tasks] or [InputPartition(None)]
 
@@ -208,7 +214,7 @@ class CtfilePruningReader(CtfileReader):
     def pushFilters(self, filters):
         # Every filter goes back to Spark (Spark evaluates all of them); the
         # ones pyarrow can express also prune partitions by statistics.
-        columns = set(self.spark_schema.fieldNames())
+        columns = set(self.spark_schema.fieldNames()) - ({ROW_ID_COLUMN} if self.options.row_ids else set())
         for f in filters:
             expr = to_expression(f, columns)
             if expr is not None:
@@ -346,7 +352,8 @@ def _chain(first, rest):
 def reader_schema(options) -> StructType:
     """The Spark schema of a read with these options (snapshot or change
     scan). A stream's is that of the latest version now (SPEC §Change scans,
-    streams), its data columns nullable with ``allowSchemaChanges``."""
+    streams), its data columns nullable with ``allowSchemaChanges``; a
+    snapshot read with ``rowIds`` ends with ``METADATA$ROW_ID``."""
     opts = parse_read_options(options, streaming=None)  # serves read and readStream
     table = open_for(opts)
     if opts.is_change_scan:
@@ -355,4 +362,6 @@ def reader_schema(options) -> StructType:
         arrow = table.snapshot(timestamp=opts.timestamp_as_of).schema
     else:
         arrow = table.snapshot(opts.version_as_of).schema
+    if opts.row_ids:
+        arrow = arrow.append(pa.field(ROW_ID_COLUMN, pa.string(), nullable=False))
     return spark_schema(arrow, nullable=set(table.schema.names) if opts.allow_schema_changes else set())

@@ -35,6 +35,7 @@ READ_OPTIONS = {
     "changelog": "op: render changes as a two-event changelog",
     "maxVersionsPerTrigger": "streaming: at most this many versions per micro-batch",
     "allowSchemaChanges": "streaming: true reads across drops, renames and widenings, by field id in the query's schema",
+    "rowIds": "true, snapshot reads: add METADATA$ROW_ID, each row's id as change scans give it",
     "maxRowsPerTask": "rows per Spark task: splits large partitions of a snapshot, packs parts of a change scan",
     "pushdownPruning": "auto | true | false: prune micro-partitions with pushed-down filters",
     "stream": "batch: read the pending changes of this stream of the table (pinned at planning)",
@@ -44,7 +45,7 @@ READ_OPTIONS = {
 # What a stream read fixes itself (its interval and mode): options that
 # would contradict it.
 STREAM_EXCLUDES = ("versionAsOf", "timestampAsOf", "changes", "startingVersion", "endingVersion",
-                   "startingTimestamp", "endingTimestamp", "initialRows")
+                   "startingTimestamp", "endingTimestamp", "initialRows", "rowIds")
 WRITE_OPTIONS = {
     "path": "table URI",
     "txnAppId": "streaming sink: application id for exactly-once commits",
@@ -184,6 +185,7 @@ class ReadOptions:
     pushdown_pruning: str = "auto"
     stream: str | None = None
     stream_pin: str | None = None
+    row_ids: bool = False
     raw: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -209,6 +211,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
     starting_version, ending_version = _interval_versions(opts, streaming)
     max_versions = _int(opts, "maxVersionsPerTrigger", minimum=1)
     _check_streaming_only(opts, streaming)
+    row_ids = _row_ids(opts, changes)
     return ReadOptions(
         path=_path(opts),
         storage_options=_storage_options(opts),
@@ -227,6 +230,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None = F
         pushdown_pruning=_choice(opts, "pushdownPruning", ("auto", "true", "false"), "auto"),
         stream=opts.get("stream"),
         stream_pin=opts.get("streampin"),
+        row_ids=row_ids,
         raw=opts,
     )
 
@@ -287,6 +291,18 @@ def _interval_versions(opts: Mapping[str, str], streaming: bool | None) -> tuple
     if streaming and (ending_version is not None or "endingtimestamp" in opts):
         raise InvalidArgumentError("a streaming read has no end: endingVersion/endingTimestamp are for batch reads")
     return starting_version, ending_version
+
+
+def _row_ids(opts: Mapping[str, str], changes: Any) -> bool:
+    """The ``rowIds`` option: snapshot reads only (a change scan's rows
+    carry ``METADATA$ROW_ID`` already)."""
+    row_ids = _bool(opts, "rowIds")
+    if row_ids and changes is not None:
+        raise InvalidArgumentError(
+            f"option rowIds adds METADATA$ROW_ID to snapshot reads; a change scan (changes={changes.value}) "
+            f"has that column already: drop rowIds"
+        )
+    return row_ids
 
 
 def _check_streaming_only(opts: Mapping[str, str], streaming: bool | None) -> None:

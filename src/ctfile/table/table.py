@@ -497,12 +497,7 @@ class Table:
         commit = commit_options(commit, app_id=app_id, app_version=app_version)
         parameters = operation_parameters(parameters)
         begin = lambda: self.transaction(operation=operation, parameters=parameters, commit=commit)  # noqa: E731
-
-        def checked(tx: WriteTransaction) -> Any:  # SPEC §Derived tables: refused before the engine plans
-            tx.check_row_change(operation)
-            return body(tx)
-
-        return run_statement(begin, checked, max_runs=max_runs)
+        return run_statement(begin, body, max_runs=max_runs)
 
     def insert(
         self, data: Any, *, commit: CommitOptions | None = None, app_id: str | None = None,

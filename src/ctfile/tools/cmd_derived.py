@@ -83,15 +83,16 @@ class SourceRow:
 
 def _lag(source: ctfile.Table, frontier: ctfile.SourceVersion | None) -> tuple[int | None, float | None]:
     """Versions and seconds the source's latest version is past ``frontier``
-    (None: never refreshed; seconds None: the frontier's entry was vacuumed)."""
+    (None: never refreshed; seconds None: the frontier's entry was vacuumed).
+    Two commit infos are read, whatever the lag."""
     if frontier is None:
         return None, None
     behind = max(source.version - frontier.version, 0)
-    entries = source.history(limit=behind + 1)
-    by_version = {h.version: h.timestamp_ms for h in entries}
-    if frontier.version not in by_version:
+    try:
+        then = source.log.commit_info(min(frontier.version, source.version)).timestamp
+    except (FileNotFoundError, ctfile.CtfileError):
         return behind, None
-    return behind, (by_version[source.version] - by_version[frontier.version]) / 1000
+    return behind, (source.log.commit_info(source.version).timestamp - then) / 1000
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ctfile.format.derived import (
 )
 from ctfile.format.errors import DerivedTableError, InvalidArgumentError
 
-__all__ = ["DerivedTableError", "check_refresh", "is_recorded", "refresh_metadata", "refreshed_definition",
+__all__ = ["check_refresh", "is_recorded", "refresh_metadata", "refreshed_definition",
            "refuse_outside_refresh"]
 
 

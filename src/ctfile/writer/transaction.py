@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Partition
 from ctfile.format.derived import REFRESH_OPERATION, DerivedDefinition, RefreshInfo
-from ctfile.format.errors import CtfileError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError
+from ctfile.format.errors import (
+    CtfileError, DerivedTableError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError,
+)
 from ctfile.format.properties import CLUSTER_BY, TableProperties
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import (
@@ -188,7 +190,7 @@ class WriteTransaction(Transaction):
             return False
         if recorded and self._refresh_definition is None:
             self.abort()
-            raise derived_writes.DerivedTableError(
+            raise DerivedTableError(
                 f"a refresh of {self.storage.uri} changed rows but records the frontier already recorded; "
                 f"expected a new frontier or data timestamp, nothing was written (SPEC §Derived tables)"
             )

@@ -149,3 +149,27 @@ def test_components_group_overlapping_ranges():
     # A partition without statistics joins everything.
     blind = part(500, 3, None)
     assert len(components([a0, a1, fresh, blind], [r0, r1, r2])) == 1
+
+
+def test_captured_pieces_stay_in_version_order(tmp_path):
+    """A task packing pieces of a MIXED plan consolidates them in version
+    order: a row deleted by a captured commit (v4) and brought back by a
+    RESTORE (v7, read from partitions) is an INSERT of 1..7, as the serial
+    scan says (the pieces were once packed v1, v2, v3, v7, v4, v6, and the
+    row's last event was then the delete)."""
+    t = ctfile.create_table(str(tmp_path / "t"), SCHEMA, partition_rows=4,
+                            properties={"ctfile.changeCapture": "before_after"})
+    t.insert(rows(0, 10))  # v1
+    t.update(pc.field("id") < 3, {"x": 7})  # v2
+    t.merge(pa.table({"id": [4, 20], "x": [40, 20], "s": ["m", "m"]}, schema=SCHEMA), "id")  # v3
+    t.delete(pc.field("id") == 9)  # v4
+    t.compact()  # v5
+    t.insert(rows(30, 31))  # v6
+    t.restore(version=2)  # v7
+    cs = t.changes(start_version=1, end_version=7)
+    assert cs.plan.shape is PlanShape.MIXED
+    got, tasks = run_tasks(cs)
+    assert multiset(got) == multiset(cs.to_arrow()) and 9 in got.column("id").to_pylist()
+    for task in tasks:
+        starts = [s.start_version for s in task.plan.segments]
+        assert starts == sorted(starts)

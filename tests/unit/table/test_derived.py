@@ -315,3 +315,19 @@ def test_a_corrupt_refresh_object_is_a_corrupt_log_error(refreshed):
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     with pytest.raises(ctfile.CorruptLogError, match="commitInfo.refresh: action: expected one of NO_DATA"):
         ctfile.open_table(derived.uri)
+
+
+def test_verify_reports_rows_changed_outside_a_refresh(refreshed):
+    """A writer that ignores the feature (simulated: an INSERT entry written
+    over the refresh) is caught by verify (SPEC §Derived tables)."""
+    source, derived = refreshed
+    path = Path(derived.uri) / commit_path(1)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    del lines[0]["commitInfo"]["refresh"]
+    lines[0]["commitInfo"]["operation"] = "INSERT"
+    for k in ("numActions", "actionsChecksum"):
+        lines[0]["commitInfo"].pop(k)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    report = ctfile.verify_table(derived.uri, all_versions=True)
+    assert [(p.check, p.version) for p in report.problems] == [("replay", 1)]
+    assert "INSERT changed the rows of a derived table outside a refresh commit" in report.problems[0].message

@@ -37,7 +37,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "table"))
 from fuzz_support import Copies, changed_files, fingerprint, long_run, make_template  # noqa: E402
 
 runner = CliRunner()
-COMMANDS = typer.main.get_command(app).commands
+
+
+def _commands(group, prefix: str = "") -> dict:
+    """Every command of the app by its command line (``derived show`` for a
+    command of a group), so that a group's commands are fuzzed too."""
+    out = {}
+    for name, cmd in group.commands.items():
+        sub = getattr(cmd, "commands", None)
+        out.update(_commands(cmd, f"{prefix}{name} ") if sub is not None else {f"{prefix}{name}": cmd})
+    return out
+
+
+COMMANDS = _commands(typer.main.get_command(app))
 
 #: Option values: strings a shell passes.
 TEXT = st.one_of(
@@ -77,7 +89,7 @@ def command_lines(draw, name: str) -> list[str]:
     """``name``, the table (a placeholder: mostly the copy, see
     :func:`check_command_line`), the positional arguments, and some options."""
     cmd = COMMANDS[name]
-    args = [name, draw(st.sampled_from(["table"] * 4 + ["missing", "file", "empty"]))]
+    args = [*name.split(), draw(st.sampled_from(["table"] * 4 + ["missing", "file", "empty"]))]
     for param in cmd.params:  # typer's click parameters (typer vendors click): told apart by their kind
         if param.param_type_name == "argument" and param.name != "uri":
             args.append(draw(TEXT))
@@ -105,7 +117,8 @@ def check_command_line(copies: Copies, args: list[str]) -> None:
     a_file = copies.base / "a-file"
     a_file.write_text("not a table")
     uris = {"table": str(root), "missing": str(copies.base / "missing"), "file": str(a_file), "empty": ""}
-    argv = [uris.get(a, a) if i == 1 else a for i, a in enumerate(args)]
+    at = args.index(next(a for a in args if a in uris))  # the table follows the command's words
+    argv = [uris.get(a, a) if i == at else a for i, a in enumerate(args)]
     before = fingerprint(root)
     r = runner.invoke(app, argv)
     where = f"ctfile {' '.join(argv)!r:.300}"

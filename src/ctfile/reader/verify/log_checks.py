@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator
 
-from ctfile.format.actions import CommitInfo, Partition
+from ctfile.format.actions import AddPartition, CommitInfo, Metadata, Partition, RemovePartition
 from ctfile.format.codec import action_from_json
 from ctfile.format.entries import integrity_problem
 from ctfile.format.errors import CorruptLogError
@@ -283,10 +283,13 @@ class LogChecker(Recorder):
         replay keeps and comparing the checkpoint of its version with the
         result; None when the entry could not be applied."""
         read_properties = state.metadata.properties if state is not None else {}
+        before = state.metadata if state is not None else None
         applied = self._apply(state, entry)
         if applied is None:
             return None
         state = applied.state
+        for message in derived_problems(before, entry.actions):
+            self.problem("replay", message, entry.version, commit_path(entry.version))
         rep.step(state, applied.added, applied.removed)
         change_commit = ChangeCommit.of(entry.version, entry.actions, state.metadata.schema, read_properties)
         if change_commit is not None:
@@ -349,6 +352,30 @@ class LogChecker(Recorder):
         diffs = checkpoint_differences(cp, state)
         if diffs:
             self.problem("checkpoint", "checkpoint does not match the log: " + "; ".join(diffs), v)
+
+
+def derived_problems(before: Metadata | None, actions: list) -> list[str]:
+    """The rules of SPEC §Derived tables (writer requirements) an entry
+    breaks, given the metadata of the version it was written over (None for
+    version 0): ``derived`` only added at creation and never removed, rows
+    of a derived table changed only by a refresh commit, whose metadata
+    records the frontier of its ``commitInfo.refresh``."""
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    md = next((a for a in actions if isinstance(a, Metadata)), None)
+    was = before is not None and before.derived is not None
+    if md is not None and before is not None and (md.derived is not None) != was:
+        return [f"metadata.derived {'removed from' if was else 'added to'} an existing table (SPEC §Derived tables)"]
+    changes_rows = any(isinstance(a, (AddPartition, RemovePartition)) and a.data_change for a in actions)
+    if not was or info is None or (not changes_rows and info.refresh is None):
+        return []
+    if info.refresh is None:
+        return [f"{info.operation} changed the rows of a derived table outside a refresh commit (SPEC §Derived tables)"]
+    recorded = None if md is None or md.derived is None else (md.derived.frontier, md.derived.data_timestamp)
+    if recorded is None or sorted(recorded[0], key=lambda v: v.name) != sorted(info.refresh.frontier, key=lambda v: v.name) \
+            or recorded[1] != info.refresh.data_timestamp:
+        return [f"the refresh commit's metadata.derived does not record the frontier of its commitInfo.refresh "
+                f"(SPEC §Derived tables): found {recorded}"]
+    return []
 
 
 def checkpoint_differences(cp: TableState, state: TableState) -> list[str]:

@@ -1,0 +1,195 @@
+"""Minimum-delta (``default``) change scans through Spark's own Parquet
+reader (``CtfileTable.changes_df(information="default")``).
+
+A ``default`` scan of ``a..b`` (SPEC §Change scans, modes) compares the
+*new side*, the rows of the partitions the interval net added, with the
+*old side*, those of the partitions it net removed (the plan's net sets,
+:attr:`ctfile.ChangeScan.plan`, read from the log alone). Both sides are
+read with their materialized row ids and row versions
+(:mod:`ctfile.spark.lineage`) in the schema of ``b``, and:
+
+- a new-side row and an old-side row with the same row id and the same row
+  version are one row, unchanged (lineage identity, SPEC §Row lineage), and
+  are dropped. Without a RESTORE in the interval those are exactly the new
+  side's rows with a row version below ``a`` (their ids, *U*, cancel the
+  old side's rows, found with a narrow anti-join on row ids before any wide
+  row moves); across a RESTORE the two sides are matched on both values;
+- the remaining rows are joined by row id (full outer join): a row id on
+  both sides is an update pair, output DELETE (old values) and INSERT (new
+  values) with ``METADATA$ISUPDATE`` true unless every column is equal
+  (``<=>``, null equals null, NaN equals NaN, as ctfile compares, SPEC
+  §Copy-on-write), then neither; a row id on one side only is a lone
+  INSERT or DELETE.
+
+An interval that only added partitions is its new side as INSERTs, one that
+only removed them its old side as DELETEs: no join. The result is the data
+source's (``spark.read.format("ctfile").option("changes", "default")``),
+whatever the interval holds: change files give the same result as
+partitions (SPEC §Change scans, "Using change files"), and removed
+partitions stay on storage as long as the interval's entries do (SPEC
+§Vacuum). Where Spark's reader cannot read the files exactly as ctfile
+does (:func:`ctfile.spark.lineage.lineage_files`: a rename, drop or decimal
+widening in the files' past, storage Spark's Hadoop cannot open), or cannot
+compare images as ctfile does (a map, or a float inside a nested type, whose
+NaN Spark and ctfile compare differently), the scan is the data source
+itself, logged at INFO. The row order is not the data source's (a
+DataFrame has none). Files are not checked against their checksums.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Sequence
+
+import ctfile
+from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID, with_xxh3_64
+from ctfile.spark.lineage import RID, RV, lineage_df, lineage_files, table_seed
+from ctfile.spark.native import datasource_df
+from ctfile.spark_datasource.types import spark_schema
+
+log = logging.getLogger("ctfile.spark")
+
+_HERE = "_ct_here"  # a side's marker column: non-null where the side has the row id
+
+
+def default_df(spark: Any, table: ctfile.Table, start_version: int | None, end_version: int | None):
+    """The ``default`` change scan of ``start_version..end_version``
+    (module docstring)."""
+    cs = table.changes(start_version=start_version, end_version=end_version, information="default")
+    plan = cs.plan
+    if not (plan.added or plan.removed):
+        return spark.createDataFrame([], spark_schema(cs.schema))
+    end = table.snapshot(cs.end_version)
+    files, why_not = _native_files(spark, table, end, plan)
+    if files is None:
+        log.info("ctfile: reading the default changes of %s, versions %d..%d, through spark.read.format('ctfile'): %s",
+                 table.uri, cs.start_version, cs.end_version, why_not)
+        return datasource_df(spark, table, changes="default", startingVersion=cs.start_version,
+                             endingVersion=cs.end_version)
+    data = spark_schema(end.schema)
+    delta = _Delta(spark, data, cs.start_version, table_seed(table))
+    new = delta.side(plan.added, files[0])
+    old = delta.side(plan.removed, files[1])
+    if old is None:
+        return delta.lone(new, "INSERT")
+    if new is None:
+        return delta.lone(old, "DELETE")
+    restores = any(c.restores for c in plan.commits)
+    return delta.pairs(*(_matched_on_versions(new, old) if restores else _copies_cancelled(new, old, cs.start_version)))
+
+
+def _native_files(spark: Any, table: ctfile.Table, end: ctfile.Snapshot, plan) -> tuple[Any, str]:
+    """The URIs of the net added and of the net removed partitions, when
+    Spark reads and compares them as ctfile does; else None and why not."""
+    unfit = _incomparable_columns(spark_schema(end.schema))
+    if unfit:
+        return None, (f"columns {', '.join(unfit)} hold a map or a nested float, which Spark compares otherwise "
+                      "than ctfile does")
+    sides = []
+    for parts in (plan.added, plan.removed):
+        files, why_not = lineage_files(spark, table, end, parts) if parts else ([], "")
+        if files is None:
+            return None, why_not
+        sides.append(files)
+    return sides, ""
+
+
+def _incomparable_columns(schema: Any) -> list[str]:
+    """The columns whose values Spark's ``<=>`` cannot compare as ctfile's
+    ``is_distinct`` does: a map anywhere (Spark cannot compare maps), a
+    float or double inside a nested type (ctfile compares nested values as
+    Python values, where NaN differs from NaN)."""
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
+
+    def unfit(t, nested: bool) -> bool:
+        if isinstance(t, MapType):
+            return True
+        if isinstance(t, (FloatType, DoubleType)):
+            return nested
+        if isinstance(t, ArrayType):
+            return unfit(t.elementType, True)
+        if isinstance(t, StructType):
+            return any(unfit(f.dataType, True) for f in t.fields)
+        return False
+
+    return [f.name for f in schema.fields if unfit(f.dataType, False)]
+
+
+def _copies_cancelled(new, old, a: int):
+    """The candidate INSERTs and DELETEs of an interval from ``a`` holding
+    no RESTORE: new-side rows written since ``a`` (row version >= ``a``),
+    old-side rows whose id is not among the new side's unchanged copies
+    (*U*). *U* is cancelled on row ids alone, so only the candidates'
+    wide rows take part in the join that follows."""
+    copies = new.where(new[RV] < a).select(RID)
+    gone = old.select(RID).join(copies, RID, "left_anti")
+    return new.where(new[RV] >= a), old.join(gone, RID, "left_semi")
+
+
+def _matched_on_versions(new, old):
+    """The candidate INSERTs and DELETEs of an interval holding a RESTORE:
+    the rows of each side that no row of the other matches on row id and
+    row version (SPEC §Change scans, ``default``)."""
+    keys = [RID, RV]
+    return new.join(old.select(*keys), keys, "left_anti"), old.join(new.select(*keys), keys, "left_anti")
+
+
+class _Delta:
+    """Builds the output rows of one scan: data columns ``data`` (a Spark
+    schema) of the end version, the interval's first version ``a``, the
+    table's row-id ``seed``."""
+
+    def __init__(self, spark: Any, data: Any, a: int, seed: int):
+        self.spark, self.data, self.a, self.seed = spark, data, a, seed
+
+    def side(self, parts: Sequence, files: Sequence[str]):
+        """The rows of ``parts`` with materialized row ids and versions (None
+        when there is no partition)."""
+        return lineage_df(self.spark, self.data, parts, files, versions=True) if parts else None
+
+    def lone(self, rows, action: str):
+        """``rows`` as lone changes (``METADATA$ISUPDATE`` false)."""
+        from pyspark.sql import functions as F
+
+        rows = with_xxh3_64(rows, RID, ROW_ID, self.seed)
+        return rows.select(*self._data_columns(lambda c, i: F.col(f"`{c}`")), F.lit(action).alias(ACTION),
+                           F.lit(False).alias(ISUPDATE), F.col(f"`{ROW_ID}`"))
+
+    def pairs(self, new, old):
+        """The candidate INSERTs ``new`` and DELETEs ``old`` joined by row
+        id: update pairs (equal ones dropped) and lone rows."""
+        from pyspark.sql import functions as F
+
+        joined = self._tagged(new, "n").join(self._tagged(old, "o"), RID, "full_outer")
+        has_new, has_old = F.col(f"n{_HERE}").isNotNull(), F.col(f"o{_HERE}").isNotNull()
+        kept = joined.where(~(has_new & has_old & self._equal_images()))
+        kept = with_xxh3_64(kept, RID, ROW_ID, self.seed)
+        images = F.array(F.when(has_old, self._image("o", "DELETE", has_new)),
+                         F.when(has_new, self._image("n", "INSERT", has_old)))
+        return kept.select(F.inline(F.filter(images, lambda x: x.isNotNull())))
+
+    def _data_columns(self, column) -> list:
+        return [column(c, i).alias(c) for i, c in enumerate(self.data.names)]
+
+    def _tagged(self, rows, prefix: str):
+        """``rows`` with its data columns renamed ``<prefix><i>`` (the two
+        sides of the join apart), the row id, and the side's marker."""
+        from pyspark.sql import functions as F
+
+        return rows.select(*[F.col(f"`{c}`").alias(f"{prefix}{i}") for i, c in enumerate(self.data.names)],
+                           F.col(RID), F.lit(True).alias(f"{prefix}{_HERE}"))
+
+    def _equal_images(self):
+        """Whether the two images are equal in every column (null equals null)."""
+        from pyspark.sql import functions as F
+
+        same = [F.col(f"n{i}").eqNullSafe(F.col(f"o{i}")) for i in range(len(self.data.names))]
+        return functools.reduce(lambda x, y: x & y, same, F.lit(True))
+
+    def _image(self, prefix: str, action: str, is_update):
+        """One output row of the side ``prefix`` as a struct of the output columns."""
+        from pyspark.sql import functions as F
+
+        return F.struct(*self._data_columns(lambda c, i: F.col(f"{prefix}{i}")), F.lit(action).alias(ACTION),
+                        is_update.alias(ISUPDATE), F.col(f"`{ROW_ID}`").alias(ROW_ID))
