@@ -153,10 +153,14 @@ def _check_frontier(frontier: tuple, data_timestamp: Any, names: set[str] | None
     seen = [v.name for v in frontier]
     if len(set(seen)) != len(seen):
         raise InvalidArgumentError(f"frontier: expected each source once; found names {seen}")
-    if names is not None:
-        unknown = [n for n in seen if n not in names]
-        if unknown:
-            raise InvalidArgumentError(f"frontier: expected names of sources {sorted(names)}; found {unknown}")
+    unknown = [n for n in seen if names is not None and n not in names]
+    if unknown:
+        raise InvalidArgumentError(f"frontier: expected names of sources {sorted(names or ())}; found {unknown}")
+    _check_data_timestamp(frontier, data_timestamp)
+
+
+def _check_data_timestamp(frontier: tuple, data_timestamp: Any) -> None:
+    """``dataTimestamp`` is present exactly with a frontier, a long >= 0."""
     if frontier and data_timestamp is None:
         raise InvalidArgumentError("dataTimestamp: expected a timestamp (ms) with a non-empty frontier; found none")
     if not frontier and data_timestamp is not None:
@@ -380,7 +384,7 @@ class _Fields:
         if value is None and not required:
             return None
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        if value is None or isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        if not _is_of(value, kinds):
             expected = " or ".join(k.__name__ for k in kinds)
             found = "nothing" if value is None else repr(value)[:80]
             raise CorruptLogError(f"{self.where}: field {key!r}: expected {expected}; found {found}")
@@ -396,6 +400,23 @@ class _Fields:
             return make()
         except InvalidArgumentError as e:
             raise CorruptLogError(f"{self.where}: {e}") from None
+
+
+def _is_of(value: Any, kinds: tuple) -> bool:
+    """Whether a JSON value is of one of ``kinds`` (a boolean is not an int)."""
+    if isinstance(value, bool) and bool not in kinds:
+        return False
+    return value is not None and isinstance(value, kinds)
+
+
+def same_frontier(a: tuple[SourceVersion, ...], b: tuple[SourceVersion, ...]) -> bool:
+    """Whether two frontiers hold the same items, in any order.
+
+    >>> v = SourceVersion("a", "t", 1, 2)
+    >>> same_frontier((v, SourceVersion("b", "u", 3, 4)), (SourceVersion("b", "u", 3, 4), v)), same_frontier((v,), ())
+    (True, False)
+    """
+    return sorted(a, key=lambda v: v.name) == sorted(b, key=lambda v: v.name)
 
 
 def _source_from_json(f: _Fields) -> SourceBinding:

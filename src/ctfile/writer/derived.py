@@ -30,6 +30,7 @@ from ctfile.format.derived import (
     DerivedDefinition,
     RefreshInfo,
     check_derived_schema,
+    same_frontier,
 )
 from ctfile.format.errors import DerivedTableError, InvalidArgumentError
 
@@ -58,13 +59,21 @@ def check_refresh(metadata: Metadata, refresh: object, definition: object, uri: 
             f"a refresh of {uri}: expected a derived table (protocol feature {FEATURE_DERIVED_TABLES}, "
             f"metadata.derived); found a table that is not derived, nothing was written (SPEC §Derived tables)"
         )
+    _check_types(refresh, definition)
+    _check_bound(refresh, definition if definition is not None else metadata.derived)
+
+
+def _check_types(refresh: object, definition: object) -> None:
     if not isinstance(refresh, RefreshInfo):
         raise InvalidArgumentError(f"refresh: expected a ctfile.RefreshInfo; found {type(refresh).__name__}")
     if definition is not None and not isinstance(definition, DerivedDefinition):
         raise InvalidArgumentError(
             f"refresh_definition: expected a ctfile.DerivedDefinition or None; found {type(definition).__name__}"
         )
-    target = definition if definition is not None else metadata.derived
+
+
+def _check_bound(refresh: RefreshInfo, target: DerivedDefinition) -> None:
+    """The frontier names each source of ``target`` once, with its bound table id."""
     names = sorted(v.name for v in refresh.frontier)
     if names != sorted(target.source_names):
         raise InvalidArgumentError(
@@ -88,8 +97,7 @@ def refreshed_definition(
 def is_recorded(current: DerivedDefinition, refresh: RefreshInfo) -> bool:
     """Whether ``refresh`` would record what ``current`` already holds (same
     frontier, same data timestamp): such a refresh commits nothing."""
-    same_frontier = sorted(current.frontier, key=lambda v: v.name) == sorted(refresh.frontier, key=lambda v: v.name)
-    return same_frontier and current.data_timestamp == refresh.data_timestamp
+    return same_frontier(current.frontier, refresh.frontier) and current.data_timestamp == refresh.data_timestamp
 
 
 def refresh_metadata(

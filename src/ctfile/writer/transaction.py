@@ -100,6 +100,33 @@ class WriteTransaction(Transaction):
         self.refresh, self._refresh_definition = refresh, definition
         self.operation = REFRESH_OPERATION
 
+    def update_refresh(
+        self, *, action: Any = None, reason: str | None = None, rows_in: int | None = None,
+        rows_out: int | None = None, duration_ms: int | None = None,
+    ) -> RefreshInfo:
+        """Replace fields of the refresh record before the commit, once the
+        statements know them (the rows a MERGE changed, how long it took);
+        the frontier and data timestamp stay those the refresh began with.
+        Returns the new record (checked as :class:`~ctfile.RefreshInfo` is).
+
+        Raises
+        ------
+        DerivedTableError
+            This transaction is not a refresh.
+        InvalidArgumentError
+            A value :class:`~ctfile.RefreshInfo` refuses.
+        """
+        self._check_open()
+        if self.refresh is None:
+            raise DerivedTableError(
+                f"update_refresh on {self.storage.uri}: expected a refresh transaction (transaction(refresh=...)); "
+                f"found a {self.operation} transaction"
+            )
+        given = {"action": action, "reason": reason, "rows_in": rows_in, "rows_out": rows_out,
+                 "duration_ms": duration_ms}
+        self.refresh = replace(self.refresh, **{k: v for k, v in given.items() if v is not None})
+        return self.refresh
+
     @property
     def is_refresh(self) -> bool:
         """Whether this transaction is a refresh of a derived table."""

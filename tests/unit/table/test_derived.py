@@ -331,3 +331,19 @@ def test_verify_reports_rows_changed_outside_a_refresh(refreshed):
     report = ctfile.verify_table(derived.uri, all_versions=True)
     assert [(p.check, p.version) for p in report.problems] == [("replay", 1)]
     assert "INSERT changed the rows of a derived table outside a refresh commit" in report.problems[0].message
+
+
+def test_update_refresh_records_what_the_statements_found(refreshed):
+    source, derived = refreshed
+    source.insert(pa.table({"id": [5], "v": ["e"]}))
+    with derived.transaction(refresh=refresh_info(source, "INCREMENTAL", 0, 0)) as tx:
+        tx.insert(pa.table({"id": [5], "v": ["e"], "_ct_dt_key": ["k5"], "_ct_dt_rows": [1]}, schema=DERIVED_SCHEMA))
+        new = tx.update_refresh(rows_in=1, rows_out=1, duration_ms=42, reason="one insert")
+        assert new.frontier == frontier(source)
+        with pytest.raises(ctfile.InvalidArgumentError, match="rowsOut: expected an integer"):
+            tx.update_refresh(rows_out=-1)
+    assert derived.history()[0].refresh == ctfile.RefreshInfo("INCREMENTAL", "one insert", frontier(source),
+                                                               1_795_000_000_000, 1, 1, 42)
+    with pytest.raises(ctfile.DerivedTableError, match="expected a refresh transaction"):
+        with derived.transaction() as tx:
+            tx.update_refresh(rows_out=1)

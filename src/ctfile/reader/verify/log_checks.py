@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator
 
 from ctfile.format.actions import AddPartition, CommitInfo, Metadata, Partition, RemovePartition
 from ctfile.format.codec import action_from_json
+from ctfile.format.derived import RefreshInfo, same_frontier
 from ctfile.format.entries import integrity_problem
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.log_values import nested_too_deeply
@@ -363,19 +364,33 @@ def derived_problems(before: Metadata | None, actions: list) -> list[str]:
     info = next((a for a in actions if isinstance(a, CommitInfo)), None)
     md = next((a for a in actions if isinstance(a, Metadata)), None)
     was = before is not None and before.derived is not None
-    if md is not None and before is not None and (md.derived is not None) != was:
+    if _flips_derived(before, md):
         return [f"metadata.derived {'removed from' if was else 'added to'} an existing table (SPEC §Derived tables)"]
-    changes_rows = any(isinstance(a, (AddPartition, RemovePartition)) and a.data_change for a in actions)
-    if not was or info is None or (not changes_rows and info.refresh is None):
+    if not was or info is None:
         return []
     if info.refresh is None:
-        return [f"{info.operation} changed the rows of a derived table outside a refresh commit (SPEC §Derived tables)"]
-    recorded = None if md is None or md.derived is None else (md.derived.frontier, md.derived.data_timestamp)
-    if recorded is None or sorted(recorded[0], key=lambda v: v.name) != sorted(info.refresh.frontier, key=lambda v: v.name) \
-            or recorded[1] != info.refresh.data_timestamp:
+        return [f"{info.operation} changed the rows of a derived table outside a refresh commit "
+                f"(SPEC §Derived tables)"] if _changes_rows(actions) else []
+    if not _records_refresh(md, info.refresh):
+        found = None if md is None or md.derived is None else (md.derived.frontier, md.derived.data_timestamp)
         return [f"the refresh commit's metadata.derived does not record the frontier of its commitInfo.refresh "
-                f"(SPEC §Derived tables): found {recorded}"]
+                f"(SPEC §Derived tables): found {found}"]
     return []
+
+
+def _flips_derived(before: Metadata | None, md: Metadata | None) -> bool:
+    """Whether ``md`` adds ``derived`` to, or removes it from, an existing table."""
+    return md is not None and before is not None and md.is_derived != before.is_derived
+
+
+def _changes_rows(actions: list) -> bool:
+    return any(isinstance(a, (AddPartition, RemovePartition)) and a.data_change for a in actions)
+
+
+def _records_refresh(md: Metadata | None, refresh: RefreshInfo) -> bool:
+    """Whether ``md`` records the frontier and data timestamp of ``refresh``."""
+    d = None if md is None else md.derived
+    return d is not None and same_frontier(d.frontier, refresh.frontier) and d.data_timestamp == refresh.data_timestamp
 
 
 def checkpoint_differences(cp: TableState, state: TableState) -> list[str]:
