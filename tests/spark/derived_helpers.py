@@ -92,5 +92,6 @@ def expected_rows(spark, query: str, bindings: dict[str, ctfile.Table], frontier
     at the version ``frontier`` recorded for it."""
     versions = {v.name: v.version for v in frontier}
     for name, table in bindings.items():
-        CtfileTable(spark, table).to_df(version=versions[name]).createOrReplaceTempView(name)
+        if name in versions:
+            CtfileTable(spark, table).to_df(version=versions[name]).createOrReplaceTempView(name)
     return [r.asDict() for r in spark.sql(query).collect()]

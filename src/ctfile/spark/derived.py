@@ -29,7 +29,7 @@ import ctfile
 import ctfile.derived as compiler
 from ctfile.spark import derived_refresh as run
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
-from ctfile.spark.derived_sources import SourceState, bind_sources, open_sources
+from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
 
 _MAX_ATTEMPTS = 3
@@ -149,24 +149,27 @@ class DerivedTable:
 
     def _write(self, plan: Any, sources: list[SourceState], decision: RefreshDecision, started: float) -> RefreshResult:
         ts = int(time.time() * 1000)
-        views = run.SourceViews(self.spark)
+        views = run.SourceViews(self.spark, sources, decision.incremental)
         source = None
         try:
-            refresh_sql = _refresh_sql(plan, run.register_sources(
-                self.spark, views, sources, incremental=decision.incremental), sources, decision, ts)
+            refresh_sql = _refresh_sql(plan, views.names(), sources, decision, ts)
+            views.register_used(refresh_sql.source_sql)
             source = run.typed_source(self.spark, refresh_sql.source_sql, self.table).persist()
-            run.check_one_row_per_key(source)
+            expected = run.count_checked(source, refresh_sql)
             info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
-                                    rows_out=source.count())
+                                    rows_out=expected.rows)
             with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:
-                run.merge_into(tx, source, refresh_sql)
-            version = tx.result.version if tx.result is not None else None
+                counts = run.merge_into(tx, source, refresh_sql, run.column_types(self.table))
+                run.check_deletes_found(counts, expected)
+                tx.tx.update_refresh(rows_out=sum(counts.values()),
+                                     duration_ms=int(1000 * (time.monotonic() - started)))
+            version = tx.result.version if tx.result is not None and tx.result.committed else None
         finally:
             if source is not None:
                 source.unpersist()
             views.drop()
         run.hold_history(sources, self.table.table_id)
-        return _result(decision, sources, started, version=version, rows_in=info.rows_in, rows_out=info.rows_out)
+        return _result(decision, sources, started, version=version, rows_in=info.rows_in, rows_out=sum(counts.values()))
 
 
 def _refresh_sql(plan: Any, views: Any, sources: Sequence[SourceState], decision: RefreshDecision, ts: int) -> Any:
@@ -200,25 +203,37 @@ def compile_definition(query: str, sources: Sequence[SourceState]) -> Any:
 def upstream_pins(definition: ctfile.DerivedDefinition, *, storage_options: Mapping | None) -> dict[str, int]:
     """Delayed view semantics across derived tables: a source that an
     upstream derived source also reads is read at the version the
-    upstream's frontier recorded, so the two agree.
+    upstream's frontier recorded, so the two agree. Two upstreams that
+    recorded versions of one table between which no commit changed rows
+    (a stream's creation, a compaction) agree: the later one is read.
 
     Raises
     ------
     InvalidArgumentError
-        Two upstream sources recorded different versions of one table:
-        refresh them together (:func:`refresh_all`).
+        Two upstream sources recorded versions of one table with a change
+        between them: refresh them together (:func:`refresh_all`).
     """
-    pins: dict[str, tuple[int, str]] = {}
+    recorded: dict[str, list[tuple[int, str, str]]] = {}
     for b in definition.sources:
         upstream = ctfile.open_table(b.uri, storage_options=storage_options).derived
         for v in upstream.frontier if upstream is not None else ():
-            seen = pins.setdefault(v.table_id, (v.version, b.name))
-            if seen[0] != v.version:
-                raise ctfile.InvalidArgumentError(
-                    f"sources {seen[1]} and {b.name} read table {v.table_id} at versions {seen[0]} and {v.version}; "
-                    f"refresh them together with ctfile.spark.derived.refresh_all"
-                )
-    return {table_id: version for table_id, (version, _) in pins.items()}
+            recorded.setdefault(v.table_id, []).append((v.version, b.name, upstream.source(v.name).uri))
+    return {table_id: _agreed_version(table_id, seen, storage_options) for table_id, seen in recorded.items()}
+
+
+def _agreed_version(table_id: str, seen: list[tuple[int, str, str]], storage_options: Mapping | None) -> int:
+    """The version of table ``table_id`` that every upstream's record agrees with."""
+    (low, low_name, uri), (high, high_name, _) = min(seen), max(seen)
+    if low == high:
+        return high
+    table = ctfile.open_table(uri, storage_options=storage_options)
+    between = [e for e in table.history(limit=table.version - low) if low < e.version <= high]
+    if not any(changes_rows(e) for e in between):
+        return high
+    raise ctfile.InvalidArgumentError(
+        f"sources {low_name} and {high_name} read table {table_id} at versions {low} and {high}, with changes "
+        f"between them; refresh them together with ctfile.spark.derived.refresh_all"
+    )
 
 
 def create(
@@ -291,11 +306,12 @@ def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    views = run.SourceViews(spark)
+    views = run.SourceViews(spark, sources, False)
     try:
-        sql = plan.full(run.register_sources(spark, views, sources, incremental=False),
-                        data_timestamp_ms=int(time.time() * 1000)).source_sql
-        arrow = to_arrow_schema(spark.sql(sql).schema)
+        sql = plan.full(views.names(), data_timestamp_ms=int(time.time() * 1000))
+        views.register_used(sql.source_sql)
+        df = spark.sql(sql.source_sql).drop(*sql.control_columns)
+        arrow = to_arrow_schema(df.schema)
     finally:
         views.drop()
     return pa.schema([f.with_nullable(f.name != run.KEY_COLUMN) for f in arrow])

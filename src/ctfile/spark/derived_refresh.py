@@ -27,9 +27,10 @@ it, the table holds the new contents and frontier, and the streams of step
 
 from __future__ import annotations
 
+import re
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
 import ctfile
 import ctfile.derived as compiler
@@ -50,22 +51,57 @@ class RefreshInvariantError(ctfile.CtfileError):
 
 @dataclass
 class SourceViews:
-    """The temp views registered for one refresh, dropped by :meth:`drop`."""
+    """The temp views of one refresh: named first (the compiler writes its
+    SQL over the names), registered only for the names the SQL reads
+    (:meth:`register_used`: an aggregate's delta reads no snapshot, a
+    full refresh no change scan), dropped by :meth:`drop`."""
 
     spark: Any
+    sources: Sequence[SourceState]
+    incremental: bool
     prefix: str = field(default_factory=lambda: "ctfile_dt_" + uuid.uuid4().hex[:12])
-    names: list[str] = field(default_factory=list)
+    registered: list[str] = field(default_factory=list)
 
-    def register(self, df: Any, source: str, kind: str) -> str:
-        name = f"{self.prefix}_{source}_{kind}"
-        df.createOrReplaceTempView(name)
-        self.names.append(name)
-        return name
+    def name(self, source: str, kind: str) -> str:
+        return f"{self.prefix}_{source}_{kind}"
+
+    def names(self) -> Any:
+        """The :class:`ctfile.derived.SourceViews` the compiler renders with
+        (a non-incremental refresh reads every source at ``new`` only)."""
+        def kinds(s: str) -> dict:
+            new = self.name(s, "new")
+            if not self.incremental:
+                return {"new": new, "old": new, "delta": new}
+            return {"new": new, "old": self.name(s, "old"), "delta": self.name(s, "delta")}
+
+        return compiler.SourceViews({s.name: compiler.ViewNames(**kinds(s.name)) for s in self.sources})
+
+    def register_used(self, sql: str) -> None:
+        """Register each view ``sql`` names (step 1)."""
+        for s in self.sources:
+            for kind in ("new", "old", "delta"):
+                name = self.name(s.name, kind)
+                if name in sql and name not in self.registered:
+                    _view_df(self.spark, s, kind).createOrReplaceTempView(name)
+                    self.registered.append(name)
 
     def drop(self) -> None:
-        for name in self.names:
+        for name in self.registered:
             self.spark.catalog.dropTempView(name)
-        self.names.clear()
+        self.registered.clear()
+
+
+def _view_df(spark: Any, s: SourceState, kind: str) -> Any:
+    """Source ``s`` at the new frontier, at the old one, or its minimum-delta
+    change scan between them (C2 of issue 29: ``CtfileTable`` reads)."""
+    ct = CtfileTable(spark, s.table)
+    if kind == "new":
+        return ct.to_df(version=s.version, row_ids=True)
+    if kind == "old":
+        return ct.to_df(version=s.previous.version, row_ids=True)
+    if s.moved:
+        return ct.changes_df(s.previous.version + 1, s.version, information="default")
+    return _empty_delta(ct.to_df(version=s.version, row_ids=True))
 
 
 def _empty_delta(new: Any) -> Any:
@@ -77,24 +113,6 @@ def _empty_delta(new: Any) -> Any:
     return new.where(F.lit(False)).select(
         *cols, F.lit("INSERT").alias(_ACTION), F.lit(False).alias(_ISUPDATE), F.col(_ROW_ID),
     )
-
-
-def register_sources(spark: Any, views: SourceViews, sources: Sequence[SourceState], *, incremental: bool):
-    """The :class:`ctfile.derived.SourceViews` of ``sources`` (step 1)."""
-    out = {}
-    for s in sources:
-        ct = CtfileTable(spark, s.table)
-        new = ct.to_df(version=s.version, row_ids=True)
-        names = {"new": views.register(new, s.name, "new")}
-        if incremental:
-            old = ct.to_df(version=s.previous.version, row_ids=True)
-            delta = ct.changes_df(s.previous.version + 1, s.version, information="default") if s.moved else _empty_delta(new)
-            names["old"] = views.register(old, s.name, "old")
-            names["delta"] = views.register(delta, s.name, "delta")
-        else:
-            names["old"] = names["delta"] = names["new"]
-        out[s.name] = compiler.ViewNames(**names)
-    return compiler.SourceViews(out)
 
 
 def typed_source(spark: Any, sql: str, target: ctfile.Table) -> Any:
@@ -111,46 +129,106 @@ def typed_source(spark: Any, sql: str, target: ctfile.Table) -> Any:
     return df.select(*[F.col(c).cast(types[c]).alias(c) if c in types else F.col(c) for c in df.columns])
 
 
-def check_one_row_per_key(source: Any) -> None:
-    """Invariant 1 (paper §6.1): the MERGE source has at most one row per
-    derivation key.
+@dataclass(frozen=True)
+class SourceCounts:
+    """What the MERGE source holds: its rows, and the deletes it asks for
+    when every one of them must find a row (a row-level delta: None
+    otherwise, where deletes also come from conditions on the table)."""
+
+    rows: int
+    deletes: int | None
+
+
+def asks_keyed_deletes(rs: Any) -> bool:
+    """Whether every delete of ``rs`` is a source row marked ``delete`` that
+    must match a row of the table (a row-level delta), so the MERGE's delete
+    count must equal the source's deletes (invariant 2)."""
+    full = any(c.kind is compiler.ClauseKind.NOT_MATCHED_BY_SOURCE_DELETE for c in rs.clauses)
+    return compiler.OP_COLUMN in rs.control_columns and not full
+
+
+def count_checked(source: Any, rs: Any) -> SourceCounts:
+    """The MERGE source's counts, checking invariant 1 of the paper (§6.1)
+    in the same Spark job: at most one row per derivation key.
 
     Raises
     ------
     RefreshInvariantError
-        Naming one key that has two rows.
+        When two rows share a key (nothing is committed).
     """
-    dup = source.groupBy(KEY_COLUMN).count().where("count > 1").limit(1).collect()
-    if dup:
+    from pyspark.sql import functions as F
+
+    aggs = [F.count(F.lit(1)).alias("n"), F.count_distinct(KEY_COLUMN).alias("keys")]
+    keyed = asks_keyed_deletes(rs)
+    if keyed:
+        aggs.append(F.count(F.when(F.col(compiler.OP_COLUMN) == "delete", 1)).alias("deletes"))
+    row = source.agg(*aggs).first()
+    if row["n"] != row["keys"]:
         raise RefreshInvariantError(
-            f"refresh computed {dup[0]['count']} rows for derivation key {dup[0][KEY_COLUMN]!r}, expected at most 1; "
+            f"refresh computed {row['n']} rows for {row['keys']} derivation keys, expected at most one row per key; "
             f"nothing was committed"
         )
+    return SourceCounts(rows=row["n"], deletes=row["deletes"] if keyed else None)
 
 
-def check_deletes_found(counts: dict, expected_deletes: int | None) -> None:
+def check_deletes_found(counts: dict, expected: SourceCounts) -> None:
     """Invariant 2 (paper §6.1): every delete the delta asked for removed a
     row of the table (the MERGE's delete count equals the delta's deletes).
 
     Raises
     ------
     RefreshInvariantError
-        When the MERGE deleted fewer rows than the delta deletes.
+        When the MERGE deleted another number of rows (raised inside the
+        refresh transaction: nothing is committed).
     """
-    if expected_deletes is not None and counts.get("deleted", 0) != expected_deletes:
+    if expected.deletes is not None and counts.get("deleted", 0) != expected.deletes:
         raise RefreshInvariantError(
-            f"refresh asked to delete {expected_deletes} rows, the table held {counts.get('deleted', 0)} of them; "
-            f"nothing was committed"
+            f"refresh asked to delete {expected.deletes} rows by derivation key, the table held "
+            f"{counts.get('deleted', 0)} of them; nothing was committed"
         )
 
 
-def merge_into(tx: Any, source: Any, rs: Any) -> dict:
+def merge_into(tx: Any, source: Any, rs: Any, column_types: Mapping[str, str]) -> dict:
     """Apply the compiled MERGE (``rs``: :class:`ctfile.derived.RefreshSql`)
-    as one statement of the refresh transaction ``tx``."""
+    as one statement of the refresh transaction ``tx``; each computed SET
+    or VALUES expression cast to its column's Spark type
+    (:func:`typed_clause`)."""
     builder = tx.merge_builder(source, KEY_COLUMN, source_alias="s", target_alias="t")
     for clause in rs.clauses:
-        builder = clause.apply(builder)
+        builder = typed_clause(clause, column_types).apply(builder)
     return builder.execute()
+
+
+_SOURCE_COLUMN = re.compile(r"s\.(`[^`]+`|\w+)")
+
+
+def typed_clause(clause: Any, column_types: Mapping[str, str]) -> Any:
+    """``clause`` with each assignment that computes a value wrapped in
+    ``CAST(... AS <the column's type>)``, as Spark's own aggregate casts its
+    result (an ``avg`` of decimals rounds half up to the result's scale);
+    a plain ``s.<column>`` (already of the column's type,
+    :func:`typed_source`) is left as it is, so small MERGEs still run in the
+    driver (:mod:`ctfile.spark.local`).
+
+    >>> from ctfile.derived import ClauseKind, MergeClause
+    >>> c = MergeClause(ClauseKind.MATCHED_UPDATE, None, (("n", "t.n + s.n"), ("k", "s.`k`")))
+    >>> typed_clause(c, {"n": "bigint", "k": "int"}).assignments
+    (('n', 'CAST((t.n + s.n) AS bigint)'), ('k', 's.`k`'))
+    """
+    def typed(column: str, expr: str) -> str:
+        if _SOURCE_COLUMN.fullmatch(expr.strip()) or column not in column_types:
+            return expr
+        return f"CAST(({expr}) AS {column_types[column]})"
+
+    return replace(clause, assignments=tuple((c, typed(c, e)) for c, e in clause.assignments))
+
+
+def column_types(target: ctfile.Table) -> dict[str, str]:
+    """Column name -> Spark SQL type of the derived table (all columns)."""
+    from ctfile.spark_datasource.types import spark_schema
+
+    schema = spark_schema(target.schema_at().to_arrow(include_hidden=False, field_ids=False))
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
 def hold_history(sources: Sequence[SourceState], derived_table_id: str) -> None:

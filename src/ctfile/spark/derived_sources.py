@@ -95,9 +95,9 @@ class SourceState:
         return [e for e in entries if self.previous.version < e.version <= self.version]
 
     def data_changed(self) -> bool:
-        """Whether a commit of the interval changed rows (a stream's creation
-        or a compaction does not)."""
-        return any(e.data_change for e in self.history())
+        """Whether a commit of the interval changed rows (a stream's
+        creation, a property change or a compaction does not)."""
+        return any(changes_rows(e) for e in self.history())
 
     def schema_changed(self) -> bool:
         """Whether the schema at ``version`` differs from the frontier's."""
@@ -116,11 +116,23 @@ class SourceState:
 
     def estimate(self) -> IntervalEstimate:
         """The interval's size from its commit metrics (no partition read)."""
-        entries = [e for e in self.history() if e.data_change]
+        entries = [e for e in self.history() if changes_rows(e)]
         changed = sum(_metric(e, k) for e in entries for k in _CHANGE_METRICS)
         appended = all(_only_inserts(e) for e in entries)
         rows = self.table.snapshot(self.version).num_records
         return IntervalEstimate(changed_rows=changed, appended_only=appended, rows_at_end=rows)
+
+
+def changes_rows(entry: ctfile.HistoryEntry) -> bool:
+    """Whether a commit changed rows: it is marked as a data change and, where
+    its metrics say so, added or removed a partition (SPEC §commitInfo; an
+    entry without metrics is taken at its word)."""
+    if not entry.data_change:
+        return False
+    metrics = entry.operation_metrics
+    if "numAddedPartitions" not in metrics and "numRemovedPartitions" not in metrics:
+        return True
+    return _metric(entry, "numAddedPartitions") + _metric(entry, "numRemovedPartitions") > 0
 
 
 def _metric(entry: ctfile.HistoryEntry, key: str) -> int:
