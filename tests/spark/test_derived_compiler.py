@@ -193,8 +193,8 @@ def small_spark(spark):
         spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
-def run_history(spark, name, history):
-    query = QUERIES[name]
+def run_history(spark, name, history, *, query=None):
+    query = query or QUERIES[name]
     plan = compile_query(query, sources=tuple(SCHEMAS))
     assert plan.incremental, plan.blockers
     sources = Sources(spark, history)
@@ -227,6 +227,35 @@ def test_delta_equals_recomputation(small_spark, name, history):
 @given(history=histories(steps=3))
 def test_delta_equals_recomputation_long(small_spark, name, history):
     run_history(small_spark, name, history)
+
+
+@st.composite
+def random_queries(draw):
+    """Random queries of every incremental shape over a and b."""
+    join = draw(st.sampled_from(["", " JOIN b ON a.k = b.k", " JOIN b ON a.k = b.k AND b.w >= a.v"]))
+    where = draw(st.sampled_from(["", " WHERE a.v > 0", " WHERE a.v IS NULL OR a.k = 1"]))
+    frm = f" FROM a{join}{where}"
+    if draw(st.booleans()):
+        keys = draw(st.lists(st.sampled_from(["a.k", "a.s"] + (["b.name"] if join else [])), max_size=2, unique=True))
+        aggs = draw(st.lists(st.sampled_from([
+            "count(*) AS n", "sum(a.v) AS t", "avg(a.d) AS ad", "min(a.d) AS lo", "max(a.s) AS hi",
+            "count(DISTINCT a.v) AS c", "count(a.s) AS c2", "sum(a.d) AS sd", "avg(a.v) AS av"]),
+            min_size=1, max_size=4, unique=True))
+        return f"SELECT {', '.join(keys + aggs)}{frm}" + (f" GROUP BY {', '.join(keys)}" if keys else "")
+    items = draw(st.lists(st.sampled_from(["a.k", "a.v", "a.d", "a.v + 1 AS w"] + (["b.name", "b.id AS bid"] if join else [])),
+                          min_size=1, max_size=3, unique=True))
+    query = f"SELECT {', '.join(items)}{frm}"
+    if draw(st.booleans()):
+        return f"SELECT DISTINCT {', '.join(items)}{frm}"  # DISTINCT branches of a UNION ALL are blocked
+    return query + (f" UNION ALL {query}" if draw(st.booleans()) else "")
+
+
+@pytest.mark.slow
+@pytest.mark.long
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(query=random_queries(), history=histories(steps=2))
+def test_random_queries_delta_equals_recomputation_long(small_spark, query, history):
+    run_history(small_spark, None, history, query=query)
 
 
 NON_INCREMENTAL = {
