@@ -161,6 +161,15 @@ def _visible(rows, names):
     return Counter(tuple(r[n] for n in names) for r in rows)
 
 
+def _table_schema(spark, refresh):
+    """The derived table's schema: the full query's types, every column
+    nullable (as the executor creates it; an example's first state may have
+    no NULLs where later ones do)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(f.name, f.dataType, True) for f in spark.sql(refresh.source_sql).schema.fields])
+
+
 def _check_step(spark, plan, query, table, schema, refresh):
     after, stats = apply_merge(spark, table, schema, refresh)
     assert stats.duplicate_keys == 0, refresh.source_sql
@@ -184,14 +193,14 @@ def small_spark(spark):
         spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
-def run_history(spark, name, history):
-    query = QUERIES[name]
+def run_history(spark, name, history, *, query=None):
+    query = query or QUERIES[name]
     plan = compile_query(query, sources=tuple(SCHEMAS))
     assert plan.incremental, plan.blockers
     sources = Sources(spark, history)
     views = sources.register(0, plan.sources)
     refresh = plan.full(views, data_timestamp_ms=0)
-    schema = spark.sql(refresh.source_sql).schema
+    schema = _table_schema(spark, refresh)
     assert [f.name for f in schema.fields] == [*plan.output_columns, *(c for c, _ in plan.hidden_columns)]
     table, _ = _check_step(spark, plan, query, [], schema, refresh)
     for step in range(1, len(history["a"])):
@@ -203,8 +212,10 @@ def run_history(spark, name, history):
     assert stats.changes == 0, f"a full refresh over the maintained table changed {stats}"
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-@given(name=st.sampled_from(sorted(QUERIES)), history=histories())
+# One interval per example keeps the default run near a minute; the long
+# variant below runs three intervals per example for every query.
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=st.sampled_from(sorted(QUERIES)), history=histories(steps=1))
 def test_delta_equals_recomputation(small_spark, name, history):
     run_history(small_spark, name, history)
 
@@ -218,9 +229,37 @@ def test_delta_equals_recomputation_long(small_spark, name, history):
     run_history(small_spark, name, history)
 
 
+@st.composite
+def random_queries(draw):
+    """Random queries of every incremental shape over a and b."""
+    join = draw(st.sampled_from(["", " JOIN b ON a.k = b.k", " JOIN b ON a.k = b.k AND b.w >= a.v"]))
+    where = draw(st.sampled_from(["", " WHERE a.v > 0", " WHERE a.v IS NULL OR a.k = 1"]))
+    frm = f" FROM a{join}{where}"
+    if draw(st.booleans()):
+        keys = draw(st.lists(st.sampled_from(["a.k", "a.s"] + (["b.name"] if join else [])), max_size=2, unique=True))
+        aggs = draw(st.lists(st.sampled_from([
+            "count(*) AS n", "sum(a.v) AS t", "avg(a.d) AS ad", "min(a.d) AS lo", "max(a.s) AS hi",
+            "count(DISTINCT a.v) AS c", "count(a.s) AS c2", "sum(a.d) AS sd", "avg(a.v) AS av"]),
+            min_size=1, max_size=4, unique=True))
+        return f"SELECT {', '.join(keys + aggs)}{frm}" + (f" GROUP BY {', '.join(keys)}" if keys else "")
+    items = draw(st.lists(st.sampled_from(["a.k", "a.v", "a.d", "a.v + 1 AS w"] + (["b.name", "b.id AS bid"] if join else [])),
+                          min_size=1, max_size=3, unique=True))
+    query = f"SELECT {', '.join(items)}{frm}"
+    if draw(st.booleans()):
+        return f"SELECT DISTINCT {', '.join(items)}{frm}"  # DISTINCT branches of a UNION ALL are blocked
+    return query + (f" UNION ALL {query}" if draw(st.booleans()) else "")
+
+
+@pytest.mark.slow
+@pytest.mark.long
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(query=random_queries(), history=histories(steps=2))
+def test_random_queries_delta_equals_recomputation_long(small_spark, query, history):
+    run_history(small_spark, None, history, query=query)
+
+
 NON_INCREMENTAL = {
-    "left_join": "SELECT a.id, b.w FROM a LEFT JOIN b ON a.k = b.k",
-    "window": "SELECT k, row_number() OVER (PARTITION BY k ORDER BY id) AS r FROM a",
+    "left_join_window": "SELECT a.id, b.w, row_number() OVER (PARTITION BY a.k ORDER BY a.id, b.id) AS r FROM a LEFT JOIN b ON a.k = b.k",
     "star_union": "SELECT * FROM a UNION SELECT * FROM a",
     "cte_having": "WITH q AS (SELECT k, s FROM a) SELECT k, count(*) AS n FROM q GROUP BY k HAVING count(*) > 1",
 }
@@ -242,7 +281,7 @@ def test_full_refresh_of_a_non_incremental_query(small_spark, name):
     assert not plan.incremental
     sources = Sources(small_spark, FIXED)
     refresh = plan.full(sources.register(0, plan.sources), data_timestamp_ms=0)
-    schema = small_spark.sql(refresh.source_sql).schema
+    schema = _table_schema(small_spark, refresh)
     table, _ = _check_step(small_spark, plan, query, [], schema, refresh)
     for step in (1, 1):
         refresh = plan.full(sources.register(step, plan.sources), data_timestamp_ms=step)

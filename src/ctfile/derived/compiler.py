@@ -150,7 +150,9 @@ class CompiledQuery:
 
     def _generic_full(self, views: SourceViews, ms: int) -> RefreshSql:
         """A query without an incremental rule, run whole; its key is the
-        row's values (to_json) plus its ordinal among equal rows."""
+        row's values (to_json) plus its ordinal among equal rows, so a row
+        whose values change is a delete and an insert, and output columns
+        Spark cannot partition or order by (maps) make the SQL fail."""
         tree = _swap_sources(self._planned.tree, views, self.sources, self._columns)
         cols = [f"q.{quote(c)}" for c in self.output_columns]
         fields = ", ".join(f"'c{i}', {c}" for i, c in enumerate(cols))

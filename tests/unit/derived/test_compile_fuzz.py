@@ -37,7 +37,7 @@ def _exercise(query: str) -> None:
                 sqlglot.parse_one(text, read="spark")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join))
 def test_token_soup_is_planned_or_refused_with_a_typed_error(query):
     _exercise(query)
@@ -64,7 +64,7 @@ def queries(draw):
     return query + (f" UNION ALL {query}" if draw(st.booleans()) else "")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(queries())
 def test_well_formed_queries_render_parseable_sql(query):
     _exercise(query)
