@@ -204,7 +204,7 @@ def test_derived_over_derived_refresh_all_keeps_a_diamond_consistent(spark, tmp_
                            sources={"a": a.uri})
     top = derived.create(spark, str(tmp_path / "top"),
                          "SELECT l.id, r.n FROM l JOIN r ON l.k = r.k",
-                         sources={"l": left.uri, "r": right.uri})
+                         sources={"l": left.uri, "r": right.uri}, refresh_mode="incremental")
     a.insert(pa.table({"id": [501, 502], "k": [1, 3], "v": [None, None], "s": ["p", "q"]}, schema=a.schema))
     results = derived.refresh_all(spark, [top, right, left])
     assert [r.action for r in results][-1] is ctfile.RefreshAction.INCREMENTAL
