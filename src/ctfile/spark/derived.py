@@ -123,6 +123,7 @@ class DerivedTable:
             plan = self._plan(sources)
             decision = self._decide(plan, sources, full=full)
             if not decision.commits:
+                run.hold_history(sources, self.table.table_id, at_frontier=True)
                 return _result(decision, sources, started, version=None)
             try:
                 return self._write(plan, sources, decision, started)

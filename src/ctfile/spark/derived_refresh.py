@@ -231,28 +231,32 @@ def column_types(target: ctfile.Table) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
-def hold_history(sources: Sequence[SourceState], derived_table_id: str) -> None:
-    """Step 5: each source's stream ``__derived_<id>`` at the new frontier,
-    so that vacuum keeps the history the next refresh reads (SPEC §Streams);
-    created at the first refresh. A stream gone stale is dropped and created
-    again: the refresh that found it stale was a ``REINITIALIZE``."""
+def hold_history(sources: Sequence[SourceState], derived_table_id: str, *, at_frontier: bool = False) -> None:
+    """Step 5: each source's stream ``__derived_<id>`` at the new frontier
+    (``at_frontier``: at the recorded one, for a refresh that committed
+    nothing), so that vacuum keeps the history the next refresh reads (SPEC
+    §Streams); created at the first refresh. A stream gone stale is dropped
+    and created again: the refresh that found it stale was a
+    ``REINITIALIZE``. Moving a stream commits nothing to the source."""
     name = stream_name(derived_table_id)
     for s in sources:
+        version = s.previous.version if at_frontier and s.previous is not None else s.version
+        if at_frontier and (s.previous is None or s.recreated):
+            continue
         try:
-            stream = s.table.stream(name)
-            stream.advance(s.version)
+            s.table.stream(name).advance(version)
         except ctfile.StreamNotFoundError:
-            _create_stream(s, name)
+            _create_stream(s, name, version)
         except ctfile.StaleStreamError:
             s.table.drop_stream(name)
-            _create_stream(s, name)
+            _create_stream(s, name, version)
 
 
-def _create_stream(s: SourceState, name: str) -> None:
-    """A stream whose offset is ``s.version`` (its first pending version
-    is the next one)."""
-    if s.version < s.table.version:
-        s.table.create_stream(name, start_version=s.version + 1)
+def _create_stream(s: SourceState, name: str, version: int) -> None:
+    """A stream whose offset is ``version`` (its first pending version is
+    the next one)."""
+    if version < s.table.version:
+        s.table.create_stream(name, start_version=version + 1)
     else:
         s.table.create_stream(name)
 
