@@ -1,5 +1,5 @@
 """Choosing a derived table's refresh (SPEC §Derived tables, refresh actions;
-the Dynamic Tables paper §3.3): ``NO_DATA``, ``INCREMENTAL``, ``FULL`` or
+the Dynamic Tables paper, section 3.3): ``NO_DATA``, ``INCREMENTAL``, ``FULL`` or
 ``REINITIALIZE``, with the reason recorded in the commit. Decided from the
 logs of the derived table and of its sources alone
 (:mod:`ctfile.spark.derived_sources`), so a refresh with nothing to do

@@ -10,7 +10,7 @@ order:
    :class:`ctfile.spark.CtfileTable`'s reads;
 2. build the MERGE source from the compiled plan's SQL
    (:mod:`ctfile.derived`), cast to the derived table's column types;
-3. check the invariants of the Dynamic Tables paper §6.1 before anything is
+3. check the invariants of the Dynamic Tables paper, section 6.1 before anything is
    written: at most one source row per derivation key (``_ct_dt_key``), and
    no delete of a row the table does not hold; a violation is a
    :class:`RefreshInvariantError` and commits nothing;
@@ -148,7 +148,7 @@ def asks_keyed_deletes(rs: Any) -> bool:
 
 
 def count_checked(source: Any, rs: Any) -> SourceCounts:
-    """The MERGE source's counts, checking invariant 1 of the paper (§6.1)
+    """The MERGE source's counts, checking invariant 1 of the paper (section 6.1)
     in the same Spark job: at most one row per derivation key.
 
     Raises
@@ -172,7 +172,7 @@ def count_checked(source: Any, rs: Any) -> SourceCounts:
 
 
 def check_deletes_found(counts: dict, expected: SourceCounts) -> None:
-    """Invariant 2 (paper §6.1): every delete the delta asked for removed a
+    """Invariant 2 (paper, section 6.1): every delete the delta asked for removed a
     row of the table (the MERGE's delete count equals the delta's deletes).
 
     Raises
