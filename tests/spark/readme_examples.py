@@ -53,6 +53,11 @@ def streams_block() -> str:
     return block
 
 
+def derived_blocks() -> list[str]:
+    """The ``py`` blocks of the README's "Derived tables" and of docs/derived.md."""
+    return _blocks("README.md", "\n### Derived tables\n", "\n### ") + _blocks("derived.md")
+
+
 def merge_blocks() -> list[str]:
     """The ``py`` blocks of docs/merge.md's "MERGE" (the Spark builder's five patterns)."""
     return _blocks("merge.md", "\n## MERGE\n")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import ctfile
 from ctfile.spark import derived
 from derived_helpers import QUERIES, apply_op, expected_rows, make_sources, multiset
+from readme_examples import derived_blocks, run_blocks
 
 OPS = st.tuples(
     st.sampled_from(["insert", "update", "delete", "merge", "b_insert", "b_delete", "compact"]),
@@ -221,3 +222,16 @@ class _Fake:
 
     def __init__(self, tid, deps):
         self.definition = type("D", (), {"sources": [type("B", (), {"table_id": d})() for d in deps]})()
+
+
+def test_documentation_examples_run(spark, tmp_path, capsys):
+    """The README's "Derived tables" and docs/derived.md's examples, and
+    what they print."""
+    blocks = derived_blocks()
+    assert len(blocks) >= 3
+    ns = run_blocks(blocks, tmp_path)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:3] == ["6", "INCREMENTAL", "NO_DATA"], printed
+    assert "INCREMENTAL 1" in printed
+    assert ns["by_country"].table.to_arrow().sort_by("country").to_pylist() == [
+        {"country": "FR", "revenue": 10, "orders": 2}, {"country": "NL", "revenue": 12, "orders": 2}]
