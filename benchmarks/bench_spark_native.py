@@ -178,8 +178,9 @@ CHANGES_GOAL = 1.0
 CHANGE_SIDES = ("changes_df", "ctfile")
 
 
-def build_change_table(rows: int, partition_rows: int, work_dir: Path, data_dir: Path) -> tuple[str, dict]:
-    """A table of the first ``rows`` rows of lineitem SF 1 and its history:
+def build_change_table(rows: int, partition_rows: int, work_dir: Path, data_dir: Path, *,
+                       scale: str = "1") -> tuple[str, dict]:
+    """A table of the first ``rows`` rows of lineitem (SF ``scale``) and its history:
     v1 insert, v2 UPDATE of 0.1% (l_orderkey % 1000 = 7), v3 DELETE of 1%
     (% 100 = 3), v4 UPDATE of 10% (% 10 = 5), v5 insert of 1% new rows.
     Cached under ``work_dir/spark_changes``; returns its URI and intervals."""
@@ -192,12 +193,12 @@ def build_change_table(rows: int, partition_rows: int, work_dir: Path, data_dir:
     import ctfile
     from bench_spark import lineitem
 
-    path = work_dir / "spark_changes" / f"lineitem-{rows}-p{partition_rows}"
+    path = work_dir / "spark_changes" / f"lineitem-sf{scale}-{rows}-p{partition_rows}"
     intervals = {"small": (2, 2), "insert": (5, 5), "large": (2, 5)}
     if (path / "_ct_log").exists() and ctfile.open_table(str(path)).version == 5:
         return str(path), intervals
     shutil.rmtree(path, ignore_errors=True)
-    data = lineitem("1", data_dir).slice(0, rows)
+    data = lineitem(scale, data_dir).slice(0, rows)
     keys = np.unique(data.column("l_orderkey").to_numpy())
 
     def where(mod: int, rest: int):
@@ -241,7 +242,8 @@ def measure_changes(args) -> dict:
 
     rows = 20000 if args.quick else args.rows
     runs = 2 if args.quick else args.runs
-    uri, intervals = build_change_table(rows, args.change_partition_rows, args.work_dir, args.data_dir)
+    uri, intervals = build_change_table(rows, 8192 if args.quick else args.change_partition_rows, args.work_dir,
+                                        args.data_dir, scale="0.01" if args.quick else "1")
     load_start = os.getloadavg()
     spark = session()
     out = {}
