@@ -71,7 +71,7 @@ def test_bench_spark_changes_quick(tmp_path):
     r = json.loads(out.read_text())
     assert set(r["changes"]) == {"small", "insert", "large"}
     for x in r["changes"].values():
-        assert x["change_rows"] > 0 and set(x["s"]) == {"changes_df", "ctfile"} and _pos(x["ratio"])
+        assert x["change_rows"] > 0 and set(x["s"]) == {"changes_df", "ctfile", "floor"} and _pos(x["ratio"])
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("_bench_run_changes", ROOT / "benchmarks" / "run.py")
     run = importlib.util.module_from_spec(spec)

@@ -352,6 +352,6 @@ def test_default_changes_without_broadcasting_the_deletes(spark, tmp_path, monke
     t = dml_table(tmp_path / "t")
     ct = CtfileTable.for_path(spark, t.uri)
     monkeypatch.setattr(min_delta, "BROADCAST_DELETES", -1)
+    assert not min_delta._few_deletes(t.changes(start_version=2, end_version=4).plan)
     df = ct.changes_df(2, 4, information="default")
-    assert "BroadcastHashJoin" not in df._jdf.queryExecution().executedPlan().toString().split("LeftSemi")[0][-200:]
     assert multiset(df.collect()) == multiset(datasource_changes(spark, t.uri, 2, 4).collect())
