@@ -18,19 +18,22 @@ partition's inherited row version (``restoredRowVersion`` of a re-add, else
   file names of one read must be distinct (:func:`lineage_files`).
 
 ``METADATA$ROW_ID`` is XXH3-64 of the row id seeded by the table id, in Spark
-SQL expressions (:func:`ctfile.spark.changes.with_xxh3_64`), so no Python
+SQL expressions (:func:`ctfile.spark.xxh3.with_xxh3_64`), so no Python
 worker runs in the scan.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 import xxhash
 
 import ctfile
-from ctfile.spark.native import native_files
+from ctfile.spark.native import datasource_df, native_files
+from ctfile.spark.xxh3 import with_xxh3_64
 
+log = logging.getLogger("ctfile.spark")
 #: The materialized row id and row version columns a lineage read adds.
 RID, RV = "_ct_rid", "_ct_rv"
 ROW_ID = "METADATA$ROW_ID"
@@ -105,15 +108,25 @@ def _by_file(parts: Sequence, name, value):
 def with_row_id_string(df, seed: int, *, column: str = RID):
     """``df`` with :data:`ROW_ID` (``METADATA$ROW_ID``) computed from the row
     id ``column``, which is dropped."""
-    from ctfile.spark.changes import with_xxh3_64
-
     return with_xxh3_64(df, column, ROW_ID, seed).drop(column)
 
 
-def snapshot_with_row_ids(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot, files: Sequence[str]):
-    """The snapshot's rows read from ``files`` (its partitions' URIs, in
-    order) with ``METADATA$ROW_ID`` last (``CtfileTable.to_df(row_ids=True)``)."""
+def snapshot_with_row_ids(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
+    """The snapshot's rows with ``METADATA$ROW_ID`` last
+    (``CtfileTable.to_df(row_ids=True)``): Spark's Parquet reader over its
+    files, or ``spark.read.format("ctfile")`` with ``rowIds`` at its version
+    where that reader would not be exact (:func:`lineage_files`), logged at
+    INFO."""
+    import pyarrow as pa
+
     from ctfile.spark_datasource.types import spark_schema
 
+    if not snapshot.partitions:
+        return spark.createDataFrame([], spark_schema(snapshot.schema.append(pa.field(ROW_ID, pa.string(), nullable=False))))
+    files, why_not = lineage_files(spark, table, snapshot, snapshot.partitions)
+    if files is None:
+        log.info("ctfile: reading %s at version %d through spark.read.format('ctfile'): %s",
+                 table.uri, snapshot.version, why_not)
+        return datasource_df(spark, table, versionAsOf=snapshot.version, rowIds="true")
     rows = lineage_df(spark, spark_schema(snapshot.schema), snapshot.partitions, files)
     return with_row_id_string(rows, table_seed(table))

@@ -43,9 +43,10 @@ import logging
 from typing import Any, Sequence
 
 import ctfile
-from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID, with_xxh3_64
+from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID
 from ctfile.spark.lineage import RID, RV, lineage_df, lineage_files, table_seed
 from ctfile.spark.native import datasource_df
+from ctfile.spark.xxh3 import with_xxh3_64
 from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
