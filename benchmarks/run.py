@@ -59,11 +59,12 @@ SCRIPTS = {
     "streams": ("bench_streams.py", "streams.json", "exactly-once stream consumption vs changes() + an app transaction, local and S3; many streams"),
     "spark": ("bench_spark.py", "spark.json", "spark.read.format('ctfile') vs spark.read.parquet"),
     "spark_native": ("bench_spark_native.py", "spark_native.json", "issue 15: CtfileTable.to_df() scan and count() vs spark.read.parquet; first-action latency"),
+    "spark_changes": ("bench_spark_native.py", "spark_changes.json", "issue 29: CtfileTable.changes_df(information='default') vs spark.read.format('ctfile').option('changes', 'default') at small and large intervals"),
     "spark_dml": ("bench_spark_dml.py", "spark_dml.json", "issue 15: MERGE of a 0.5% upsert batch and a selective UPDATE of lineitem, issue 27: a snapshot sync (NOT MATCHED BY SOURCE), through ctfile.spark vs the Python API vs a native Spark floor"),
 }
 
 # Arguments a script takes for one of its entries (one script, several measurements).
-SCRIPT_ARGS = {"merge_spark": ["--spark"]}
+SCRIPT_ARGS = {"merge_spark": ["--spark"], "spark_changes": ["--changes"]}
 
 # ---------------------------------------------------------------- running
 

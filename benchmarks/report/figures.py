@@ -309,6 +309,24 @@ def _spark_native_figures(r: dict) -> list[dict]:
     return out
 
 
+def _spark_changes_figures(r: dict) -> list[dict]:
+    """Issue 29: the minimum-delta ``changes_df`` against the data source's ``default`` scan."""
+    m, out = r["meta"], []
+    what = {"small": "UPDATE of 0.1% of the rows", "insert": "insert of 1% new rows",
+            "large": "UPDATE 0.1%, DELETE 1%, UPDATE 10%, insert 1%"}
+    for name, x in r["changes"].items():
+        a, b = x["interval"]
+        out.append(fig(f"spark_changes_{name}",
+                       f"changes_df(information='default') of versions {a}..{b} ({what.get(name, name)}; "
+                       f"{x['change_rows']:,} change rows, {m['rows']:,}-row table)",
+                       "spark.read.format('ctfile').option('changes', 'default'), same interval", f"<= {x['goal']}x",
+                       f"{x['ratio']:.2f}x", f"{x['s']['changes_df']:.2f} s vs {x['s']['ctfile']:.2f} s "
+                       f"(CPU ratio {x['cpu_ratio']:.2f}; {m['runs']} runs"
+                       + (f"; Spark reading the scan's files alone {x['s']['floor']:.2f} s = {x['floor_ratio']:.2f}x"
+                          if "floor" in x["s"] else "") + ")", x["pass"], "spark_changes"))
+    return out
+
+
 def _spark_dml_figures(r: dict) -> list[dict]:
     """Issue 15: a MERGE of a 0.5% upsert batch through ``ctfile.spark``
     against the native floor (Spark MERGEing plain Parquet) and the Python
@@ -592,6 +610,7 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _streams_figures(res["streams"]) if has(res.get("streams"), "local") else []
     out += _spark_figure(spark) if spark else []
     out += _spark_native_figures(res["spark_native"]) if has(res.get("spark_native"), "scan") else []
+    out += _spark_changes_figures(res["spark_changes"]) if has(res.get("spark_changes"), "changes") else []
     out += _spark_dml_figures(res["spark_dml"]) if has(res.get("spark_dml"), "median_s") else []
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []

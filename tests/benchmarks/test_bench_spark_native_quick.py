@@ -55,3 +55,29 @@ def test_bench_spark_native_quick(tmp_path):
     text = run.render(tmp_path / "results")
     assert "to_df() full scan through Spark" in text and "first Spark action of a fresh process" in text
     assert "## Spark reads through `CtfileTable.to_df()`" in text
+
+
+@pytest.mark.slow
+def test_bench_spark_changes_quick(tmp_path):
+    """``--changes`` (issue 29): changes_df(information='default') and the
+    data source agree on every interval (the script checks it), changes_df
+    read natively, and run.py renders the figures."""
+    out = tmp_path / "spark_changes.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--changes", "--quick", "--out", str(out), "--work-dir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert set(r["changes"]) == {"small", "insert", "large"}
+    for x in r["changes"].values():
+        assert x["change_rows"] > 0 and set(x["s"]) == {"changes_df", "ctfile", "floor"} and _pos(x["ratio"])
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("_bench_run_changes", ROOT / "benchmarks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "spark_changes.json").write_text(out.read_text())
+    text = run.render(tmp_path / "results")
+    assert "changes_df(information='default') of versions 2..2" in text
+    assert "## Minimum-delta change scans through Spark" in text

@@ -342,3 +342,16 @@ def test_errors(spark, tmp_path):
         spark.read.format("ctfile").option("changes", "default").option("rowIds", "true").load(t.uri).collect()
     with pytest.raises(Exception, match="option rowIds must be true or false"):
         spark.read.format("ctfile").option("rowIds", "yes").load(t.uri).collect()
+
+
+def test_default_changes_without_broadcasting_the_deletes(spark, tmp_path, monkeypatch):
+    """Past ``BROADCAST_DELETES`` candidate DELETEs the old side is joined
+    without a broadcast: the same rows."""
+    from ctfile.spark import min_delta
+
+    t = dml_table(tmp_path / "t")
+    ct = CtfileTable.for_path(spark, t.uri)
+    monkeypatch.setattr(min_delta, "BROADCAST_DELETES", -1)
+    assert not min_delta._few_deletes(t.changes(start_version=2, end_version=4).plan)
+    df = ct.changes_df(2, 4, information="default")
+    assert multiset(df.collect()) == multiset(datasource_changes(spark, t.uri, 2, 4).collect())

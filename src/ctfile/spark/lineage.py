@@ -12,30 +12,31 @@ partition's inherited row version (``restoredRowVersion`` of a re-add, else
   them reads them as null, as the SPEC says an absent hidden column reads);
 - ``_metadata.row_index``: the row's position in its file, counted before
   any filter, which is ``pos(r)``;
-- the partition lineage, a small table of ``(file name, firstRowId,
-  inherited row version)`` joined by Spark's ``_metadata.file_name``
-  (broadcast), which is why the file names of one read must be distinct
-  (:func:`lineage_files`).
+- the partition lineage, ``firstRowId`` and the inherited row version of
+  each file, looked up by Spark's ``_metadata.file_name`` in a literal map
+  (no join: a join would cost a broadcast job per read), which is why the
+  file names of one read must be distinct (:func:`lineage_files`).
 
 ``METADATA$ROW_ID`` is XXH3-64 of the row id seeded by the table id, in Spark
-SQL expressions (:func:`ctfile.spark.changes.with_xxh3_64`), so no Python
+SQL expressions (:func:`ctfile.spark.xxh3.with_xxh3_64`), so no Python
 worker runs in the scan.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 import xxhash
 
 import ctfile
-from ctfile.spark.native import native_files
+from ctfile.spark.native import datasource_df, native_files
+from ctfile.spark.xxh3 import with_xxh3_64
 
+log = logging.getLogger("ctfile.spark")
 #: The materialized row id and row version columns a lineage read adds.
 RID, RV = "_ct_rid", "_ct_rv"
 ROW_ID = "METADATA$ROW_ID"
-# Columns of the partition-lineage table, joined to the rows by file name.
-_FILE, _FIRST, _INHERIT, _POS = "_ct_file", "_ct_first", "_ct_inherit", "_ct_pos"
 
 
 def table_seed(table: ctfile.Table) -> int:
@@ -78,35 +79,54 @@ def lineage_df(spark: Any, schema: Any, parts: Sequence, files: Sequence[str], *
     row_id, row_version = ctfile.ROW_ID_COLUMN, ctfile.ROW_VERSION_COLUMN
     hidden = [StructField(row_id, LongType(), True)] + ([StructField(row_version, LongType(), True)] if versions else [])
     read = StructType(list(schema.fields) + hidden)
-    lineage = spark.createDataFrame(
-        [(file_name(p.path), p.first_row_id, p.inherited_row_version) for p in parts],
-        f"{_FILE} string, {_FIRST} long, {_INHERIT} long",
-    )
     raw = spark.read.schema(read).parquet(*files)
     if fresh_only:
         raw = raw.where(F.col(row_id).isNull())
     meta = raw.metadataColumn("_metadata")  # Spark's file metadata, even with a data column named _metadata
+    name = meta.getField("file_name")
     data = [F.col(f"`{c}`") for c in schema.names]
-    rows = raw.select(*data, *[F.col(h.name) for h in hidden], meta.getField("file_name").alias(_FILE),
-                      meta.getField("row_index").alias(_POS)).join(F.broadcast(lineage), _FILE)
-    out = [*data, F.coalesce(F.col(row_id), F.col(_FIRST) + F.col(_POS)).alias(RID)]
+    pos = meta.getField("row_index")
+    out = [*data, F.coalesce(F.col(row_id), _by_file(parts, name, lambda p: p.first_row_id) + pos).alias(RID)]
     if versions:
-        out.append(F.coalesce(F.col(row_version), F.col(_INHERIT)).alias(RV))
-    return rows.select(*out)
+        out.append(F.coalesce(F.col(row_version), _by_file(parts, name, lambda p: p.inherited_row_version)).alias(RV))
+    return raw.select(*out)
+
+
+def _by_file(parts: Sequence, name, value):
+    """The bigint ``value(p)`` of the partition whose file is named ``name``
+    (a column): a lookup in a literal map, which Spark folds into one
+    constant, so the rows need no join (and the query no broadcast job)."""
+    from pyspark.sql import functions as F
+
+    from sqlglot import exp
+
+    pairs = [x for p in parts for x in (exp.Literal.string(file_name(p.path)), exp.Literal.number(value(p)))]
+    literal = exp.Anonymous(this="map", expressions=pairs).sql(dialect="spark")
+    return F.element_at(F.expr(literal), name).cast("bigint")  # one call into the JVM, however many files
 
 
 def with_row_id_string(df, seed: int, *, column: str = RID):
     """``df`` with :data:`ROW_ID` (``METADATA$ROW_ID``) computed from the row
     id ``column``, which is dropped."""
-    from ctfile.spark.changes import with_xxh3_64
-
     return with_xxh3_64(df, column, ROW_ID, seed).drop(column)
 
 
-def snapshot_with_row_ids(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot, files: Sequence[str]):
-    """The snapshot's rows read from ``files`` (its partitions' URIs, in
-    order) with ``METADATA$ROW_ID`` last (``CtfileTable.to_df(row_ids=True)``)."""
+def snapshot_with_row_ids(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
+    """The snapshot's rows with ``METADATA$ROW_ID`` last
+    (``CtfileTable.to_df(row_ids=True)``): Spark's Parquet reader over its
+    files, or ``spark.read.format("ctfile")`` with ``rowIds`` at its version
+    where that reader would not be exact (:func:`lineage_files`), logged at
+    INFO."""
+    import pyarrow as pa
+
     from ctfile.spark_datasource.types import spark_schema
 
+    if not snapshot.partitions:
+        return spark.createDataFrame([], spark_schema(snapshot.schema.append(pa.field(ROW_ID, pa.string(), nullable=False))))
+    files, why_not = lineage_files(spark, table, snapshot, snapshot.partitions)
+    if files is None:
+        log.info("ctfile: reading %s at version %d through spark.read.format('ctfile'): %s",
+                 table.uri, snapshot.version, why_not)
+        return datasource_df(spark, table, versionAsOf=snapshot.version, rowIds="true")
     rows = lineage_df(spark, spark_schema(snapshot.schema), snapshot.partitions, files)
     return with_row_id_string(rows, table_seed(table))

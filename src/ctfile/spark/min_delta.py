@@ -12,8 +12,8 @@ read with their materialized row ids and row versions
   version are one row, unchanged (lineage identity, SPEC §Row lineage), and
   are dropped. Without a RESTORE in the interval those are exactly the new
   side's rows with a row version below ``a`` (their ids, *U*, cancel the
-  old side's rows, found with a narrow anti-join on row ids before any wide
-  row moves); across a RESTORE the two sides are matched on both values;
+  old side's rows, found by counting row ids, two narrow columns, before
+  any wide row moves); across a RESTORE the two sides are matched on both values;
 - the remaining rows are joined by row id (full outer join): a row id on
   both sides is an update pair, output DELETE (old values) and INSERT (new
   values) with ``METADATA$ISUPDATE`` true unless every column is equal
@@ -43,14 +43,16 @@ import logging
 from typing import Any, Sequence
 
 import ctfile
-from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID, with_xxh3_64
+from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID
 from ctfile.spark.lineage import RID, RV, lineage_df, lineage_files, table_seed
 from ctfile.spark.native import datasource_df
+from ctfile.spark.xxh3 import with_xxh3_64
 from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
 
 _HERE = "_ct_here"  # a side's marker column: non-null where the side has the row id
+_SEEN = "_ct_seen"  # how many times a row id is seen among the old ids and the copies' ids
 
 
 def default_df(spark: Any, table: ctfile.Table, start_version: int | None, end_version: int | None):
@@ -75,8 +77,9 @@ def default_df(spark: Any, table: ctfile.Table, start_version: int | None, end_v
         return delta.lone(new, "INSERT")
     if new is None:
         return delta.lone(old, "DELETE")
-    restores = any(c.restores for c in plan.commits)
-    return delta.pairs(*(_matched_on_versions(new, old) if restores else _copies_cancelled(new, old, cs.start_version)))
+    if any(c.restores for c in plan.commits):
+        return delta.pairs(*_matched_on_versions(new, old))
+    return delta.pairs(*_copies_cancelled(new, old, cs.start_version, broadcast=_few_deletes(plan)))
 
 
 def _native_files(spark: Any, table: ctfile.Table, end: ctfile.Snapshot, plan) -> tuple[Any, str]:
@@ -116,15 +119,45 @@ def _incomparable_columns(schema: Any) -> list[str]:
     return [f.name for f in schema.fields if unfit(f.dataType, False)]
 
 
-def _copies_cancelled(new, old, a: int):
+#: At most this many candidate DELETEs (row ids, 8 bytes each) are broadcast
+#: to the old side's scan, which then moves no wide row.
+BROADCAST_DELETES = 4_000_000
+
+
+def _few_deletes(plan) -> bool:
+    """Whether the interval's candidate DELETEs (old-side rows minus the new
+    side's unchanged copies) are at most :data:`BROADCAST_DELETES`, counted
+    from the log: a copy is a row with a stored row version, so the copies
+    of an added partition are its rows less the null count of
+    ``_ct_row_version`` in its statistics (SPEC §Statistics); without them,
+    no."""
+    copies = 0
+    for p in plan.added:
+        nulls = p.stats.null_count.get(ctfile.ROW_VERSION_FIELD_ID) if p.stats is not None else None
+        if nulls is None:
+            return False
+        copies += p.num_records - nulls
+    return sum(p.num_records for p in plan.removed) - copies <= BROADCAST_DELETES
+
+
+def _copies_cancelled(new, old, a: int, *, broadcast: bool):
     """The candidate INSERTs and DELETEs of an interval from ``a`` holding
     no RESTORE: new-side rows written since ``a`` (row version >= ``a``),
     old-side rows whose id is not among the new side's unchanged copies
     (*U*). *U* is cancelled on row ids alone, so only the candidates'
-    wide rows take part in the join that follows."""
-    copies = new.where(new[RV] < a).select(RID)
-    gone = old.select(RID).join(copies, RID, "left_anti")
-    return new.where(new[RV] >= a), old.join(gone, RID, "left_semi")
+    wide rows take part in the join that follows; ``broadcast``: the
+    candidate ids are few enough to broadcast to the old side's scan."""
+    from pyspark.sql import functions as F
+
+    # Every copy's id is an old-side id too, so the candidate DELETEs are the
+    # ids seen once in the old ids plus the copies' ids: an aggregation of
+    # two narrow columns (no sort), where an anti-join sorted both sides.
+    copies = new.where(new[RV] < a).select(RID, F.lit(1).alias(_SEEN))
+    ids = old.select(RID, F.lit(1).alias(_SEEN)).unionByName(copies)
+    gone = ids.groupBy(RID).agg(F.sum(_SEEN).alias(_SEEN)).where(F.col(_SEEN) == 1).select(RID)
+    # Few candidates (``broadcast``): the old side is filtered where it is
+    # read; a shuffle would move every wide old row before Spark learns that.
+    return new.where(new[RV] >= a), old.join(F.broadcast(gone) if broadcast else gone, RID, "left_semi")
 
 
 def _matched_on_versions(new, old):

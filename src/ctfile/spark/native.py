@@ -44,15 +44,12 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
-import pyarrow as pa
-
 import ctfile
 from ctfile.spark.session import is_classic
 from ctfile.spark_datasource.types import spark_schema
 
 log = logging.getLogger("ctfile.spark")
 
-ROW_ID = "METADATA$ROW_ID"
 # fsspec scheme -> the Hadoop scheme of the same storage. Any other scheme is
 # asked of Hadoop as it is (gs, abfs, hdfs ...).
 _HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a"}
@@ -155,24 +152,17 @@ def native_files(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot,
     return [where.file(p.path) for p in parts], ""
 
 
-def snapshot_df(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot, *, row_ids: bool = False):
+def snapshot_df(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
     """The DataFrame of ``snapshot``: Spark's Parquet reader over its files,
     or ``spark.read.format("ctfile")`` at its version where that reader
-    would not be exact (module docstring). ``row_ids``: with
-    ``METADATA$ROW_ID`` last (:mod:`ctfile.spark.lineage`; the data
-    source's ``rowIds`` option)."""
-    from ctfile.spark.lineage import lineage_files, snapshot_with_row_ids
-
-    schema = spark_schema(snapshot.schema.append(pa.field(ROW_ID, pa.string(), nullable=False)) if row_ids
-                          else snapshot.schema)
+    would not be exact (module docstring). With row ids:
+    :func:`ctfile.spark.lineage.snapshot_with_row_ids`."""
+    schema = spark_schema(snapshot.schema)
     if not snapshot.partitions:
         return spark.createDataFrame([], schema)
-    files, why_not = (lineage_files if row_ids else native_files)(spark, table, snapshot, snapshot.partitions)
+    files, why_not = native_files(spark, table, snapshot)
     if files is None:
         log.info("ctfile: reading %s at version %d through spark.read.format('ctfile'): %s",
                  table.uri, snapshot.version, why_not)
-        options = {"versionAsOf": snapshot.version, **({"rowIds": "true"} if row_ids else {})}
-        return datasource_df(spark, table, **options)
-    if row_ids:
-        return snapshot_with_row_ids(spark, table, snapshot, files)
+        return datasource_df(spark, table, versionAsOf=snapshot.version)
     return spark.read.schema(schema).parquet(*files)

@@ -79,11 +79,13 @@ class CtfileTable:
         InvalidArgumentError
             Both ``version`` and ``timestamp``; a ``row_ids`` that is not a bool.
         """
+        from ctfile.spark.lineage import snapshot_with_row_ids
         from ctfile.spark.native import snapshot_df
 
         if not isinstance(row_ids, bool):
             raise ctfile.InvalidArgumentError(f"row_ids must be a bool, found {row_ids!r:.80}")
-        return snapshot_df(self.spark, self.table, self.table.snapshot(version, timestamp=timestamp), row_ids=row_ids)
+        read = snapshot_with_row_ids if row_ids else snapshot_df
+        return read(self.spark, self.table, self.table.snapshot(version, timestamp=timestamp))
 
     def changes_df(self, start_version: int | None = None, end_version: int | None = None, *,
                    information: str = "append_only"):
