@@ -64,6 +64,7 @@ SCRIPTS = {
 }
 
 # Arguments a script takes for one of its entries (one script, several measurements).
+SCRIPTS["derived"] = ("bench_derived.py", "derived.json", "issue 29: derived-table refresh (incremental, full, auto) vs Spark recomputing the query, after 0.1%, 1% and 10% of the source changed; NO_DATA latency")
 SCRIPT_ARGS = {"merge_spark": ["--spark"], "spark_changes": ["--changes"]}
 
 # ---------------------------------------------------------------- running

@@ -612,6 +612,10 @@ def figures(res: dict[str, dict]) -> list[dict]:
     out += _spark_native_figures(res["spark_native"]) if has(res.get("spark_native"), "scan") else []
     out += _spark_changes_figures(res["spark_changes"]) if has(res.get("spark_changes"), "changes") else []
     out += _spark_dml_figures(res["spark_dml"]) if has(res.get("spark_dml"), "median_s") else []
+    if has(res.get("derived"), "ms"):
+        from report.derived import derived_figures  # its module imports this one's fig()
+
+        out += derived_figures(res["derived"])
     out += read_check_figures(core, changes)
     out += _open_figures(core) if has(core, "open") else []
     out += _stream_figures(changes) if has(changes, "stream") else []
