@@ -131,9 +131,8 @@ def run_history(spark, root, query: str, histories, *, capture: bool, mode: str 
 #: between groups and join keys, deletes that empty a group, a MERGE,
 #: changes of the join's other side and a compaction.
 FIXED_HISTORY = [
-    [("insert", 1, 3), ("update", 2, 3)],
-    [("delete", 2, 0), ("merge", 3, 1), ("b_insert", 1, 2)],
-    [("b_delete", 0, 0), ("compact", 0, 0), ("update", 1, 1)],
+    [("insert", 1, 3), ("update", 2, 3), ("b_insert", 1, 2)],
+    [("delete", 2, 0), ("merge", 3, 1), ("b_delete", 0, 0), ("compact", 0, 0), ("update", 1, 1)],
 ]
 
 

@@ -214,7 +214,7 @@ def test_row_ids_and_minimum_delta_equal_the_data_source(spark, tmp_path_factory
     run_history(spark, tmp_path_factory.mktemp("t"), data)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @settings(max_examples=40, **SETTINGS)
 @given(data=st.data())
 def test_row_ids_and_minimum_delta_equal_the_data_source_long(spark, tmp_path_factory, data):
