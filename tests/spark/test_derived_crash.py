@@ -77,7 +77,8 @@ def check(spark, uri: str, a: ctfile.Table) -> None:
     assert [v.version for v in t.derived.frontier] == [a.refresh().version]
 
 
-@pytest.mark.parametrize("point", ["before_commit", pytest.param("after_commit", marks=pytest.mark.long)])
+@pytest.mark.long
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
 def test_refresh_killed_at_each_step(spark, tmp_path, point):
     a, _ = make_sources(tmp_path)
     t = derived.create(spark, str(tmp_path / "d"), QUERIES["aggregate"], sources={"a": a.uri})
@@ -103,7 +104,8 @@ def test_refresh_killed_at_each_step(spark, tmp_path, point):
     assert [s.offset for s in held] == [after.refresh().derived.frontier[0].version]
 
 
-@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.long)])
+@pytest.mark.long
+@pytest.mark.parametrize("where", ["local", "s3"])
 def test_two_refreshers_one_commits(spark, tmp_path, request, where):
     if where == "s3":
         s3 = request.getfixturevalue("moto_s3")
