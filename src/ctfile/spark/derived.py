@@ -175,14 +175,14 @@ class DerivedTable:
 
 def _refresh_sql(plan: Any, views: Any, sources: Sequence[SourceState], decision: RefreshDecision, ts: int) -> Any:
     if decision.incremental:
-        appended = {s.name: s.estimate().appended_only for s in sources}
+        appended = {s.name: s.estimate.appended_only for s in sources}
         return plan.delta(views, data_timestamp_ms=ts, appended_only=appended)
     return plan.full(views, data_timestamp_ms=ts)
 
 
 def _rows_in(sources: Sequence[SourceState], decision: RefreshDecision) -> int:
     if decision.incremental:
-        return sum(s.estimate().changed_rows for s in sources if s.moved)
+        return sum(s.estimate.changed_rows for s in sources if s.moved)
     return sum(s.table.snapshot(s.version).num_records for s in sources)
 
 
@@ -266,7 +266,7 @@ def create(
     TableExistsError, TableNotFoundError
         ``uri`` holds a table; a source URI does not.
     """
-    mode = _refresh_mode(refresh_mode)
+    mode = ctfile.RefreshMode.parse(refresh_mode)
     bindings = bind_sources(sources, storage_options=storage_options)
     states = open_sources(bindings, storage_options=storage_options)
     plan = compile_definition(query, states)
@@ -286,18 +286,6 @@ def create(
     if initialize:
         out.refresh()
     return out
-
-
-def _refresh_mode(value: Any) -> ctfile.RefreshMode:
-    """``value`` as a :class:`ctfile.RefreshMode`.
-
-    >>> _refresh_mode("auto")
-    <RefreshMode.AUTO: 'auto'>
-    """
-    known = [m.value for m in ctfile.RefreshMode]
-    if value not in known:
-        raise ctfile.InvalidArgumentError(f"refresh_mode must be one of {known}, found {value!r}")
-    return ctfile.RefreshMode(value)
 
 
 def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any:

@@ -131,7 +131,7 @@ def _auto_estimate(c: RefreshContext) -> RefreshDecision | None:
     if c.definition.refresh_mode is not ctfile.RefreshMode.AUTO:
         return None
     for s in c.moved():
-        e = s.estimate()
+        e = s.estimate
         if e.fraction > AUTO_FULL_FRACTION:
             return RefreshDecision(
                 ctfile.RefreshAction.FULL,
@@ -158,7 +158,7 @@ def decide(context: RefreshContext) -> RefreshDecision:
 
 
 def _size(s: SourceState) -> str:
-    e = s.estimate()
+    e = s.estimate
     kind = "appended" if e.appended_only else "changed"
     return f"{s.name} {kind} {e.changed_rows:,} rows ({e.fraction:.1%})"
 

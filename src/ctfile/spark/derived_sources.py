@@ -16,6 +16,7 @@ never reads a partition.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Sequence
 
 import ctfile
@@ -86,9 +87,10 @@ class SourceState:
             schema_id=schema_id(self.table, self.version),
         )
 
+    @cached_property
     def history(self) -> list[ctfile.HistoryEntry]:
         """The commits after the frontier's version up to ``version``, newest
-        first (empty when the source did not move)."""
+        first (empty when the source did not move); read once per refresh."""
         if not self.moved or self.previous is None:
             return []
         entries = self.table.history(limit=max(0, self.table.version - self.previous.version))
@@ -97,7 +99,7 @@ class SourceState:
     def data_changed(self) -> bool:
         """Whether a commit of the interval changed rows (a stream's
         creation, a property change or a compaction does not)."""
-        return any(changes_rows(e) for e in self.history())
+        return any(changes_rows(e) for e in self.history)
 
     def schema_changed(self) -> bool:
         """Whether the schema at ``version`` differs from the frontier's."""
@@ -114,9 +116,12 @@ class SourceState:
             return str(e)
         return None
 
+    @cached_property
     def estimate(self) -> IntervalEstimate:
-        """The interval's size from its commit metrics (no partition read)."""
-        entries = [e for e in self.history() if changes_rows(e)]
+        """The interval's size from its commit metrics (no partition read);
+        computed once per refresh (the rules, the reason and the refresh
+        info all ask for it)."""
+        entries = [e for e in self.history if changes_rows(e)]
         changed = sum(_metric(e, k) for e in entries for k in _CHANGE_METRICS)
         appended = all(_only_inserts(e) for e in entries)
         rows = self.table.snapshot(self.version).num_records
@@ -192,7 +197,8 @@ def bind_sources(sources: Mapping[str, str], *, storage_options: Mapping | None)
     Raises
     ------
     InvalidArgumentError
-        No source, or a name that is not a SQL identifier.
+        No source, or a name that is not a SQL identifier
+        (:class:`ctfile.SourceBinding` checks it).
     TableNotFoundError
         A URI holds no table.
     """
@@ -202,8 +208,6 @@ def bind_sources(sources: Mapping[str, str], *, storage_options: Mapping | None)
         )
     out = []
     for name, uri in sources.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ctfile.InvalidArgumentError(f"a source name must be a SQL identifier, found {name!r}")
         table = ctfile.open_table(str(uri), storage_options=storage_options)
         out.append(ctfile.SourceBinding(name=name, table_id=table.table_id, uri=str(uri)))
     return tuple(out)
