@@ -36,10 +36,11 @@ def build_session(app_name: str = "ctfile-tests"):
         # The suite's jobs are tiny: C2 compilation of Spark's hot paths costs
         # more CPU than it ever saves here (about 2 s of start-up each session).
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-        # The suite's statements are small: run them on the executors, the path
-        # the tests are about; the driver path (ctfile.spark.local) is turned on
-        # by the tests of it.
+        # The suite's statements and change scans are small: run them on the
+        # executors, the path the tests are about; the driver path
+        # (ctfile.spark.local) is turned on by the tests of it.
         .config("spark.ctfile.local.sourceRows", "0")
+        .config("spark.ctfile.local.changeRows", "0")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -26,15 +26,21 @@ OPS = st.tuples(
 )
 
 
+DRIVER_PATH = ("spark.ctfile.local.sourceRows", "spark.ctfile.local.changeRows")
+
+
 @pytest.fixture(autouse=True)
 def driver_path(spark):
-    """Small MERGEs in the driver, as in a default session (the suite's
-    session turns the driver path off for the MERGE tests)."""
-    before = spark.conf.get("spark.ctfile.local.sourceRows", None)
-    spark.conf.unset("spark.ctfile.local.sourceRows")
+    """Small MERGEs and change scans in the driver, as in a default session
+    (the suite's session turns the driver path off for the tests of the
+    executors' paths)."""
+    before = {k: spark.conf.get(k, None) for k in DRIVER_PATH}
+    for k in DRIVER_PATH:
+        spark.conf.unset(k)
     yield
-    if before is not None:
-        spark.conf.set("spark.ctfile.local.sourceRows", before)
+    for k, v in before.items():
+        if v is not None:
+            spark.conf.set(k, v)
 
 
 def visible_columns(t: derived.DerivedTable) -> list[str]:

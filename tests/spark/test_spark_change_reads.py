@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 import ctfile
 from ctfile.spark import CtfileTable
+from spark_helpers import spark_conf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "property"))
 from change_checks import row_id_string  # noqa: E402 -- the property suite's helper
@@ -188,6 +189,9 @@ def check_changes(spark, t: ctfile.Table, a: int, b: int) -> None:
     got = multiset(df.collect())
     assert got == multiset(ref.collect()), (a, b)
     assert got == multiset(t.changes(start_version=a, end_version=b, information="default").to_arrow().to_pylist()), (a, b)
+    with spark_conf(spark, "spark.ctfile.local.changeRows", str(10**9)):  # read in the driver
+        in_driver = CtfileTable.for_path(spark, t.uri).changes_df(a, b, information="default")
+    assert in_driver.schema == ref.schema and multiset(in_driver.collect()) == got, (a, b)
 
 
 def run_history(spark, root: Path, data) -> None:
@@ -258,17 +262,47 @@ def test_default_changes_are_native_and_minimal(spark, tmp_path):
 
 
 def test_default_changes_with_change_capture_and_restore(spark, tmp_path):
-    """Captured commits and a RESTORE are read natively too (partition
-    lineage gives what change files give; a RESTORE matches rows on row id
-    and row version)."""
+    """An interval of captured commits only is read from its change files
+    by the data source (not the partitions its DML rewrote); one with a
+    RESTORE (never captured) natively, by partition lineage (a RESTORE
+    matches rows on row id and row version)."""
     t = dml_table(tmp_path / "t", capture=True)
     t.restore(version=2)  # v7
     ct = CtfileTable.for_path(spark, t.uri)
-    for a, b in [(2, 4), (7, 7), (1, 7)]:
+    for (a, b), native in {(2, 4): False, (7, 7): True, (1, 7): True}.items():
+        assert (t.changes(start_version=a, end_version=b).plan_shape is ctfile.PlanShape.CAPTURED) is not native
         df = ct.changes_df(a, b, information="default")
-        assert is_native(df), (a, b)
+        assert is_native(df) is native, (a, b)
         want = multiset(t.changes(start_version=a, end_version=b).to_arrow().to_pylist())
         assert multiset(df.collect()) == want == multiset(datasource_changes(spark, t.uri, a, b).collect()), (a, b)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_small_change_scans_are_read_in_the_driver(spark, tmp_path, caplog, capture):
+    """A change scan that reads at most ``spark.ctfile.local.changeRows``
+    rows (from the log) is read by ctfile's reader in the driver, with the
+    data source's columns, types and rows; one that reads more runs on the
+    executors."""
+    t = dml_table(tmp_path / "t", capture=capture)
+    ct = CtfileTable.for_path(spark, t.uri)
+    intervals = [(0, 6), (1, 3), (2, 4), (4, 6), (5, 5)]
+    for a, b in intervals:
+        reads = t.changes(start_version=a, end_version=b).plan.rows_to_read
+        with spark_conf(spark, "spark.ctfile.local.changeRows", str(reads)), caplog.at_level(logging.INFO):
+            caplog.clear()
+            df = ct.changes_df(a, b, information="default")
+            assert "read in the driver" in caplog.text, (a, b)
+        ref = datasource_changes(spark, t.uri, a, b)
+        assert df.schema == ref.schema, (a, b)
+        assert multiset(df.collect()) == multiset(ref.collect()), (a, b)
+        appended = ct.changes_df(a, b, information="append_only")  # the same limit: it reads at most as much
+        assert multiset(appended.collect()) == multiset(
+            t.changes(start_version=a, end_version=b, information="append_only").to_arrow().to_pylist()), (a, b)
+    reads = t.changes(start_version=0, end_version=6).plan.rows_to_read
+    with spark_conf(spark, "spark.ctfile.local.changeRows", str(reads - 1)), caplog.at_level(logging.INFO):
+        caplog.clear()
+        ct.changes_df(0, 6, information="default")
+        assert "read in the driver" not in caplog.text
 
 
 def test_default_changes_fall_back_across_a_rename(spark, tmp_path, caplog):

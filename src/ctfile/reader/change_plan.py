@@ -134,6 +134,11 @@ class PartitionDelta:
     def partitions(self) -> tuple[Partition, ...]:
         return self.added + self.removed
 
+    @property
+    def num_records(self) -> int:
+        """Rows a scan of this segment reads at most (its partitions' rows)."""
+        return sum(p.num_records for p in self.partitions)
+
 
     def merged(self, other: "PartitionDelta") -> "PartitionDelta":
         """This segment's partitions and ``other``'s (two parts of one segment)."""
@@ -203,6 +208,16 @@ class ChangePlan:
     def change_files_to_read(self) -> list[ChangeFile]:
         """The change files the scan reads (of its captured segments)."""
         return [f for s in self.segments if isinstance(s, CapturedCommit) for f in s.change_files]
+
+    @property
+    def rows_to_read(self) -> int:
+        """Rows the scan reads at most, from the log alone: its initial
+        snapshot's, each partition segment's partitions', each captured
+        commit's change files', fresh rows' and ``deletesAllRows``
+        partitions' (a partition whose statistics do not count its fresh
+        rows counted whole). An engine chooses by it where to run the scan."""
+        initial = sum(p.num_records for p in self.initial.partitions) if self.initial is not None else 0
+        return initial + sum(s.num_records for s in self.segments)
 
     @property
     def bytes_to_read(self) -> int:

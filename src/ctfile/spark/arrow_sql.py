@@ -25,11 +25,18 @@ engines is translated, and anything else raises :class:`Untranslatable`
   raising on overflow as Spark's ANSI mode does (``spark.sql.ansi.enabled``;
   wrapping around without it, as both engines do);
 * ``AND``, ``OR``, ``NOT`` (three-valued, as both engines' are),
-  ``IS [NOT] NULL``, ``coalesce`` of integers or of one type.
+  ``IS [NOT] NULL``, ``coalesce`` of integers or of one type;
+* ``CASE WHEN ... THEN ... [ELSE ...] END`` (a NULL condition counts as
+  false, as in Spark), ``least`` and ``greatest`` (NULLs skipped, as Spark
+  does), of integers or of one type that is not floating point;
+* ``CAST`` to the value's own type, or of an integer to a wider integer: the
+  casts that cannot fail or round (a refresh of a derived table writes its
+  SET values so, :mod:`ctfile.spark.derived_refresh`).
 
-Division, floating-point arithmetic, functions, ``CASE``, casts and string
-operators are not translated: their results differ between the engines in
-corner cases (division by zero, NaN, locale, rounding).
+Division, floating-point arithmetic, other functions and casts, the simple
+``CASE x WHEN`` form and string operators are not translated: their results
+differ between the engines in corner cases (division by zero, NaN, locale,
+rounding).
 
 Examples
 --------
@@ -235,15 +242,55 @@ class _Translator:
         return _Typed(pc.scalar(None), pa.null())
 
     def _TryCast(self, e: Any) -> _Typed:
-        """``5L``, ``5S``, ``5Y`` (sqlglot reads the suffixes as casts)."""
+        """``5L``, ``5S``, ``5Y`` (sqlglot reads the suffixes as casts), and
+        the casts that cannot fail or round: to the value's own type, or of
+        an integer to a wider integer (sqlglot reads Spark's ``CAST`` as a
+        ``TryCast`` too: where it cannot fail the two are one)."""
         from sqlglot import exp
 
         kind = e.to.this.name
-        if not isinstance(e.this, exp.Literal) or e.this.is_string or kind not in _INT_BITS:
+        if isinstance(e.this, exp.Literal) and not e.this.is_string and kind in _INT_BITS:
+            return _integer(e.this.this, _INT_BITS[kind], e)
+        value = self.node(e.this)
+        to = _spark_type(e.to)
+        if to is None or not _exact_cast(value.type, to):
             raise Untranslatable(e.sql(dialect="spark"))
-        return _integer(e.this.this, _INT_BITS[kind], e)
+        if pa.types.is_null(value.type):
+            return _Typed(_null_of(to), to)
+        return _Typed(_cast(value, to), to)
 
     _Cast = _TryCast
+
+    def _Case(self, e: Any) -> _Typed:
+        """A searched ``CASE``: the first branch whose condition is true (a
+        NULL condition is not), else the ``ELSE`` value or NULL; the values
+        of one type, integers widened (Spark's common type)."""
+        if e.this is not None:
+            raise Untranslatable(e.sql(dialect="spark"))  # CASE x WHEN ...: Spark's equality coercions
+        branches = [(self._boolean(b.this), self.node(b.args["true"])) for b in e.args["ifs"]]
+        default = self.node(e.args["default"]) if e.args.get("default") is not None else _Typed(pc.scalar(None), pa.null())
+        typ = _common_type(e, [v for _, v in branches] + [default])
+        out = _cast(default, typ) if not pa.types.is_null(default.type) else _null_of(typ)
+        for cond, value in reversed(branches):
+            then = _cast(value, typ) if not pa.types.is_null(value.type) else _null_of(typ)
+            out = pc.if_else(pc.coalesce(cond, pc.scalar(False)), then, out)
+        return _Typed(out, typ)
+
+    def _extreme(self, e: Any, fn: Callable) -> _Typed:
+        if not e.expressions:
+            raise Untranslatable(e.sql(dialect="spark"))  # one argument: Spark's analysis error
+        args = [self.node(a) for a in [e.this, *e.expressions]]
+        typed = [a for a in args if not pa.types.is_null(a.type)]
+        if not typed:
+            return _Typed(pc.scalar(None), pa.null())
+        typ = _common_type(e, typed)
+        return _Typed(fn(*[_cast(a, typ) for a in typed], skip_nulls=True), typ)
+
+    def _Least(self, e: Any) -> _Typed:
+        return self._extreme(e, pc.min_element_wise)
+
+    def _Greatest(self, e: Any) -> _Typed:
+        return self._extreme(e, pc.max_element_wise)
 
     # ------------------------------------------------------------ operators
 
@@ -338,11 +385,44 @@ class _Translator:
         typed = [a for a in args if not pa.types.is_null(a.type)]
         if not typed:
             return _Typed(pc.scalar(None), pa.null())
-        if all(a.type.equals(typed[0].type) for a in typed) and _family(typed[0].type) != "inexact":
-            typ = typed[0].type
-        else:
-            typ = _integers(e, *typed)
+        typ = _common_type(e, typed)
         return _Typed(pc.coalesce(*[_cast(a, typ) for a in typed]), typ)
+
+
+def _common_type(e: Any, args: Sequence[_Typed]) -> pa.DataType:
+    """The one type of ``args`` (NULL literals aside) that is not floating
+    point, or the widest when they are integers; else untranslatable."""
+    typed = [a for a in args if not pa.types.is_null(a.type)]
+    if not typed:
+        return pa.null()
+    if all(a.type.equals(typed[0].type) for a in typed) and _family(typed[0].type) != "inexact":
+        return typed[0].type
+    return _integers(e, *typed)
+
+
+def _null_of(typ: pa.DataType) -> pc.Expression:
+    return pc.scalar(pa.scalar(None, typ))
+
+
+def _spark_type(to: Any) -> pa.DataType | None:
+    """The Arrow type of a cast's Spark type, for the types a cast is
+    translated to (integers, string, boolean, decimal); None otherwise."""
+    kind = to.this.name
+    if kind in _INT_BITS:
+        return _INT_BITS[kind]
+    if kind == "DECIMAL" and len(to.expressions) == 2:
+        precision, scale = (int(p.this.this) for p in to.expressions)
+        return pa.decimal128(precision, scale)
+    return {"TEXT": pa.string(), "BOOLEAN": pa.bool_()}.get(kind)
+
+
+def _exact_cast(source: pa.DataType, to: pa.DataType) -> bool:
+    """Whether a cast from ``source`` to ``to`` keeps every value as it is
+    (the same type, or an integer into a wider one; NULL to anything)."""
+    if pa.types.is_null(source) or source.equals(to):
+        return True
+    both_integers = _family(source) == "integer" and _family(to) == "integer"
+    return both_integers and to.bit_width >= source.bit_width
 
 
 def _integer(text: str, typ: pa.DataType | None, e: Any) -> _Typed:

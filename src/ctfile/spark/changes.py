@@ -45,12 +45,10 @@ ISUPDATE = "METADATA$ISUPDATE"
 ROW_ID = "METADATA$ROW_ID"
 
 
-def append_only_df(spark: Any, table: ctfile.Table, start_version: int | None, end_version: int | None):
-    """The ``append_only`` change scan of ``start_version..end_version``
-    (module docstring)."""
+def append_only_df(spark: Any, table: ctfile.Table, cs: ctfile.ChangeSet):
+    """The ``append_only`` change scan ``cs`` of ``table`` (module docstring)."""
     from pyspark.sql import functions as F
 
-    cs = table.changes(start_version=start_version, end_version=end_version, information="append_only")
     end = table.snapshot(cs.end_version)
     data = spark_schema(end.schema)
     parts = list(cs.plan.appended)

@@ -155,8 +155,8 @@ class DerivedTable:
         try:
             refresh_sql = _refresh_sql(plan, views.names(), sources, decision, ts)
             views.register_used(refresh_sql.source_sql)
-            source = run.typed_source(self.spark, refresh_sql.source_sql, self.table).persist()
-            expected = run.count_checked(source, refresh_sql)
+            typed = run.typed_source(self.spark, refresh_sql.source_sql, self.table)
+            source, expected = run.checked_source(self.spark, typed, refresh_sql)
             info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
                                     rows_out=expected.rows)
             with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:

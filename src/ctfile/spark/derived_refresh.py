@@ -9,7 +9,9 @@ order:
    (the minimum-delta change scan between the two), all through
    :class:`ctfile.spark.CtfileTable`'s reads;
 2. build the MERGE source from the compiled plan's SQL
-   (:mod:`ctfile.derived`), cast to the derived table's column types;
+   (:mod:`ctfile.derived`), cast to the derived table's column types, and
+   compute it once (a small one collected into the driver, a larger one
+   persisted: :func:`checked_source`);
 3. check the invariants of the Dynamic Tables paper, section 6.1 before anything is
    written: at most one source row per derivation key (``_ct_dt_key``), and
    no delete of a row the table does not hold; a violation is a
@@ -32,10 +34,13 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
+import pyarrow.compute as pc
+
 import ctfile
 import ctfile.derived as compiler
 from ctfile.spark.derived_plan import RefreshDecision
 from ctfile.spark.derived_sources import SourceState, stream_name
+from ctfile.spark.local import LocalLimits
 from ctfile.spark.table import CtfileTable
 
 KEY_COLUMN = "_ct_dt_key"
@@ -147,9 +152,38 @@ def asks_keyed_deletes(rs: Any) -> bool:
     return compiler.OP_COLUMN in rs.control_columns and not full
 
 
+def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]:
+    """The MERGE source, computed once, and its counts, checking invariant 1
+    of the paper (section 6.1): at most one row per derivation key.
+
+    A source of at most ``spark.ctfile.local.sourceRows`` rows (the driver
+    path's limit, :class:`ctfile.spark.local.LocalLimits`) is collected by
+    one Spark job, checked in the driver and handed back as a local relation,
+    which a MERGE in the driver reads without a job; a larger one is
+    persisted and checked by one Spark job. The caller unpersists the
+    returned DataFrame.
+
+    Raises
+    ------
+    RefreshInvariantError
+        When two rows share a key (nothing is committed).
+    """
+    source = source.persist()
+    limit = LocalLimits.of(spark).source_rows
+    rows = source.limit(limit + 1).toArrow() if limit else None
+    if rows is None or rows.num_rows > limit:
+        return source, count_checked(source, rs)
+    source.unpersist()
+    deletes = None
+    if asks_keyed_deletes(rs):
+        deletes = pc.sum(pc.equal(rows[compiler.OP_COLUMN], "delete")).as_py() or 0
+    counts = _checked(rows.num_rows, pc.count_distinct(rows[KEY_COLUMN]).as_py(), deletes)
+    return spark.createDataFrame(rows, schema=source.schema), counts
+
+
 def count_checked(source: Any, rs: Any) -> SourceCounts:
     """The MERGE source's counts, checking invariant 1 of the paper (section 6.1)
-    in the same Spark job: at most one row per derivation key.
+    in one Spark job: at most one row per derivation key.
 
     Raises
     ------
@@ -163,12 +197,16 @@ def count_checked(source: Any, rs: Any) -> SourceCounts:
     if keyed:
         aggs.append(F.count(F.when(F.col(compiler.OP_COLUMN) == "delete", 1)).alias("deletes"))
     row = source.agg(*aggs).first()
-    if row["n"] != row["keys"]:
+    return _checked(row["n"], row["keys"], row["deletes"] if keyed else None)
+
+
+def _checked(rows: int, keys: int, deletes: int | None) -> SourceCounts:
+    if rows != keys:
         raise RefreshInvariantError(
-            f"refresh computed {row['n']} rows for {row['keys']} derivation keys, expected at most one row per key; "
+            f"refresh computed {rows} rows for {keys} derivation keys, expected at most one row per key; "
             f"nothing was committed"
         )
-    return SourceCounts(rows=row["n"], deletes=row["deletes"] if keyed else None)
+    return SourceCounts(rows=rows, deletes=deletes)
 
 
 def check_deletes_found(counts: dict, expected: SourceCounts) -> None:

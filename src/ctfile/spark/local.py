@@ -1,5 +1,5 @@
-"""Small MERGE statements run in the driver by the Python engine (issue 27:
-a fixed cost in proportion to the work).
+"""Small MERGE statements and change scans run in the driver by the Python
+engine (issue 27: a fixed cost in proportion to the work).
 
 A Spark MERGE pays a few Spark jobs (the source's checks, the join, the
 rewrite tasks) whatever its size. When the source and the partitions the
@@ -15,6 +15,15 @@ value could differ, runs on the executors), the source has at most
 ``sourceRows`` rows and the candidate partitions at most ``targetRows``
 rows (:class:`LocalLimits`, the one place the thresholds and their
 defaults are stated; 0 turns the driver path off).
+
+A change scan that reads at most ``changeRows`` rows
+(:attr:`ctfile.ChangePlan.rows_to_read`, from the log alone: what it changed
+where change capture is on, the partitions the interval rewrote where it is
+off) is read by ctfile's own reader in the driver and handed to Spark as a
+local relation (:func:`changes_in_driver`), as Spark itself plans a small
+local table: no Python worker and no job reads it, and the Spark jobs over
+it (a derived table's refresh) start at once. Larger scans run on the
+executors, so the driver never holds more than ``changeRows`` rows.
 """
 
 from __future__ import annotations
@@ -31,28 +40,32 @@ from pyspark.sql import Column, DataFrame
 import ctfile
 from ctfile.spark.arrow_sql import SideColumns, SqlScope, Untranslatable, to_arrow
 from ctfile.spark.sqltext import SqlConf
-from ctfile.spark_datasource.types import spark_arrow_schema
+from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
 log = logging.getLogger(__name__)
 
 #: Spark settings of the driver path (session configuration).
 SOURCE_ROWS_CONF = "spark.ctfile.local.sourceRows"
 TARGET_ROWS_CONF = "spark.ctfile.local.targetRows"
+CHANGE_ROWS_CONF = "spark.ctfile.local.changeRows"
 
 
 @dataclass(frozen=True)
 class LocalLimits:
     """The largest statement the driver runs: ``source_rows`` source rows
-    and ``target_rows`` rows in the candidate partitions (0: never)."""
+    and ``target_rows`` rows in the candidate partitions (0: never); the
+    largest change scan it reads: ``change_rows`` rows read (0: never)."""
 
     source_rows: int = 10_000
     target_rows: int = 2_000_000
+    change_rows: int = 500_000
 
     @classmethod
     def of(cls, spark: Any) -> "LocalLimits":
         """The limits of ``spark``'s configuration (the defaults where unset)."""
         return cls(_setting(spark, SOURCE_ROWS_CONF, cls.source_rows),
-                   _setting(spark, TARGET_ROWS_CONF, cls.target_rows))
+                   _setting(spark, TARGET_ROWS_CONF, cls.target_rows),
+                   _setting(spark, CHANGE_ROWS_CONF, cls.change_rows))
 
     @property
     def enabled(self) -> bool:
@@ -135,6 +148,20 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
         return None
     log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows, touched)
     return run(tx, local, rows)
+
+
+def changes_in_driver(spark: Any, table: ctfile.Table, changes: ctfile.ChangeSet) -> DataFrame | None:
+    """``changes`` read in the driver as a DataFrame over a local relation,
+    in the data source's columns and types, when it reads at most
+    ``changeRows`` rows (module docstring); else None (nothing was read).
+    The rows are read and checked by ctfile's reader (checksums included)."""
+    limit = LocalLimits.of(spark).change_rows
+    if changes.plan.rows_to_read > limit:
+        return None
+    rows = changes.to_arrow()
+    log.info("change scan of %s, versions %d..%d, read in the driver: %d rows", table.uri,
+             changes.start_version, changes.end_version, rows.num_rows)
+    return spark.createDataFrame(rows, schema=spark_schema(changes.schema))
 
 
 def unmatched_target_pruning(statement: ctfile.MergeStatement, target: pa.Schema, conf: SqlConf) -> Any:

@@ -103,7 +103,11 @@ class CtfileTable:
         update as a DELETE of its old and an INSERT of its new values,
         :mod:`ctfile.spark.min_delta`). ``audit`` is read with
         ``spark.read.format("ctfile")``. Either mode falls back to that
-        data source as :meth:`to_df` does, logged at INFO.
+        data source as :meth:`to_df` does, logged at INFO. A scan that
+        reads at most ``spark.ctfile.local.changeRows`` rows (default
+        500,000; 0: never), judged from the log, is read by ctfile's reader
+        in the driver instead and handed to Spark as a local relation
+        (:func:`ctfile.spark.local.changes_in_driver`).
 
         Raises
         ------
@@ -113,6 +117,7 @@ class CtfileTable:
             As :meth:`ctfile.Table.changes`.
         """
         from ctfile.spark.changes import append_only_df
+        from ctfile.spark.local import changes_in_driver
         from ctfile.spark.min_delta import default_df
 
         mode = ctfile.ChangeMode.parse(information)
@@ -122,7 +127,9 @@ class CtfileTable:
                 f"changes_df reads append_only and default change scans, found information={information!r}; "
                 f"read {mode.value} with spark.read.format('ctfile').option('changes', '{mode.value}')"
             )
-        return read(self.spark, self.table, start_version, end_version)
+        changes = self.table.changes(start_version=start_version, end_version=end_version, information=mode)
+        small = changes_in_driver(self.spark, self.table, changes)
+        return small if small is not None else read(self.spark, self.table, changes)
 
     # ------------------------------------------------------------ DML on the executors
 

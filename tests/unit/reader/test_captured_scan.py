@@ -95,6 +95,10 @@ def test_captured_plan(captured):
     )
     ref = by_partitions(captured, cs)
     assert ref.plan_shape is PlanShape.MINIMIZE
+    # Rows read: the change files' and the fresh rows', at least the rows
+    # output, fewer than the partitions the same scan reads without them.
+    assert cs.to_arrow().num_rows <= cs.plan.rows_to_read < ref.plan.rows_to_read
+    assert ref.plan.rows_to_read == sum(p.num_records for p in ref.plan.partitions_to_read())
     # An interval of inserts only has no change action: the partition shapes.
     assert captured.changes(start_version=4, end_version=4).plan_shape is PlanShape.ADDED_ONLY
     assert captured.changes(start_version=1, end_version=1).plan_shape is PlanShape.ADDED_ONLY
