@@ -210,13 +210,18 @@ def test_replace_refuses_a_missing_or_plain_table_and_bad_definitions(spark, tmp
     assert log_files(a) == logs
 
     gold = derived.create(spark, str(tmp_path / "gold"), AGG, sources={"a": a.uri})
-    logs = log_files(gold.table)
+    down = derived.create(spark, str(tmp_path / "down"), "SELECT k FROM g", sources={"g": gold.uri})
+    logs = log_files(gold.table)  # down's stream on gold included
     with pytest.raises(derived.IncrementalRequiredError, match="(?i)window"):
         derived.replace(spark, gold.uri, QUERIES["window"], sources={"a": a.uri}, refresh_mode="incremental")
     with pytest.raises(ctfile.InvalidArgumentError):
         derived.replace(spark, gold.uri, "DELETE FROM a", sources={"a": a.uri})
     with pytest.raises(ctfile.InvalidArgumentError, match="target_lag"):
         derived.replace(spark, gold.uri, AGG, sources={"a": a.uri}, target_lag="")
+    with pytest.raises(ctfile.InvalidArgumentError, match="a cycle"):  # reading itself
+        derived.replace(spark, gold.uri, "SELECT k FROM g", sources={"g": gold.uri})
+    with pytest.raises(ctfile.InvalidArgumentError, match="d -> g reading it, a cycle"):  # through a derived table
+        derived.replace(spark, gold.uri, "SELECT k, count(*) AS n FROM d GROUP BY k", sources={"d": down.uri})
     assert log_files(gold.table) == logs
 
 

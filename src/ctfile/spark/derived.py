@@ -173,8 +173,9 @@ class DerivedTable:
         for attempt in range(_MAX_ATTEMPTS):
             self.table = ctfile.open_table(self.uri, storage_options=self._options)
             new = change.altered(self.definition, refresh_mode=refresh_mode, target_lag=target_lag)
-            if change.needs_incremental_check(self.definition, new):
-                _require_incremental(self._plan(self._sources()))
+            if change.needs_incremental_check(self.definition, new):  # compiled over the sources' latest columns
+                _require_incremental(compile_definition(new.query, open_sources(new.sources,
+                                                                                storage_options=self._options)))
             try:
                 result = change.commit_alter(self.table, new)
                 self.table.refresh()
@@ -393,7 +394,8 @@ def replace(
     DerivedTableError
         ``uri`` holds a table that is not derived.
     InvalidArgumentError, IncrementalRequiredError
-        As :func:`create`.
+        As :func:`create`; or a source that is the table itself, or is
+        derived from it.
     CommitConflictError
         Lost to concurrent commits three times in a row.
 
@@ -402,6 +404,7 @@ def replace(
     mode = ctfile.RefreshMode.parse(refresh_mode)
     table = _derived_table_at(uri, storage_options)
     bindings = bind_sources(sources, storage_options=storage_options)
+    change.check_acyclic(table, bindings, storage_options=storage_options)
     for attempt in range(_MAX_ATTEMPTS):
         states = open_sources(bindings, storage_options=storage_options,
                               pins=_bindings_pins(bindings, storage_options))

@@ -158,3 +158,30 @@ def release_history(old: ctfile.DerivedDefinition, new: ctfile.DerivedDefinition
         except (ctfile.TableNotFoundError, ctfile.StreamNotFoundError):
             continue
     return released
+
+
+def check_acyclic(table: ctfile.Table, bindings: Sequence[ctfile.SourceBinding], *,
+                  storage_options: Mapping | None) -> None:
+    """Refuse a new definition of ``table`` that reads ``table`` itself,
+    directly or through the derived tables it reads (a refresh would read
+    its own output: no frontier could hold).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the path from the new definition back to ``table``.
+    """
+    pending = [(b, (b.name,)) for b in bindings]
+    seen: set[str] = set()
+    while pending:
+        b, path = pending.pop()
+        if b.table_id == table.table_id:
+            raise ctfile.InvalidArgumentError(
+                f"sources: expected tables other than {table.uri} and not derived from it; found "
+                f"{' -> '.join(path)} reading it, a cycle"
+            )
+        if b.table_id in seen:
+            continue
+        seen.add(b.table_id)
+        upstream = ctfile.open_table(b.uri, storage_options=storage_options).derived
+        pending.extend((u, (*path, u.name)) for u in (upstream.sources if upstream is not None else ()))
