@@ -239,5 +239,8 @@ def test_documentation_examples_run(spark, tmp_path, capsys):
     printed = capsys.readouterr().out.splitlines()
     assert printed[:3] == ["6", "INCREMENTAL", "NO_DATA"], printed
     assert "INCREMENTAL 1" in printed
+    assert "full 1 hour ALTER DERIVED" in printed and "incremental None" in printed  # "Changing a definition"
+    assert "REFRESH REINITIALIZE the definition was replaced" in printed
+    assert "[{'id': 2, 'country': 'NL'}, {'id': 3, 'country': 'FR'}]" in printed
     assert ns["by_country"].table.to_arrow().sort_by("country").to_pylist() == [
         {"country": "FR", "revenue": 10, "orders": 2}, {"country": "NL", "revenue": 12, "orders": 2}]

@@ -15,6 +15,7 @@ from ctfile.format.actions import (
 )
 from ctfile.format.codec import decode_actions, encode_actions
 from ctfile.format.derived import (
+    ALTER_OPERATION,
     DERIVED_COLUMN_PREFIX,
     DERIVED_KEY_COLUMN,
     FEATURE_DERIVED_TABLES,
@@ -54,6 +55,7 @@ __all__ = [
     "SetTransaction",
     "decode_actions",
     "encode_actions",
+    "ALTER_OPERATION",
     "DERIVED_COLUMN_PREFIX",
     "DERIVED_KEY_COLUMN",
     "FEATURE_DERIVED_TABLES",

@@ -46,6 +46,8 @@ DERIVED_COLUMN_PREFIX = "_ct_dt_"
 DERIVED_KEY_COLUMN = "_ct_dt_key"
 #: ``commitInfo.operation`` of a refresh commit.
 REFRESH_OPERATION = "REFRESH"
+#: ``commitInfo.operation`` of an alter commit (SPEC §Derived tables, changing a definition).
+ALTER_OPERATION = "ALTER DERIVED"
 
 _SOURCE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LONG_MAX = 2**63 - 1
@@ -229,6 +231,25 @@ class DerivedDefinition:
     def same_definition(self, other: "DerivedDefinition") -> bool:
         """Whether ``other`` defines the same table (all but the frontier equal)."""
         return replace(self, frontier=(), data_timestamp=None) == replace(other, frontier=(), data_timestamp=None)
+
+    def altered(self, *, refresh_mode: Any, target_lag: str | None) -> "DerivedDefinition":
+        """This definition with ``refresh_mode`` and ``target_lag`` (None: no
+        lag), all else kept: what an alter commit records (SPEC §Derived
+        tables, changing a definition); validated as the constructor does.
+
+        >>> d = DerivedDefinition("SELECT id FROM src", (SourceBinding("src", "t-1", "/src"),), "auto", None, 1,
+        ...                       ("_ct_dt_key",))
+        >>> a = d.altered(refresh_mode="full", target_lag="1 hour")
+        >>> a.refresh_mode, a.target_lag, d.is_altered_by(a), a.is_altered_by(a.altered(refresh_mode="full",
+        ...                                                                            target_lag=None))
+        (<RefreshMode.FULL: 'full'>, '1 hour', True, True)
+        """
+        return replace(self, refresh_mode=RefreshMode.parse(refresh_mode), target_lag=target_lag)
+
+    def is_altered_by(self, other: "DerivedDefinition") -> bool:
+        """Whether ``other`` equals this definition but for ``refreshMode``
+        and ``targetLag`` (an alter commit may change nothing else)."""
+        return replace(self, refresh_mode=other.refresh_mode, target_lag=other.target_lag) == other
 
 
 def _checked_hidden(value: Any) -> tuple[str, ...]:

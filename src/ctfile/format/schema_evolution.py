@@ -514,10 +514,13 @@ def _check_schema(schema: object, what: str) -> None:
         )
 
 
-def replacement_schema(old: Schema, last_field_id: int, new: pa.Schema) -> tuple[Schema, int]:
+def replacement_schema(
+    old: Schema, last_field_id: int, new: pa.Schema, *, derived_columns: tuple[str, ...] = (),
+) -> tuple[Schema, int]:
     """The schema that replaces ``old`` by Arrow schema ``new`` (Spark's
     ``overwriteSchema``; SPEC §Schema evolution, replacing the schema), and
-    the new ``lastFieldId``.
+    the new ``lastFieldId``. ``derived_columns``: the derivation columns
+    ``new`` may hold (a derived table's replace, SPEC §Derived tables).
 
     A top-level field keeps its id (and every id inside it) when ``old`` has
     a field of the same name and the same type; every other field gets new
@@ -531,7 +534,7 @@ def replacement_schema(old: Schema, last_field_id: int, new: pa.Schema) -> tuple
     >>> [(f.id, f.name, f.type) for f in s.fields], last
     ([(1, 'id', 'long'), (3, 'v', 'integer')], 3)
     """
-    fresh = schema_from_arrow(new)  # checks names and types; ids 1.. are replaced below
+    fresh = schema_from_arrow(new, derived_columns=derived_columns)  # checks names and types; ids 1.. replaced below
     next_id = [max(last_field_id, old.max_field_id())]
     fields = []
     for f, arrow_field in zip(fresh.fields, new):

@@ -10,6 +10,15 @@ at the versions the last refresh recorded, its *frontier*).
 ...     sources={"silver": "s3://lake/silver/events"}, refresh_mode="auto")   # doctest: +SKIP
 >>> gold.refresh().action                                 # doctest: +SKIP
 <RefreshAction.NO_DATA: 'NO_DATA'>
+>>> gold.alter(refresh_mode="full", target_lag="1 hour")  # doctest: +SKIP
+>>> gold = derived.replace(spark, "s3://lake/gold/revenue",
+...     "SELECT country, max(amount) AS top FROM silver GROUP BY country",
+...     sources={"silver": "s3://lake/silver/events"})      # doctest: +SKIP
+
+A definition changes in two ways (SPEC §Derived tables, changing a
+definition; :mod:`ctfile.spark.derived_change`): :meth:`DerivedTable.alter`
+sets the mode or the lag without touching a row, and :func:`replace`
+commits a new query with its rows in one ``REINITIALIZE`` refresh.
 
 The query is compiled by :mod:`ctfile.derived` (sqlglot's Spark dialect)
 into an operator plan; each refresh is chosen from the logs alone
@@ -27,12 +36,17 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import ctfile
 import ctfile.derived as compiler
+from ctfile.spark import derived_change as change
 from ctfile.spark import derived_refresh as run
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
 from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
 
 _MAX_ATTEMPTS = 3
+
+#: ``DerivedTable.alter(target_lag=UNSET)`` removes the target lag (:class:`TargetLag`).
+UNSET = change.UNSET
+TargetLag = change.TargetLag
 
 
 class IncrementalRequiredError(ctfile.InvalidArgumentError):
@@ -132,6 +146,45 @@ class DerivedTable:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def alter(self, *, refresh_mode: str | ctfile.RefreshMode | None = None,
+              target_lag: str | TargetLag | None = None) -> ctfile.CommitResult:
+        """Change how the table is refreshed, not what it holds (Snowflake's
+        ``ALTER DYNAMIC TABLE ... SET REFRESH_MODE / TARGET_LAG``): one
+        metadata-only ``ALTER DERIVED`` commit (SPEC §Derived tables,
+        changing a definition) that writes no row and keeps the frontier;
+        the next refresh runs in the new mode. ``None`` leaves a field as
+        it is; ``target_lag=UNSET`` removes the lag. Nothing is committed
+        when neither changes (``result.committed`` False).
+
+        A concurrent refresh conflicts with it (the first to commit wins);
+        the alter then re-reads the table and checks again, up to three
+        times.
+
+        Raises
+        ------
+        InvalidArgumentError
+            An unknown mode, or a lag that is not a non-empty string.
+        IncrementalRequiredError
+            ``refresh_mode="incremental"`` and an operator without an
+            incremental rule (named); nothing is committed.
+        CommitConflictError
+            Lost to concurrent commits three times in a row.
+        """
+        for attempt in range(_MAX_ATTEMPTS):
+            self.table = ctfile.open_table(self.uri, storage_options=self._options)
+            new = change.altered(self.definition, refresh_mode=refresh_mode, target_lag=target_lag)
+            if change.needs_incremental_check(self.definition, new):  # compiled over the sources' latest columns
+                _require_incremental(compile_definition(new.query, open_sources(new.sources,
+                                                                                storage_options=self._options)))
+            try:
+                result = change.commit_alter(self.table, new)
+                self.table.refresh()
+                return result
+            except ctfile.CommitConflictError:
+                if attempt == _MAX_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     # ------------------------------------------------------------ internals
 
     def _sources(self, pins: Mapping[str, int] | None = None) -> list[SourceState]:
@@ -214,8 +267,13 @@ def upstream_pins(definition: ctfile.DerivedDefinition, *, storage_options: Mapp
         Two upstream sources recorded versions of one table with a change
         between them: refresh them together (:func:`refresh_all`).
     """
+    return _bindings_pins(definition.sources, storage_options)
+
+
+def _bindings_pins(bindings: Sequence[ctfile.SourceBinding], storage_options: Mapping | None) -> dict[str, int]:
+    """:func:`upstream_pins` of the sources ``bindings``."""
     recorded: dict[str, list[tuple[int, str, str]]] = {}
-    for b in definition.sources:
+    for b in bindings:
         upstream = ctfile.open_table(b.uri, storage_options=storage_options).derived
         for v in upstream.frontier if upstream is not None else ():
             recorded.setdefault(v.table_id, []).append((v.version, b.name, upstream.source(v.name).uri))
@@ -269,23 +327,110 @@ def create(
     mode = ctfile.RefreshMode.parse(refresh_mode)
     bindings = bind_sources(sources, storage_options=storage_options)
     states = open_sources(bindings, storage_options=storage_options)
-    plan = compile_definition(query, states)
-    if mode is ctfile.RefreshMode.INCREMENTAL and not plan.incremental:
-        raise IncrementalRequiredError(
-            "refresh_mode='incremental' needs every operator to have an incremental rule, found: "
-            + "; ".join(map(str, plan.blockers))
-        )
-    schema = _output_schema(spark, plan, states)
-    definition = ctfile.DerivedDefinition(
-        query=query, sources=bindings, refresh_mode=mode, target_lag=target_lag,
-        plan_version=compiler.PLAN_VERSION, hidden_columns=tuple(n for n, _ in plan.hidden_columns),
-    )
-    table = ctfile.create_table(uri, schema, derived=definition, properties=properties,
+    new = _prepare(spark, query, bindings, mode, target_lag, states)
+    table = ctfile.create_table(uri, new.schema, derived=new.definition, properties=properties,
                                 storage_options=storage_options)
     out = DerivedTable(spark, table, storage_options=storage_options)
     if initialize:
         out.refresh()
     return out
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A checked new definition: the definition (empty frontier), the Arrow
+    schema it implies (output and derivation columns) and its compiled plan."""
+
+    definition: ctfile.DerivedDefinition
+    schema: Any
+    plan: Any
+
+
+def _prepare(spark: Any, query: str, bindings: tuple[ctfile.SourceBinding, ...], mode: ctfile.RefreshMode,
+             target_lag: str | None, states: Sequence[SourceState]) -> _Prepared:
+    """Compile ``query`` over ``states`` and check it as :func:`create` and
+    :func:`replace` do (the lag is checked first: it needs no compile)."""
+    if target_lag is not None and (not isinstance(target_lag, str) or not target_lag):
+        raise ctfile.InvalidArgumentError(f"target_lag: expected a non-empty string or None; found {target_lag!r:.80}")
+    plan = compile_definition(query, states)
+    if mode is ctfile.RefreshMode.INCREMENTAL:
+        _require_incremental(plan)
+    definition = ctfile.DerivedDefinition(
+        query=query, sources=bindings, refresh_mode=mode, target_lag=target_lag,
+        plan_version=compiler.PLAN_VERSION, hidden_columns=tuple(n for n, _ in plan.hidden_columns),
+    )
+    return _Prepared(definition, _output_schema(spark, plan, states), plan)
+
+
+def _require_incremental(plan: Any) -> None:
+    """IncrementalRequiredError naming the operators of ``plan`` that have no incremental rule."""
+    if not plan.incremental:
+        raise IncrementalRequiredError(
+            "refresh_mode='incremental' needs every operator to have an incremental rule, found: "
+            + "; ".join(map(str, plan.blockers))
+        )
+
+
+def replace(
+    spark: Any, uri: str, query: str, *, sources: Mapping[str, str], refresh_mode: str = "auto",
+    target_lag: str | None = None, storage_options: Mapping | None = None,
+) -> DerivedTable:
+    """Replace the definition of the derived table at ``uri`` (Delta Lake's
+    ``DeltaTable.replace``, Snowflake's and Databricks' ``CREATE OR
+    REPLACE``, for a table that must exist): a new ``query``, ``sources``,
+    mode and lag, checked as :func:`create` checks them, committed with the
+    new query's rows as ONE ``REINITIALIZE`` refresh (SPEC §Derived tables,
+    changing a definition), so readers never see the new definition with
+    the old rows. The schema becomes the new query's (a column of the same
+    name and type keeps its field id); every row is written anew, with a
+    new row id, so a change scan across the replace deletes every old row
+    and inserts every new one. The table id, properties and history stay;
+    the table stops holding the history of a source it no longer reads.
+
+    Raises
+    ------
+    TableNotFoundError
+        No table at ``uri`` (use :func:`create`).
+    DerivedTableError
+        ``uri`` holds a table that is not derived.
+    InvalidArgumentError, IncrementalRequiredError
+        As :func:`create`; or a source that is the table itself, or is
+        derived from it.
+    CommitConflictError
+        Lost to concurrent commits three times in a row.
+
+    Nothing is written when it raises.
+    """
+    mode = ctfile.RefreshMode.parse(refresh_mode)
+    table = _derived_table_at(uri, storage_options)
+    bindings = bind_sources(sources, storage_options=storage_options)
+    change.check_acyclic(table, bindings, storage_options=storage_options)
+    for attempt in range(_MAX_ATTEMPTS):
+        states = open_sources(bindings, storage_options=storage_options,
+                              pins=_bindings_pins(bindings, storage_options))
+        new = _prepare(spark, query, bindings, mode, target_lag, states)
+        old = table.derived
+        try:
+            change.write_replacement(spark, table, new.definition, new.schema, new.plan, states)
+        except ctfile.CommitConflictError:
+            if attempt == _MAX_ATTEMPTS - 1:
+                raise
+            table = _derived_table_at(uri, storage_options)
+            continue
+        change.release_history(old, new.definition, table.table_id, storage_options=storage_options)
+        return DerivedTable(spark, table.refresh(), storage_options=storage_options)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _derived_table_at(uri: str, storage_options: Mapping | None) -> ctfile.Table:
+    """The table at ``uri``, which must be derived (DerivedTableError otherwise)."""
+    table = ctfile.open_table(uri, storage_options=storage_options)
+    if table.derived is None:
+        raise ctfile.DerivedTableError(
+            f"replace {uri}: expected a derived table (protocol feature derivedTables, metadata.derived); found "
+            f"a table that is not derived, nothing was written; create a derived table at another URI"
+        )
+    return table
 
 
 def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any:

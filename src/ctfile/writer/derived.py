@@ -34,7 +34,7 @@ from ctfile.format.derived import (
 )
 from ctfile.format.errors import DerivedTableError, InvalidArgumentError
 
-__all__ = ["check_refresh", "is_recorded", "refresh_metadata", "refreshed_definition",
+__all__ = ["altered_metadata", "check_refresh", "is_recorded", "refresh_metadata", "refreshed_definition",
            "refuse_outside_refresh"]
 
 
@@ -113,3 +113,41 @@ def refresh_metadata(
     except InvalidArgumentError as e:
         raise DerivedTableError(f"a refresh of {uri} would commit a schema its definition does not fit: {e}") from None
     return replace(metadata, derived=new)
+
+
+def altered_metadata(metadata: Metadata, refresh_mode: object, target_lag: object, uri: str) -> Metadata | None:
+    """``metadata`` with ``derived.refreshMode`` and ``derived.targetLag``
+    set, all else kept: what an alter commit records (SPEC §Derived tables,
+    changing a definition); None when neither changes (the commit then
+    commits nothing).
+
+    Raises
+    ------
+    DerivedTableError
+        The table is not derived.
+    InvalidArgumentError
+        An unknown mode, or a lag that is neither None nor a non-empty string.
+
+    Examples
+    --------
+    >>> from ctfile.format.actions import Metadata
+    >>> from ctfile.format.derived import SourceBinding
+    >>> from ctfile.format.schema import schema_from_arrow
+    >>> import pyarrow as pa
+    >>> d = DerivedDefinition("SELECT id FROM src", (SourceBinding("src", "t-1", "/src"),), "auto", None, 1,
+    ...                       ("_ct_dt_key",))
+    >>> schema = schema_from_arrow(pa.schema([("id", pa.int64()), ("_ct_dt_key", pa.string())]),
+    ...                            derived_columns=("_ct_dt_key",))
+    >>> md = Metadata("t-2", schema, 0, derived=d)
+    >>> altered_metadata(md, "full", "1 hour", "/t").derived.refresh_mode.value
+    'full'
+    >>> altered_metadata(md, "auto", None, "/t") is None
+    True
+    """
+    if metadata.derived is None:
+        raise DerivedTableError(
+            f"ALTER DERIVED of {uri}: expected a derived table (protocol feature {FEATURE_DERIVED_TABLES}, "
+            f"metadata.derived); found a table that is not derived, nothing was written (SPEC §Derived tables)"
+        )
+    new = metadata.derived.altered(refresh_mode=refresh_mode, target_lag=target_lag)
+    return None if new == metadata.derived else replace(metadata, derived=new)

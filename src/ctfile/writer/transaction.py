@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ctfile.format.actions import FEATURE_SCHEMA_EVOLUTION, Partition
-from ctfile.format.derived import REFRESH_OPERATION, DerivedDefinition, RefreshInfo
+from ctfile.format.derived import ALTER_OPERATION, REFRESH_OPERATION, DerivedDefinition, RefreshInfo
 from ctfile.format.errors import (
     CtfileError, DerivedTableError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError,
 )
@@ -126,6 +126,42 @@ class WriteTransaction(Transaction):
                  "duration_ms": duration_ms}
         self.refresh = replace(self.refresh, **{k: v for k, v in given.items() if v is not None})
         return self.refresh
+
+    def alter_derived(self, *, refresh_mode: Any, target_lag: str | None) -> bool:
+        """Make this transaction an alter commit of a derived table (SPEC
+        §Derived tables, changing a definition): its commit (operation
+        ``ALTER DERIVED``, ``dataChange`` false, no rows) records
+        ``refresh_mode`` and ``target_lag`` (None: no lag) in
+        ``metadata.derived`` and keeps everything else, the frontier
+        included. The only statement of its transaction. Returns whether
+        anything changes (False: the transaction commits nothing).
+
+        This storage-level step cannot compile the query, so it does not
+        check that an ``incremental`` mode fits it:
+        ``ctfile.spark.derived.DerivedTable.alter`` does, before calling it.
+
+        Raises
+        ------
+        DerivedTableError
+            The table is not derived.
+        InvalidArgumentError
+            An unknown mode, a lag that is neither None nor a non-empty
+            string, or the transaction already holds a statement.
+        """
+        self._check_open()
+        self._check_not_restoring()
+        if self.is_refresh or self.has_statements or self.metadata is not self.base.metadata:
+            raise InvalidArgumentError(
+                "alter_derived() must be the only statement of its transaction: this transaction already wrote "
+                "rows, changed the table's metadata or is a refresh"
+            )
+        new = derived_writes.altered_metadata(self.base.metadata, refresh_mode, target_lag, self.storage.uri)
+        self.operation, self.data_change = ALTER_OPERATION, False  # no row changes: change scans skip it
+        d = new.derived if new is not None else self.base.metadata.derived
+        self.parameters.update({"refreshMode": d.refresh_mode.value, "targetLag": d.target_lag})
+        if new is not None:
+            self.set_metadata(new)
+        return new is not None
 
     @property
     def is_refresh(self) -> bool:
@@ -270,7 +306,8 @@ class WriteTransaction(Transaction):
         self.check_row_change("REPLACE SCHEMA")
         self._check_schema_change_first("replacing the schema")
         md = self.metadata
-        new, last = replacement_schema(md.schema, md.assigned_field_ids, schema)
+        new, last = replacement_schema(md.schema, md.assigned_field_ids, schema,
+                                       derived_columns=self._derivation_columns())
         if new == md.schema:
             return []
         self._check_keeps_cluster_keys(new)
@@ -278,6 +315,15 @@ class WriteTransaction(Transaction):
         if retires_ids(md.schema, new):
             self.require_feature(FEATURE_SCHEMA_EVOLUTION, reader=True)
         return diff_schemas(md.schema, new)
+
+    def _derivation_columns(self) -> tuple[str, ...]:
+        """The ``_ct_dt_`` columns a schema written by this transaction may
+        hold: those of the definition a refresh records (SPEC §Derived
+        tables; a replace records a new one), none outside a refresh."""
+        if not self.is_refresh:
+            return ()
+        target = self._refresh_definition or self.base.metadata.derived
+        return target.hidden_columns if target is not None else ()
 
     def _check_keeps_cluster_keys(self, new: Schema) -> None:
         """Refuse a schema change that drops or renames a clustering key

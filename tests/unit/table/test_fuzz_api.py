@@ -248,6 +248,9 @@ TRANSACTION_CALLS: dict[str, Call] = {
     "add_app_marker": Call(options({"app_id": either("marker"), "version": either(st.integers(0, 3))}),
                            _in_transaction("add_app_marker")),
     "restore": Call(options({"version": VERSION}), _in_transaction("restore")),
+    # The fuzzed tables are not derived: refused (DerivedTableError); tests/spark/test_derived_alter.py runs it.
+    "alter_derived": Call(options({"refresh_mode": either("full", "sometimes", None),
+                                   "target_lag": either(None, "1 hour", "", 5)}), _in_transaction("alter_derived")),
     "merge_builder": Call(options({"source": DATA, "on": either("id", ["id", "s"])}, target_alias=either("x")),
                           lambda t, kw, ctx: _merge_in_transaction(t, kw)),
     "commit": Call(st.just({}), _in_transaction("commit")),

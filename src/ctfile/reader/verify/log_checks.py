@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 
 from ctfile.format.actions import AddPartition, CommitInfo, Metadata, Partition, RemovePartition
 from ctfile.format.codec import action_from_json
-from ctfile.format.derived import RefreshInfo, same_frontier
+from ctfile.format.derived import ALTER_OPERATION, RefreshInfo, same_frontier
 from ctfile.format.entries import integrity_problem
 from ctfile.format.errors import CorruptLogError
 from ctfile.format.log_values import nested_too_deeply
@@ -360,7 +360,8 @@ def derived_problems(before: Metadata | None, actions: list) -> list[str]:
     breaks, given the metadata of the version it was written over (None for
     version 0): ``derived`` only added at creation and never removed, rows
     of a derived table changed only by a refresh commit, whose metadata
-    records the frontier of its ``commitInfo.refresh``."""
+    records the frontier of its ``commitInfo.refresh``, and ``derived``
+    changed outside a refresh only by an alter commit, in its mode and lag."""
     info = next((a for a in actions if isinstance(a, CommitInfo)), None)
     md = next((a for a in actions if isinstance(a, Metadata)), None)
     was = before is not None and before.derived is not None
@@ -368,14 +369,28 @@ def derived_problems(before: Metadata | None, actions: list) -> list[str]:
         return [f"metadata.derived {'removed from' if was else 'added to'} an existing table (SPEC §Derived tables)"]
     if not was or info is None:
         return []
-    if info.refresh is None:
+    if info.refresh is None and _changes_rows(actions):
         return [f"{info.operation} changed the rows of a derived table outside a refresh commit "
-                f"(SPEC §Derived tables)"] if _changes_rows(actions) else []
+                f"(SPEC §Derived tables)"]
+    if info.refresh is None:
+        return _alter_problems(before, md, info.operation)
     if not _records_refresh(md, info.refresh):
         found = None if md is None or md.derived is None else (md.derived.frontier, md.derived.data_timestamp)
         return [f"the refresh commit's metadata.derived does not record the frontier of its commitInfo.refresh "
                 f"(SPEC §Derived tables): found {found}"]
     return []
+
+
+def _alter_problems(before: Metadata, md: Metadata | None, operation: str) -> list[str]:
+    """SPEC §Derived tables, changing a definition: a commit that is not a
+    refresh changes ``derived`` only as an ``ALTER DERIVED`` commit, in
+    ``refreshMode`` and ``targetLag`` alone."""
+    if md is None or md.derived == before.derived:
+        return []
+    if operation == ALTER_OPERATION and before.derived.is_altered_by(md.derived):
+        return []
+    return [f"{operation} changed metadata.derived outside a refresh commit; expected the definition read, or an "
+            f"{ALTER_OPERATION} commit changing only refreshMode and targetLag (SPEC §Derived tables)"]
 
 
 def _flips_derived(before: Metadata | None, md: Metadata | None) -> bool:
