@@ -44,6 +44,7 @@ QUERIES = {
     "distinct": "SELECT DISTINCT k, s FROM a",
     "join_group": "SELECT b.name, sum(a.v) AS sv, count(*) AS n, max(a.d) AS md FROM a JOIN b ON a.k = b.k GROUP BY b.name",
     "global": "SELECT count(*) AS n, sum(d) AS sd, min(v) AS mv FROM a",
+    "group_alias": "SELECT upper(s) AS u, count(*) AS n, sum(v) AS sv FROM a GROUP BY u",
 }
 
 small_int = st.one_of(st.none(), st.integers(-2, 3))
@@ -195,7 +196,7 @@ def small_spark(spark):
 
 def run_history(spark, name, history, *, query=None):
     query = query or QUERIES[name]
-    plan = compile_query(query, sources=tuple(SCHEMAS))
+    plan = compile_query(query, sources=tuple(SCHEMAS), columns={s: [c for c, _ in f] for s, f in SCHEMAS.items()})
     assert plan.incremental, plan.blockers
     sources = Sources(spark, history)
     views = sources.register(0, plan.sources)

@@ -166,6 +166,7 @@ def _plan_select(select: exp.Select, outputs: tuple[str, ...], *, sources, colum
     _expression_blockers(select, blockers)
     occurrences = _occurrences(select, sources, blockers)
     select = _named(expand_stars(select, sources=sources, columns=columns), outputs)
+    select = _group_aliases_resolved(select, _input_columns(occurrences, columns))
     keys, item_keys, aggregates = _aggregation(select, blockers)
     block = Block(select, occurrences, keys, item_keys, aggregates)
     return block, _operators(block)
@@ -276,6 +277,36 @@ def _aggregation(select: exp.Select, blockers: list[Blocker]):
         item_keys.append(None if agg is not None else position)
         aggregates.append(agg)
     return keys, tuple(item_keys), tuple(aggregates)
+
+
+def _input_columns(occurrences: Sequence[tuple[str, str]], columns: Mapping[str, Sequence[str]] | None) -> set[str] | None:
+    """The lower-cased column names a block's sources have (None: unknown,
+    when ``columns`` does not list every source the block reads)."""
+    if columns is None or any(source not in columns for source, _ in occurrences):
+        return None
+    return {c.lower() for source, _ in occurrences for c in columns[source]}
+
+
+def _group_aliases_resolved(select: exp.Select, inputs: set[str] | None) -> exp.Select:
+    """``select`` with each GROUP BY name that is no source column but an
+    output's alias replaced by that output's expression, as Spark resolves
+    it (``spark.sql.groupByAliases``: a source column wins); unchanged when
+    the source columns are unknown (the alias then stays a blocker)."""
+    group = select.args.get("group")
+    if group is None or inputs is None:
+        return select
+    aliased = {e.alias.lower(): e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
+
+    def is_alias(key: exp.Expression) -> bool:
+        unqualified = isinstance(key, exp.Column) and not key.table
+        return unqualified and key.name.lower() not in inputs and key.name.lower() in aliased
+
+    if not any(is_alias(k) for k in group.expressions):
+        return select
+    copy = select.copy()
+    keys = [aliased[k.name.lower()].copy() if is_alias(k) else k for k in group.expressions]
+    copy.set("group", exp.Group(expressions=keys))
+    return copy
 
 
 def _group_keys(group: exp.Group, items: list[exp.Expression]) -> list[exp.Expression]:

@@ -205,3 +205,17 @@ def test_merge_clause_text_and_repr():
         "WHEN NOT MATCHED THEN INSERT _ct_dt_key = s.`_ct_dt_key`, k = s.`k`",
         "WHEN NOT MATCHED BY SOURCE THEN DELETE",
     ]
+
+
+def test_group_by_an_output_alias_groups_by_its_expression():
+    """Spark's ``groupByAliases``: a GROUP BY name that is no source column
+    but an output alias groups by the output's expression; a source column
+    of that name wins; with the source columns unknown it stays a blocker."""
+    columns = {"silver": ["id", "k", "v", "s"]}
+    plan = compile_query("SELECT upper(s) AS u, count(*) AS n FROM silver GROUP BY U", sources=("silver",), columns=columns)
+    assert plan.incremental
+    assert "GROUP BY UPPER(s)" in plan.full(VIEWS, data_timestamp_ms=0).source_sql
+    shadowed = compile_query("SELECT k + 1 AS k, count(*) AS n FROM silver GROUP BY k", sources=("silver",), columns=columns)
+    assert [b.operator for b in shadowed.blockers] == ["aggregate"]  # grouped by the column k, not by k + 1
+    unknown = compile_query("SELECT upper(s) AS u, count(*) AS n FROM silver GROUP BY u", sources=("silver",))
+    assert [b.operator for b in unknown.blockers] == ["aggregate"]
