@@ -251,8 +251,8 @@ def parallelism(spark, work: Path) -> dict:
     return {"parallelism": default_parallelism(spark)}
 
 
-SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, derived_readme, s3_upsert, connect_dml, connect_pruning,
-                                     connect_broadcast, connect_sql,
+SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, derived_readme, s3_upsert, connect_dml,
+                                     connect_pruning, connect_broadcast, connect_sql,
                                      connect_merge_builder, parallelism)}
 
 

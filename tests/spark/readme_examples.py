@@ -198,7 +198,8 @@ def check_derived_examples(spark, tmp_path) -> None:
     events, gold = ns["events"], ns["gold"]
     events.insert(pa.table({"id": range(100, 140), "country": ["NL", "FR", "DE", "BE"] * 10,
                             "event_type": ["buy", "refund"] * 20, "amount": range(40)}, schema=events.schema))
-    countries = ctfile.create_table(str(tmp_path / "countries"), pa.schema([("country", pa.string()), ("region", pa.string())]))
+    regions = pa.schema([("country", pa.string()), ("region", pa.string())])
+    countries = ctfile.create_table(str(tmp_path / "countries"), regions)
     countries.insert(pa.table({"country": ["NL", "FR", "DE", "BE"], "region": ["west", "west", "central", "west"]}))
     joined = derived.create(spark, str(tmp_path / "gold_regions"), REGIONS_JOIN, refresh_mode="incremental",
                             sources={"e": events.uri, "c": countries.uri})
@@ -208,7 +209,8 @@ def check_derived_examples(spark, tmp_path) -> None:
     with events.transaction() as tx:  # one commit changing 6 of 53 rows: under auto's 20%
         # NL/buy -> NL/refund for id 0, FR/refund stays for id 1: two groups change, a third gains a row
         tx.update(pc.field("id").isin([0, 1]), {"event_type": pa.scalar("refund"), "amount": pc.field("amount") + 100})
-        tx.delete((pc.field("country") == "DE") & (pc.field("event_type") == "refund"))  # ids 5 and 11: the group empties
+        # ids 5 and 11, DE/refund's only rows: the group empties
+        tx.delete((pc.field("country") == "DE") & (pc.field("event_type") == "refund"))
         tx.insert(pa.table({"id": [200, 201], "country": ["BE", "NL"], "event_type": ["gift", "buy"], "amount": [5, 6]},
                            schema=events.schema))
     sources = {"silver": events, "e": events, "c": countries}

@@ -90,7 +90,8 @@ def runs(request, standalone_cluster, moto_s3, tmp_path_factory) -> dict:
         before = server.tasks_by_executor()
         env = child_env(moto_s3, SPARK_REMOTE=server.url,
                         CTFILE_TEST_UI=json.dumps({"port": server.ui_port, "app": server.app_id}))
-        connect = Child(tmp_path_factory.mktemp("on_connect"), [*README_SCENARIOS, *DERIVED_SCENARIOS, *CONNECT_SCENARIOS], env)
+        connect = Child(tmp_path_factory.mktemp("on_connect"),
+                        [*README_SCENARIOS, *DERIVED_SCENARIOS, *CONNECT_SCENARIOS], env)
         out = {"connect": connect.result()}
         out["connect"]["tasks"] = (before, server.tasks_by_executor())
     finally:
