@@ -14,7 +14,8 @@ The last line printed is ``CHILD-RESULT <json>``: each scenario's outcome
 application's completed tasks by executor, read from its UI's REST API).
 Environment: ``CTFILE_TEST_S3`` (storage options of an S3 server, JSON) for
 the ``s3_upsert`` scenario, ``CTFILE_TEST_UI`` (the Connect server's UI
-port and application id, JSON) for ``connect_broadcast``.
+port and application id, JSON) for ``connect_broadcast`` and, on Connect,
+``derived_readme``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ def upsert_readme(spark, work: Path) -> None:
     from readme_examples import check_upsert_examples
 
     check_upsert_examples(spark, work)
+
+
+def derived_readme(spark, work: Path) -> dict:
+    """The README's derived-tables example and more (readme_examples.check_derived_examples);
+    the application's completed tasks by executor before and after."""
+    from readme_examples import check_derived_examples
+
+    before = app_tasks(spark)
+    check_derived_examples(spark, work)
+    return {"derived_tasks": [before, app_tasks(spark)]}
 
 
 def s3_upsert(spark, work: Path) -> None:
@@ -240,9 +251,21 @@ def parallelism(spark, work: Path) -> dict:
     return {"parallelism": default_parallelism(spark)}
 
 
-SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, s3_upsert, connect_dml, connect_pruning,
-                                     connect_broadcast, connect_sql,
+SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, derived_readme, s3_upsert, connect_dml,
+                                     connect_pruning, connect_broadcast, connect_sql,
                                      connect_merge_builder, parallelism)}
+
+
+def app_tasks(spark) -> dict[str, int]:
+    """The completed tasks by executor of the application running ``spark``'s
+    jobs: the classic driver's, or the Connect server's (``CTFILE_TEST_UI``)."""
+    from spark_servers import tasks_by_executor
+
+    classic = classic_tasks(spark)
+    if classic is not None:
+        return classic["tasks"]
+    ui = json.loads(os.environ["CTFILE_TEST_UI"])
+    return tasks_by_executor(ui["port"], ui["app"])
 
 
 def classic_tasks(spark) -> dict | None:

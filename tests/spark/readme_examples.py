@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import ctfile
 
@@ -53,9 +54,14 @@ def streams_block() -> str:
     return block
 
 
+def derived_readme_blocks() -> list[str]:
+    """The ``py`` block of the README's "Derived tables" (the gold example)."""
+    return _blocks("README.md", "\n### Derived tables\n", "\n### ")
+
+
 def derived_blocks() -> list[str]:
     """The ``py`` blocks of the README's "Derived tables" and of docs/derived.md."""
-    return _blocks("README.md", "\n### Derived tables\n", "\n### ") + _blocks("derived.md")
+    return derived_readme_blocks() + _blocks("derived.md")
 
 
 def merge_blocks() -> list[str]:
@@ -172,3 +178,58 @@ def check_upsert_examples(spark, tmp_path) -> None:
     assert restarted.id == query.id  # the same query, resumed from its checkpoint
     assert rows(silver_uri) == [(1, "the dude", 3), (2, "donny kerabatsos", 4), (3, "walter", 5)]
     assert ctfile.verify_table(silver_uri).healthy
+
+
+#: The join of the gold example's sources that :func:`check_derived_examples` adds.
+REGIONS_JOIN = "SELECT e.id, e.amount, c.region FROM e JOIN c ON e.country = c.country"
+
+
+def check_derived_examples(spark, tmp_path) -> None:
+    """Run the README's derived-tables gold example on ``spark``, then a
+    two-way join of its source with another table, ``refresh_all`` on the
+    two, one DML commit on the source (an update moving a row between
+    groups, a delete emptying a group, inserts), and check each refresh's
+    action, that each table holds its query run by Spark over the sources
+    at the frontier it recorded, and ``explain()``."""
+    from ctfile.spark import derived
+
+    ns, printed = _run_printing(derived_readme_blocks(), spark, tmp_path)
+    assert printed[:3] == ["6", "INCREMENTAL", "NO_DATA"], printed
+    events, gold = ns["events"], ns["gold"]
+    events.insert(pa.table({"id": range(100, 140), "country": ["NL", "FR", "DE", "BE"] * 10,
+                            "event_type": ["buy", "refund"] * 20, "amount": range(40)}, schema=events.schema))
+    regions = pa.schema([("country", pa.string()), ("region", pa.string())])
+    countries = ctfile.create_table(str(tmp_path / "countries"), regions)
+    countries.insert(pa.table({"country": ["NL", "FR", "DE", "BE"], "region": ["west", "west", "central", "west"]}))
+    joined = derived.create(spark, str(tmp_path / "gold_regions"), REGIONS_JOIN, refresh_mode="incremental",
+                            sources={"e": events.uri, "c": countries.uri})
+    results = derived.refresh_all(spark, [gold, joined])
+    # gold: auto refreshes in full, 40 of 53 rows changed; joined read them at its creation
+    assert sorted((r.action.value, len(r.frontier)) for r in results) == [("FULL", 1), ("NO_DATA", 2)], results
+    with events.transaction() as tx:  # one commit changing 6 of 53 rows: under auto's 20%
+        # NL/buy -> NL/refund for id 0, FR/refund stays for id 1: two groups change, a third gains a row
+        tx.update(pc.field("id").isin([0, 1]), {"event_type": pa.scalar("refund"), "amount": pc.field("amount") + 100})
+        # ids 5 and 11, DE/refund's only rows: the group empties
+        tx.delete((pc.field("country") == "DE") & (pc.field("event_type") == "refund"))
+        tx.insert(pa.table({"id": [200, 201], "country": ["BE", "NL"], "event_type": ["gift", "buy"], "amount": [5, 6]},
+                           schema=events.schema))
+    sources = {"silver": events, "e": events, "c": countries}
+    for t in (gold, joined):
+        r = t.refresh()
+        assert r.action.value == "INCREMENTAL", r
+        assert t.refresh().action.value == "NO_DATA"
+        _check_derived(spark, t, sources, r.frontier)
+        plan = t.explain()
+        assert plan.incremental and plan.rows and all(row.incremental for row in plan.rows), str(plan)
+    groups = {(x["country"], x["event_type"]) for x in ctfile.open_table(gold.uri).to_arrow().to_pylist()}
+    assert ("DE", "refund") not in groups and ("BE", "gift") in groups, groups
+
+
+def _check_derived(spark, t, sources: dict, frontier) -> None:
+    """Derived table ``t`` holds its query run by Spark over ``sources``
+    (name -> table) at ``frontier``, as multisets of rows."""
+    from derived_helpers import expected_rows, multiset
+
+    got = ctfile.open_table(t.uri).to_arrow()
+    want = expected_rows(spark, t.definition.query, sources, frontier)
+    assert multiset(got, got.column_names) == multiset(want, got.column_names), (got.to_pylist(), want)

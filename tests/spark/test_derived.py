@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import ctfile
 from ctfile.spark import derived
-from derived_helpers import QUERIES, apply_op, expected_rows, make_sources, multiset
+from derived_helpers import QUERIES, a_rows, apply_op, expected_rows, make_sources, multiset
 from readme_examples import derived_blocks, run_blocks
 
 OPS = st.tuples(
@@ -154,6 +154,24 @@ def test_each_rule_equals_the_query_at_its_frontier(spark, tmp_path, name):
        min_size=1, max_size=4), capture=st.booleans())
 def test_random_histories_equal_the_query_at_the_frontier(spark, tmp_path_factory, name, histories, capture):
     run_history(spark, tmp_path_factory.mktemp("derived"), QUERIES[name], histories, capture=capture)
+
+
+def test_time_functions_give_timestamp_columns_at_the_data_timestamp(spark, tmp_path):
+    """A timestamp output column (``current_timestamp()``, bound to the
+    refresh's data timestamp) is a UTC timestamp column of the table."""
+    import datetime
+
+    a, _ = make_sources(tmp_path)
+    t = derived.create(spark, str(tmp_path / "ts"), "SELECT id, current_timestamp() AS at FROM a WHERE id < 3",
+                       sources={"a": a.uri}, refresh_mode="incremental")
+    assert t.table.schema.field("at").type == pa.timestamp("us", tz="UTC")
+    a.insert(a_rows([-1], 1))
+    assert t.refresh().action is ctfile.RefreshAction.INCREMENTAL
+    table = t.table.refresh()
+    second, first = (datetime.datetime.fromtimestamp(e.refresh.data_timestamp / 1000, datetime.timezone.utc)
+                     for e in table.history(limit=2))
+    at = {r["id"]: r["at"] for r in table.to_arrow().to_pylist()}
+    assert at == {-1: second, 0: first, 1: first, 2: first} and second > first
 
 
 def test_incremental_mode_refuses_a_query_without_rules(spark, tmp_path):

@@ -23,6 +23,7 @@ from spark_servers import app_conf, free_port
 
 CHILD = Path(__file__).resolve().parent / "_spark_child.py"
 README_SCENARIOS = ["pyspark_readme", "upsert_readme", "s3_upsert"]
+DERIVED_SCENARIOS = ["derived_readme"]
 CONNECT_SCENARIOS = [
     "connect_dml", "connect_pruning", "connect_broadcast", "connect_sql", "connect_merge_builder", "parallelism",
 ]
@@ -83,13 +84,14 @@ def runs(request, standalone_cluster, moto_s3, tmp_path_factory) -> dict:
     conf = " ".join(f"--conf {k}={v}" for k, v in {**app_conf(ui_port=free_port()), "spark.cores.max": "1"}.items())
     env = child_env(moto_s3, PYSPARK_SUBMIT_ARGS=f"--master {standalone_cluster.url} {conf} pyspark-shell",
                     SPARK_LOCAL_IP="127.0.0.1")
-    classic = Child(tmp_path_factory.mktemp("on_cluster"), [*README_SCENARIOS, "parallelism"], env)
+    classic = Child(tmp_path_factory.mktemp("on_cluster"), [*README_SCENARIOS, *DERIVED_SCENARIOS, "parallelism"], env)
     try:
         server = request.getfixturevalue("connect_server")
         before = server.tasks_by_executor()
         env = child_env(moto_s3, SPARK_REMOTE=server.url,
                         CTFILE_TEST_UI=json.dumps({"port": server.ui_port, "app": server.app_id}))
-        connect = Child(tmp_path_factory.mktemp("on_connect"), [*README_SCENARIOS, *CONNECT_SCENARIOS], env)
+        connect = Child(tmp_path_factory.mktemp("on_connect"),
+                        [*README_SCENARIOS, *DERIVED_SCENARIOS, *CONNECT_SCENARIOS], env)
         out = {"connect": connect.result()}
         out["connect"]["tasks"] = (before, server.tasks_by_executor())
     finally:
@@ -107,6 +109,15 @@ def test_readme_examples_on_standalone_cluster(runs):
     assert_executors_worked({}, on_cluster["app"]["tasks"])
 
 
+def test_derived_tables_on_standalone_cluster(runs):
+    """docs/derived.md: derived tables run on a cluster, their refreshes'
+    work on the executors (_spark_child.derived_readme: the README's gold
+    example, a join, refresh_all, a DML commit, each table equal to its
+    query run by Spark at its frontier)."""
+    assert_ok(runs["cluster"], DERIVED_SCENARIOS)
+    assert_executors_worked(*runs["cluster"]["facts"]["derived_tasks"])
+
+
 def test_default_parallelism_is_the_cluster_s(runs):
     """ctfile's measure (a public-API job) equals SparkContext.defaultParallelism."""
     assert_ok(runs["cluster"], ["parallelism"])
@@ -120,6 +131,13 @@ def test_readme_examples_on_spark_connect(runs):
     assert runs["connect"]["session"] == "pyspark.sql.connect.session"
     assert_ok(runs["connect"], README_SCENARIOS)
     assert_executors_worked(*runs["connect"]["tasks"])
+
+
+def test_derived_tables_on_spark_connect(runs):
+    """docs/derived.md: derived tables run from a Spark Connect client, their
+    refreshes' work on the server's executors (as on the cluster)."""
+    assert_ok(runs["connect"], DERIVED_SCENARIOS)
+    assert_executors_worked(*runs["connect"]["facts"]["derived_tasks"])
 
 
 def test_merge_update_delete_to_df_changes_df_on_spark_connect(runs):

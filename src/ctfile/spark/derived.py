@@ -438,14 +438,15 @@ def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any
     derivation columns as Spark analyses them (no job runs); every column
     nullable but the derivation key."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from ctfile.spark_datasource.types import spark_arrow_schema
 
     views = run.SourceViews(spark, sources, False)
     try:
         sql = plan.full(views.names(), data_timestamp_ms=int(time.time() * 1000))
         views.register_used(sql.source_sql)
         df = spark.sql(sql.source_sql).drop(*sql.control_columns)
-        arrow = to_arrow_schema(df.schema)
+        arrow = spark_arrow_schema(df.schema)  # timestamps in UTC, as the data source serves them
     finally:
         views.drop()
     return pa.schema([f.with_nullable(f.name != run.KEY_COLUMN) for f in arrow])
