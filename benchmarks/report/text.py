@@ -180,7 +180,10 @@ FINDINGS: dict[str, str] = {
         "data source does), then only their row groups decoded with the positions as a filter; left open. For "
         "an interval that only inserted, changes_df reads only the fresh rows and is at its floor plus "
         "planning: it overtakes the data source as the inserted rows grow (to_df reads a full snapshot at "
-        "0.89x spark.read.parquet, the data source at 2.2x)."
+        "0.89x spark.read.parquet, the data source at 2.2x). Since issue 29's second round, a scan that reads "
+        "at most `spark.ctfile.local.changeRows` rows (500,000; the insert interval here) is read in the driver "
+        "by ctfile's reader, and an interval of captured commits (change capture on; not this table) from its "
+        "change files: both read what the interval changed, not what it rewrote."
     ),
     "commit_local": (
         "A one-batch commit costs ~1.5 ms of CPU (getrusage over 300 commits: 1.1-1.2 ms user, 0.3-0.4 ms "
