@@ -28,6 +28,7 @@ SCHEMAS = {
     "b": [("id", "INT"), ("k", "INT"), ("w", "INT"), ("name", "STRING")],
     "c": [("id", "INT"), ("k", "INT"), ("x", "INT")],
 }
+COLUMNS = {s: [c for c, _ in f] for s, f in SCHEMAS.items()}
 ROW_ID = [("`METADATA$ROW_ID`", "STRING")]
 CHANGE = [("`METADATA$ACTION`", "STRING"), ("`METADATA$ISUPDATE`", "BOOLEAN"), *ROW_ID]
 
@@ -196,7 +197,7 @@ def small_spark(spark):
 
 def run_history(spark, name, history, *, query=None):
     query = query or QUERIES[name]
-    plan = compile_query(query, sources=tuple(SCHEMAS), columns={s: [c for c, _ in f] for s, f in SCHEMAS.items()})
+    plan = compile_query(query, sources=tuple(SCHEMAS), columns=COLUMNS)
     assert plan.incremental, plan.blockers
     sources = Sources(spark, history)
     views = sources.register(0, plan.sources)
@@ -278,7 +279,7 @@ def test_full_refresh_of_a_non_incremental_query(small_spark, name):
     """Keyed by the row's values and its ordinal among equal rows: a full
     refresh rebuilds the result exactly and changes nothing when run again."""
     query = NON_INCREMENTAL[name]
-    plan = compile_query(query, sources=tuple(SCHEMAS), columns={s: [c for c, _ in f] for s, f in SCHEMAS.items()})
+    plan = compile_query(query, sources=tuple(SCHEMAS), columns=COLUMNS)
     assert not plan.incremental
     sources = Sources(small_spark, FIXED)
     refresh = plan.full(sources.register(0, plan.sources), data_timestamp_ms=0)
@@ -309,7 +310,7 @@ def test_clauses_are_accepted_by_the_spark_merge_builder(spark):
 
     views = SourceViews({s: ViewNames(f"{s}_new", f"{s}_old", f"{s}_delta") for s in SCHEMAS})
     for query in QUERIES.values():
-        plan = compile_query(query, sources=tuple(SCHEMAS))
+        plan = compile_query(query, sources=tuple(SCHEMAS), columns=COLUMNS)
         refreshes = [plan.full(views, data_timestamp_ms=0)] + [
             plan.delta(views, data_timestamp_ms=0, appended_only=dict.fromkeys(SCHEMAS, appended))
             for appended in (True, False)]
