@@ -53,3 +53,33 @@ def test_spark_reads_and_writes_s3(spark, seaweedfs_s3, no_aws_env):
     assert {i.path for i in t.storage.list_dir("data")} == {
         p.path for v in range(t.version + 1) for p in t.snapshot(v).partitions
     }
+
+
+@pytest.mark.parametrize("in_driver", [True, False], ids=["driver", "executors"])
+def test_changes_df_of_a_captured_s3_table(spark, seaweedfs_s3, no_aws_env, caplog, in_driver):
+    """``CtfileTable.changes_df(information="default")`` of an ``s3://``
+    table opened with storage options, change capture on: a small scan read
+    in the driver by ctfile's reader (``spark.ctfile.local.changeRows``),
+    else by the data source from the change files; the rows of the Python
+    change scan either way."""
+    from spark_helpers import spark_conf
+
+    from ctfile.spark import CtfileTable
+
+    opts = seaweedfs_s3.storage_options()
+    uri = seaweedfs_s3.new_uri("changes-df")
+    t = ctfile.create_table(uri, SCHEMA, partition_rows=2, storage_options=opts,
+                            properties={"ctfile.changeCapture": "before_after"})
+    t.insert(pa.table({"id": [1, 2, 3, 4], "name": ["a", "b", "c", "d"]}, schema=SCHEMA))
+    t.update(pc.field("id") == 2, {"name": "B"})
+    t.delete(pc.field("id") == 4)
+    t.insert(pa.table({"id": [5], "name": ["e"]}, schema=SCHEMA))
+    cs = t.changes(start_version=2, information="default")
+    assert cs.plan_shape is ctfile.PlanShape.CAPTURED
+    want = sorted(tuple(r.values()) for r in cs.to_arrow().to_pylist())
+    limit = str(cs.plan.rows_to_read) if in_driver else "0"
+    with spark_conf(spark, "spark.ctfile.local.changeRows", limit), caplog.at_level("INFO", logger="ctfile"):
+        df = CtfileTable.for_path(spark, uri, storage_options=opts).changes_df(2, t.version, information="default")
+    assert ("read in the driver" in caplog.text) is in_driver
+    assert not df.inputFiles()  # neither path hands Spark the table's files
+    assert _rows(df) == want
