@@ -88,3 +88,48 @@ def test_two_concurrent_refreshes_one_commits_the_other_conflicts(request, tmp_p
     refresh = fresh.history()[0].refresh
     assert refresh.reason == first and fresh.derived.data_timestamp == (2000 if first == "parent" else 1000)
     assert ctfile.verify_table(derived.uri, storage_options=opts, all_versions=True).healthy
+
+
+@pytest.mark.parametrize("where", ["local", "moto"])
+@pytest.mark.parametrize("first", ["alter", "refresh"])
+def test_an_alter_and_a_concurrent_refresh_one_commits_the_other_conflicts(request, tmp_path, where, first):
+    """SPEC §Derived tables, changing a definition: an ``ALTER DERIVED``
+    commit (parent) and a refresh (child process) of one derived table both
+    hold a ``metadata`` action, so whichever commits second fails with
+    CommitConflictError naming the winner, in either order, and the table
+    holds the winner's change only."""
+    if where == "local":
+        root, opts = str(tmp_path), None
+    else:
+        ep = request.getfixturevalue("moto_s3")
+        root, opts = ep.new_uri("derived-alter"), ep.storage_options()
+    source, derived = make_pair(root, storage_options=opts)
+    mode = derived.derived.refresh_mode
+    altered = next(m for m in ctfile.RefreshMode if m is not mode)
+    out, go2 = tmp_path / "child.json", tmp_path / "child.go"
+    job = {"uri": derived.uri, "source": source.uri, "storage_options": opts, "out": str(out), "go2": str(go2),
+           "key": "child", "data_timestamp": 1000}
+    tx = derived.transaction()
+    assert tx.alter_derived(refresh_mode=altered, target_lag=None)
+    child = _prepared_child(job, out)
+    try:
+        if first == "alter":
+            assert tx.commit().version == 1
+            go2.touch()
+            assert child.wait(timeout=DEADLINE_S) == 0, out.read_text()
+            res = json.loads(out.read_text())
+            assert (res["outcome"], res["read_version"], res["winning_version"]) == ("conflict", 0, 1), res
+        else:
+            go2.touch()
+            assert child.wait(timeout=DEADLINE_S) == 0, out.read_text()
+            assert json.loads(out.read_text()) == {"outcome": "committed", "version": 1}
+            with pytest.raises(ctfile.CommitConflictError) as e:
+                tx.commit()
+            assert (e.value.read_version, e.value.winning_version) == (0, 1)
+    finally:
+        child.kill()
+    fresh = ctfile.open_table(derived.uri, storage_options=opts)
+    assert fresh.version == 1 and fresh.history()[0].operation == ("ALTER DERIVED" if first == "alter" else "REFRESH")
+    assert fresh.derived.refresh_mode is (altered if first == "alter" else mode)
+    assert fresh.to_arrow().column("v").to_pylist() == ([] if first == "alter" else ["child"])
+    assert ctfile.verify_table(derived.uri, storage_options=opts, all_versions=True).healthy
