@@ -35,7 +35,7 @@ recompute at every fraction, and a ``NO_DATA`` refresh under 0.5 s.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_derived.py [--quick] [--rows N] [--runs N]
+    .venv/bin/python benchmarks/bench_derived.py [--quick] [--rows N] [--runs N] [--sides incremental,auto]
 
 Writes ``benchmarks/results/derived.json`` (``--out``).
 """

@@ -120,8 +120,7 @@ def write_replacement(
     try:
         sql = plan.full(views.names(), data_timestamp_ms=ts)
         views.register_used(sql.source_sql)
-        rows = spark.sql(sql.source_sql).persist()
-        expected = run.count_checked(rows, sql)  # invariant 1 (paper, section 6.1): one row per key
+        rows, expected = run.checked_source(spark, spark.sql(sql.source_sql), sql)  # computed once, invariant 1
         rows_in = sum(s.table.snapshot(s.version).num_records for s in sources)
         info = run.refresh_info(replaced_decision(sources), sources, data_timestamp_ms=ts, rows_in=rows_in,
                                 rows_out=expected.rows)
