@@ -156,7 +156,7 @@ def changes_in_driver(spark: Any, table: ctfile.Table, changes: ctfile.ChangeSet
     ``changeRows`` rows (module docstring); else None (nothing was read).
     The rows are read and checked by ctfile's reader (checksums included)."""
     limit = LocalLimits.of(spark).change_rows
-    if changes.plan.rows_to_read > limit:
+    if limit == 0 or changes.plan.rows_to_read > limit:  # 0: never, even for a scan that reads nothing
         return None
     rows = changes.to_arrow()
     log.info("change scan of %s, versions %d..%d, read in the driver: %d rows", table.uri,
