@@ -255,9 +255,7 @@ class _Translator:
         to = _spark_type(e.to)
         if to is None or not _exact_cast(value.type, to):
             raise Untranslatable(e.sql(dialect="spark"))
-        if pa.types.is_null(value.type):
-            return _Typed(_null_of(to), to)
-        return _Typed(_cast(value, to), to)
+        return _Typed(_typed_as(value, to), to)
 
     _Cast = _TryCast
 
@@ -268,12 +266,12 @@ class _Translator:
         if e.this is not None:
             raise Untranslatable(e.sql(dialect="spark"))  # CASE x WHEN ...: Spark's equality coercions
         branches = [(self._boolean(b.this), self.node(b.args["true"])) for b in e.args["ifs"]]
-        default = self.node(e.args["default"]) if e.args.get("default") is not None else _Typed(pc.scalar(None), pa.null())
+        given = e.args.get("default")
+        default = self.node(given) if given is not None else _Typed(pc.scalar(None), pa.null())
         typ = _common_type(e, [v for _, v in branches] + [default])
-        out = _cast(default, typ) if not pa.types.is_null(default.type) else _null_of(typ)
+        out = _typed_as(default, typ)
         for cond, value in reversed(branches):
-            then = _cast(value, typ) if not pa.types.is_null(value.type) else _null_of(typ)
-            out = pc.if_else(pc.coalesce(cond, pc.scalar(False)), then, out)
+            out = pc.if_else(pc.coalesce(cond, pc.scalar(False)), _typed_as(value, typ), out)
         return _Typed(out, typ)
 
     def _extreme(self, e: Any, fn: Callable) -> _Typed:
@@ -400,8 +398,9 @@ def _common_type(e: Any, args: Sequence[_Typed]) -> pa.DataType:
     return _integers(e, *typed)
 
 
-def _null_of(typ: pa.DataType) -> pc.Expression:
-    return pc.scalar(pa.scalar(None, typ))
+def _typed_as(a: _Typed, typ: pa.DataType) -> pc.Expression:
+    """``a`` as a value of ``typ``: cast, or a NULL of ``typ`` for a NULL literal."""
+    return pc.scalar(pa.scalar(None, typ)) if pa.types.is_null(a.type) else _cast(a, typ)
 
 
 def _spark_type(to: Any) -> pa.DataType | None:
