@@ -11,7 +11,8 @@ from ctfile.derived.model import (
     KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, Blocker, ClauseKind, MergeClause, NonIncrementalPlanError, RefreshSql,
     SourceViews, ViewNames,
 )
-from ctfile.derived.planning import Operator, OperatorKind
+from ctfile.derived.aggregates import LinearAggregate, LinearOutput
+from ctfile.derived.planning import AggKind, Operator, OperatorKind
 
 __all__ = [
     "PLAN_VERSION",
@@ -22,6 +23,9 @@ __all__ = [
     "Blocker",
     "Operator",
     "OperatorKind",
+    "AggKind",
+    "LinearAggregate",
+    "LinearOutput",
     "ClauseKind",
     "MergeClause",
     "NonIncrementalPlanError",

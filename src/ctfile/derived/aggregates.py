@@ -43,13 +43,16 @@ Examples
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 from sqlglot import exp
 
 from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, ClauseKind, MergeClause, RefreshSql, SourceViews
 from ctfile.derived.planning import AggKind, Block, AggCall
-from ctfile.derived.render import ACTION, block_sql, column, quote, telescoped, union_all, upsert_clauses
+from ctfile.derived.render import (
+    ACTION, block_sql, column, expression_sql, quote, telescoped, union_all, upsert_clauses,
+)
 
 _SIGN = "`_ct_sign`"
 
@@ -264,3 +267,68 @@ def recompute_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ..
         sql += (f"\nUNION ALL\nSELECT {nulls}, 'delete' AS {op} FROM `_ct_a` AS a "
                 f"LEFT ANTI JOIN `_ct_f` AS f ON a.{key} = f.{key} WHERE a.`_ct_net` < 0")
     return RefreshSql(sql, upsert_clauses([*outputs, *state_names(block)], by_source_delete=False), (OP_COLUMN,))
+
+
+# ------------------------------------------------ the linear delta, as parts
+
+
+@dataclass(frozen=True)
+class LinearOutput:
+    """One output of a :class:`LinearAggregate`: GROUP BY key number
+    ``key``, or aggregate ``kind`` of ``arg`` (Spark SQL; None for
+    count(*))."""
+
+    name: str
+    key: int | None
+    kind: AggKind | None
+    arg: str | None
+
+
+@dataclass(frozen=True)
+class LinearAggregate:
+    """The linear delta of an aggregate over ONE source occurrence, as the
+    Spark SQL fragments :func:`linear_delta_sql` is built from, for an
+    engine that computes it without Spark (:mod:`ctfile.spark.derived_driver`).
+
+    ``columns`` are the MERGE source's columns in order (the outputs,
+    ``_ct_dt_key``, ``_ct_dt_rows``, then each aggregate's state), each the
+    same value :func:`linear_delta_sql` computes; the MERGE clauses are
+    :func:`linear_delta_sql`'s. ``where`` and the expressions have the
+    refresh's data timestamp bound."""
+
+    source: str
+    alias: str
+    where: str | None
+    keys: tuple[str, ...]
+    outputs: tuple[LinearOutput, ...]
+    columns: tuple[str, ...]
+
+
+#: SELECT parts a single-source linear delta cannot hold (a HAVING is a
+#: blocker already; listed so a new planner rule cannot slip through).
+_NOT_LINEAR_PARTS = ("joins", "having", "qualify", "laterals", "windows", "with", "order", "limit")
+
+
+def linear_parts(block: Block, outputs: tuple[str, ...], *, ms: int) -> LinearAggregate | None:
+    """``block``'s linear delta as a :class:`LinearAggregate`, or None when
+    it reads more than one source occurrence or has another part."""
+    if len(block.occurrences) != 1 or any(block.select.args.get(part) for part in _NOT_LINEAR_PARTS):
+        return None
+    source, alias = block.occurrences[0]
+    where = block.select.args.get("where")
+    columns = (*outputs, KEY_COLUMN, *state_names(block))
+    return LinearAggregate(
+        source=source, alias=alias, where=expression_sql(where.this, ms) if where is not None else None,
+        keys=tuple(expression_sql(k, ms) for k in block.keys), outputs=_linear_outputs(block, outputs, ms),
+        columns=columns,
+    )
+
+
+def _linear_outputs(block: Block, outputs: tuple[str, ...], ms: int) -> tuple[LinearOutput, ...]:
+    found = []
+    for name, key, agg in zip(outputs, block.item_keys, block.aggregates):
+        if agg is None:
+            found.append(LinearOutput(name, key, None, None))
+        else:
+            found.append(LinearOutput(name, None, agg.kind, expression_sql(agg.arg, ms) if agg.arg is not None else None))
+    return tuple(found)

@@ -148,6 +148,22 @@ class CompiledQuery:
             return aggregates.recompute_delta_sql(block, views, outputs, ms=ms)
         return aggregates.linear_delta_sql(block, views, outputs, ms=ms)
 
+    def linear_aggregate(self, *, data_timestamp_ms: int,
+                         appended_only: Mapping[str, bool]) -> aggregates.LinearAggregate | None:
+        """The delta of :meth:`delta` as parts, for an engine other than
+        Spark, when it is a linear aggregate (count, sum, avg; min and max
+        over appended rows) over one source occurrence; else None.
+
+        >>> plan = compile_query("SELECT k, sum(v) AS s FROM src WHERE v > 0 GROUP BY k", sources=("src",))
+        >>> parts = plan.linear_aggregate(data_timestamp_ms=0, appended_only={"src": False})
+        >>> parts.where, parts.keys, parts.columns
+        ('v > 0', ('k',), ('k', 's', '_ct_dt_key', '_ct_dt_rows', '_ct_dt_cnt_1'))
+        """
+        block = self._aggregate
+        if block is None or aggregates.recompute_needed(block, {s: bool(appended_only[s]) for s in self.sources}):
+            return None
+        return aggregates.linear_parts(block, self.output_columns, ms=check_timestamp(data_timestamp_ms))
+
     def _generic_full(self, views: SourceViews, ms: int) -> RefreshSql:
         """A query without an incremental rule, run whole; its key is the
         row's values (to_json) plus its ordinal among equal rows, so a row

@@ -39,6 +39,7 @@ import ctfile.derived as compiler
 from ctfile.spark import derived_change as change
 from ctfile.spark import derived_refresh as run
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
+from ctfile.spark.derived_driver import linear_delta_in_driver
 from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
 
@@ -201,15 +202,26 @@ class DerivedTable:
             return RefreshDecision(ctfile.RefreshAction.FULL, "full refresh asked for")
         return decision
 
+    def _source(self, plan: Any, refresh_sql: Any, views: Any, decision: RefreshDecision, ts: int) -> Any:
+        """The MERGE source of ``refresh_sql`` and its counts: a small
+        linear aggregate delta computed in the driver
+        (:mod:`ctfile.spark.derived_driver`), else by Spark over the views."""
+        if decision.incremental:
+            parts = plan.linear_aggregate(data_timestamp_ms=ts, appended_only=_appended_only(views.sources))
+            local = linear_delta_in_driver(self.spark, parts, views.sources, run.table_schema(self.table))
+            if local is not None:
+                return run.local_checked(self.spark, local, refresh_sql)
+        views.register_used(refresh_sql.source_sql)
+        typed = run.typed_source(self.spark, refresh_sql.source_sql, self.table)
+        return run.checked_source(self.spark, typed, refresh_sql)
+
     def _write(self, plan: Any, sources: list[SourceState], decision: RefreshDecision, started: float) -> RefreshResult:
         ts = int(time.time() * 1000)
         views = run.SourceViews(self.spark, sources, decision.incremental)
         source = None
         try:
             refresh_sql = _refresh_sql(plan, views.names(), sources, decision, ts)
-            views.register_used(refresh_sql.source_sql)
-            typed = run.typed_source(self.spark, refresh_sql.source_sql, self.table)
-            source, expected = run.checked_source(self.spark, typed, refresh_sql)
+            source, expected = self._source(plan, refresh_sql, views, decision, ts)
             info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
                                     rows_out=expected.rows)
             with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:
@@ -228,9 +240,12 @@ class DerivedTable:
 
 def _refresh_sql(plan: Any, views: Any, sources: Sequence[SourceState], decision: RefreshDecision, ts: int) -> Any:
     if decision.incremental:
-        appended = {s.name: s.estimate.appended_only for s in sources}
-        return plan.delta(views, data_timestamp_ms=ts, appended_only=appended)
+        return plan.delta(views, data_timestamp_ms=ts, appended_only=_appended_only(sources))
     return plan.full(views, data_timestamp_ms=ts)
+
+
+def _appended_only(sources: Sequence[SourceState]) -> dict[str, bool]:
+    return {s.name: s.estimate.appended_only for s in sources}
 
 
 def _rows_in(sources: Sequence[SourceState], decision: RefreshDecision) -> int:

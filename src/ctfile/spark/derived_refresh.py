@@ -40,7 +40,7 @@ import ctfile
 import ctfile.derived as compiler
 from ctfile.spark.derived_plan import RefreshDecision
 from ctfile.spark.derived_sources import SourceState, stream_name
-from ctfile.spark.local import LocalLimits
+from ctfile.spark.local import LocalLimits, local_frame
 from ctfile.spark.table import CtfileTable
 
 KEY_COLUMN = "_ct_dt_key"
@@ -174,11 +174,26 @@ def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]
     if rows is None or rows.num_rows > limit:
         return source, count_checked(source, rs)
     source.unpersist()
+    return local_checked(spark, rows, rs, schema=source.schema)
+
+
+def local_checked(spark: Any, rows: Any, rs: Any, *, schema: Any = None) -> tuple[Any, SourceCounts]:
+    """The MERGE source ``rows`` (Arrow, in the driver) as a DataFrame over
+    a local relation (of Spark ``schema``, else ``rows``' own types), and
+    its counts, checking invariant 1 of the paper (section 6.1).
+
+    Raises
+    ------
+    RefreshInvariantError
+        When two rows share a key (nothing is committed).
+    """
+    from ctfile.spark_datasource.types import spark_schema
+
     deletes = None
     if asks_keyed_deletes(rs):
         deletes = pc.sum(pc.equal(rows[compiler.OP_COLUMN], "delete")).as_py() or 0
     counts = _checked(rows.num_rows, pc.count_distinct(rows[KEY_COLUMN]).as_py(), deletes)
-    return spark.createDataFrame(rows, schema=source.schema), counts
+    return local_frame(spark, rows, schema or spark_schema(rows.schema)), counts
 
 
 def count_checked(source: Any, rs: Any) -> SourceCounts:
@@ -259,6 +274,12 @@ def typed_clause(clause: Any, column_types: Mapping[str, str]) -> Any:
         return f"CAST(({expr}) AS {column_types[column]})"
 
     return replace(clause, assignments=tuple((c, typed(c, e)) for c, e in clause.assignments))
+
+
+def table_schema(target: ctfile.Table) -> Any:
+    """The derived table's columns as Arrow (its derivation columns
+    included, row lineage not): the types a MERGE source is cast to."""
+    return target.schema_at().to_arrow(include_hidden=False, field_ids=False)
 
 
 def column_types(target: ctfile.Table) -> dict[str, str]:

@@ -24,6 +24,11 @@ local relation (:func:`changes_in_driver`), as Spark itself plans a small
 local table: no Python worker and no job reads it, and the Spark jobs over
 it (a derived table's refresh) start at once. Larger scans run on the
 executors, so the driver never holds more than ``changeRows`` rows.
+
+A DataFrame made from rows the driver already holds (:func:`local_frame`:
+a collected MERGE source, a delta computed in the driver) remembers them,
+so a statement run in the driver over it reads them back without the
+Spark job that collecting it again would start.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -140,7 +146,9 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
     except Untranslatable as e:
         log.info("MERGE runs on the executors: %s does not translate to the Python engine", e)
         return None
-    rows = source.limit(limits.source_rows + 1).toArrow()
+    rows = held_rows(source)
+    if rows is None:
+        rows = source.limit(limits.source_rows + 1).toArrow()
     if rows.num_rows > limits.source_rows:
         return None
     touched = sum(p.num_records for p in tx.merge_candidates(local, rows))
@@ -148,6 +156,32 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
         return None
     log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows, touched)
     return run(tx, local, rows)
+
+
+#: Rows of DataFrames made by :func:`local_frame`: id -> (weak reference, rows).
+_HELD: dict[int, tuple[weakref.ref, pa.Table]] = {}
+
+
+def local_frame(spark: Any, rows: pa.Table, schema: Any) -> DataFrame:
+    """``rows`` as a DataFrame over a local relation of Spark ``schema``,
+    remembering them for :func:`held_rows` while the DataFrame lives, when
+    Spark would hand back the same Arrow types (no timestamps, whose time
+    zone Spark sets, and no nested types)."""
+    df = spark.createDataFrame(rows, schema=schema)
+    if all(_round_trips(f.type) for f in rows.schema):
+        key = id(df)
+        _HELD[key] = (weakref.ref(df, lambda _ref, key=key: _HELD.pop(key, None)), rows)
+    return df
+
+
+def held_rows(df: Any) -> pa.Table | None:
+    """The rows :func:`local_frame` made ``df`` from, or None."""
+    entry = _HELD.get(id(df))
+    return entry[1] if entry is not None and entry[0]() is df else None
+
+
+def _round_trips(t: pa.DataType) -> bool:
+    return not (pa.types.is_timestamp(t) or pa.types.is_nested(t) or pa.types.is_dictionary(t))
 
 
 def changes_in_driver(spark: Any, table: ctfile.Table, changes: ctfile.ChangeSet) -> DataFrame | None:
