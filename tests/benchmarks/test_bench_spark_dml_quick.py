@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_spark_dml.py"
 
 
-@pytest.mark.slow
+@pytest.mark.long  # a Spark session of its own: minutes of the suite; run with -m long
 def test_bench_spark_dml_quick(tmp_path):
     out = tmp_path / "spark_dml.json"
     proc = subprocess.run(

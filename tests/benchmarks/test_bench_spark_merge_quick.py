@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_merge.py"
 
 
-@pytest.mark.slow
+@pytest.mark.long  # a Spark session of its own: minutes of the suite; run with -m long
 def test_bench_merge_spark_quick(tmp_path):
     out = tmp_path / "merge_spark.json"
     proc = subprocess.run(

@@ -23,7 +23,7 @@ def _pos(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-@pytest.mark.slow
+@pytest.mark.long  # a Spark session of its own: minutes of the suite; run with -m long
 def test_bench_spark_native_quick(tmp_path):
     out = tmp_path / "spark_native.json"
     proc = subprocess.run(
@@ -57,7 +57,7 @@ def test_bench_spark_native_quick(tmp_path):
     assert "## Spark reads through `CtfileTable.to_df()`" in text
 
 
-@pytest.mark.slow
+@pytest.mark.long  # a Spark session of its own: minutes of the suite; run with -m long
 def test_bench_spark_changes_quick(tmp_path):
     """``--changes`` (issue 29): changes_df(information='default') and the
     data source agree on every interval (the script checks it), changes_df
