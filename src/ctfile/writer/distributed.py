@@ -33,6 +33,7 @@ import pyarrow as pa
 from ctfile.format.actions import Metadata
 from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
 from ctfile.format.paths import data_file_path
+from ctfile.format.append_only import refuse_row_removal
 from ctfile.format.properties import TableProperties, validate_properties
 from ctfile.writer.clustering import ClusterOrder
 from ctfile.format.schema import Schema, schema_from_arrow
@@ -349,6 +350,8 @@ def plan_write(
     if schema is not None and not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
     md = table_state.metadata
+    if mode == "overwrite":  # SPEC §Append-only tables: an overwrite removes every row
+        refuse_row_removal(md.properties, "OVERWRITE", storage.uri)
     update = None
     target = md.schema
     if schema_mode is not None:
