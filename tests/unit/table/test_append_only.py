@@ -191,3 +191,14 @@ def test_an_interval_with_a_delete_keeps_the_minimum_delta(tmp_path):
     plain = ctfile.create_table(str(tmp_path / "plain"), SCHEMA)
     plain.insert(_rows([1]))
     assert plain.changes(start_version=1, end_version=1).plan.reads_fresh_rows  # from the commits alone
+
+
+def test_ctfile_show_says_the_table_is_append_only(table):
+    from typer.testing import CliRunner
+
+    from ctfile.tools.cli import app
+
+    text = CliRunner().invoke(app, ["show", table.uri]).stdout
+    assert "ctfile.appendOnly=true" in text and "append-only: on" in text and "'appendOnly'" in text
+    table.set_properties({"ctfile.appendOnly": "false"})
+    assert "append-only: on" not in CliRunner().invoke(app, ["show", table.uri]).stdout
