@@ -64,7 +64,7 @@ class PlotWritten:
         out.console().print(f"wrote {self.path}")
 
 
-def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callable[[Any], Any]) -> None:
+def write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callable[[Any], Any]) -> None:
     """Gather the series, draw them (a ``*_figure`` function of
     :mod:`~ctfile.tools._plot_render`) and save the figure to ``path``;
     matplotlib is looked for first, before the table is read."""
@@ -243,7 +243,7 @@ def history(
     """
     if plot is not None:
         gather = lambda: pictures.gather_history(open_uri(uri, storage_option), uri, limit=limit)  # noqa: E731
-        _write_plot(plot, json_, gather, render.history_figure)
+        write_plot(plot, json_, gather, render.history_figure)
         return
     with handle_errors(json_):
         report = HistoryReport.of(uri, open_uri(uri, storage_option), limit=limit)
@@ -447,7 +447,7 @@ def show(
         gather = lambda: pictures.gather_layout(  # noqa: E731
             open_uri(uri, storage_option).snapshot(version, timestamp=timestamp), uri, column=column
         )
-        _write_plot(plot, json_, gather, render.layout_figure)
+        write_plot(plot, json_, gather, render.layout_figure)
         return
     with handle_errors(json_):
         report = ShowReport.of(uri, open_uri(uri, storage_option), version=version, timestamp=timestamp,
