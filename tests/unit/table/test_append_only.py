@@ -202,3 +202,22 @@ def test_ctfile_show_says_the_table_is_append_only(table):
     assert "ctfile.appendOnly=true" in text and "append-only: on" in text and "'appendOnly'" in text
     table.set_properties({"ctfile.appendOnly": "false"})
     assert "append-only: on" not in CliRunner().invoke(app, ["show", table.uri]).stdout
+
+
+def test_an_overwrite_job_planned_before_the_property_is_refused_at_commit(tmp_path):
+    t = ctfile.create_table(str(tmp_path / "t"), SCHEMA)
+    t.insert(_rows([1, 2]))
+    job = t.write_job(mode="overwrite", schema=SCHEMA)
+    files = job.write(_rows([9]))
+    t.set_properties(ON)
+    before = fingerprint(Path(t.uri))
+    with pytest.raises(ctfile.CommitConflictError):  # against the version it planned at: the property conflicts
+        job.commit(files)
+    files = job.write(_rows([9]))
+    before = fingerprint(Path(t.uri))
+    with pytest.raises(ctfile.AppendOnlyError, match="OVERWRITE"):
+        job.commit(files, against_latest=True)
+    assert [f for f in changed_files(before, fingerprint(Path(t.uri))) if not f.startswith("_ct_log")] == [
+        f"data/{Path(f.path).name}" for f in files]  # the job's own files, deleted
+    assert not any((Path(t.uri) / f.path).exists() for f in files)
+    assert sorted(ctfile.open_table(t.uri).to_arrow().column("id").to_pylist()) == [1, 2]
