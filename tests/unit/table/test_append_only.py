@@ -11,6 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ctfile
 from ctfile.format.append_only import FEATURE_APPEND_ONLY
@@ -221,3 +223,40 @@ def test_an_overwrite_job_planned_before_the_property_is_refused_at_commit(tmp_p
         f"data/{Path(f.path).name}" for f in files]  # the job's own files, deleted
     assert not any((Path(t.uri) / f.path).exists() for f in files)
     assert sorted(ctfile.open_table(t.uri).to_arrow().column("id").to_pylist()) == [1, 2]
+
+
+# ------------------------------------------------------------ random histories
+
+OPS = st.lists(st.tuples(st.sampled_from(["insert", "merge insert", "compact", "delete", "update", "upsert"]),
+                         st.integers(0, 30)), min_size=1, max_size=6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_random_histories_only_append_and_scan_as_appends(tmp_path_factory, ops):
+    """Every statement either inserts (or compacts) or is refused leaving
+    every file as it was; every interval's default scan is read as the
+    append-only plan and is exactly the rows inserted in it."""
+    t = ctfile.create_table(str(tmp_path_factory.mktemp("h") / "t"), SCHEMA, properties={**ON, "ctfile.partitionRows": "3"})
+    inserted: dict[int, list[int]] = {}  # version -> ids it inserted
+    for kind, x in ops:
+        ids = [x, x + 100]
+        if kind == "insert":
+            inserted[t.insert(_rows(ids)).version] = ids
+        elif kind == "merge insert":
+            present = set(t.to_arrow().column("id").to_pylist())
+            r = t.merge(_rows(ids), on="id", when_matched=None)
+            if r.committed:
+                inserted[r.version] = [i for i in ids if i not in present]
+        elif kind == "compact":
+            t.compact(target_rows=10)
+        else:
+            call = {"delete": lambda: t.delete(pc.field("id") == x),
+                    "update": lambda: t.update(pc.field("id") == x, {"v": "u"}),
+                    "upsert": lambda: t.merge(_rows(ids, "m"), on="id")}[kind]
+            _refused(t, call)
+    for a in range(1, t.version + 1):
+        cs = t.changes(start_version=a, end_version=t.version)
+        want = sorted(i for v, vs in inserted.items() if v >= a for i in vs)
+        assert sorted(cs.to_arrow().column("id").to_pylist()) == want
+        assert cs.plan.reads_fresh_rows or not cs.plan.commits
