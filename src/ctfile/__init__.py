@@ -7,6 +7,7 @@ See ``format_spec/SPEC.md`` for the normative format.
 """
 
 from ctfile.format.errors import (
+    AppendOnlyError,
     CommitConflictError,
     CorruptDataFileError,
     CorruptLogError,
@@ -127,6 +128,7 @@ __all__ = [
     "StreamInfo",
     "CorruptLogError",
     "DerivedTableError",
+    "AppendOnlyError",
     "DerivedDefinition",
     "RefreshAction",
     "RefreshInfo",

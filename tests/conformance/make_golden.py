@@ -103,7 +103,21 @@ v2    REFRESH INCREMENTAL at people version 5: one MERGE on the key
 v3    COMPACT (``dataChange`` false)   (and a checkpoint of version 3)
 ====  ==========================================================
 
-``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` / ``--restored`` / ``--derived`` regenerate only ``people-capture`` /
+``golden/people-append/`` (revision 9, SPEC §Append-only tables) is created
+with ``ctfile.appendOnly = true`` and ``ctfile.partitionRows = 2``:
+
+====  ==========================================================
+v0    CREATE TABLE (writer feature ``appendOnly``)
+v1    INSERT (1, 'Jeff'), (2, 'Donny'), (4, 'Maud')
+v2    INSERT (5, 'Uli'), (3, 'Walter')
+v3    MERGE ... WHEN NOT MATCHED THEN INSERT * of (3, 'W'), (6, 'Bunny'):
+      inserts 6 only (an insert-only MERGE)
+v4    COMPACT (``dataChange`` false)
+v5    SET TBLPROPERTIES (ctfile.appendOnly = false); the feature stays
+v6    DELETE WHERE id = 2   (and a checkpoint of version 6)
+====  ==========================================================
+
+``--capture`` / ``--evolve`` / ``--streams`` / ``--clustered`` / ``--restored`` / ``--derived`` / ``--append`` regenerate only ``people-capture`` /
 ``people-evolved`` (each is regenerated separately: regenerating one changes
 the SPEC examples copied from it).
 
@@ -144,6 +158,7 @@ PEOPLE_CHANGES = os.path.join(GOLDEN_DIR, "people-changes")
 PEOPLE_CLUSTERED = os.path.join(GOLDEN_DIR, "people-clustered")
 PEOPLE_RESTORED = os.path.join(GOLDEN_DIR, "people-restored")
 PEOPLE_DERIVED = os.path.join(GOLDEN_DIR, "people-derived")
+PEOPLE_APPEND = os.path.join(GOLDEN_DIR, "people-append")
 DERIVED_SOURCE_URI = "/tmp/ctfile-golden/people"
 DERIVED_QUERY = "SELECT id, upper(name) AS name FROM people WHERE id <> 3"
 # Where people-changes is built, so that the claims of people-streams name it.
@@ -159,6 +174,9 @@ ROWS_EVOLVED = {1: ("Jeffrey", None), 3: ("Walter", None), 4: ("Maude", None), 6
 ROWS_CLUSTERED = {0: "Smokey", 1: "Jeffrey", 3: "Walter", 4: "Maude", 6: "Bunny"}
 # people-restored, version 7 (version 6 is ROWS_V2).
 ROWS_RESTORED = {1: "Jeff", 2: "Donny K", 3: "Walter", 4: "Maud", 5: "Uli"}
+# people-append, version 4 (every row ever inserted) and version 6.
+ROWS_APPEND = {1: "Jeff", 2: "Donny", 3: "Walter", 4: "Maud", 5: "Uli", 6: "Bunny"}
+ROWS_APPEND_V6 = {1: "Jeff", 3: "Walter", 4: "Maud", 5: "Uli", 6: "Bunny"}
 
 
 def build(target: str, *, capture: bool = False) -> None:
@@ -319,6 +337,33 @@ def restored(target: str) -> None:
         raise SystemExit(f"unexpected final rows {got}")
 
 
+def append_only(target: str) -> None:
+    """The ``people-append`` table (revision 9) at ``target``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import ctfile
+
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    t = ctfile.create_table(target, schema, properties={"ctfile.appendOnly": "true", "ctfile.partitionRows": "2"})
+    steps = [
+        t.insert(pa.table({"id": [1, 2, 4], "name": ["Jeff", "Donny", "Maud"]}, schema=schema)),
+        t.insert(pa.table({"id": [5, 3], "name": ["Uli", "Walter"]}, schema=schema)),
+        t.merge_builder(pa.table({"id": [3, 6], "name": ["W", "Bunny"]}, schema=schema), on="id")
+        .when_not_matched_insert_all().execute(),
+        t.compact(target_rows=10),
+        t.set_properties({"ctfile.appendOnly": "false"}),
+        t.delete(pc.field("id") == 2),
+    ]
+    for expected_version, result in enumerate(steps, start=1):
+        if not result.committed or result.version != expected_version:
+            raise SystemExit(f"unexpected commit result {result}")
+    t.checkpoint()
+    got = dict(zip(*t.snapshot().to_arrow().sort_by("id").to_pydict().values()))
+    if got != ROWS_APPEND_V6 or dict(zip(*t.snapshot(4).to_arrow().sort_by("id").to_pydict().values())) != ROWS_APPEND:
+        raise SystemExit(f"unexpected final rows {got}")
+
+
 def derived_rows(source, version: int):
     """:data:`DERIVED_QUERY` at ``version`` of the golden ``people`` table
     ``source``, with its derivation key (the source row's ``METADATA$ROW_ID``)."""
@@ -387,9 +432,9 @@ def regenerate_streams() -> None:
 
 
 def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool = False, restored_: bool = False,
-               derived_: bool = False) -> None:
+               derived_: bool = False, append_: bool = False) -> None:
     target = (
-        PEOPLE_DERIVED if derived_ else PEOPLE_RESTORED if restored_ else PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved
+        PEOPLE_APPEND if append_ else PEOPLE_DERIVED if derived_ else PEOPLE_RESTORED if restored_ else PEOPLE_CLUSTERED if clustered_ else PEOPLE_EVOLVED if evolved
         else PEOPLE_CAPTURE if capture else PEOPLE
     )
     name = os.path.basename(target)
@@ -404,6 +449,8 @@ def regenerate(*, capture: bool = False, evolved: bool = False, clustered_: bool
             restored(os.path.join(tmp, name))
         elif derived_:
             derived(os.path.join(tmp, name))
+        elif append_:
+            append_only(os.path.join(tmp, name))
         else:
             build(os.path.join(tmp, name), capture=capture)
         if os.path.exists(target):
@@ -457,6 +504,7 @@ def main(argv: list[str]) -> None:
     which.add_argument("--clustered", action="store_true", help="the people-clustered table instead of people")
     which.add_argument("--restored", action="store_true", help="the people-restored table instead of people")
     which.add_argument("--derived", action="store_true", help="the people-derived table instead of people")
+    which.add_argument("--append", action="store_true", help="the people-append table instead of people")
     args = ap.parse_args(argv)
     if args.streams:
         if args.examples:
@@ -471,7 +519,7 @@ def main(argv: list[str]) -> None:
         print_examples(capture=args.capture, evolved=args.evolve, restored_=args.restored, derived_=args.derived)
     else:
         regenerate(capture=args.capture, evolved=args.evolve, clustered_=args.clustered, restored_=args.restored,
-                   derived_=args.derived)
+                   derived_=args.derived, append_=args.append)
 
 
 if __name__ == "__main__":

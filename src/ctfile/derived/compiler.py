@@ -22,7 +22,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from sqlglot import exp
 
@@ -103,8 +103,15 @@ class CompiledQuery:
         block = self._aggregate
         return aggregates.hidden_columns(block) if block is not None else rows.HIDDEN
 
-    def explain(self) -> Explanation:
-        return explain(self._planned.root, self._planned.blocks, self._planned.blockers)
+    def explain(self, *, append_only: Any = ()) -> Explanation:
+        """Per operator, its rule or why it has none; ``append_only``: the
+        sources whose tables are append-only (SPEC §Append-only tables),
+        whose cheaper rules it names."""
+        if not isinstance(append_only, (tuple, list, set, frozenset)) or any(
+                s not in self.sources for s in append_only):
+            raise InvalidArgumentError(
+                f"append_only must name sources among {list(self.sources)}, found {append_only!r}")
+        return explain(self._planned.root, self._planned.blocks, self._planned.blockers, append_only=append_only)
 
     def _check_views(self, views: SourceViews) -> None:
         if not isinstance(views, SourceViews):

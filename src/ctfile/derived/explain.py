@@ -10,6 +10,17 @@ incremental: yes
 aggregate GROUP BY k: k, n  [incremental] count/sum/avg: the signed delta is combined with the stored state in the MERGE; groups reaching 0 rows are deleted
   filter v > 0  [incremental] applied to each delta term (a predicate over one row image)
     scan s AS s  [incremental] new/old states at the frontiers and the minimum-delta change scan
+
+A source whose table is append-only (``ctfile.appendOnly``, SPEC §Append-only
+tables) makes ``min``/``max`` combine with the stored value and its change
+scan read only appended rows:
+
+>>> q = compile_query("SELECT k, max(v) AS m FROM s GROUP BY k", sources=("s",))
+>>> print(q.explain(append_only=("s",)))
+incremental: yes
+append-only sources: s (ctfile.appendOnly)
+aggregate GROUP BY k: k, m  [incremental] min/max: combined with the stored value (least/greatest): every source is append-only (ctfile.appendOnly), no group is recomputed
+  scan s AS s  [incremental] new state at the frontier and the append-only change scan (the fresh rows of the appended partitions): s is append-only (ctfile.appendOnly)
 """
 
 from __future__ import annotations
@@ -54,29 +65,45 @@ class Explanation:
     incremental: bool
     rows: tuple[ExplainRow, ...]
     blockers: tuple[Blocker, ...]
+    #: The sources whose tables are append-only (SPEC §Append-only tables).
+    append_only: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"incremental: {'yes' if self.incremental else 'no (full refresh only)'}"]
+        if self.append_only:
+            lines.append(f"append-only sources: {', '.join(self.append_only)} ({_PROPERTY})")
         for row in self.rows:
             flag = "incremental" if row.incremental else "full"
             lines.append(f"{'  ' * row.depth}{row.operator} {row.detail}  [{flag}] {row.rule}")
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
-        return {"incremental": self.incremental, "operators": [r.as_json() for r in self.rows],
+        return {"incremental": self.incremental, "appendOnlySources": list(self.append_only),
+                "operators": [r.as_json() for r in self.rows],
                 "blockers": [{"operator": b.operator, "reason": b.reason} for b in self.blockers]}
 
     def to_json(self) -> str:
         return json.dumps(self.as_json(), indent=2)
 
 
-def _aggregate_rule(block: Block | None) -> str:
+_PROPERTY = "ctfile.appendOnly"
+
+
+def _all_append_only(block: Block | None, append_only: frozenset[str]) -> bool:
+    """Whether every source ``block`` reads is append-only."""
+    return block is not None and all(src in append_only for src, _ in block.occurrences)
+
+
+def _aggregate_rule(block: Block | None, append_only: frozenset[str] = frozenset()) -> str:
     kinds = {a.kind for a in block.aggregates if a is not None} if block else set()
     parts = []
     if kinds & {AggKind.COUNT_STAR, AggKind.COUNT, AggKind.SUM, AggKind.AVG} or not kinds:
         parts.append("count/sum/avg: the signed delta is combined with the stored state in the MERGE; "
                      "groups reaching 0 rows are deleted")
-    if kinds & {AggKind.MIN, AggKind.MAX}:
+    if kinds & {AggKind.MIN, AggKind.MAX} and _all_append_only(block, append_only):
+        parts.append(f"min/max: combined with the stored value (least/greatest): every source is append-only "
+                     f"({_PROPERTY}), no group is recomputed")
+    elif kinds & {AggKind.MIN, AggKind.MAX}:
         parts.append("min/max: combined with the stored value (least/greatest) when every source only appended, "
                      "else the affected groups are recomputed from the new state")
     if AggKind.COUNT_DISTINCT in kinds:
@@ -84,7 +111,30 @@ def _aggregate_rule(block: Block | None) -> str:
     return "; ".join(parts)
 
 
-def explain(root: Operator, blocks: tuple[Block, ...], blockers: tuple[Blocker, ...]) -> Explanation:
+def _scan_rule(op: Operator, append_only: frozenset[str]) -> str:
+    """The rule of a scan: the append-only change scan for an append-only
+    source (SPEC §Append-only tables), else the minimum delta."""
+    source = op.detail.split(" AS ")[0]  # the detail is "source AS alias" (planning)
+    if source in append_only:
+        return (f"new state at the frontier and the append-only change scan (the fresh rows of the appended "
+                f"partitions): {source} is append-only ({_PROPERTY})")
+    return _RULES[OperatorKind.SCAN]
+
+
+def _rule(op: Operator, aggregates, append_only: frozenset[str]) -> str:
+    if op.kind is OperatorKind.AGGREGATE:
+        return _aggregate_rule(next(aggregates, None), append_only)
+    if op.kind is OperatorKind.SCAN:
+        return _scan_rule(op, append_only)
+    return _RULES[op.kind]
+
+
+def explain(
+    root: Operator, blocks: tuple[Block, ...], blockers: tuple[Blocker, ...], *, append_only: Any = (),
+) -> Explanation:
+    """The explanation of a planned query; ``append_only``: the names of its
+    sources whose tables are append-only (SPEC §Append-only tables)."""
+    declared = frozenset(append_only)
     rows: list[ExplainRow] = []
     aggregates = iter(b for b in blocks if b.is_aggregate and b.select.args.get("distinct") is None)
 
@@ -93,10 +143,10 @@ def explain(root: Operator, blocks: tuple[Block, ...], blockers: tuple[Blocker, 
             rows.append(ExplainRow(depth, op.kind.value, op.detail, False, f"blocked by {len(blockers)} operator(s)"))
             rows.extend(ExplainRow(depth + 1, b.operator, "", False, b.reason) for b in blockers)
             return
-        rule = _aggregate_rule(next(aggregates, None)) if op.kind is OperatorKind.AGGREGATE else _RULES[op.kind]
+        rule = _rule(op, aggregates, declared)
         rows.append(ExplainRow(depth, op.kind.value, op.detail, True, rule))
         for child in op.inputs:
             visit(child, depth + 1)
 
     visit(root, 0)
-    return Explanation(not blockers, tuple(rows), blockers)
+    return Explanation(not blockers, tuple(rows), blockers, tuple(sorted(declared)))

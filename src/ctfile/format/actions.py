@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from ctfile.format.append_only import FEATURE_APPEND_ONLY
 from ctfile.format.derived import FEATURE_DERIVED_TABLES, DerivedDefinition, RefreshInfo, visible_schema
 from ctfile.format.partition_stats import PartitionStats, stats_from_text
 from ctfile.format.properties import IsolationLevel
@@ -44,6 +45,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         FEATURE_STREAMS,
         FEATURE_RESTORED_PARTITIONS,
         FEATURE_DERIVED_TABLES,
+        FEATURE_APPEND_ONLY,  # revision 9, SPEC §Append-only tables
     }
 )
 

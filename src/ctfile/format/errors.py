@@ -92,6 +92,13 @@ class DerivedTableError(CtfileError):
     tables, protocol feature ``derivedTables``). Nothing is written."""
 
 
+class AppendOnlyError(CtfileError):
+    """A statement that would delete, change or bring back rows of a table
+    whose ``ctfile.appendOnly`` property is ``true`` (SPEC §Append-only
+    tables, protocol feature ``appendOnly``): only inserts are allowed.
+    Nothing is written."""
+
+
 class CorruptLogError(CtfileError):
     """A log entry, checkpoint or referenced path is malformed or unsafe."""
 

@@ -185,6 +185,7 @@ MAX_RETENTION_EXTENSION = "ctfile.maxRetentionExtension"
 CLUSTER_BY = "ctfile.clusterBy"
 AUTO_COMPACT = "ctfile.autoCompact"
 AUTO_COMPACT_MAX_DEPTH = "ctfile.autoCompactMaxDepth"
+APPEND_ONLY = "ctfile.appendOnly"
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 DEFAULT_ROW_GROUP_ROWS = 1 << 20
@@ -222,6 +223,8 @@ TABLE_PROPERTIES: dict[str, PropertySpec] = {
         PropertySpec(AUTO_COMPACT_MAX_DEPTH, "a positive integer", DEFAULT_AUTO_COMPACT_MAX_DEPTH, _positive_int,
                      "with ctfile.autoCompact and clustering keys, the most partitions a key value may lie in "
                      "after a commit"),
+        PropertySpec(APPEND_ONLY, "true or false", False, _boolean,
+                     "whether the table takes only commits that insert rows (SPEC §Append-only tables)"),
     )
 }
 
@@ -329,6 +332,8 @@ class TableProperties:
     auto_compact: bool = False
     #: SPEC §Clustering, automatic compaction: the clustering depth it keeps.
     auto_compact_max_depth: int = DEFAULT_AUTO_COMPACT_MAX_DEPTH
+    #: SPEC §Append-only tables: writers refuse every commit that removes rows.
+    append_only: bool = False
 
     @classmethod
     def from_mapping(cls, properties: Mapping[str, str]) -> "TableProperties":
@@ -357,4 +362,5 @@ class TableProperties:
             cluster_by=get(CLUSTER_BY),
             auto_compact=get(AUTO_COMPACT),
             auto_compact_max_depth=get(AUTO_COMPACT_MAX_DEPTH),
+            append_only=get(APPEND_ONLY),
         )

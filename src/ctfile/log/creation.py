@@ -12,6 +12,7 @@ import time
 import uuid
 
 from ctfile.format.actions import FEATURE_CHANGE_CAPTURE, Action, CommitInfo, Metadata, Protocol
+from ctfile.format.append_only import FEATURE_APPEND_ONLY, check_not_derived
 from ctfile.format.derived import FEATURE_DERIVED_TABLES
 from ctfile.format.entries import decode_entry, encode_entry
 from ctfile.format.errors import TableExistsError
@@ -25,11 +26,16 @@ log = logging.getLogger("ctfile")
 
 def new_table_actions(metadata: Metadata, timestamp: int) -> list[Action]:
     """The entry of version 0 (SPEC §Creating a table); its protocol lists
-    ``changeCapture`` when the properties turn capture on, and ``derivedTables``
-    (reader and writer) for a derived table (SPEC §Protocol)."""
+    ``changeCapture`` when the properties turn capture on, ``appendOnly``
+    when they make the table append-only, and ``derivedTables`` (reader and
+    writer) for a derived table (SPEC §Protocol)."""
     protocol = Protocol()
-    if TableProperties.from_mapping(metadata.properties).change_capture is ChangeCapture.BEFORE_AFTER:
+    props = TableProperties.from_mapping(metadata.properties)
+    if props.change_capture is ChangeCapture.BEFORE_AFTER:
         protocol = protocol.with_writer_feature(FEATURE_CHANGE_CAPTURE)
+    if props.append_only:  # SPEC §Append-only tables: never a derived table
+        check_not_derived(metadata)
+        protocol = protocol.with_writer_feature(FEATURE_APPEND_ONLY)
     if metadata.is_derived:  # SPEC §Derived tables: listed from version 0
         protocol = protocol.with_reader_feature(FEATURE_DERIVED_TABLES)
     return [

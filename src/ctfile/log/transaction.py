@@ -49,6 +49,7 @@ from ctfile.format.errors import (
 )
 from ctfile.format.log_values import check_json_value, require_long
 from ctfile.format.paths import change_file_path, commit_path, data_file_path
+from ctfile.format.append_only import FEATURE_APPEND_ONLY, check_not_derived, refuse_row_removal
 from ctfile.format.properties import ChangeCapture, TableProperties
 from ctfile.format.schema import LONG_MAX
 from ctfile.log.commit_options import require_app_id, require_app_version
@@ -318,11 +319,16 @@ class Transaction:
     def set_metadata(self, metadata: Metadata) -> None:
         """Commit ``metadata``. Setting ``ctfile.changeCapture`` to
         ``before_after`` adds the ``changeCapture`` writer feature to the
-        protocol in the same commit (SPEC §Protocol); it is never removed."""
+        protocol in the same commit (SPEC §Protocol), setting
+        ``ctfile.appendOnly`` to ``true`` the ``appendOnly`` one (refused on
+        a derived table, SPEC §Append-only tables); they are never removed."""
         self._check_open()
+        props = TableProperties.from_mapping(metadata.properties)
+        if props.append_only:  # SPEC §Append-only tables: the writer feature, never on a derived table
+            check_not_derived(metadata)
+            self._features[FEATURE_APPEND_ONLY] = False
         self._metadata = metadata
-        capture = TableProperties.from_mapping(metadata.properties).change_capture
-        if capture is ChangeCapture.BEFORE_AFTER:
+        if props.change_capture is ChangeCapture.BEFORE_AFTER:
             self._features[FEATURE_CHANGE_CAPTURE] = False
 
     def require_feature(self, feature: str, *, reader: bool) -> None:
@@ -487,10 +493,20 @@ class Transaction:
             self.result = self._result(self.base.version, committed=False, attempts=0)
             return self.result
         try:
+            self._check_append_only()
             return self._commit_loop()
         except BaseException:
             self.abort()
             raise
+
+    def _check_append_only(self) -> None:
+        """SPEC §Append-only tables: a commit under ``ctfile.appendOnly`` (in
+        the version read or in the metadata it commits) holds no data-changing
+        remove, no re-add and no change file; the statements refused this
+        before writing, this is the check of the commit itself."""
+        if self.data_change and (self._removed or self._restored or self._changes):
+            committed = self._metadata.properties if self._metadata is not None else None
+            refuse_row_removal(self.base.metadata.properties, self.operation, self.storage.uri, committed=committed)
 
     def _commit_loop(self) -> CommitResult:
         """Steps 4-7 of SPEC §Commit protocol. How a put fails decides what

@@ -179,6 +179,17 @@ class ChangePlan:
     added: tuple[Partition, ...] = ()
     removed: tuple[Partition, ...] = ()
     commits: tuple[CommitChanges, ...] = field(default=())
+    #: SPEC §Append-only tables: a ``default`` scan of an append-only
+    #: interval, read as an ``append_only`` scan (one segment per commit
+    #: that added partitions, of their fresh rows).
+    fresh_rows: bool = False
+
+    @property
+    def reads_fresh_rows(self) -> bool:
+        """Whether the scan reads only the fresh rows of the partitions its
+        segments added (an ``append_only`` scan's reading, also that of a
+        ``default`` scan of an append-only interval)."""
+        return self.fresh_rows
 
     @property
     def appended(self) -> tuple[Partition, ...]:
@@ -239,7 +250,8 @@ class ChangePlan:
                 commits.append(part)
         shape = self.shape if segments or self.shape is PlanShape.INITIAL_ROWS else PlanShape.EMPTY
         return ChangePlan(
-            shape, tuple(segments), initial, _keep(self.added, read), _keep(self.removed, read), tuple(commits)
+            shape, tuple(segments), initial, _keep(self.added, read), _keep(self.removed, read), tuple(commits),
+            fresh_rows=self.fresh_rows,
         )
 
 
@@ -315,6 +327,11 @@ def plan_changes(log: ManifestLog, scan: ChangeScan, *, latest: int, use_change_
     added, removed, commits = net_changes(entries)
     if not use_change_files:
         commits = tuple(dataclasses.replace(c, captured=None) for c in commits)
+    if scan.mode is ChangeMode.DEFAULT and is_append_only_interval(commits):
+        # SPEC §Append-only tables: the interval's change is the fresh rows its commits inserted.
+        return ChangePlan(_shape(ChangeMode.APPEND_ONLY, a, added, removed, commits),
+                          _segments(ChangeMode.APPEND_ONLY, a, b, added, removed, commits), initial, added, removed,
+                          commits, fresh_rows=True)
     shape = _shape(scan.mode, a, added, removed, commits)
     if shape is PlanShape.EMPTY:
         segments: tuple[Segment, ...] = ()
@@ -322,7 +339,25 @@ def plan_changes(log: ManifestLog, scan: ChangeScan, *, latest: int, use_change_
         segments = _captured_segments(scan.mode, entries, commits)
     else:
         segments = _segments(scan.mode, a, b, added, removed, commits)
-    return ChangePlan(shape, segments, initial, added, removed, commits)
+    return ChangePlan(shape, segments, initial, added, removed, commits, fresh_rows=scan.mode is ChangeMode.APPEND_ONLY)
+
+
+def is_append_only_interval(commits: Sequence[CommitChanges]) -> bool:
+    """Whether the data-changing ``commits`` of an interval make it an
+    append-only interval (SPEC §Append-only tables): some commit, and none
+    that removed a partition, re-added one or wrote change files. Decided
+    from the commits, whatever ``ctfile.appendOnly`` says: a table that
+    set it has such intervals from the commit after the one that set it.
+
+    >>> p = Partition("data/a.parquet", 10, 2, 0, 1, 0, None, None)
+    >>> is_append_only_interval([CommitChanges(1, 0, (p,), ())]), is_append_only_interval([CommitChanges(1, 0, (p,), (p,))])
+    (True, False)
+    >>> is_append_only_interval([])
+    False
+    """
+    return bool(commits) and all(
+        not c.removed and not c.restores and not c.change_files for c in commits
+    )
 
 
 def interval_changes(

@@ -208,7 +208,7 @@ class ChangeSet:
             yield from self._initial_rows(files, self.plan.initial, use_threads)
         if not self.plan.segments:
             return
-        if self.scan.mode is ChangeMode.APPEND_ONLY:
+        if self.plan.reads_fresh_rows:  # append_only, or default over an append-only interval
             for seg in self.plan.segments:
                 yield from self._append_only(files, self._prune(seg.added), use_threads)
             return

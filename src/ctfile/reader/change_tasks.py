@@ -256,8 +256,9 @@ def _units(table_schema: Schema, scan: ChangeScan, plan: ChangePlan) -> list[_Un
         # One consolidation over every segment: a row id's events in all of
         # them in one task; nothing pruned (see ChangeSet._consolidated).
         return units + [_Unit(sum(_rows(p) for p in pieces), segments=pieces) for pieces in _split_segments(plan.segments)]
+    mode = ChangeMode.APPEND_ONLY if plan.reads_fresh_rows else scan.mode  # SPEC §Append-only tables
     for seg in plan.segments:
-        units += _segment_units(seg, scan.mode, pruned)
+        units += _segment_units(seg, mode, pruned)
     return units
 
 

@@ -173,6 +173,20 @@ class Snapshot:
         """
         return TableProperties.from_mapping(self.metadata.properties).auto_compact
 
+    @property
+    def append_only(self) -> bool:
+        """``ctfile.appendOnly`` of this version: whether the next commit
+        may only insert rows (SPEC §Append-only tables; False when unset or
+        malformed).
+
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]),
+        ...                         properties={"ctfile.appendOnly": "true"})
+        >>> t.snapshot().append_only, t.snapshot(0).protocol.writer_features[-1]
+        (True, 'appendOnly')
+        """
+        return TableProperties.from_mapping(self.metadata.properties).append_only
+
     def clustering_info(self, *, keys: Sequence[str] | None = None) -> "ClusteringInfo | None":
         """How clustered this version is by ``keys`` (default: its clustering
         keys), from statistics alone (:class:`~ctfile.reader.clustering.ClusteringInfo`,

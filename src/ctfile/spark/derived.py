@@ -40,7 +40,7 @@ from ctfile.spark import derived_change as change
 from ctfile.spark import derived_refresh as run
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
 from ctfile.spark.derived_driver import linear_delta_in_driver
-from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
+from ctfile.spark.derived_sources import SourceState, append_only_names, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
 
 _MAX_ATTEMPTS = 3
@@ -111,8 +111,10 @@ class DerivedTable:
 
     def explain(self) -> Any:
         """Per operator of the compiled query: incremental or not, and why
-        (:class:`ctfile.derived.Explanation`)."""
-        return self._plan(self._sources()).explain()
+        (:class:`ctfile.derived.Explanation`), naming the append-only
+        sources and the rules they make cheaper (SPEC §Append-only tables)."""
+        sources = self._sources()
+        return self._plan(sources).explain(append_only=append_only_names(sources))
 
     def refresh(self, *, full: bool = False, pins: Mapping[str, int] | None = None) -> RefreshResult:
         """Bring the table to its sources' latest versions (or ``pins``:

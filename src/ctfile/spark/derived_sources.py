@@ -117,13 +117,40 @@ class SourceState:
         return None
 
     @cached_property
+    def append_only(self) -> bool:
+        """Whether the source table is append-only (``ctfile.appendOnly``)
+        at the version this refresh reads (SPEC §Append-only tables)."""
+        return self.table.snapshot(self.version).append_only
+
+    @cached_property
+    def appended_since_frontier(self) -> bool:
+        """Whether every commit after the frontier is one an append-only
+        table takes (SPEC §Append-only tables): true when the table was
+        append-only at the frontier's version and still is (every commit in
+        between was under the property: the commit that turns it off is
+        under it, and the property is on again at the end only through
+        another commit, which the plan of the interval then judges)."""
+        if self.previous is None or not self.moved:
+            return False
+        if self.table.snapshot(self.previous.version).append_only and self.append_only:
+            return self._interval_plan_appends()
+        return False
+
+    def _interval_plan_appends(self) -> bool:
+        """Whether the change plan of the interval is the append-only one
+        (planned from its log entries alone, SPEC §Append-only tables)."""
+        cs = self.table.changes(start_version=self.previous.version + 1, end_version=self.version)
+        return cs.plan.reads_fresh_rows or not cs.plan.commits
+
+    @cached_property
     def estimate(self) -> IntervalEstimate:
         """The interval's size from its commit metrics (no partition read);
         computed once per refresh (the rules, the reason and the refresh
-        info all ask for it)."""
+        info all ask for it). A source append-only through the interval
+        only appended, whatever its commits' metrics say."""
         entries = [e for e in self.history if changes_rows(e)]
         changed = sum(_metric(e, k) for e in entries for k in _CHANGE_METRICS)
-        appended = all(_only_inserts(e) for e in entries)
+        appended = all(_only_inserts(e) for e in entries) or self.appended_since_frontier
         rows = self.table.snapshot(self.version).num_records
         return IntervalEstimate(changed_rows=changed, appended_only=appended, rows_at_end=rows)
 
@@ -211,6 +238,12 @@ def bind_sources(sources: Mapping[str, str], *, storage_options: Mapping | None)
         table = ctfile.open_table(str(uri), storage_options=storage_options)
         out.append(ctfile.SourceBinding(name=name, table_id=table.table_id, uri=str(uri)))
     return tuple(out)
+
+
+def append_only_names(sources: Sequence[SourceState]) -> tuple[str, ...]:
+    """The names of the sources whose tables are append-only at the version
+    read (SPEC §Append-only tables), for ``explain()``."""
+    return tuple(s.name for s in sources if s.append_only)
 
 
 def describe(sources: Sequence[SourceState]) -> str:

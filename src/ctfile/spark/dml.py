@@ -220,6 +220,7 @@ class ConditionStatement:
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
         """Run the statement in ``tx``; the counts it staged."""
         tx.check_row_change("UPDATE" if self.set is not None else "DELETE")  # SPEC §Derived tables
+        tx.check_keeps_rows("UPDATE" if self.set is not None else "DELETE")  # SPEC §Append-only tables
         if tx.is_replay:
             return counts(Results([], []))
         job, matched, used, cond = self._plan(tx)

@@ -144,6 +144,8 @@ class SparkMerge:
     def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
         """Run the statement in ``tx``; the counts it staged."""
         tx.check_row_change("MERGE")  # SPEC §Derived tables: before any check of the statement
+        if not self.statement.inserts_only:  # SPEC §Append-only tables: before any file is written
+            tx.check_keeps_rows("MERGE")
         if tx.is_replay:
             return counts(Results([], []))
         given = in_table_timestamps(self._given, tx.schema.to_arrow(field_ids=False))

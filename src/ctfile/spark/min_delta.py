@@ -47,7 +47,7 @@ import logging
 from typing import Any, Sequence
 
 import ctfile
-from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID
+from ctfile.spark.changes import ACTION, ISUPDATE, ROW_ID, append_only_df
 from ctfile.spark.lineage import RID, RV, lineage_df, lineage_files, table_seed
 from ctfile.spark.native import datasource_df
 from ctfile.spark.xxh3 import with_xxh3_64
@@ -62,6 +62,8 @@ _SEEN = "_ct_seen"  # how many times a row id is seen among the old ids and the 
 def default_df(spark: Any, table: ctfile.Table, cs: ctfile.ChangeSet):
     """The ``default`` change scan ``cs`` of ``table`` (module docstring)."""
     plan = cs.plan
+    if plan.reads_fresh_rows:  # SPEC §Append-only tables: the fresh rows the interval's commits inserted
+        return append_only_df(spark, table, cs)
     if not (plan.added or plan.removed):
         return spark.createDataFrame([], spark_schema(cs.schema))
     if _reads_change_files(plan):

@@ -19,6 +19,7 @@ import io
 from pathlib import Path
 from typing import Any, Sequence
 
+from ctfile.tools.derived_pictures import ACTIONS, DerivedSeries
 from ctfile.tools.pictures import CommitKind, HistorySeries, LayoutSeries, PlotFormat
 
 MISSING_EXTRA = "--plot needs matplotlib: pip install 'ctfile[plot]'"
@@ -204,6 +205,58 @@ def _draw_bars(fig: Any, ax: Any, s: LayoutSeries) -> None:
     if names is not None:
         ax.set_xticks(list(names), list(names.values()), rotation=30, ha="right", fontsize="small")
     fig.colorbar(sm, ax=ax, label="version that wrote the partition")
+
+
+# ---------------------------------------------------------------- derived tables
+
+#: The colour of each refresh action (``ctfile derived show --plot``).
+ACTION_COLOURS = {"NO_DATA": "tab:gray", "INCREMENTAL": "tab:green", "FULL": "tab:orange", "REINITIALIZE": "tab:red"}
+TARGET_LAG_LABEL = "target lag"
+
+
+def _when(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+def derived_figure(s: DerivedSeries) -> Any:
+    """Two panels over time (UTC): the lag behind each source against the
+    target lag (a dashed line; none drawn for no lag or ``downstream``),
+    and each refresh's duration as a stem coloured by its action."""
+    mpl = load_matplotlib()
+    fig = mpl.figure.Figure(figsize=(10, 7), layout="constrained")
+    ax_lag, ax_took = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    fig.suptitle(f"derived table {s.uri}")
+    for src in s.sources:
+        if src.times_ms:
+            ax_lag.plot([_when(t) for t in src.times_ms], src.lags_s, label=f"lag behind {src.name}")
+    if s.target_lag_s is not None:
+        ax_lag.axhline(s.target_lag_s, color="black", linestyle="--", label=f"{TARGET_LAG_LABEL} ({s.target_lag})")
+    missing = [f"{x.name}: {x.problem}" for x in s.sources if x.problem]
+    note = "" if s.target_lag_s is not None else f"; target lag: {s.target_lag or 'none'}"
+    ax_lag.set_title("lag behind each source (s)" + note + (f"; not drawn: {'; '.join(missing)}" if missing else ""),
+                     fontsize="small", loc="left")
+    ax_lag.set_ylabel("seconds")
+    ax_lag.legend(loc="best", fontsize="small")
+    _refresh_stems(ax_took, s)
+    return fig
+
+
+def _refresh_stems(ax: Any, s: DerivedSeries) -> None:
+    """Each refresh's duration, coloured by action (one legend entry per
+    action, the four listed whether or not the log holds one)."""
+    for action in ACTIONS:
+        points = [r for r in s.refreshes if r.action == action and r.duration_ms is not None]
+        xs, ys = [_when(r.time_ms) for r in points], [r.duration_ms / 1000 for r in points]
+        colour = ACTION_COLOURS[action]
+        ax.vlines(xs, 0, ys, color=colour)
+        ax.scatter(xs, ys, color=colour, label=action)
+    unknown = sum(1 for r in s.refreshes if r.duration_ms is None)
+    tail = f"; {unknown} without a recorded duration" if unknown else ""
+    ax.set_title(f"refresh durations (s), by action; NO_DATA refreshes commit nothing{tail}", fontsize="small",
+                 loc="left")
+    ax.set_ylabel("seconds")
+    ax.set_xlabel("time (UTC)")
+    ax.legend(loc="upper left", fontsize="small")
 
 
 # ---------------------------------------------------------------- files

@@ -7,7 +7,8 @@ id and URI it is bound to, the version and schema id the frontier holds and
 how far the source has moved on since (versions, and the time between the
 frontier's commit and the source's latest, each source opened read-only);
 and the last refreshes, newest first, with their action, reason, rows in and
-out and duration (``commitInfo.refresh``).
+out and duration (``commitInfo.refresh``). ``--plot FILE`` draws the lag and
+the refreshes over time instead (:mod:`~ctfile.tools.derived_pictures`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from rich.text import Text
 import ctfile
 from ctfile.tools import _output as out
 from ctfile.tools._common import JsonOpt, StorageOpt, UriArg, handle_errors, open_uri, parse_storage_options
+from ctfile.tools import _plot_render as render
 from ctfile.tools._duration import format_duration
+from ctfile.tools.cmd_inspect import PlotOpt, write_plot
+from ctfile.tools.derived_pictures import gather_derived
 
 DEFAULT_REFRESHES = 10
 
@@ -210,6 +214,7 @@ def show(
     ] = DEFAULT_REFRESHES,
     json_: JsonOpt = False,
     storage_option: StorageOpt = None,
+    plot: PlotOpt = None,
 ) -> None:
     """Show a derived table: its query, sources, frontier, lag and last refreshes.
 
@@ -219,7 +224,19 @@ def show(
     commit time (each source is opened read-only, with the same storage
     options). Then the last refreshes, newest first: action (NO_DATA,
     INCREMENTAL, FULL, REINITIALIZE), reason, rows in and out, duration.
+
+    With --plot FILE, a figure instead: the lag behind each source over time
+    against the target lag, and each refresh's duration coloured by its
+    action, from the table's refresh commits and its sources' logs (every
+    refresh, whatever --limit says).
     """
+    if plot is not None:
+        def gather() -> Any:
+            options = parse_storage_options(storage_option)
+            return gather_derived(open_uri(uri, storage_option), uri, storage_options=options)
+
+        write_plot(plot, json_, gather, render.derived_figure)
+        return
     with handle_errors(json_):
         options = parse_storage_options(storage_option)
         report = DerivedReport.of(uri, open_uri(uri, storage_option), limit=limit, storage_options=options)

@@ -64,7 +64,7 @@ class PlotWritten:
         out.console().print(f"wrote {self.path}")
 
 
-def _write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callable[[Any], Any]) -> None:
+def write_plot(path: str, json_: bool, gather: Callable[[], Any], draw: Callable[[Any], Any]) -> None:
     """Gather the series, draw them (a ``*_figure`` function of
     :mod:`~ctfile.tools._plot_render`) and save the figure to ``path``;
     matplotlib is looked for first, before the table is read."""
@@ -243,7 +243,7 @@ def history(
     """
     if plot is not None:
         gather = lambda: pictures.gather_history(open_uri(uri, storage_option), uri, limit=limit)  # noqa: E731
-        _write_plot(plot, json_, gather, render.history_figure)
+        write_plot(plot, json_, gather, render.history_figure)
         return
     with handle_errors(json_):
         report = HistoryReport.of(uri, open_uri(uri, storage_option), limit=limit)
@@ -313,6 +313,8 @@ class ShowReport:
     partitions: tuple[PartitionRow, ...]
     #: Text only: list every partition, not the first DEFAULT_SHOWN_PARTITIONS.
     all_partitions: bool = False
+    #: Text only (the JSON has it in ``properties``): ``ctfile.appendOnly``, SPEC §Append-only tables.
+    append_only: bool = False
 
     @classmethod
     def of(cls, uri: str, table: ctfile.Table, *, version: int | None, timestamp: str | None,
@@ -331,12 +333,12 @@ class ShowReport:
             oldest_version=introduced.oldest_version,
             hidden_columns=HiddenSummary.of(parts, snap.state.next_row_id),
             partitions=tuple(PartitionRow.of(p, snap.table_schema) for p in parts),
-            all_partitions=all_partitions,
+            all_partitions=all_partitions, append_only=snap.append_only,
         )
 
     def as_json(self) -> dict:
         d = out.fields_dict(self)
-        del d["all_partitions"]
+        del d["all_partitions"], d["append_only"]
         d["protocol"] = dataclasses.asdict(self.protocol)
         d["clustering"] = None if self.clustering is None else self.clustering.as_json()
         d["schema"] = [f.as_json() for f in self.schema]
@@ -363,6 +365,8 @@ class ShowReport:
             con.print("properties: " + ", ".join(f"{k}={v}" for k, v in sorted(self.properties.items())))
         con.print(f"change capture: {self.change_capture}")
         con.print(f"automatic compaction: {'on' if self.auto_compact else 'off'}")
+        if self.append_only:
+            con.print("append-only: on (only inserts; DELETE, UPDATE, MERGE that changes rows, overwrite refused)")
         for line in self.clustering.lines() if self.clustering else [_NO_CLUSTERING]:
             con.print(line)
 
@@ -443,7 +447,7 @@ def show(
         gather = lambda: pictures.gather_layout(  # noqa: E731
             open_uri(uri, storage_option).snapshot(version, timestamp=timestamp), uri, column=column
         )
-        _write_plot(plot, json_, gather, render.layout_figure)
+        write_plot(plot, json_, gather, render.layout_figure)
         return
     with handle_errors(json_):
         report = ShowReport.of(uri, open_uri(uri, storage_option), version=version, timestamp=timestamp,

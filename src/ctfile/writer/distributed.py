@@ -31,7 +31,8 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from ctfile.format.actions import Metadata
-from ctfile.format.errors import InvalidArgumentError, SchemaMismatchError, TableExistsError
+from ctfile.format.append_only import refuse_row_removal
+from ctfile.format.errors import AppendOnlyError, InvalidArgumentError, SchemaMismatchError, TableExistsError
 from ctfile.format.paths import data_file_path
 from ctfile.format.properties import TableProperties, validate_properties
 from ctfile.writer.clustering import ClusterOrder
@@ -258,6 +259,9 @@ class WriteJob:
         SchemaMismatchError
             The table's schema changed since the job was planned; ``tx`` is
             aborted and the files are deleted.
+        AppendOnlyError
+            An ``overwrite`` of a table made append-only since the job was
+            planned; ``tx`` is aborted and the files are deleted.
         """
         if not tx.is_replay:
             try:
@@ -267,6 +271,12 @@ class WriteJob:
                 self.abort(files)
                 raise
         if self.mode == "overwrite":
+            try:
+                tx.check_keeps_rows("OVERWRITE")
+            except AppendOnlyError:  # SPEC §Append-only tables: set since the job was planned
+                tx.abort()
+                self.abort(files)
+                raise
             tx.truncate()
         tx.stage(list(files))
         if not tx.is_replay:
@@ -349,6 +359,8 @@ def plan_write(
     if schema is not None and not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, found {type(schema).__name__}")
     md = table_state.metadata
+    if mode == "overwrite":  # SPEC §Append-only tables: an overwrite removes every row
+        refuse_row_removal(md.properties, "OVERWRITE", storage.uri)
     update = None
     target = md.schema
     if schema_mode is not None:

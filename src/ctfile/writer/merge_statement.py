@@ -326,6 +326,20 @@ class MergeStatement:
         return self.has(MatchKind.MATCHED) or self.has(MatchKind.NOT_MATCHED)
 
     @property
+    def inserts_only(self) -> bool:
+        """Whether every clause is ``WHEN NOT MATCHED ... INSERT``: the
+        statement only inserts rows, as an append-only table allows (SPEC
+        §Append-only tables).
+
+        >>> insert = MergeClause(MatchKind.NOT_MATCHED, MergeAction.INSERT_ALL)
+        >>> MergeStatement((("id", "id"),), (insert,)).inserts_only
+        True
+        >>> MergeStatement((("id", "id"),), (MergeClause(MatchKind.MATCHED, MergeAction.DELETE), insert)).inserts_only
+        False
+        """
+        return all(c.kind is MatchKind.NOT_MATCHED for c in self.clauses)
+
+    @property
     def reads_unmatched_target(self) -> bool:
         """Whether the statement has ``NOT MATCHED BY SOURCE`` clauses (it
         reads the table rows no source row matches)."""

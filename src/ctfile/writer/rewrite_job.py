@@ -171,6 +171,7 @@ class RewriteJob:
         it, such as the conjuncts pyarrow can express): it only prunes; the
         engine still evaluates its own condition on the candidates' rows.
         """
+        tx.check_keeps_rows(RewriteKind.DELETE.value)  # SPEC §Append-only tables
         return cls._plan(tx, RewriteKind.DELETE, prune(tx.live_partitions(), tx.schema, prune_by))
 
     @classmethod
@@ -186,6 +187,7 @@ class RewriteJob:
         SchemaMismatchError
             A column not in the table, or a value type that does not fit it.
         """
+        tx.check_keeps_rows(RewriteKind.UPDATE.value)  # SPEC §Append-only tables
         names = list(set_schema.names)
         if not names:
             raise InvalidArgumentError("set must name at least one column")
@@ -247,6 +249,8 @@ class RewriteJob:
         row; every live partition when None).
         """
         tx.check_row_change(RewriteKind.MERGE.value)  # SPEC §Derived tables: before the plan's own checks
+        if not statement.inserts_only:  # SPEC §Append-only tables: WHEN NOT MATCHED INSERT only is an insert
+            tx.check_keeps_rows(RewriteKind.MERGE.value)
         md = tx.metadata
         plan = plan_statement(md.schema, md.assigned_field_ids, statement, source_schema, value_types=value_types)
         if plan.evolution is not None:

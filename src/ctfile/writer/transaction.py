@@ -15,6 +15,7 @@ from ctfile.format.derived import ALTER_OPERATION, REFRESH_OPERATION, DerivedDef
 from ctfile.format.errors import (
     CtfileError, DerivedTableError, InvalidArgumentError, SchemaMismatchError, VersionNotFoundError,
 )
+from ctfile.format.append_only import refuse_row_removal
 from ctfile.format.properties import CLUSTER_BY, TableProperties
 from ctfile.format.schema import Schema
 from ctfile.format.schema_evolution import (
@@ -175,6 +176,17 @@ class WriteTransaction(Transaction):
         files themselves call it before writing any."""
         if not self.is_refresh:
             derived_writes.refuse_outside_refresh(self.base.metadata, what, self.storage.uri)
+
+    def check_keeps_rows(self, what: str) -> None:
+        """Refuse ``what``, a statement that deletes, changes or brings back
+        rows, when the table is append-only (``ctfile.appendOnly`` in the
+        version read or in the metadata this transaction sets:
+        :class:`~ctfile.AppendOnlyError` naming the property, SPEC
+        §Append-only tables); engines that stage files themselves call it
+        before writing any. Inserts, insert-only MERGEs and compaction never
+        call it."""
+        committed = self.metadata.properties if self.metadata is not self.base.metadata else None
+        refuse_row_removal(self.base.metadata.properties, what, self.storage.uri, committed=committed)
 
     @property
     def changes(self) -> ChangeWriter | None:
@@ -366,6 +378,9 @@ class WriteTransaction(Transaction):
             Its schema holds a field dropped since.
         MissingDataFileError
             A file it would re-add is gone; nothing is written.
+        AppendOnlyError
+            The table is append-only and the RESTORE would remove or re-add
+            a partition (SPEC §Append-only tables); nothing is written.
         """
         self._check_open()
         derived_writes.refuse_outside_refresh(self.base.metadata, "RESTORE", self.storage.uri)
@@ -383,6 +398,8 @@ class WriteTransaction(Transaction):
         if self.is_replay:
             return RestorePlan(version, (), (), None)
         plan = plan_restore(self.base, self.log.load_state(version, latest=self.base.version))
+        if plan.removed or plan.re_added:  # SPEC §Append-only tables: it removes or brings back rows
+            self.check_keeps_rows("RESTORE")
         check_files(self.storage, plan.re_added, version=version)
         apply_restore(self, plan)
         return plan
@@ -398,6 +415,7 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return 0
+        self.check_keeps_rows("DELETE")  # SPEC §Append-only tables
         with self.statement():
             return dml.delete(self, where)
 
@@ -405,6 +423,7 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return 0
+        self.check_keeps_rows("UPDATE")  # SPEC §Append-only tables
         with self.statement():
             return dml.update(self, where, set)
 
@@ -421,6 +440,8 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return dict(_NO_ROWS)
+        if when_matched is not None:  # SPEC §Append-only tables: only WHEN NOT MATCHED INSERT keeps rows
+            self.check_keeps_rows("MERGE")
         with self.statement():
             return merge_run.merge(self, source, on, when_matched=when_matched, when_not_matched=when_not_matched)
 
@@ -475,6 +496,8 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return dict(_NO_ROWS)
+        if not statement.inserts_only:  # SPEC §Append-only tables
+            self.check_keeps_rows("MERGE")
         with self.statement():
             return merge_run.execute(self, statement, source)
 
@@ -497,6 +520,7 @@ class WriteTransaction(Transaction):
         self._check_open()
         if self.is_replay:
             return 0
+        self.check_keeps_rows("OVERWRITE" if self.operation == "OVERWRITE" else "TRUNCATE")  # SPEC §Append-only tables
         with self.statement():
             return dml.truncate(self)
 

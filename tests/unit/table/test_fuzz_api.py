@@ -320,6 +320,7 @@ TRANSACTION_EXCLUDED = {
     "compact_plan": "takes a CompactionPlan the writer made (compact() is fuzzed)",
     "begin_refresh": "called by Table.transaction(refresh=), which is fuzzed",
     "check_row_change": "an engine's check before it stages files (names the engine's statement)",
+    "check_keeps_rows": "an engine's check before it stages files for a statement that removes rows (names it)",
     "update_refresh": "a refresh's own record (its values are RefreshInfo's, fuzzed as Table.transaction's refresh=)",
 }
 

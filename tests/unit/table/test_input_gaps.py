@@ -82,7 +82,7 @@ def test_malformed_stored_values_mean_the_default():
     props = TableProperties.from_mapping(
         {"ctfile.partitionRows": "big", "ctfile.isolationLevel": "Nope", "ctfile.changeCapture": "BEFORE_AFTER",
          "ctfile.maxRetentionExtension": "14 days", "ctfile.autoCompact": "yes", "ctfile.clusterBy": "a,,b",
-         "ctfile.autoCompactMaxDepth": "0"}
+         "ctfile.autoCompactMaxDepth": "0", "ctfile.appendOnly": "TRUE"}
     )
     assert props == TableProperties()
     assert TableProperties.from_mapping({"ctfile.checkpointInterval": "0"}).checkpoint_interval == 0
@@ -90,7 +90,7 @@ def test_malformed_stored_values_mean_the_default():
     assert set(TABLE_PROPERTIES) == {
         "ctfile.partitionRows", "ctfile.rowGroupRows", "ctfile.compression", "ctfile.checkpointInterval",
         "ctfile.isolationLevel", "ctfile.changeCapture", "ctfile.maxRetentionExtension",
-        "ctfile.clusterBy", "ctfile.autoCompact", "ctfile.autoCompactMaxDepth",
+        "ctfile.clusterBy", "ctfile.autoCompact", "ctfile.autoCompactMaxDepth", "ctfile.appendOnly",
     }
 
 
