@@ -101,6 +101,8 @@ v1    REFRESH FULL at people version 2: ids 1, 2, 4, 5 (two partitions)
 v2    REFRESH INCREMENTAL at people version 5: one MERGE on the key
       updates ids 1 and 4, deletes 2 and 5 (``durationMs`` recorded)
 v3    COMPACT (``dataChange`` false)   (and a checkpoint of version 3)
+v4    ALTER DERIVED: refresh mode ``auto``, target lag ``15 minutes``
+      (a ``metadata`` action, no rows, no ``refresh`` object)
 ====  ==========================================================
 
 ``golden/people-append/`` (revision 9, SPEC §Append-only tables) is created
@@ -411,6 +413,15 @@ def derived(target: str, source_dir: str = PEOPLE) -> None:
     got = t.to_arrow().sort_by("id").to_pylist()
     if got != derived_rows(source, 5).select(["id", "name"]).to_pylist() or len(t.snapshot().partitions) != 1:
         raise SystemExit(f"unexpected final rows {got}")
+    alter_derived(t)
+
+
+def alter_derived(t) -> None:
+    """Version 4 of ``people-derived``: an ``ALTER DERIVED`` commit."""
+    with t.transaction() as tx:
+        tx.alter_derived(refresh_mode="auto", target_lag="15 minutes")
+    if tx.result is None or not tx.result.committed or tx.result.version != 4:
+        raise SystemExit(f"unexpected commit result {tx.result}")
 
 
 def regenerate_streams() -> None:

@@ -1,6 +1,6 @@
 """The golden table ``golden/people-derived`` (revision 8, SPEC §Derived
 tables; Appendix B): a derived table over ``golden/people`` with two refresh
-commits and a compaction. Each version's rows are the query at the
+commits, a compaction and an ``ALTER DERIVED``. Each version's rows are the query at the
 version's frontier (delayed view semantics), the derivation key is hidden
 from ordinary reads, each refresh records its frontier in the same entry as
 its rows, the checkpoint keeps the definition, and a reader of revision 7
@@ -8,6 +8,7 @@ refuses the table with UnsupportedFeatureError."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -25,12 +26,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from make_golden import DERIVED_QUERY, derived_rows  # noqa: E402
 
-FRONTIERS = {0: None, 1: 2, 2: 5, 3: 5}
+FRONTIERS = {0: None, 1: 2, 2: 5, 3: 5, 4: 5}
 ROWS = {
     0: [],
     1: [(1, "JEFF"), (2, "DONNY"), (4, "MAUD"), (5, "ULI")],
     2: [(1, "JEFFREY"), (4, "MAUDE")],
     3: [(1, "JEFFREY"), (4, "MAUDE")],
+    4: [(1, "JEFFREY"), (4, "MAUDE")],
 }
 
 
@@ -56,8 +58,9 @@ def _entry(root: Path, v: int) -> list[dict]:
 
 def test_versions_are_the_query_at_their_frontier(roots, table):
     people = ctfile.open_table(str(roots[1]))
-    assert table.version == 3 and table.schema.names == ["id", "name"]
-    assert [h.operation for h in reversed(table.history())] == ["CREATE TABLE", "REFRESH", "REFRESH", "COMPACT"]
+    assert table.version == 4 and table.schema.names == ["id", "name"]
+    assert [h.operation for h in reversed(table.history())] == [
+        "CREATE TABLE", "REFRESH", "REFRESH", "COMPACT", "ALTER DERIVED"]
     for v, rows in ROWS.items():
         assert _rows(table, v) == rows, v
         snap = table.snapshot(v)
@@ -67,7 +70,9 @@ def test_versions_are_the_query_at_their_frontier(roots, table):
                 derived_rows(people, FRONTIERS[v])
     d = table.derived
     assert (d.query, d.refresh_mode, d.target_lag, d.plan_version, d.hidden_columns) == (
-        DERIVED_QUERY, ctfile.RefreshMode.INCREMENTAL, "1 hour", 1, ("_ct_dt_key",))
+        DERIVED_QUERY, ctfile.RefreshMode.AUTO, "15 minutes", 1, ("_ct_dt_key",))
+    before = table.snapshot(3).derived
+    assert (before.refresh_mode, before.target_lag) == (ctfile.RefreshMode.INCREMENTAL, "1 hour")
     assert d.sources == (ctfile.SourceBinding("people", people.table_id, "/tmp/ctfile-golden/people"),)
     assert d.frontier[0].schema_id == ctfile.schema_id(people.schema_at(5))
     assert d.data_timestamp == people.snapshot(5).timestamp_ms
@@ -100,12 +105,30 @@ def test_change_scans_are_minimal_and_hide_the_key(table):
     assert got == sorted([(1, "JEFF", "DELETE", True), (1, "JEFFREY", "INSERT", True), (4, "MAUD", "DELETE", True),
                           (4, "MAUDE", "INSERT", True), (2, "DONNY", "DELETE", False), (5, "ULI", "DELETE", False)])
     assert table.changes(start_version=3, end_version=3).to_arrow().num_rows == 0  # COMPACT
+    assert table.changes(start_version=4, end_version=4).to_arrow().num_rows == 0  # ALTER DERIVED
+
+
+def test_an_alter_changes_mode_and_lag_only(roots, table):
+    """SPEC §Derived tables, changing a definition: the metadata read, but
+    for ``refreshMode`` and ``targetLag``; no rows; not a refresh."""
+    entry = _entry(roots[0], 4)
+    info = entry[0]["commitInfo"]
+    assert (info["operation"], info["dataChange"], info["operationParameters"]) == (
+        "ALTER DERIVED", False, {"refreshMode": "auto", "targetLag": "15 minutes"})
+    assert "refresh" not in info and not [o for o in entry if "add" in o or "remove" in o]
+    (md,) = [o["metadata"] for o in entry if "metadata" in o]
+    before = table.log.read_checkpoint(3).metadata
+    after = table.snapshot(4)
+    assert after.derived == dataclasses.replace(before.derived, refresh_mode=ctfile.RefreshMode.AUTO,
+                                                target_lag="15 minutes")
+    assert md["derived"]["frontier"] == _entry(roots[0], 2)[0]["commitInfo"]["refresh"]["frontier"]
+    assert [h.refresh for h in table.history(limit=1)] == [None]
 
 
 def test_the_checkpoint_keeps_the_definition(roots, table):
     root = roots[0]
     state = table.log.read_checkpoint(3)
-    assert state.metadata.derived == table.derived
+    assert state.metadata.derived == table.snapshot(3).derived
     (root / paths.checkpoint_path(3)).unlink()
     assert ManifestLog(LocalStorage(str(root))).load_state(3).metadata == state.metadata  # = replay
 
@@ -113,7 +136,7 @@ def test_the_checkpoint_keeps_the_definition(roots, table):
 def test_writes_outside_a_refresh_are_refused(table):
     with pytest.raises(ctfile.DerivedTableError, match="derivedTables"):
         table.delete(None)
-    assert table.refresh().version == 3
+    assert table.refresh().version == 4
 
 
 def test_a_revision_7_reader_refuses_the_table(roots, monkeypatch):
