@@ -154,3 +154,23 @@ def test_a_sum_that_may_leave_bigint_is_left_to_spark(spark, tmp_path):
     assert mine is None
     assert t.refresh().action is ctfile.RefreshAction.INCREMENTAL
     check_exact(spark, t, {"src": src}, before)
+
+
+def test_the_driver_remembers_the_rows_of_frames_it_made_while_they_live(spark):
+    from ctfile.spark import local
+    from ctfile.spark_datasource.types import spark_schema
+
+    rows = pa.table({"a": pa.array([1, 2], pa.int64()), "s": ["x", None]})
+    df = local.local_frame(spark, rows, spark_schema(rows.schema))
+    assert local.held_rows(df) is rows and df.count() == 2
+    stamped = pa.table({"t": pa.array([0], pa.timestamp("us", tz="UTC"))})
+    assert local.held_rows(local.local_frame(spark, stamped, spark_schema(stamped.schema))) is None  # Spark sets the zone
+    counted = spark.range(5)
+    local.note_rows(counted, 5)
+    assert local.held_rows(counted) is None
+    assert local._known_too_many(counted, 4) and not local._known_too_many(counted, 5)
+    held = len(local._HELD)
+    del df, counted
+    import gc
+    gc.collect()
+    assert len(local._HELD) < held  # forgotten with the DataFrames

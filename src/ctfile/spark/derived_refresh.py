@@ -40,7 +40,7 @@ import ctfile
 import ctfile.derived as compiler
 from ctfile.spark.derived_plan import RefreshDecision
 from ctfile.spark.derived_sources import SourceState, stream_name
-from ctfile.spark.local import LocalLimits, local_frame
+from ctfile.spark.local import LocalLimits, local_frame, note_rows
 from ctfile.spark.table import CtfileTable
 
 KEY_COLUMN = "_ct_dt_key"
@@ -172,7 +172,9 @@ def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]
     limit = LocalLimits.of(spark).source_rows
     rows = source.limit(limit + 1).toArrow() if limit else None
     if rows is None or rows.num_rows > limit:
-        return source, count_checked(source, rs)
+        counts = count_checked(source, rs)
+        note_rows(source, counts.rows)  # the MERGE goes to the executors without collecting it again
+        return source, counts
     source.unpersist()
     return local_checked(spark, rows, rs, schema=source.schema)
 

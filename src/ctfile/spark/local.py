@@ -138,7 +138,7 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
     is small and translates (module docstring); the counts, or None when
     the executors must run it (nothing was read from the table then)."""
     limits = LocalLimits.of(spark)
-    if not limits.enabled:
+    if not limits.enabled or _known_too_many(source, limits.source_rows):
         return None
     target = tx.schema.to_arrow(field_ids=False)
     try:
@@ -158,8 +158,19 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
     return run(tx, local, rows)
 
 
-#: Rows of DataFrames made by :func:`local_frame`: id -> (weak reference, rows).
-_HELD: dict[int, tuple[weakref.ref, pa.Table]] = {}
+#: What the driver knows of a DataFrame it made or counted: id -> (weak
+#: reference, its rows or its row count); see :func:`local_frame`, :func:`note_rows`.
+_HELD: dict[int, tuple[weakref.ref, pa.Table | int]] = {}
+
+
+def _hold(df: Any, value: pa.Table | int) -> None:
+    key = id(df)
+    _HELD[key] = (weakref.ref(df, lambda _ref, key=key: _HELD.pop(key, None)), value)
+
+
+def _held(df: Any) -> pa.Table | int | None:
+    entry = _HELD.get(id(df))
+    return entry[1] if entry is not None and entry[0]() is df else None
 
 
 def local_frame(spark: Any, rows: pa.Table, schema: Any) -> DataFrame:
@@ -169,15 +180,26 @@ def local_frame(spark: Any, rows: pa.Table, schema: Any) -> DataFrame:
     zone Spark sets, and no nested types)."""
     df = spark.createDataFrame(rows, schema=schema)
     if all(_round_trips(f.type) for f in rows.schema):
-        key = id(df)
-        _HELD[key] = (weakref.ref(df, lambda _ref, key=key: _HELD.pop(key, None)), rows)
+        _hold(df, rows)
     return df
+
+
+def note_rows(df: Any, count: int) -> None:
+    """Remember that ``df`` (computed once: persisted) has ``count`` rows,
+    so a statement over it that the driver could not hold goes to the
+    executors without collecting it first."""
+    _hold(df, count)
 
 
 def held_rows(df: Any) -> pa.Table | None:
     """The rows :func:`local_frame` made ``df`` from, or None."""
-    entry = _HELD.get(id(df))
-    return entry[1] if entry is not None and entry[0]() is df else None
+    held = _held(df)
+    return held if isinstance(held, pa.Table) else None
+
+
+def _known_too_many(df: Any, limit: int) -> bool:
+    held = _held(df)
+    return isinstance(held, int) and held > limit
 
 
 def _round_trips(t: pa.DataType) -> bool:
