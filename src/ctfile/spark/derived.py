@@ -29,15 +29,16 @@ works on Spark Connect as on a classic session.
 
 from __future__ import annotations
 
+import functools
 import graphlib
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import ctfile
 import ctfile.derived as compiler
 from ctfile.spark import derived_change as change
-from ctfile.spark import derived_refresh as run
+from ctfile.spark import derived_refresh as steps
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
 from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
@@ -137,7 +138,7 @@ class DerivedTable:
             plan = self._plan(sources)
             decision = self._decide(plan, sources, full=full)
             if not decision.commits:
-                run.hold_history(sources, self.table.table_id, at_frontier=True)
+                steps.hold_history(sources, self.table.table_id, at_frontier=True)
                 return _result(decision, sources, started, version=None)
             try:
                 return self._write(plan, sources, decision, started)
@@ -203,18 +204,18 @@ class DerivedTable:
 
     def _write(self, plan: Any, sources: list[SourceState], decision: RefreshDecision, started: float) -> RefreshResult:
         ts = int(time.time() * 1000)
-        views = run.SourceViews(self.spark, sources, decision.incremental)
+        views = steps.SourceViews(self.spark, sources, decision.incremental)
         source = None
         try:
             refresh_sql = _refresh_sql(plan, views.names(), sources, decision, ts)
             views.register_used(refresh_sql.source_sql)
-            typed = run.typed_source(self.spark, refresh_sql.source_sql, self.table)
-            source, expected = run.checked_source(self.spark, typed, refresh_sql)
-            info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
+            typed = steps.typed_source(self.spark, refresh_sql.source_sql, self.table)
+            source, expected = steps.checked_source(self.spark, typed, refresh_sql)
+            info = steps.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
                                     rows_out=expected.rows)
             with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:
-                counts = run.merge_into(tx, source, refresh_sql, run.column_types(self.table))
-                run.check_deletes_found(counts, expected)
+                counts = steps.merge_into(tx, source, refresh_sql, steps.column_types(self.table))
+                steps.check_deletes_found(counts, expected)
                 tx.tx.update_refresh(rows_out=sum(counts.values()),
                                      duration_ms=int(1000 * (time.monotonic() - started)))
             version = tx.result.version if tx.result is not None and tx.result.committed else None
@@ -222,7 +223,7 @@ class DerivedTable:
             if source is not None:
                 source.unpersist()
             views.drop()
-        run.hold_history(sources, self.table.table_id)
+        steps.hold_history(sources, self.table.table_id)
         return _result(decision, sources, started, version=version, rows_in=info.rows_in, rows_out=sum(counts.values()))
 
 
@@ -352,6 +353,7 @@ def _prepare(spark: Any, query: str, bindings: tuple[ctfile.SourceBinding, ...],
     :func:`replace` do (the lag is checked first: it needs no compile)."""
     if target_lag is not None and (not isinstance(target_lag, str) or not target_lag):
         raise ctfile.InvalidArgumentError(f"target_lag: expected a non-empty string or None; found {target_lag!r:.80}")
+    ctfile.format.check_target_lag(target_lag)  # SPEC §Derived tables, target lag: a duration or downstream
     plan = compile_definition(query, states)
     if mode is ctfile.RefreshMode.INCREMENTAL:
         _require_incremental(plan)
@@ -441,7 +443,7 @@ def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any
 
     from ctfile.spark_datasource.types import spark_arrow_schema
 
-    views = run.SourceViews(spark, sources, False)
+    views = steps.SourceViews(spark, sources, False)
     try:
         sql = plan.full(views.names(), data_timestamp_ms=int(time.time() * 1000))
         views.register_used(sql.source_sql)
@@ -449,7 +451,7 @@ def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any
         arrow = spark_arrow_schema(df.schema)  # timestamps in UTC, as the data source serves them
     finally:
         views.drop()
-    return pa.schema([f.with_nullable(f.name != run.KEY_COLUMN) for f in arrow])
+    return pa.schema([f.with_nullable(f.name != steps.KEY_COLUMN) for f in arrow])
 
 
 def open(spark: Any, uri: str, *, storage_options: Mapping | None = None) -> DerivedTable:  # noqa: A001
@@ -477,15 +479,47 @@ def refresh_all(spark: Any, tables: Iterable[DerivedTable]) -> list[RefreshResul
     InvalidArgumentError
         The set's definitions read each other in a cycle.
     """
+    return [step() for _, step in refresh_each(spark, tables)]
+
+
+def refresh_each(spark: Any, tables: Iterable[DerivedTable]) -> Iterator[tuple[DerivedTable, Callable[[], RefreshResult]]]:
+    """:func:`refresh_all` one table at a time, for a caller that times,
+    logs or stops between refreshes (:mod:`ctfile.spark.derived_schedule`):
+    yields each table in dependency order with the step that refreshes it
+    at the set's frontier (the pins :func:`refresh_all` uses) and records
+    the version it left for the tables after it. A step not taken leaves
+    its table out: those after read it at its latest version. The order and
+    the outside sources' versions are fixed when the first pair is asked for.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The set's definitions read each other in a cycle.
+    """
     by_id = {t.table.table_id: t for t in tables}
     order = _dependency_order(by_id)
     pins = _base_pins(by_id.values())
-    results = []
+
+    def step(t: DerivedTable) -> RefreshResult:
+        result = t.refresh(pins=pins)
+        pins[t.table.table_id] = t.table.refresh().version
+        return result
+
     for table_id in order:
-        t = by_id[table_id]
-        results.append(t.refresh(pins=pins))
-        pins[table_id] = t.table.refresh().version
-    return results
+        yield by_id[table_id], functools.partial(step, by_id[table_id])
+
+
+def dependency_order(tables: Iterable[DerivedTable]) -> list[DerivedTable]:
+    """``tables`` in the order :func:`refresh_all` refreshes them: each after
+    the tables of the set it reads (one per table id).
+
+    Raises
+    ------
+    InvalidArgumentError
+        The set's definitions read each other in a cycle.
+    """
+    by_id = {t.table.table_id: t for t in tables}
+    return [by_id[table_id] for table_id in _dependency_order(by_id)]
 
 
 def _dependency_order(by_id: Mapping[str, DerivedTable]) -> list[str]:
@@ -507,3 +541,16 @@ def _base_pins(tables: Iterable[DerivedTable]) -> dict[str, int]:
                 pins[b.table_id] = ctfile.open_table(b.uri, storage_options=t.storage_options).version
     return pins
 
+
+
+#: The scheduler's names (:mod:`ctfile.spark.derived_schedule`), served from
+#: here; imported when first asked for, since that module imports this one.
+_SCHEDULE_NAMES = frozenset({"run", "Scheduler", "RunReport", "Cycle", "ScheduledRefresh", "TableStatus", "Outcome"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SCHEDULE_NAMES:
+        from ctfile.spark import derived_schedule
+
+        return getattr(derived_schedule, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
