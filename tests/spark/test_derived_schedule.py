@@ -11,8 +11,11 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -22,7 +25,8 @@ import ctfile
 from ctfile.spark import derived
 from ctfile.spark.derived_schedule import Outcome, Scheduler
 from ctfile.tools.cli import app
-from derived_helpers import QUERIES, a_rows, expected_rows, make_sources, multiset
+from derived_helpers import QUERIES, a_rows, equals_query, make_sources
+from spark_helpers import spark_env
 
 SILVER = "SELECT id, k, s FROM a WHERE k IS NOT NULL"
 GOLD = "SELECT k, count(*) AS n FROM silver GROUP BY k"
@@ -46,12 +50,13 @@ def change(a: ctfile.Table, first_id: int) -> None:
     a.insert(a_rows([first_id, first_id + 1, first_id + 2], 1))
 
 
-def check(spark, t: derived.DerivedTable, sources: dict) -> None:
-    """The table equals its query at its frontier (delayed view semantics)."""
-    table = t.table.refresh()
-    cols = table.schema.names
-    want = expected_rows(spark, t.definition.query, sources, table.derived.frontier)
-    assert multiset(table.to_arrow(), cols) == multiset(want, cols)
+def changed_table(spark, tmp_path, query: str, lag: str):
+    """Sources, a derived table over ``a`` with ``lag``, then a change of
+    ``a`` it misses; and the table's version before it is refreshed."""
+    a, _ = make_sources(tmp_path)
+    t = derived.create(spark, str(tmp_path / "d"), QUERIES[query], sources={"a": a.uri}, target_lag=lag)
+    change(a, 100)
+    return a, t, t.table.refresh().version
 
 
 def pipeline(spark, tmp_path):
@@ -65,7 +70,7 @@ def test_a_table_is_refreshed_when_due_and_quiet_sources_start_no_job(spark, tmp
     a, _ = make_sources(tmp_path)
     t = derived.create(spark, str(tmp_path / "d"), QUERIES["filter"], sources={"a": a.uri}, target_lag="10 minutes")
     clock = Clock()
-    s = Scheduler(spark, [t.uri], clock=clock)
+    s = Scheduler([t], clock=clock)
     assert s.poll == 60.0  # a quarter of the lag, at most a minute
     c = s.cycle()
     (st,) = c.statuses
@@ -86,7 +91,7 @@ def test_a_table_is_refreshed_when_due_and_quiet_sources_start_no_job(spark, tmp
     (r,) = c.refreshes
     assert (r.outcome, r.action, r.behind, r.uri) == (Outcome.REFRESHED, ctfile.RefreshAction.INCREMENTAL, False, t.uri)
     assert r.lag_s == pytest.approx(clock.now - missed) and r.target_s == 600 and "would pass the target" in r.why
-    check(spark, t, {"a": a})
+    equals_query(spark, t, {"a": a})
 
     a.set_properties({"ctfile.checkpointInterval": "7"})  # a commit that changes no row
     clock.now += 86400
@@ -103,7 +108,7 @@ def test_a_table_is_refreshed_when_due_and_quiet_sources_start_no_job(spark, tmp
 def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, caplog):
     a, silver, gold = pipeline(spark, tmp_path)
     clock = Clock()
-    s = Scheduler(spark, [gold, silver.uri], clock=clock)
+    s = Scheduler([gold, silver], clock=clock)
     change(a, 100)
     c = s.cycle()
     st = {x.uri: x for x in c.statuses}
@@ -118,7 +123,7 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     assert [(r.uri, r.outcome) for r in c.refreshes] == [(silver.uri, Outcome.REFRESHED), (gold.uri, Outcome.REFRESHED)]
     assert f"read by {gold.uri}, which is due" in c.refreshes[0].why
     assert gold.table.refresh().derived.frontier[0].version == silver.table.refresh().version
-    check(spark, silver, {"a": a})
+    equals_query(spark, silver, {"a": a})
 
     change(a, 200)  # then nobody runs the scheduler for two hours
     clock.now += 7200
@@ -129,7 +134,7 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     behind = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(gold.uri in m and "fell behind" in m for m in behind), behind
     assert any(r.getMessage().startswith(f"refreshing {silver.uri}: read by") for r in caplog.records)
-    check(spark, gold, {"silver": silver.table})
+    equals_query(spark, gold, {"silver": silver.table})
 
     # SIGINT during silver's refresh: it finishes, gold's is not started.
     change(a, 300)
@@ -168,21 +173,21 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     report = derived.run(spark, [silver, gold], clock=clock, sleep=sleep_then_stop, stop=stop)
     assert report.stopped and report.cycles == 1 and len(waits) == 1 and 0 <= waits[0] <= s.poll
     assert [(r.uri, r.outcome) for r in report.refreshes()] == [(gold.uri, Outcome.REFRESHED)]
-    check(spark, gold, {"silver": silver.table})
+    equals_query(spark, gold, {"silver": silver.table})
 
 
 def test_a_downstream_table_nobody_reads_and_a_table_without_a_lag(spark, tmp_path):
     a, _ = make_sources(tmp_path)
     t = derived.create(spark, str(tmp_path / "d"), QUERIES["filter"], sources={"a": a.uri}, target_lag="downstream")
     clock = Clock()
-    s = Scheduler(spark, [t], clock=clock)
+    s = Scheduler([t], clock=clock)
     change(a, 100)
     clock.now += 10 * 86400
     c = s.cycle()
     assert c.refreshes == () and c.statuses[0].target_s is None and "downstream" in c.statuses[0].reason
     t.alter(target_lag=derived.UNSET)
     with pytest.raises(ctfile.InvalidArgumentError, match="expected a target lag .* found none"):
-        Scheduler(spark, [t.uri])
+        derived.run(spark, [t.uri], once=True)
     with pytest.raises(ctfile.InvalidArgumentError, match="targetLag: expected a duration"):
         t.alter(target_lag="every so often")
 
@@ -194,10 +199,7 @@ def test_a_failed_refresh_is_reported_then_two_schedulers_repair_it_once(spark, 
     commit per frontier, and the other finds it done."""
     from ctfile.log.storage import LocalStorage
 
-    a, _ = make_sources(tmp_path)
-    t = derived.create(spark, str(tmp_path / "d"), QUERIES["aggregate"], sources={"a": a.uri}, target_lag="1 minute")
-    change(a, 100)
-    before = t.table.refresh().version
+    a, t, before = changed_table(spark, tmp_path, "aggregate", "1 minute")
     real = LocalStorage.put_if_absent
 
     def broken(self, path, data):
@@ -207,7 +209,7 @@ def test_a_failed_refresh_is_reported_then_two_schedulers_repair_it_once(spark, 
 
     clock = Clock()
     clock.now += 3600
-    schedulers = [Scheduler(spark, [t.uri], clock=clock) for _ in range(2)]
+    schedulers = [Scheduler([derived.open(spark, t.uri)], clock=clock) for _ in range(2)]
     monkeypatch.setattr(LocalStorage, "put_if_absent", broken)
     with caplog.at_level(logging.WARNING, logger="ctfile.derived"):
         (r,) = schedulers[0].cycle().refreshes
@@ -232,13 +234,11 @@ def test_a_failed_refresh_is_reported_then_two_schedulers_repair_it_once(spark, 
     assert outcomes in (["refreshed"], ["current", "refreshed"]), outcomes  # never two commits, never a failure
     after = ctfile.open_table(t.uri)
     assert after.version == before + 1 and after.history(limit=1)[0].operation == "REFRESH"
-    check(spark, t, {"a": a})
+    equals_query(spark, t, {"a": a})
 
 
 def test_cli_once_refreshes_what_is_due(spark, tmp_path):
-    a, _ = make_sources(tmp_path)
-    t = derived.create(spark, str(tmp_path / "d"), QUERIES["filter"], sources={"a": a.uri}, target_lag="1 second")
-    change(a, 100)
+    a, t, _ = changed_table(spark, tmp_path, "filter", "1 second")
     runner = CliRunner()
     result = runner.invoke(app, ["derived", "run", t.uri, "--once", "--json"])
     assert result.exit_code == 0, result.output
@@ -247,7 +247,7 @@ def test_cli_once_refreshes_what_is_due(spark, tmp_path):
     (r,) = doc["refreshes"]
     assert (r["uri"], r["outcome"], r["action"]) == (t.uri, "refreshed", "INCREMENTAL")
     assert doc["tables"][0]["due"] and doc["tables"][0]["target_lag"] == "1 second"
-    check(spark, t, {"a": a})
+    equals_query(spark, t, {"a": a})
 
     result = runner.invoke(app, ["derived", "run", t.uri, "--once"])
     assert result.exit_code == 0, result.output
@@ -258,3 +258,77 @@ def test_cli_once_refreshes_what_is_due(spark, tmp_path):
     assert result.exit_code == 1 and "expected a target lag" in result.stderr
     result = runner.invoke(app, ["derived", "run", t.uri, "--once", "--poll", "soon"])
     assert result.exit_code == 2 and "--poll" in result.stderr
+
+
+# ---------------------------------------------------------------- other processes (-m long: a JVM each)
+
+
+def cli_process(*args: str, stdout=subprocess.PIPE) -> subprocess.Popen:
+    """``ctfile derived run ARGS`` in a process of its own, with its own local Spark."""
+    src = str(Path(ctfile.__file__).resolve().parents[1])
+    env = dict(spark_env(), PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])))
+    cmd = [sys.executable, "-m", "ctfile.tools", "derived", "run", *args, "--json",
+           "--conf", "spark.master=local[1]", "--conf", "spark.ui.enabled=false"]
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env, text=True)
+
+
+@pytest.mark.long
+def test_a_refresh_killed_mid_way_then_the_scheduler_repairs_it(spark, tmp_path):
+    from test_derived_crash import change_sources, start, wait_for
+    from test_derived_crash import stop as stop_child
+
+    a, _ = make_sources(tmp_path)
+    t = derived.create(spark, str(tmp_path / "d"), QUERIES["aggregate"], sources={"a": a.uri}, target_lag="1 minute")
+    change_sources(a)
+    version = t.table.refresh().version
+    proc, marker, err, _ = start(t.uri, "before_commit", tmp_path)
+    try:
+        wait_for(proc, marker, err)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        stop_child(proc)
+    assert ctfile.open_table(t.uri).version == version  # killed before its commit: nothing happened
+    clock = Clock()
+    clock.now += 3600
+    report = derived.run(spark, [t.uri], once=True, clock=clock)
+    assert [(r.outcome, r.action) for r in report.refreshes()] == [(Outcome.REFRESHED, ctfile.RefreshAction.INCREMENTAL)]
+    equals_query(spark, t, {"a": a})
+
+
+@pytest.mark.long
+def test_two_scheduler_processes_refresh_a_table_once(spark, tmp_path):
+    a, t, before = changed_table(spark, tmp_path, "aggregate", "1 second")
+    procs = [cli_process(t.uri, "--once") for _ in range(2)]
+    docs = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        docs.append(json.loads(out))
+    outcomes = sorted(r["outcome"] for d in docs for r in d["refreshes"])
+    assert outcomes in (["refreshed"], ["current", "refreshed"]), outcomes
+    assert ctfile.open_table(t.uri).version == before + 1
+    equals_query(spark, t, {"a": a})
+
+
+@pytest.mark.long
+def test_cli_stops_on_sigterm_after_the_refresh_under_way(spark, tmp_path):
+    a, t, _ = changed_table(spark, tmp_path, "filter", "1 second")
+    proc = cli_process(t.uri, "--poll", "1s")
+    try:
+        deadline = time.monotonic() + 600
+        seen = ""
+        while "INCREMENTAL in" not in seen:  # the refresh's INFO line on stderr
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, seen
+            seen += line
+            assert time.monotonic() < deadline, seen
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    assert doc["stopped"] and doc["outcomes"]["refreshed"] == 1 and "SIGTERM" in err
+    equals_query(spark, t, {"a": a})

@@ -11,6 +11,7 @@ at the versions the last refresh recorded, its *frontier*).
 >>> gold.refresh().action                                 # doctest: +SKIP
 <RefreshAction.NO_DATA: 'NO_DATA'>
 >>> gold.alter(refresh_mode="full", target_lag="1 hour")  # doctest: +SKIP
+>>> derived.run(spark, [gold], once=True)                 # doctest: +SKIP
 >>> gold = derived.replace(spark, "s3://lake/gold/revenue",
 ...     "SELECT country, max(amount) AS top FROM silver GROUP BY country",
 ...     sources={"silver": "s3://lake/silver/events"})      # doctest: +SKIP
@@ -19,6 +20,10 @@ A definition changes in two ways (SPEC §Derived tables, changing a
 definition; :mod:`ctfile.spark.derived_change`): :meth:`DerivedTable.alter`
 sets the mode or the lag without touching a row, and :func:`replace`
 commits a new query with its rows in one ``REINITIALIZE`` refresh.
+
+:func:`run` keeps a set of derived tables within their target lags
+(:mod:`ctfile.spark.derived_schedule`), refreshing them in dependency order
+as :func:`refresh_all` does (:mod:`ctfile.spark.derived_order`).
 
 The query is compiled by :mod:`ctfile.derived` (sqlglot's Spark dialect)
 into an operator plan; each refresh is chosen from the logs alone
@@ -29,17 +34,27 @@ works on Spark Connect as on a classic session.
 
 from __future__ import annotations
 
-import functools
-import graphlib
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import ctfile
 import ctfile.derived as compiler
 from ctfile.spark import derived_change as change
 from ctfile.spark import derived_refresh as steps
+from ctfile.spark.derived_order import dependency_ids as _dependency_order  # noqa: F401 - tests check its cycle error
+from ctfile.spark.derived_order import refresh_each
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
+from ctfile.spark.derived_schedule import (  # noqa: F401 - the scheduler's names, served from here
+    Cycle,
+    Outcome,
+    RunReport,
+    ScheduledRefresh,
+    Scheduler,
+    TableStatus,
+    stop_on_signals,
+)
 from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
 
@@ -479,78 +494,60 @@ def refresh_all(spark: Any, tables: Iterable[DerivedTable]) -> list[RefreshResul
     InvalidArgumentError
         The set's definitions read each other in a cycle.
     """
-    return [step() for _, step in refresh_each(spark, tables)]
+    return [step() for _, step in refresh_each(tables)]
 
 
-def refresh_each(spark: Any, tables: Iterable[DerivedTable]) -> Iterator[tuple[DerivedTable, Callable[[], RefreshResult]]]:
-    """:func:`refresh_all` one table at a time, for a caller that times,
-    logs or stops between refreshes (:mod:`ctfile.spark.derived_schedule`):
-    yields each table in dependency order with the step that refreshes it
-    at the set's frontier (the pins :func:`refresh_all` uses) and records
-    the version it left for the tables after it. A step not taken leaves
-    its table out: those after read it at its latest version. The order and
-    the outside sources' versions are fixed when the first pair is asked for.
+def run(spark: Any, tables: Iterable[DerivedTable | str], *, once: bool = False, poll: float | None = None,
+        storage_options: Mapping | None = None, stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.time, sleep: Callable[[float], Any] | None = None,
+        handle_signals: bool = True) -> RunReport:
+    """Keep the derived ``tables`` (DerivedTable objects, or URIs opened on
+    ``spark`` with ``storage_options``) within their target lags until
+    stopped (:mod:`ctfile.spark.derived_schedule`): refresh each, in
+    dependency order, when waiting one more ``poll`` would let its lag pass
+    its target; a ``downstream`` table only when a table reading it is.
+    ``once=True`` refreshes what is due now and returns (for cron).
+
+    Parameters
+    ----------
+    poll : float, optional
+        Seconds between two reads of the logs (default: a quarter of the
+        smallest target lag, from 1 to 60).
+    stop : threading.Event, optional
+        Set it (from another thread) to stop after the refresh under way.
+    clock, sleep : callable, optional
+        The current time (seconds since the epoch) and how to wait, for
+        tests; ``sleep`` replaces ``stop.wait`` between cycles.
+    handle_signals : bool
+        In the main thread, SIGINT and SIGTERM set ``stop`` while it runs
+        (a second one raises KeyboardInterrupt); the previous handlers are
+        restored.
+
+    Returns
+    -------
+    RunReport
+        The cycles, the refreshes by outcome, those that fell behind.
 
     Raises
     ------
     InvalidArgumentError
-        The set's definitions read each other in a cycle.
+        No table, a table without a target lag or with one that is not a
+        duration or ``downstream``, tables that read each other in a cycle.
+        A refresh that fails is reported (outcome ``FAILED``, a warning
+        logged), not raised.
     """
-    by_id = {t.table.table_id: t for t in tables}
-    order = _dependency_order(by_id)
-    pins = _base_pins(by_id.values())
-
-    def step(t: DerivedTable) -> RefreshResult:
-        result = t.refresh(pins=pins)
-        pins[t.table.table_id] = t.table.refresh().version
-        return result
-
-    for table_id in order:
-        yield by_id[table_id], functools.partial(step, by_id[table_id])
+    opened = [_opened(spark, t, storage_options) for t in tables]
+    scheduler = Scheduler(opened, poll=poll, clock=clock)
+    stop = stop if stop is not None else threading.Event()
+    with stop_on_signals(stop, enabled=handle_signals):
+        return scheduler.run(once=once, stop=stop, sleep=sleep)
 
 
-def dependency_order(tables: Iterable[DerivedTable]) -> list[DerivedTable]:
-    """``tables`` in the order :func:`refresh_all` refreshes them: each after
-    the tables of the set it reads (one per table id).
-
-    Raises
-    ------
-    InvalidArgumentError
-        The set's definitions read each other in a cycle.
-    """
-    by_id = {t.table.table_id: t for t in tables}
-    return [by_id[table_id] for table_id in _dependency_order(by_id)]
+def _opened(spark: Any, t: Any, storage_options: Mapping | None) -> DerivedTable:
+    if isinstance(t, DerivedTable):
+        return t
+    if not isinstance(t, str):
+        raise ctfile.InvalidArgumentError(f"tables: expected DerivedTable objects or URIs; found {t!r:.80}")
+    return open(spark, t, storage_options=storage_options)
 
 
-def _dependency_order(by_id: Mapping[str, DerivedTable]) -> list[str]:
-    graph = {tid: {b.table_id for b in t.definition.sources if b.table_id in by_id} for tid, t in by_id.items()}
-    try:
-        return list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as e:
-        raise ctfile.InvalidArgumentError(f"derived tables read each other in a cycle: {e.args[1]}") from None
-
-
-def _base_pins(tables: Iterable[DerivedTable]) -> dict[str, int]:
-    """The latest version of every source outside the set, read once."""
-    tables = list(tables)
-    inside = {t.table.table_id for t in tables}
-    pins: dict[str, int] = {}
-    for t in tables:
-        for b in t.definition.sources:
-            if b.table_id not in inside and b.table_id not in pins:
-                pins[b.table_id] = ctfile.open_table(b.uri, storage_options=t.storage_options).version
-    return pins
-
-
-
-#: The scheduler's names (:mod:`ctfile.spark.derived_schedule`), served from
-#: here; imported when first asked for, since that module imports this one.
-_SCHEDULE_NAMES = frozenset({"run", "Scheduler", "RunReport", "Cycle", "ScheduledRefresh", "TableStatus", "Outcome"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SCHEDULE_NAMES:
-        from ctfile.spark import derived_schedule
-
-        return getattr(derived_schedule, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """Keeping derived tables within their target lags (SPEC §Derived tables,
 target lag), after the scheduler of Snowflake's Dynamic Tables (§5.2 of
-the paper in ``shared/reference``): :func:`run`, and ``ctfile derived run``.
+the paper in ``shared/reference``): :func:`ctfile.spark.derived.run` and
+``ctfile derived run``.
 
 Each *cycle* reads the logs, never a row: a table's *lag* is how long its
 rows have missed a change of a source (the commit time of the oldest
@@ -14,7 +15,7 @@ tables of the set it reads, which are refreshed first. A ``downstream``
 table has no lag of its own: it is refreshed when a table reading it is,
 and is held to the smallest lag of its readers. The due tables and their
 stale upstreams are refreshed in dependency order at one frontier
-(:func:`ctfile.spark.derived.refresh_each`, as ``refresh_all``), so a
+(:func:`ctfile.spark.derived_order.refresh_each`, as ``refresh_all``), so a
 diamond stays consistent; the others are left alone, without a Spark job.
 
 >>> from ctfile.spark import derived                                # doctest: +SKIP
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import ctfile
-from ctfile.spark import derived as dt
+from ctfile.spark.derived_order import dependency_order, refresh_each
 from ctfile.spark.derived_sources import changes_rows
 
 #: The logger of the scheduler's progress: each cycle (DEBUG), each refresh
@@ -134,7 +135,7 @@ class Cycle:
 
 @dataclass(frozen=True)
 class RunReport:
-    """What :func:`run` did: the number of ``cycles``, refreshes per
+    """What :func:`ctfile.spark.derived.run` did: the number of ``cycles``, refreshes per
     :class:`Outcome` (``outcomes``, by value) and ``behind``, whether a
     stop request ended it (``stopped``), and the last cycles (at most
     100, oldest first)."""
@@ -166,15 +167,7 @@ def _fmt(seconds: float | None) -> str:
     return "".join(f"{n}{unit}" for n, unit in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if n)
 
 
-def _derived_table(spark: Any, t: Any, storage_options: Mapping | None) -> dt.DerivedTable:
-    if isinstance(t, dt.DerivedTable):
-        return t
-    if not isinstance(t, str):
-        raise ctfile.InvalidArgumentError(f"tables: expected DerivedTable objects or URIs; found {t!r:.80}")
-    return dt.open(spark, t, storage_options=storage_options)
-
-
-def _required_lag(t: dt.DerivedTable) -> ctfile.format.TargetLagSpec:
+def _required_lag(t: Any) -> ctfile.format.TargetLagSpec:
     """The table's target lag; a scheduler keeps only tables that have one,
     as Snowflake requires one of every dynamic table."""
     lag = t.definition.lag
@@ -187,12 +180,13 @@ def _required_lag(t: dt.DerivedTable) -> ctfile.format.TargetLagSpec:
 
 
 class Scheduler:
-    """The tables a :func:`run` keeps current, and its cycles (see the
-    module). ``tables`` are :class:`ctfile.spark.derived.DerivedTable`
-    objects or URIs, each with a target lag; ``poll`` the seconds between
-    two reads of the logs (default: a quarter of the smallest target lag,
-    from 1 to 60 s); ``clock`` the current time in seconds since the epoch,
-    as commit timestamps are.
+    """The tables :func:`ctfile.spark.derived.run` keeps current, and its
+    cycles (see the module). ``tables`` are
+    :class:`ctfile.spark.derived.DerivedTable` objects (their sources are
+    opened with each one's storage options), each with a target lag;
+    ``poll`` the seconds between two reads of the logs (default: a quarter
+    of the smallest target lag, from 1 to 60 s); ``clock`` the current time
+    in seconds since the epoch, as commit timestamps are.
 
     Raises
     ------
@@ -202,13 +196,11 @@ class Scheduler:
         cycle.
     """
 
-    def __init__(self, spark: Any, tables: Iterable[Any], *, poll: float | None = None,
-                 clock: Callable[[], float] = time.time, storage_options: Mapping | None = None):
-        opened = [_derived_table(spark, t, storage_options) for t in tables]
-        if not opened:
+    def __init__(self, tables: Iterable[Any], *, poll: float | None = None, clock: Callable[[], float] = time.time):
+        self.tables = dependency_order(tables)
+        if not self.tables:
             raise ctfile.InvalidArgumentError("tables: expected at least one derived table; found none")
-        self.spark, self.clock, self._options = spark, clock, dict(storage_options or {})
-        self.tables = dt.dependency_order(opened)
+        self.clock = clock
         self._by_id = {t.table.table_id: t for t in self.tables}
         self._upstream = {tid: [b.table_id for b in t.definition.sources if b.table_id in self._by_id]
                           for tid, t in self._by_id.items()}
@@ -267,23 +259,24 @@ class Scheduler:
             targets[tid] = own if own is not None else min(theirs, default=None)
         return targets
 
-    def _pending_since(self, t: dt.DerivedTable, pending: Mapping[str, float | None]) -> float | None:
+    def _pending_since(self, t: Any, pending: Mapping[str, float | None]) -> float | None:
         """Since when the table's rows miss a source change (None: current);
         the creation time before the first refresh (SPEC §Derived tables,
         target lag)."""
         d = t.definition
         if not d.frontier:
             return t.table.metadata.created_time / 1000
-        since = [self._first_missed(b, d.frontier_of(b.name), d.data_timestamp) for b in d.sources]
+        since = [self._first_missed(b, d.frontier_of(b.name), d.data_timestamp, t.storage_options)
+                 for b in d.sources]
         since += [pending.get(b.table_id) for b in d.sources]
         return min((s for s in since if s is not None), default=None)
 
     def _first_missed(self, binding: ctfile.SourceBinding, frontier: ctfile.SourceVersion | None,
-                      data_timestamp: int | None) -> float | None:
+                      data_timestamp: int | None, storage_options: Mapping) -> float | None:
         """The commit time of the source's oldest commit after ``frontier``
         that changed rows (None: none); the table's data timestamp when the
         entries are gone (vacuumed: the refresh reinitializes)."""
-        source = self._source(binding.uri)
+        source = self._source(binding.uri, storage_options)
         after = source.version - (frontier.version if frontier is not None else -1)
         if after <= 0:
             return None
@@ -293,10 +286,10 @@ class Scheduler:
         changed = [e.timestamp_ms for e in entries if changes_rows(e)]
         return min(changed) / 1000 if changed else None
 
-    def _source(self, uri: str) -> ctfile.Table:
+    def _source(self, uri: str, storage_options: Mapping) -> ctfile.Table:
         table = self._sources.get(uri)
         if table is None:
-            table = self._sources[uri] = ctfile.open_table(uri, storage_options=self._options)
+            table = self._sources[uri] = ctfile.open_table(uri, storage_options=storage_options)
         else:
             table.refresh()
         return table
@@ -314,7 +307,7 @@ class Scheduler:
                 todo.extend(self._upstream[u])
         return seen
 
-    def _estimate(self, t: dt.DerivedTable) -> float:
+    def _estimate(self, t: Any) -> float:
         """How long a refresh of ``t`` takes: the longest of its last five
         refreshes that did work, as the log recorded them (0 if none);
         read again only when the table's version moved."""
@@ -360,7 +353,7 @@ class Scheduler:
         refreshes: list[ScheduledRefresh] = []
         stopped = False
         if due:
-            for t, step in dt.refresh_each(self.spark, [self._by_id[tid] for tid in due]):
+            for t, step in refresh_each([self._by_id[tid] for tid in due]):
                 if stop is not None and stop.is_set():
                     stopped = True
                     LOG.info("stopping before refreshing %s (%d of %d refreshed)", t.uri, len(refreshes), len(due))
@@ -368,7 +361,7 @@ class Scheduler:
                 refreshes.append(self._refresh(step, due[t.table.table_id]))
         return Cycle(started, statuses, tuple(refreshes), self._next_check(statuses), stopped)
 
-    def _refresh(self, step: Callable[[], dt.RefreshResult], status: TableStatus) -> ScheduledRefresh:
+    def _refresh(self, step: Callable[[], Any], status: TableStatus) -> ScheduledRefresh:
         """Run one refresh step and report it; a failure is reported, not
         raised, so that the other tables are kept (the next cycle retries)."""
         started = self.clock()
@@ -396,9 +389,11 @@ class Scheduler:
 
     def _next_check(self, statuses: Sequence[TableStatus]) -> float:
         """When to plan again: after one ``poll``, or earlier when a table
-        not refreshed now becomes due."""
+        with a lag of its own, not refreshed now, becomes due (a downstream
+        table is due only with a reader, which is due no later)."""
         now = self.clock()
-        soon = [s.start_by - self.poll for s in statuses if s.start_by is not None and not s.due]
+        soon = [s.start_by - self.poll for s in statuses
+                if s.start_by is not None and not s.due and self._own_lag(s.table_id) is not None]
         return max(now, min([now + self.poll, *soon]))
 
     def run(self, *, once: bool = False, stop: threading.Event, sleep: Callable[[float], Any] | None = None) -> RunReport:
@@ -456,41 +451,3 @@ def stop_on_signals(stop: threading.Event, *, enabled: bool = True) -> Iterator[
             signal.signal(s, h)
 
 
-def run(spark: Any, tables: Iterable[Any], *, once: bool = False, poll: float | None = None,
-        storage_options: Mapping | None = None, stop: threading.Event | None = None,
-        clock: Callable[[], float] = time.time, sleep: Callable[[float], Any] | None = None,
-        handle_signals: bool = True) -> RunReport:
-    """Keep the derived ``tables`` (DerivedTable objects or URIs) within their
-    target lags until stopped (see the module): refresh each, in dependency
-    order, when waiting one more ``poll`` would let its lag pass its target;
-    ``once=True`` refreshes what is due now and returns (for cron).
-
-    Parameters
-    ----------
-    poll : float, optional
-        Seconds between two reads of the logs (default: a quarter of the
-        smallest target lag, from 1 to 60).
-    stop : threading.Event, optional
-        Set it (from another thread) to stop after the refresh under way.
-    clock, sleep : callable, optional
-        The current time (seconds since the epoch) and how to wait, for
-        tests; ``sleep`` replaces ``stop.wait`` between cycles.
-    handle_signals : bool
-        In the main thread, SIGINT and SIGTERM set ``stop`` while it runs
-        (:func:`stop_on_signals`); the previous handlers are restored.
-
-    Returns
-    -------
-    RunReport
-        The cycles, refreshes by outcome, those that fell behind.
-
-    Raises
-    ------
-    InvalidArgumentError
-        As :class:`Scheduler`. A refresh that fails is reported (outcome
-        ``FAILED``, a warning logged), not raised.
-    """
-    scheduler = Scheduler(spark, tables, poll=poll, clock=clock, storage_options=storage_options)
-    stop = stop if stop is not None else threading.Event()
-    with stop_on_signals(stop, enabled=handle_signals):
-        return scheduler.run(once=once, stop=stop, sleep=sleep)
