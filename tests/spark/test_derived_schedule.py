@@ -123,7 +123,6 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     assert [(r.uri, r.outcome) for r in c.refreshes] == [(silver.uri, Outcome.REFRESHED), (gold.uri, Outcome.REFRESHED)]
     assert f"read by {gold.uri}, which is due" in c.refreshes[0].why
     assert gold.table.refresh().derived.frontier[0].version == silver.table.refresh().version
-    equals_query(spark, silver, {"a": a})
 
     change(a, 200)  # then nobody runs the scheduler for two hours
     clock.now += 7200
@@ -134,7 +133,6 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     behind = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(gold.uri in m and "fell behind" in m for m in behind), behind
     assert any(r.getMessage().startswith(f"refreshing {silver.uri}: read by") for r in caplog.records)
-    equals_query(spark, gold, {"silver": silver.table})
 
     # SIGINT during silver's refresh: it finishes, gold's is not started.
     change(a, 300)
@@ -173,6 +171,7 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     report = derived.run(spark, [silver, gold], clock=clock, sleep=sleep_then_stop, stop=stop)
     assert report.stopped and report.cycles == 1 and len(waits) == 1 and 0 <= waits[0] <= s.poll
     assert [(r.uri, r.outcome) for r in report.refreshes()] == [(gold.uri, Outcome.REFRESHED)]
+    equals_query(spark, silver, {"a": a})
     equals_query(spark, gold, {"silver": silver.table})
 
 
@@ -247,7 +246,7 @@ def test_cli_once_refreshes_what_is_due(spark, tmp_path):
     (r,) = doc["refreshes"]
     assert (r["uri"], r["outcome"], r["action"]) == (t.uri, "refreshed", "INCREMENTAL")
     assert doc["tables"][0]["due"] and doc["tables"][0]["target_lag"] == "1 second"
-    equals_query(spark, t, {"a": a})
+    assert ctfile.open_table(t.uri).derived.frontier[0].version == a.version
 
     result = runner.invoke(app, ["derived", "run", t.uri, "--once"])
     assert result.exit_code == 0, result.output

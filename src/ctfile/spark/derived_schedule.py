@@ -167,13 +167,29 @@ def _fmt(seconds: float | None) -> str:
     return "".join(f"{n}{unit}" for n, unit in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if n)
 
 
-def _required_lag(t: Any) -> ctfile.format.TargetLagSpec:
-    """The table's target lag; a scheduler keeps only tables that have one,
-    as Snowflake requires one of every dynamic table."""
-    lag = t.definition.lag
+def required_lag(uri: str, definition: ctfile.DerivedDefinition | None) -> ctfile.format.TargetLagSpec:
+    """The target lag of the table at ``uri`` (``definition``: its
+    ``metadata.derived``), which a scheduler needs: it keeps only derived
+    tables with a lag, as Snowflake requires one of every dynamic table.
+    Reads no row and needs no Spark (``ctfile derived run`` checks its
+    tables before it starts a session).
+
+    Raises
+    ------
+    DerivedTableError
+        The table is not derived.
+    InvalidArgumentError
+        No target lag, or one that is not a duration or ``downstream``.
+    """
+    if definition is None:
+        raise ctfile.DerivedTableError(
+            f"{uri}: expected a derived table (metadata.derived, protocol feature derivedTables) to schedule; "
+            f"found a table that is not derived"
+        )
+    lag = definition.lag
     if lag is None:
         raise ctfile.InvalidArgumentError(
-            f"{t.uri}: expected a target lag (a duration such as '5 minutes', or 'downstream') to schedule it; "
+            f"{uri}: expected a target lag (a duration such as '5 minutes', or 'downstream') to schedule it; "
             f"found none: set one with DerivedTable.alter(target_lag=...)"
         )
     return lag
@@ -204,7 +220,7 @@ class Scheduler:
         self._by_id = {t.table.table_id: t for t in self.tables}
         self._upstream = {tid: [b.table_id for b in t.definition.sources if b.table_id in self._by_id]
                           for tid, t in self._by_id.items()}
-        lags = [_required_lag(t).seconds for t in self.tables]
+        lags = [required_lag(t.uri, t.definition).seconds for t in self.tables]
         self.poll = float(poll) if poll is not None else _default_poll([s for s in lags if s is not None])
         if not self.poll > 0:
             raise ctfile.InvalidArgumentError(f"poll: expected seconds > 0; found {poll!r:.80}")

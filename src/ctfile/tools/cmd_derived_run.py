@@ -19,14 +19,17 @@ as warnings); 1 an error, or a refresh that failed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 from dataclasses import dataclass
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.table import Table as RichTable
+
+import ctfile
 
 from ctfile.tools import _output as out
 from ctfile.tools._common import JsonOpt, StorageOpt, handle_errors, parse_storage_options
@@ -150,15 +153,23 @@ def _spark_session(conf: list[tuple[str, str]]) -> Any:
     return builder.getOrCreate()
 
 
-def _progress_to_stderr() -> None:
-    """The scheduler's progress (logger ``ctfile.derived``, INFO) on stderr,
-    unless the application configured logging already."""
+@contextlib.contextmanager
+def _progress_to_stderr() -> Iterator[None]:
+    """The scheduler's progress (logger ``ctfile.derived``, INFO) on stderr
+    while the command runs, unless the application configured logging."""
     logger = logging.getLogger("ctfile.derived")
-    if not logger.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    if logger.handlers or logging.getLogger().handlers:
+        yield
+        return
+    handler, level = logging.StreamHandler(), logger.level
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 @derived_app.command("run")
@@ -190,10 +201,11 @@ def run(
     commit per frontier and the other finds it done.
     """
     options, every, pairs = parse_storage_options(storage_option), _poll_seconds(poll), _conf_pairs(conf)
-    with handle_errors(json_):
-        _progress_to_stderr()
-        from ctfile.spark import derived
+    with handle_errors(json_), _progress_to_stderr():
+        from ctfile.spark import derived, derived_schedule
 
+        for uri in uris:  # before a session starts: a bad table costs no JVM
+            derived_schedule.required_lag(uri, ctfile.open_table(uri, storage_options=options).derived)
         report = derived.run(_spark_session(pairs), uris, once=once, poll=every, storage_options=options)
     summary = RunSummary.of(report)
     out.emit(summary, json=json_)
