@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,7 +176,7 @@ def test_downstream_lag_dependency_order_and_falling_behind(spark, tmp_path, cap
     equals_query(spark, gold, {"silver": silver.table})
 
 
-def test_a_downstream_table_nobody_reads_and_a_table_without_a_lag(spark, tmp_path):
+def test_a_downstream_table_nobody_reads_a_table_without_a_lag_and_a_source_gone(spark, tmp_path, caplog):
     a, _ = make_sources(tmp_path)
     t = derived.create(spark, str(tmp_path / "d"), QUERIES["filter"], sources={"a": a.uri}, target_lag="downstream")
     clock = Clock()
@@ -189,6 +190,17 @@ def test_a_downstream_table_nobody_reads_and_a_table_without_a_lag(spark, tmp_pa
         derived.run(spark, [t.uri], once=True)
     with pytest.raises(ctfile.InvalidArgumentError, match="targetLag: expected a duration"):
         t.alter(target_lag="every so often")
+    with pytest.raises(ctfile.DerivedTableError, match="expected a derived table"):
+        derived.run(spark, [a.uri], once=True)
+
+    t.alter(target_lag="1 minute")
+    shutil.rmtree(a.uri)  # a source gone: --once raises, a long run warns and tries again
+    with pytest.raises(ctfile.CtfileError):
+        derived.run(spark, [t], once=True, clock=clock)
+    stop = threading.Event()
+    with caplog.at_level(logging.WARNING, logger="ctfile.derived"):
+        report = derived.run(spark, [t], clock=clock, sleep=lambda seconds: stop.set(), stop=stop)
+    assert report.cycles == 0 and report.stopped and "cycle failed, next try in 15.0s" in caplog.text
 
 
 def test_a_failed_refresh_is_reported_then_two_schedulers_repair_it_once(spark, tmp_path, monkeypatch, caplog):
@@ -273,20 +285,13 @@ def cli_process(*args: str, stdout=subprocess.PIPE) -> subprocess.Popen:
 
 @pytest.mark.long
 def test_a_refresh_killed_mid_way_then_the_scheduler_repairs_it(spark, tmp_path):
-    from test_derived_crash import change_sources, start, wait_for
-    from test_derived_crash import stop as stop_child
+    from test_derived_crash import change_sources, kill_refresh_at
 
     a, _ = make_sources(tmp_path)
     t = derived.create(spark, str(tmp_path / "d"), QUERIES["aggregate"], sources={"a": a.uri}, target_lag="1 minute")
     change_sources(a)
     version = t.table.refresh().version
-    proc, marker, err, _ = start(t.uri, "before_commit", tmp_path)
-    try:
-        wait_for(proc, marker, err)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        stop_child(proc)
+    kill_refresh_at(t.uri, "before_commit", tmp_path)
     assert ctfile.open_table(t.uri).version == version  # killed before its commit: nothing happened
     clock = Clock()
     clock.now += 3600

@@ -53,6 +53,7 @@ from ctfile.spark.derived_schedule import (  # noqa: F401 - the scheduler's name
     ScheduledRefresh,
     Scheduler,
     TableStatus,
+    required_lag,
     stop_on_signals,
 )
 from ctfile.spark.derived_sources import SourceState, bind_sources, changes_rows, open_sources
@@ -533,8 +534,13 @@ def run(spark: Any, tables: Iterable[DerivedTable | str], *, once: bool = False,
     InvalidArgumentError
         No table, a table without a target lag or with one that is not a
         duration or ``downstream``, tables that read each other in a cycle.
-        A refresh that fails is reported (outcome ``FAILED``, a warning
-        logged), not raised.
+    DerivedTableError
+        A URI that holds a table that is not derived.
+    CtfileError, OSError
+        With ``once``, a log that could not be read (a source gone, the
+        store down); a long run logs a warning and tries again after a
+        poll. A refresh that fails is reported (outcome ``FAILED``, a
+        warning logged), not raised.
     """
     opened = [_opened(spark, t, storage_options) for t in tables]
     scheduler = Scheduler(opened, poll=poll, clock=clock)
@@ -548,6 +554,8 @@ def _opened(spark: Any, t: Any, storage_options: Mapping | None) -> DerivedTable
         return t
     if not isinstance(t, str):
         raise ctfile.InvalidArgumentError(f"tables: expected DerivedTable objects or URIs; found {t!r:.80}")
-    return open(spark, t, storage_options=storage_options)
+    table = ctfile.open_table(t, storage_options=storage_options)
+    required_lag(t, table.derived)  # DerivedTableError for a table that is not derived
+    return DerivedTable(spark, table, storage_options=storage_options)
 
 

@@ -419,7 +419,10 @@ class Scheduler:
         outcomes: Counter[str] = Counter()
         cycles = behind = 0
         while not stop.is_set():
-            c = self.cycle(stop=stop)
+            c = self._cycle_or_none(once=once, stop=stop)
+            if c is None:  # the logs could not be read: try again after a poll
+                (stop.wait if sleep is None else sleep)(self.poll)
+                continue
             cycles, behind = cycles + 1, behind + sum(r.behind for r in c.refreshes)
             outcomes.update(r.outcome.value for r in c.refreshes)
             kept.append(c)
@@ -429,6 +432,18 @@ class Scheduler:
             LOG.debug("next check in %s", _fmt(wait))
             (stop.wait if sleep is None else sleep)(wait)
         return RunReport(cycles, dict(outcomes), behind, stop.is_set(), tuple(kept))
+
+    def _cycle_or_none(self, *, once: bool, stop: threading.Event) -> Cycle | None:
+        """A cycle; None, with a warning, when a log could not be read (a
+        source gone, the store down), which a long run outlives and
+        ``once`` raises."""
+        try:
+            return self.cycle(stop=stop)
+        except (ctfile.CtfileError, OSError) as e:
+            if once:
+                raise
+            LOG.warning("cycle failed, next try in %s: %s", _fmt(self.poll), e)
+            return None
 
 
 def _start_by(pending: float | None, target: float | None, chain: float) -> float | None:
