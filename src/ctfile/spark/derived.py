@@ -228,7 +228,7 @@ class DerivedTable:
             typed = steps.typed_source(self.spark, refresh_sql.source_sql, self.table)
             source, expected = steps.checked_source(self.spark, typed, refresh_sql)
             info = steps.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
-                                    rows_out=expected.rows)
+                                      rows_out=expected.rows)
             with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:
                 counts = steps.merge_into(tx, source, refresh_sql, steps.column_types(self.table))
                 steps.check_deletes_found(counts, expected)
