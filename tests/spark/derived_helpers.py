@@ -95,3 +95,12 @@ def expected_rows(spark, query: str, bindings: dict[str, ctfile.Table], frontier
         if name in versions:
             CtfileTable(spark, table).to_df(version=versions[name]).createOrReplaceTempView(name)
     return [r.asDict() for r in spark.sql(query).collect()]
+
+
+def equals_query(spark, t: Any, sources: dict[str, ctfile.Table]) -> None:
+    """The derived table ``t``'s visible rows equal its query at its
+    recorded frontier (delayed view semantics)."""
+    table = t.table.refresh()
+    cols = table.schema.names
+    want = expected_rows(spark, table.derived.query, sources, table.derived.frontier)
+    assert multiset(table.to_arrow(), cols) == multiset(want, cols)

@@ -13,7 +13,7 @@ import pytest
 
 import ctfile
 from ctfile.spark import derived
-from derived_helpers import QUERIES, a_rows, expected_rows, make_sources, multiset
+from derived_helpers import QUERIES, a_rows, equals_query, make_sources
 
 AGG = "SELECT k, count(*) AS n FROM a GROUP BY k"
 
@@ -31,14 +31,6 @@ def driver_path(spark):
 def log_files(table: ctfile.Table) -> list[str]:
     """The names in the table's log directory: what a refused call must leave as it was."""
     return sorted(p.name for p in (Path(table.uri) / "_ct_log").iterdir())
-
-
-def equals_query(spark, t: derived.DerivedTable, sources: dict) -> None:
-    """The table's visible rows equal its query at its recorded frontier."""
-    table = t.table.refresh()
-    cols = table.schema.names
-    want = expected_rows(spark, table.derived.query, sources, table.derived.frontier)
-    assert multiset(table.to_arrow(), cols) == multiset(want, cols)
 
 
 def test_alter_mode_and_lag_is_a_metadata_only_commit(spark, tmp_path):

@@ -64,6 +64,17 @@ def stop(proc) -> None:
         proc.wait(timeout=60)
 
 
+def kill_refresh_at(uri: str, point: str, work: Path) -> None:
+    """A refresh of ``uri`` in another process, killed (SIGKILL) at ``point``."""
+    proc, marker, err, _ = start(uri, point, work)
+    try:
+        wait_for(proc, marker, err)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        stop(proc)
+
+
 def change_sources(a: ctfile.Table) -> None:
     a.insert(pa.table({"id": [900, 901], "k": [1, None], "v": [None, None], "s": ["u", "v"]}, schema=A_SCHEMA))
     a.delete(pc.field("id") == 4)
@@ -84,13 +95,7 @@ def test_refresh_killed_at_each_step(spark, tmp_path, point):
     t = derived.create(spark, str(tmp_path / "d"), QUERIES["aggregate"], sources={"a": a.uri})
     change_sources(a)
     version = t.table.refresh().version
-    proc, marker, err, _ = start(t.uri, point, tmp_path)
-    try:
-        wait_for(proc, marker, err)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        stop(proc)
+    kill_refresh_at(t.uri, point, tmp_path)
     after = ctfile.open_table(t.uri)
     committed = point == "after_commit"
     assert after.version == version + (1 if committed else 0)

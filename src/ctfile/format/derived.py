@@ -96,6 +96,58 @@ def _parse_enum(cls: Any, value: Any, what: str) -> Any:
         raise InvalidArgumentError(f"{what}: expected one of {allowed}; found {value!r:.80}") from None
 
 
+#: SPEC §Derived tables, target lag: the ``targetLag`` of a table refreshed only for its consumers.
+DOWNSTREAM_LAG = "downstream"
+_LAG_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(second|minute|hour|day)s?\s*", re.IGNORECASE)
+_LAG_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+@dataclass(frozen=True)
+class TargetLagSpec:
+    """A ``targetLag`` as a scheduler reads it (SPEC §Derived tables, target
+    lag): ``seconds`` of lag allowed, or None for ``downstream`` (refreshed
+    only when a table reading it is).
+
+    >>> TargetLagSpec.parse("5 minutes"), TargetLagSpec.parse("1.5 Hours").seconds
+    (TargetLagSpec(seconds=300.0), 5400.0)
+    >>> TargetLagSpec.parse("DOWNSTREAM").is_downstream
+    True
+    >>> TargetLagSpec.parse("soon")
+    Traceback (most recent call last):
+      ...
+    ctfile.format.errors.InvalidArgumentError: targetLag: expected a duration such as '5 minutes' (a positive number \
+and a unit: seconds, minutes, hours or days) or 'downstream'; found 'soon'
+    """
+
+    seconds: float | None
+
+    @property
+    def is_downstream(self) -> bool:
+        return self.seconds is None
+
+    @classmethod
+    def parse(cls, text: Any) -> "TargetLagSpec":
+        """``text`` read as SPEC §Derived tables, target lag says;
+        InvalidArgumentError naming the forms otherwise."""
+        if isinstance(text, str) and text.strip().lower() == DOWNSTREAM_LAG:
+            return cls(None)
+        m = _LAG_RE.fullmatch(text) if isinstance(text, str) else None
+        seconds = float(m.group(1)) * _LAG_UNIT_SECONDS[m.group(2).lower()] if m else 0.0
+        if seconds <= 0 or seconds == float("inf"):
+            raise InvalidArgumentError(
+                "targetLag: expected a duration such as '5 minutes' (a positive number and a unit: seconds, "
+                f"minutes, hours or days) or 'downstream'; found {text!r:.80}"
+            )
+        return cls(seconds)
+
+
+def check_target_lag(value: Any) -> None:
+    """What a writer checks of a ``targetLag`` it writes: None or a lag
+    :meth:`TargetLagSpec.parse` reads (readers accept any string)."""
+    if value is not None:
+        TargetLagSpec.parse(value)
+
+
 def _require_str(value: Any, what: str, *, nonempty: bool = True) -> str:
     if not isinstance(value, str) or (nonempty and not value):
         raise InvalidArgumentError(f"{what}: expected a non-empty string; found {value!r:.80}")
@@ -213,6 +265,13 @@ class DerivedDefinition:
         """The sources' names, in definition order."""
         return tuple(s.name for s in self.sources)
 
+    @property
+    def lag(self) -> TargetLagSpec | None:
+        """``targetLag`` as a scheduler reads it (None: no lag);
+        InvalidArgumentError for a lag written in another form by an older
+        writer."""
+        return None if self.target_lag is None else TargetLagSpec.parse(self.target_lag)
+
     def source(self, name: str) -> SourceBinding:
         """The binding of source ``name``; InvalidArgumentError naming the sources if none."""
         for s in self.sources:
@@ -244,6 +303,7 @@ class DerivedDefinition:
         ...                                                                            target_lag=None))
         (<RefreshMode.FULL: 'full'>, '1 hour', True, True)
         """
+        check_target_lag(target_lag)
         return replace(self, refresh_mode=RefreshMode.parse(refresh_mode), target_lag=target_lag)
 
     def is_altered_by(self, other: "DerivedDefinition") -> bool:

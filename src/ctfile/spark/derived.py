@@ -11,6 +11,7 @@ at the versions the last refresh recorded, its *frontier*).
 >>> gold.refresh().action                                 # doctest: +SKIP
 <RefreshAction.NO_DATA: 'NO_DATA'>
 >>> gold.alter(refresh_mode="full", target_lag="1 hour")  # doctest: +SKIP
+>>> derived.run(spark, [gold], once=True)                 # doctest: +SKIP
 >>> gold = derived.replace(spark, "s3://lake/gold/revenue",
 ...     "SELECT country, max(amount) AS top FROM silver GROUP BY country",
 ...     sources={"silver": "s3://lake/silver/events"})      # doctest: +SKIP
@@ -19,6 +20,10 @@ A definition changes in two ways (SPEC §Derived tables, changing a
 definition; :mod:`ctfile.spark.derived_change`): :meth:`DerivedTable.alter`
 sets the mode or the lag without touching a row, and :func:`replace`
 commits a new query with its rows in one ``REINITIALIZE`` refresh.
+
+:func:`run` keeps a set of derived tables within their target lags
+(:mod:`ctfile.spark.derived_schedule`), refreshing them in dependency order
+as :func:`refresh_all` does (:mod:`ctfile.spark.derived_order`).
 
 The query is compiled by :mod:`ctfile.derived` (sqlglot's Spark dialect)
 into an operator plan; each refresh is chosen from the logs alone
@@ -29,17 +34,29 @@ works on Spark Connect as on a classic session.
 
 from __future__ import annotations
 
-import graphlib
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import ctfile
 import ctfile.derived as compiler
 from ctfile.spark import derived_change as change
-from ctfile.spark import derived_refresh as run
+from ctfile.spark import derived_refresh as steps
+from ctfile.spark.derived_order import dependency_ids as _dependency_order  # noqa: F401 - tests check its cycle error
+from ctfile.spark.derived_order import refresh_each
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
 from ctfile.spark.derived_driver import linear_delta_in_driver
+from ctfile.spark.derived_schedule import (  # noqa: F401 - the scheduler's names, served from here
+    Cycle,
+    Outcome,
+    RunReport,
+    ScheduledRefresh,
+    Scheduler,
+    TableStatus,
+    required_lag,
+    stop_on_signals,
+)
 from ctfile.spark.derived_sources import SourceState, append_only_names, bind_sources, changes_rows, open_sources
 from ctfile.spark.table import CtfileTable
 
@@ -140,7 +157,7 @@ class DerivedTable:
             plan = self._plan(sources)
             decision = self._decide(plan, sources, full=full)
             if not decision.commits:
-                run.hold_history(sources, self.table.table_id, at_frontier=True)
+                steps.hold_history(sources, self.table.table_id, at_frontier=True)
                 return _result(decision, sources, started, version=None)
             try:
                 return self._write(plan, sources, decision, started)
@@ -210,25 +227,25 @@ class DerivedTable:
         (:mod:`ctfile.spark.derived_driver`), else by Spark over the views."""
         if decision.incremental:
             parts = plan.linear_aggregate(data_timestamp_ms=ts, appended_only=_appended_only(views.sources))
-            local = linear_delta_in_driver(self.spark, parts, views.sources, run.table_schema(self.table))
+            local = linear_delta_in_driver(self.spark, parts, views.sources, steps.table_schema(self.table))
             if local is not None:
-                return run.local_checked(self.spark, local, refresh_sql)
+                return steps.local_checked(self.spark, local, refresh_sql)
         views.register_used(refresh_sql.source_sql)
-        typed = run.typed_source(self.spark, refresh_sql.source_sql, self.table)
-        return run.checked_source(self.spark, typed, refresh_sql)
+        typed = steps.typed_source(self.spark, refresh_sql.source_sql, self.table)
+        return steps.checked_source(self.spark, typed, refresh_sql)
 
     def _write(self, plan: Any, sources: list[SourceState], decision: RefreshDecision, started: float) -> RefreshResult:
         ts = int(time.time() * 1000)
-        views = run.SourceViews(self.spark, sources, decision.incremental)
+        views = steps.SourceViews(self.spark, sources, decision.incremental)
         source = None
         try:
             refresh_sql = _refresh_sql(plan, views.names(), sources, decision, ts)
             source, expected = self._source(plan, refresh_sql, views, decision, ts)
-            info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
+            info = steps.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=_rows_in(sources, decision),
                                     rows_out=expected.rows)
             with CtfileTable(self.spark, self.table).transaction(refresh=info) as tx:
-                counts = run.merge_into(tx, source, refresh_sql, run.column_types(self.table))
-                run.check_deletes_found(counts, expected)
+                counts = steps.merge_into(tx, source, refresh_sql, steps.column_types(self.table))
+                steps.check_deletes_found(counts, expected)
                 tx.tx.update_refresh(rows_out=sum(counts.values()),
                                      duration_ms=int(1000 * (time.monotonic() - started)))
             version = tx.result.version if tx.result is not None and tx.result.committed else None
@@ -236,7 +253,7 @@ class DerivedTable:
             if source is not None:
                 source.unpersist()
             views.drop()
-        run.hold_history(sources, self.table.table_id)
+        steps.hold_history(sources, self.table.table_id)
         return _result(decision, sources, started, version=version, rows_in=info.rows_in, rows_out=sum(counts.values()))
 
 
@@ -369,6 +386,7 @@ def _prepare(spark: Any, query: str, bindings: tuple[ctfile.SourceBinding, ...],
     :func:`replace` do (the lag is checked first: it needs no compile)."""
     if target_lag is not None and (not isinstance(target_lag, str) or not target_lag):
         raise ctfile.InvalidArgumentError(f"target_lag: expected a non-empty string or None; found {target_lag!r:.80}")
+    ctfile.format.check_target_lag(target_lag)  # SPEC §Derived tables, target lag: a duration or downstream
     plan = compile_definition(query, states)
     if mode is ctfile.RefreshMode.INCREMENTAL:
         _require_incremental(plan)
@@ -458,7 +476,7 @@ def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any
 
     from ctfile.spark_datasource.types import spark_arrow_schema
 
-    views = run.SourceViews(spark, sources, False)
+    views = steps.SourceViews(spark, sources, False)
     try:
         sql = plan.full(views.names(), data_timestamp_ms=int(time.time() * 1000))
         views.register_used(sql.source_sql)
@@ -466,7 +484,7 @@ def _output_schema(spark: Any, plan: Any, sources: Sequence[SourceState]) -> Any
         arrow = spark_arrow_schema(df.schema)  # timestamps in UTC, as the data source serves them
     finally:
         views.drop()
-    return pa.schema([f.with_nullable(f.name != run.KEY_COLUMN) for f in arrow])
+    return pa.schema([f.with_nullable(f.name != steps.KEY_COLUMN) for f in arrow])
 
 
 def open(spark: Any, uri: str, *, storage_options: Mapping | None = None) -> DerivedTable:  # noqa: A001
@@ -494,33 +512,67 @@ def refresh_all(spark: Any, tables: Iterable[DerivedTable]) -> list[RefreshResul
     InvalidArgumentError
         The set's definitions read each other in a cycle.
     """
-    by_id = {t.table.table_id: t for t in tables}
-    order = _dependency_order(by_id)
-    pins = _base_pins(by_id.values())
-    results = []
-    for table_id in order:
-        t = by_id[table_id]
-        results.append(t.refresh(pins=pins))
-        pins[table_id] = t.table.refresh().version
-    return results
+    return [step() for _, step in refresh_each(tables)]
 
 
-def _dependency_order(by_id: Mapping[str, DerivedTable]) -> list[str]:
-    graph = {tid: {b.table_id for b in t.definition.sources if b.table_id in by_id} for tid, t in by_id.items()}
-    try:
-        return list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as e:
-        raise ctfile.InvalidArgumentError(f"derived tables read each other in a cycle: {e.args[1]}") from None
+def run(spark: Any, tables: Iterable[DerivedTable | str], *, once: bool = False, poll: float | None = None,
+        storage_options: Mapping | None = None, stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.time, sleep: Callable[[float], Any] | None = None,
+        handle_signals: bool = True) -> RunReport:
+    """Keep the derived ``tables`` (DerivedTable objects, or URIs opened on
+    ``spark`` with ``storage_options``) within their target lags until
+    stopped (:mod:`ctfile.spark.derived_schedule`): refresh each, in
+    dependency order, when waiting one more ``poll`` would let its lag pass
+    its target; a ``downstream`` table only when a table reading it is.
+    ``once=True`` refreshes what is due now and returns (for cron).
+
+    Parameters
+    ----------
+    poll : float, optional
+        Seconds between two reads of the logs (default: a quarter of the
+        smallest target lag, from 1 to 60).
+    stop : threading.Event, optional
+        Set it (from another thread) to stop after the refresh under way.
+    clock, sleep : callable, optional
+        The current time (seconds since the epoch) and how to wait, for
+        tests; ``sleep`` replaces ``stop.wait`` between cycles.
+    handle_signals : bool
+        In the main thread, SIGINT and SIGTERM set ``stop`` while it runs
+        (a second one raises KeyboardInterrupt); the previous handlers are
+        restored.
+
+    Returns
+    -------
+    RunReport
+        The cycles, the refreshes by outcome, those that fell behind.
+
+    Raises
+    ------
+    InvalidArgumentError
+        No table, a table without a target lag or with one that is not a
+        duration or ``downstream``, tables that read each other in a cycle.
+    DerivedTableError
+        A URI that holds a table that is not derived.
+    CtfileError, OSError
+        With ``once``, a log that could not be read (a source gone, the
+        store down); a long run logs a warning and tries again after a
+        poll. A refresh that fails is reported (outcome ``FAILED``, a
+        warning logged), not raised.
+    """
+    opened = [_opened(spark, t, storage_options) for t in tables]
+    scheduler = Scheduler(opened, poll=poll, clock=clock)
+    stop = stop if stop is not None else threading.Event()
+    with stop_on_signals(stop, enabled=handle_signals):
+        return scheduler.run(once=once, stop=stop, sleep=sleep)
 
 
-def _base_pins(tables: Iterable[DerivedTable]) -> dict[str, int]:
-    """The latest version of every source outside the set, read once."""
-    tables = list(tables)
-    inside = {t.table.table_id for t in tables}
-    pins: dict[str, int] = {}
-    for t in tables:
-        for b in t.definition.sources:
-            if b.table_id not in inside and b.table_id not in pins:
-                pins[b.table_id] = ctfile.open_table(b.uri, storage_options=t.storage_options).version
-    return pins
+def _opened(spark: Any, t: Any, storage_options: Mapping | None) -> DerivedTable:
+    if isinstance(t, DerivedTable):
+        return t
+    if not isinstance(t, str):
+        raise ctfile.InvalidArgumentError(f"tables: expected DerivedTable objects or URIs; found {t!r:.80}")
+    table = ctfile.open_table(t, storage_options=storage_options)
+    required_lag(t, table.derived)  # DerivedTableError for a table that is not derived
+    return DerivedTable(spark, table, storage_options=storage_options)
+
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from ctfile.format import properties as table_properties
 from ctfile.format.actions import Metadata
-from ctfile.format.derived import DerivedDefinition, check_derived_schema
+from ctfile.format.derived import DerivedDefinition, check_derived_schema, check_target_lag
 from ctfile.format.errors import InvalidArgumentError
 from ctfile.format.schema import Schema, schema_from_arrow
 from ctfile.format.validators import require_positive_int
@@ -75,6 +75,8 @@ def create_table(
             raise InvalidArgumentError(f"{what} must be a string, found {text!r:.80}")
     table_schema: Schema = schema_from_arrow(schema, derived_columns=_derived_columns(derived))
     check_derived_schema(derived, table_schema)
+    if derived is not None:
+        check_target_lag(derived.target_lag)
     props = _creation_properties(table_schema, properties, partition_rows=partition_rows, compression=compression)
     metadata = Metadata(
         table_id=str(uuid.uuid4()), schema=table_schema, created_time=now_ms(),

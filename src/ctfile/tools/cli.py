@@ -1,7 +1,9 @@
 """``ctfile``: offline inspection, verification and maintenance of ctfile tables.
 
 No Spark or JVM: every command reads the manifest log (and, where it must,
-data files) through ctfile's public Python API. URIs are local paths or
+data files) through ctfile's public Python API; the one exception,
+``derived run`` (:mod:`~ctfile.tools.cmd_derived_run`), refreshes derived
+tables on a SparkSession and imports PySpark only when it runs. URIs are local paths or
 object-store URLs (``s3://bucket/prefix``) with ``--storage-option key=value``
 for the filesystem (``endpoint_url``, ``key``, ``secret``, ``anon=true``;
 ``client_kwargs.region_name=...`` sets a nested option).
@@ -14,7 +16,8 @@ This module holds the typer app and its root options; the commands live in
 :mod:`~ctfile.tools.cmd_inspect` (history, show, diff),
 :mod:`~ctfile.tools.cmd_schema` (schema),
 :mod:`~ctfile.tools.cmd_changes` (changes), :mod:`~ctfile.tools.cmd_streams`
-(streams), :mod:`~ctfile.tools.cmd_derived` (derived show) and :mod:`~ctfile.tools.cmd_maintain`
+(streams), :mod:`~ctfile.tools.cmd_derived` (derived show), :mod:`~ctfile.tools.cmd_derived_run`
+(derived run) and :mod:`~ctfile.tools.cmd_maintain`
 (verify, vacuum, compact, checkpoint, restore), the parameters and helpers they
 share in :mod:`~ctfile.tools._common`.
 """
@@ -29,7 +32,15 @@ from typer.core import TyperGroup
 
 import ctfile
 from ctfile.tools import _output as out
-from ctfile.tools import cmd_changes, cmd_derived, cmd_inspect, cmd_maintain, cmd_schema, cmd_streams
+from ctfile.tools import (  # noqa: F401 - cmd_derived_run adds its command to cmd_derived's group
+    cmd_changes,
+    cmd_derived,
+    cmd_derived_run,
+    cmd_inspect,
+    cmd_maintain,
+    cmd_schema,
+    cmd_streams,
+)
 from ctfile.tools._common import parse_storage_options
 
 __all__ = ["app", "parse_storage_options"]
