@@ -1,5 +1,5 @@
 """Keeping derived tables within their target lags (SPEC §Derived tables,
-target lag), after the scheduler of Snowflake's Dynamic Tables (§5.2 of
+target lag), after the scheduler of Snowflake's Dynamic Tables (section 5.2 of
 the paper in ``shared/reference``): :func:`ctfile.spark.derived.run` and
 ``ctfile derived run``.
 
