@@ -25,40 +25,32 @@ Examples
 6.0
 >>> lag_at(3_500, frontier_version=3, commits=((3, 1_000), (4, 4_000)))
 0.0
->>> target_lag_seconds("1 hour"), target_lag_seconds("90s"), target_lag_seconds("downstream")
-(3600.0, 90.0, None)
+>>> d = ctfile.DerivedDefinition("SELECT 1 AS x FROM s", (ctfile.SourceBinding("s", "t-1", "/s"),), "auto",
+...                              "90 seconds", 1, ("_ct_dt_key",))
+>>> target_lag_seconds(d), target_lag_seconds(d.altered(refresh_mode="auto", target_lag="downstream"))
+(90.0, None)
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import ctfile
-from ctfile.tools._duration import parse_duration
 
 #: The actions a refresh records, in the order the legend lists them.
 ACTIONS = tuple(a.value for a in ctfile.RefreshAction)
 
-_WORDS = {"second": "s", "minute": "m", "hour": "h", "day": "d", "week": "w"}
-_WORDED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(second|minute|hour|day|week)s?\s*", re.IGNORECASE)
-
-
-def target_lag_seconds(text: str | None) -> float | None:
-    """A target lag in seconds: ``1 hour``, ``30 minutes`` (Snowflake's
-    words) or ``1h``, ``90s`` (the CLI's durations); None for no lag or one
-    that is not a duration (``downstream``)."""
-    if text is None:
-        return None
-    m = _WORDED.fullmatch(text)
-    if m is not None:
-        text = f"{m.group(1)}{_WORDS[m.group(2).lower()]}"
+def target_lag_seconds(definition: ctfile.DerivedDefinition) -> float | None:
+    """The definition's target lag in seconds (SPEC §Derived tables, target
+    lag); None for no lag, ``downstream``, or the free text a table written
+    before the grammar may hold."""
     try:
-        return parse_duration(text).total_seconds()
-    except ValueError:
+        lag = definition.lag
+    except ctfile.InvalidArgumentError:
         return None
+    return None if lag is None else lag.seconds
 
 
 def lag_at(t_ms: int, *, frontier_version: int, commits: Sequence[tuple[int, int]]) -> float:
@@ -136,7 +128,7 @@ def gather_derived(
     points = tuple(RefreshPoint(h.version, h.timestamp_ms, h.refresh.action.value, h.refresh.duration_ms,
                                 h.refresh.data_timestamp) for h in refreshes)
     sources = tuple(_source_lag(b, refreshes, until, storage_options) for b in d.sources)
-    return DerivedSeries(uri, d.target_lag, target_lag_seconds(d.target_lag), points, sources, until)
+    return DerivedSeries(uri, d.target_lag, target_lag_seconds(d), points, sources, until)
 
 
 def _source_lag(binding: ctfile.SourceBinding, refreshes: list[ctfile.HistoryEntry], until: int,
