@@ -24,8 +24,14 @@ def restore_loop(job: dict) -> dict:
     import ctfile
 
     table = ctfile.open_table(job["uri"], storage_options=job["storage_options"])
-    _write_json(job["out"] + ".ready", {"version": table.version})
+    ready = table.version
+    _write_json(job["out"] + ".ready", {"version": ready})
     _wait_for(job["go"])
+    # A loaded machine may run every restore before any writer commits (all
+    # noops, nothing concurrent tested): start once the writers have.
+    deadline = time.monotonic() + 60
+    while table.refresh().version == ready and time.monotonic() < deadline:
+        time.sleep(0.01)
     results = []
     for _ in range(job["restores"]):
         try:
