@@ -232,3 +232,27 @@ def test_a_plain_commit_that_changes_the_definition_fails_verify(spark, tmp_path
     assert [p.message for p in report.problems if "metadata.derived" in p.message] == [
         "SET TBLPROPERTIES changed metadata.derived outside a refresh commit; expected the definition read, or an "
         "ALTER DERIVED commit changing only refreshMode and targetLag (SPEC §Derived tables)"]
+
+
+def test_a_table_made_by_other_plan_rules_is_recompiled_once(spark, tmp_path, monkeypatch):
+    """SPEC §Derived tables, planVersion: a refresh by rules of another
+    version re-initializes the table with the query compiled by its own
+    rules, recorded in the same commit, so the refresh after it is
+    incremental again (not a REINITIALIZE at every refresh)."""
+    import ctfile.derived
+
+    a, _ = make_sources(tmp_path)
+    t = derived.create(spark, str(tmp_path / "d"), QUERIES["aggregate"], sources={"a": a.uri},
+                       refresh_mode="incremental", target_lag="1 hour")
+    later = ctfile.derived.PLAN_VERSION + 1
+    monkeypatch.setattr(ctfile.derived, "PLAN_VERSION", later)  # the rules of a later release
+    r = t.refresh()  # no source changed: the rules did
+    assert r.action is ctfile.RefreshAction.REINITIALIZE and "plan rules" in r.reason, r
+    d = t.table.refresh().derived
+    assert (d.plan_version, d.refresh_mode, d.target_lag, d.query) == (
+        later, ctfile.RefreshMode.INCREMENTAL, "1 hour", QUERIES["aggregate"])
+    assert [v.version for v in d.frontier] == [a.refresh().version]
+    equals_query(spark, t, {"a": a})
+    a.delete(pc.field("k") == 2)
+    assert t.refresh().action is ctfile.RefreshAction.INCREMENTAL
+    equals_query(spark, t, {"a": a})

@@ -160,6 +160,8 @@ class DerivedTable:
                 steps.hold_history(sources, self.table.table_id, at_frontier=True)
                 return _result(decision, sources, started, version=None)
             try:
+                if change.compiled_by_other_rules(self.definition):
+                    return self._recompile(plan, sources, decision, started)
                 return self._write(plan, sources, decision, started)
             except ctfile.CommitConflictError:
                 if attempt == _MAX_ATTEMPTS - 1:
@@ -220,6 +222,20 @@ class DerivedTable:
         if full and decision.action is ctfile.RefreshAction.INCREMENTAL:
             return RefreshDecision(ctfile.RefreshAction.FULL, "full refresh asked for")
         return decision
+
+    def _recompile(self, plan: Any, sources: list[SourceState], decision: RefreshDecision,
+                   started: float) -> RefreshResult:
+        """The ``REINITIALIZE`` of a table whose derivation columns older plan
+        rules made (SPEC §Derived tables, ``planVersion``): its query,
+        compiled by these rules, and its rows in one replace commit, so
+        that the next refresh runs by these rules."""
+        definition = change.recompiled(self.definition, plan)
+        schema = _output_schema(self.spark, plan, sources)
+        result = change.write_replacement(self.spark, self.table, definition, schema, plan, sources,
+                                          decision=decision)
+        info = next(h.refresh for h in self.table.refresh().history(limit=8) if h.version == result.version)
+        return _result(decision, sources, started, version=result.version, rows_in=info.rows_in,
+                       rows_out=info.rows_out)
 
     def _source(self, plan: Any, refresh_sql: Any, views: Any, decision: RefreshDecision, ts: int) -> Any:
         """The MERGE source of ``refresh_sql`` and its counts: a small

@@ -26,6 +26,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 import ctfile
+import ctfile.derived as compiler
 from ctfile.spark import derived_refresh as run
 from ctfile.spark.derived_plan import RefreshDecision
 from ctfile.spark.derived_sources import SourceState, describe, stream_name
@@ -96,13 +97,14 @@ def replaced_decision(sources: Sequence[SourceState]) -> RefreshDecision:
 
 def write_replacement(
     spark: Any, table: ctfile.Table, definition: ctfile.DerivedDefinition, schema: Any, plan: Any,
-    sources: Sequence[SourceState],
+    sources: Sequence[SourceState], *, decision: RefreshDecision | None = None,
 ) -> ctfile.CommitResult:
     """Commit ``definition`` (with the Arrow ``schema`` of its output and
     derivation columns) and the rows of its compiled ``plan`` over
     ``sources`` as one ``REINITIALIZE`` refresh of ``table``: the schema
     replaced, every old row removed, the new rows written; then move the
-    retention streams to the new sources.
+    retention streams to the new sources. The refresh records ``decision``
+    (default: a replace's, :func:`replaced_decision`).
 
     Raises
     ------
@@ -122,8 +124,8 @@ def write_replacement(
         views.register_used(sql.source_sql)
         rows, expected = run.checked_source(spark, spark.sql(sql.source_sql), sql)  # computed once, invariant 1
         rows_in = sum(s.table.snapshot(s.version).num_records for s in sources)
-        info = run.refresh_info(replaced_decision(sources), sources, data_timestamp_ms=ts, rows_in=rows_in,
-                                rows_out=expected.rows)
+        info = run.refresh_info(decision or replaced_decision(sources), sources, data_timestamp_ms=ts,
+                                rows_in=rows_in, rows_out=expected.rows)
         with CtfileTable(spark, table).transaction(refresh=info, refresh_definition=definition) as tx:
             tx.tx.replace_schema(schema)
             deleted = tx.tx.truncate()
@@ -136,6 +138,24 @@ def write_replacement(
     run.hold_history(sources, table.table_id)
     assert tx.result is not None
     return tx.result
+
+
+def recompiled(definition: ctfile.DerivedDefinition, plan: Any) -> ctfile.DerivedDefinition:
+    """``definition`` as these plan rules compile it (SPEC §Derived tables,
+    ``planVersion``): the same query, sources, mode and lag, with
+    :data:`ctfile.derived.PLAN_VERSION` and ``plan``'s derivation columns
+    (the lag as written: an older table's is kept even in another form)."""
+    return ctfile.DerivedDefinition(
+        query=definition.query, sources=definition.sources, refresh_mode=definition.refresh_mode,
+        target_lag=definition.target_lag, plan_version=compiler.PLAN_VERSION,
+        hidden_columns=tuple(name for name, _ in plan.hidden_columns),
+    )
+
+
+def compiled_by_other_rules(definition: ctfile.DerivedDefinition) -> bool:
+    """Whether the table's derivation columns were made by plan rules other
+    than these: its next refresh recompiles it (:func:`recompiled`)."""
+    return definition.plan_version != compiler.PLAN_VERSION
 
 
 def release_history(old: ctfile.DerivedDefinition, new: ctfile.DerivedDefinition, derived_table_id: str, *,
