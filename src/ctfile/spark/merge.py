@@ -212,42 +212,83 @@ class SparkMerge:
 
     def _task_rows(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
         """The rows the tasks get (group, position, clause, values) and the
-        DataFrames persisted for them, which the caller unpersists."""
+        DataFrames persisted for them, which the caller unpersists.
+
+        One join finds every kind of row (:func:`_join_type`): the matched
+        pairs, and as an outer join the candidate rows and (unless the
+        source is broadcast, which an outer join cannot do for the side it
+        keeps) the source rows that match nothing. It is persisted when
+        read twice: by the multiple-match check, or by the anti-join that
+        finds the unmatched source rows of a broadcast source."""
         plan = job.merge
-        target, src = self._sides(job, source)
-        pairs = self._pairs(plan, target, src).persist(StorageLevel.MEMORY_AND_DISK)
+        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
+        target, src = self._sides(job, source, broadcast=broadcast)
+        source_by_join = plan.inserts_unmatched and not broadcast
+        how = _join_type(keeps_target=plan.reads_unmatched_target, keeps_source=source_by_join)
+        joined = self._join(target, src, how)
+        checks = not self.unique_keys and any(_updates_a_match(c) for c in plan.clauses)
+        persisted = []
+        if checks or (plan.inserts_unmatched and not source_by_join):
+            joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(joined)
         try:
-            if not self.unique_keys:
+            pairs = self._pairs(plan, self._matched(joined, how))
+            if checks:
                 self._check_multiple_matches(plan, pairs)
             keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
             parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
             if plan.reads_unmatched_target:
-                parts.append(self._unmatched_target(plan, target, pairs))
-            if plan.inserts_unmatched:
-                parts.append(self._unmatched_source(job, src, pairs))
+                parts.append(self._unmatched_target(plan, self._side_alone(joined, target, self.statement.target_alias,
+                                                                           absent=~_source_present())))
+            if source_by_join:
+                alone = self._side_alone(joined, src, self.statement.source_alias, absent=~_target_present())
+                parts.append(self._unmatched_source(job, alone))
+            elif plan.inserts_unmatched:
+                s_alias = self.statement.source_alias
+                alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
+                parts.append(self._unmatched_source(job, alone))
         except BaseException:
-            pairs.unpersist()
+            for df in persisted:
+                df.unpersist()
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        return rows, [pairs]
+        return rows, persisted
 
-    def _sides(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+    def _sides(self, job: ctfile.RewriteJob, source: DataFrame, *, broadcast: bool) -> tuple[DataFrame, DataFrame]:
         """The candidates' rows and the source, aliased, hinted for the join
         (:func:`ctfile.spark.dml.join_sides`)."""
-        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
         target = candidate_rows(self.spark, job, self._target_columns(job.merge, job.schema))
         target, src = join_sides(target, source, broadcast=broadcast)
         return target.alias(self.statement.target_alias), src.alias(self.statement.source_alias)
 
-    def _pairs(self, plan: ctfile.MergePlan, target: DataFrame, src: DataFrame) -> DataFrame:
-        """The matched pairs: group (file), position, source row, the table
-        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+    def _join(self, target: DataFrame, src: DataFrame, how: str) -> DataFrame:
+        """The candidates' rows joined (``how``) with the source on the key
+        pairs and the ON condition."""
         st = self.statement
         t_alias, s_alias = st.target_alias, st.source_alias
         on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
         if st.on_condition is not None:
             on.append(to_column(st.on_condition, what="on_condition"))
-        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
+        return analyze(lambda: target.join(src, functools.reduce(operator.and_, on), how), what="ON condition")
+
+    def _matched(self, joined: DataFrame, how: str) -> DataFrame:
+        """The matched pairs of ``joined`` (an outer join's rows with both sides)."""
+        if how == "inner":
+            return joined
+        return joined.where(_target_present() & _source_present())
+
+    def _side_alone(self, joined: DataFrame, side: DataFrame, alias: str, *, absent: Column) -> DataFrame:
+        """The rows of one side of the outer join ``joined`` that matched
+        nothing (``absent``: true where the other side is missing), with that side's
+        columns alone, under its alias, as its expressions resolve on it."""
+        columns = [F.col(f"{alias}.{_quoted(c)}") for c in side.columns]
+        return joined.where(absent).select(*columns).alias(alias)
+
+    def _pairs(self, plan: ctfile.MergePlan, joined: DataFrame) -> DataFrame:
+        """The matched pairs: group (file), position, source row, the table
+        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+        st = self.statement
+        t_alias, s_alias = st.target_alias, st.source_alias
         keys = [F.col(f"{t_alias}.{t}").alias(f"{_KEY_PREFIX}{i}") for i, (t, _) in enumerate(st.keys)]
         ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
                F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
@@ -286,26 +327,21 @@ class SparkMerge:
             f"source, or give the clause a condition that tells them apart)"
         )
 
-    def _unmatched_target(self, plan: ctfile.MergePlan, target: DataFrame, pairs: DataFrame) -> DataFrame:
-        """The candidate rows in no pair, with their ``NOT MATCHED BY SOURCE`` clause."""
-        t_alias = self.statement.target_alias
-        seen = pairs.select(F.col(GROUP_COLUMN).alias(FILE_COLUMN), ctfile.POSITION_COLUMN)
-        alone = target.join(seen, [FILE_COLUMN, ctfile.POSITION_COLUMN], "left_anti").alias(t_alias)
+    def _unmatched_target(self, plan: ctfile.MergePlan, alone: DataFrame) -> DataFrame:
+        """The candidate rows in no pair (``alone``), with their ``NOT MATCHED BY SOURCE`` clause."""
         ids = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         kind = ctfile.MatchKind.NOT_MATCHED_BY_SOURCE
         rows = analyze(lambda: _with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
         return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
-    def _unmatched_source(self, job: ctfile.RewriteJob, src: DataFrame, pairs: DataFrame) -> DataFrame:
-        """The source rows in no pair, with their ``NOT MATCHED`` clause,
-        spread over the insert groups."""
-        s_alias = self.statement.source_alias
-        alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
+    def _unmatched_source(self, job: ctfile.RewriteJob, alone: DataFrame) -> DataFrame:
+        """The source rows in no pair (``alone``), with their ``NOT MATCHED``
+        clause, spread over the insert groups."""
         n = max(1, self._insert_groups(job))
         group = F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
         ids = [group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
         kind = ctfile.MatchKind.NOT_MATCHED
-        rows = analyze(lambda: _with_clauses(alone, job.merge, kind, ids, s_alias), what=kind.sql)
+        rows = analyze(lambda: _with_clauses(alone, job.merge, kind, ids, self.statement.source_alias), what=kind.sql)
         return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
     def _read_predicate(self, job: ctfile.RewriteJob, source: DataFrame) -> SparkRowsPredicate:
@@ -345,6 +381,31 @@ def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
             f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
             f"source row per key (deduplicate the source first)"
         )
+
+
+def _join_type(*, keeps_target: bool, keeps_source: bool) -> str:
+    """The join that finds, with the matched pairs, the candidate rows
+    (``keeps_target``) and the source rows (``keeps_source``) in no pair.
+
+    >>> _join_type(keeps_target=True, keeps_source=True), _join_type(keeps_target=False, keeps_source=False)
+    ('full_outer', 'inner')
+    """
+    return {(False, False): "inner", (True, False): "left_outer", (False, True): "right_outer",
+            (True, True): "full_outer"}[keeps_target, keeps_source]
+
+
+def _target_present() -> Column:
+    """Whether a row of an outer join has a candidate row (its file is never null)."""
+    return F.col(FILE_COLUMN).isNotNull()
+
+
+def _source_present() -> Column:
+    """Whether a row of an outer join has a source row (its number is never null)."""
+    return F.col(SOURCE_ROW).isNotNull()
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _expression(value: Any, typ: Any) -> Column:
