@@ -226,7 +226,7 @@ class SparkMerge:
         source_by_join = plan.inserts_unmatched and not broadcast
         how = _join_type(keeps_target=plan.reads_unmatched_target, keeps_source=source_by_join)
         joined = self._join(target, src, how)
-        checks = not self.unique_keys and any(_updates_a_match(c) for c in plan.clauses)
+        checks = self._checks_matches(job, source)
         persisted = []
         if checks or (plan.inserts_unmatched and not source_by_join):
             joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
@@ -253,6 +253,21 @@ class SparkMerge:
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         return rows, persisted
+
+    def _checks_matches(self, job: ctfile.RewriteJob, source: DataFrame) -> bool:
+        """Whether the pairs need the multiple-match check: a statement that
+        updates matched rows, unless no table row can be in two pairs
+        because no two source rows share a key (one Spark job over the
+        source's keys, far cheaper than grouping the pairs; valid when each
+        key pair has one type on both sides, so that Spark compares keys as
+        it groups them). The shorthand checks its source itself."""
+        if self.unique_keys or not any(_updates_a_match(c) for c in job.merge.clauses):
+            return False
+        table = {f.name: f.dataType for f in spark_schema(job.schema.to_arrow(field_ids=False)).fields}
+        given = {f.name: f.dataType for f in source.schema.fields}
+        if any(t not in table or s not in given or table[t] != given[s] for t, s in self.statement.keys):
+            return True
+        return _a_key_twice(source, list(self.statement.source_keys))
 
     def _sides(self, job: ctfile.RewriteJob, source: DataFrame, *, broadcast: bool) -> tuple[DataFrame, DataFrame]:
         """The candidates' rows and the source, aliased, hinted for the join
@@ -381,6 +396,13 @@ def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
             f"merge source has {worst} rows with the same key {keys}; a MERGE needs at most one "
             f"source row per key (deduplicate the source first)"
         )
+
+
+def _a_key_twice(source: DataFrame, keys: list[str]) -> bool:
+    """Whether two rows of ``source`` share a key (SPEC key equality: a row
+    with a null key part is no key)."""
+    keyed = source.where(functools.reduce(operator.and_, (F.col(k).isNotNull() for k in keys)))
+    return bool(keyed.groupBy(*keys).count().where(F.col("count") > 1).limit(1).collect())
 
 
 def _join_type(*, keeps_target: bool, keeps_source: bool) -> str:
