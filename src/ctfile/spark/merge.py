@@ -13,17 +13,22 @@ runs :class:`SparkMerge`:
 2. the statement is checked against the table on the driver
    (:meth:`ctfile.RewriteJob.for_merge_statement`, which also evolves the
    schema of a statement with schema evolution), before any job writes;
-3. the candidates (``candidate_rows``) are inner-joined with the source on
-   the key pairs and the ON condition: the matched pairs, persisted; each
-   pair gets the index of the first ``MATCHED`` clause whose condition
-   holds (a ``CASE WHEN``, evaluated in order) and the values that clause
-   assigns, each in a column of its own (``merge_rows``);
-4. the multiple-match rule is checked on the pairs (one Spark job) before
-   anything is written: a table row in two pairs one of which falls to an
-   UPDATE is an :class:`ctfile.InvalidArgumentError` naming its key;
-5. the candidate rows in no pair go to the ``NOT MATCHED BY SOURCE``
-   clauses, the source rows in no pair to the ``NOT MATCHED`` clauses,
-   in the same way;
+3. the candidates (``candidate_rows``) are joined with the source on the
+   key pairs and the ON condition, once: an inner join, or an outer join
+   that keeps the candidate rows in no pair when the statement has ``NOT
+   MATCHED BY SOURCE`` clauses and the source rows in no pair when it has
+   ``NOT MATCHED`` clauses (a broadcast source is not kept: its unmatched
+   rows are an anti-join with the pairs). Each matched pair gets the index
+   of the first ``MATCHED`` clause whose condition holds (a ``CASE WHEN``,
+   evaluated in order) and the values that clause assigns, each in a column
+   of its own (``merge_rows``); each unmatched row likewise with the
+   clauses of its kind, over its own side's columns alone;
+4. the multiple-match rule is checked on the pairs (the join persisted,
+   one Spark job) before anything is written, when two source rows share
+   a key (one Spark job over the source's keys finds out): a table row in
+   two pairs one of which falls to an UPDATE is an
+   :class:`ctfile.InvalidArgumentError` naming its key;
+5. the rows that fall to a clause are the tasks' rows, grouped by file;
 6. one task per touched partition rewrites it, others insert
    (:meth:`ctfile.RewriteJob.rewrite` and ``insert``): the writer, not
    Spark, turns the clause and values of each row into the new row, as the
@@ -237,22 +242,31 @@ class SparkMerge:
                 self._check_multiple_matches(plan, pairs)
             keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
             parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
-            if plan.reads_unmatched_target:
-                parts.append(self._unmatched_target(plan, self._side_alone(joined, target, self.statement.target_alias,
-                                                                           absent=~_source_present())))
-            if source_by_join:
-                alone = self._side_alone(joined, src, self.statement.source_alias, absent=~_target_present())
-                parts.append(self._unmatched_source(job, alone))
-            elif plan.inserts_unmatched:
-                s_alias = self.statement.source_alias
-                alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
-                parts.append(self._unmatched_source(job, alone))
+            parts += self._unmatched(job, joined, (target, src), pairs, source_by_join=source_by_join)
         except BaseException:
             for df in persisted:
                 df.unpersist()
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         return rows, persisted
+
+    def _unmatched(self, job: ctfile.RewriteJob, joined: DataFrame, sides: tuple[DataFrame, DataFrame],
+                   pairs: DataFrame, *, source_by_join: bool) -> list[DataFrame]:
+        """The unmatched rows that fall to a clause: the candidate rows the
+        outer join ``joined`` kept, and the source rows it kept
+        (``source_by_join``) or that are in no pair."""
+        target, src = sides
+        t_alias, s_alias = self.statement.target_alias, self.statement.source_alias
+        parts = []
+        if job.merge.reads_unmatched_target:
+            parts.append(self._unmatched_target(job.merge, self._side_alone(joined, target, t_alias,
+                                                                            absent=~_source_present())))
+        if source_by_join:
+            parts.append(self._unmatched_source(job, self._side_alone(joined, src, s_alias, absent=~_target_present())))
+        elif job.merge.inserts_unmatched:
+            alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
+            parts.append(self._unmatched_source(job, alone))
+        return parts
 
     def _checks_matches(self, job: ctfile.RewriteJob, source: DataFrame) -> bool:
         """Whether the pairs need the multiple-match check: a statement that
