@@ -54,9 +54,9 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, NullType
 
 import ctfile
 from ctfile.spark.dml import (
@@ -64,6 +64,8 @@ from ctfile.spark.dml import (
     to_column,
 )
 from ctfile.spark.local import LocalRun, matched_target_pruning, run_in_driver, unmatched_target_pruning
+from ctfile.spark.merge_clauses import SPARK_EXPRESSIONS, render  # noqa: F401 -- re-exported
+from ctfile.spark.merge_clauses import expression, with_clauses, with_kinds
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
 from ctfile.spark.sqltext import SqlConf, sql_columns
@@ -72,39 +74,6 @@ from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 #: The number of each source row, in the persisted source.
 SOURCE_ROW = "_ct_source_row"
 _KEY_PREFIX = "_ct_key_"  # a matched table row's key columns, for the multiple-match error
-_LITERALS = (bool, int, float, str, bytes)
-
-
-# ---------------------------------------------------------------- the builder's expressions
-
-
-def _condition(value: Any, *, what: str) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool) and value is True:
-        return None
-    to_column(value, what=what)  # a string or a Column, or a typed error
-    return value
-
-
-def _value(value: Any, *, what: str) -> Any:
-    if isinstance(value, (str, Column)):
-        to_column(value, what=what)
-    return value  # anything else is a literal, which Spark types (F.lit)
-
-
-#: Spark's expressions for :class:`ctfile.MergeBuilder`: conditions are Spark
-#: SQL strings or Columns; a SET or VALUES value is a Spark SQL string (quote
-#: string literals: ``"'EUR'"``), a Column, or a Python value (a literal).
-SPARK_EXPRESSIONS = ctfile.MergeExpressions("Spark SQL string or Column", _condition, _value)
-
-
-def render(value: Any) -> str:
-    """An expression as the commit's ``operationParameters`` record it."""
-    if isinstance(value, Column):
-        text = str(value)
-        return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
-    return value if isinstance(value, str) else repr(value)
 
 
 # ---------------------------------------------------------------- the statement
@@ -201,7 +170,7 @@ class SparkMerge:
         target = self.spark.createDataFrame([], spark_schema(tx.schema.to_arrow(field_ids=False)))
         source = self.spark.createDataFrame([], spark_schema(source_schema))
         both = target.alias(self.statement.target_alias).crossJoin(source.alias(self.statement.source_alias))
-        values = [_expression(v, None).alias(name) for _, name, v in new]
+        values = [expression(v, None).alias(name) for _, name, v in new]
         analyzed = analyze(lambda: both.select(*values), what="merge values")
         return {f.name: f.type for f in spark_arrow_schema(analyzed.schema)}
 
@@ -243,6 +212,8 @@ class SparkMerge:
             keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
             parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
             parts += self._unmatched(job, joined, (target, src), pairs, source_by_join=source_by_join)
+            if how != "inner" and not persisted:
+                parts = self._in_one_pass(job, joined, source_by_join=source_by_join) or parts
         except BaseException:
             for df in persisted:
                 df.unpersist()
@@ -267,6 +238,34 @@ class SparkMerge:
             alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
             parts.append(self._unmatched_source(job, alone))
         return parts
+
+    def _in_one_pass(self, job: ctfile.RewriteJob, joined: DataFrame, *, source_by_join: bool) -> list[DataFrame]:
+        """The rows of every kind as one projection of the outer join
+        ``joined`` (the parts :meth:`_task_rows` built read it once each, and
+        Spark would join once for each), or none when an expression does not
+        resolve over both sides' columns (a name both sides have, left
+        unqualified: the parts resolve it on their own side). The parts were
+        built first, so an expression that does not resolve on its own side
+        is refused as before."""
+        t_alias, s_alias = self.statement.target_alias, self.statement.source_alias
+        kinds = [(ctfile.MatchKind.MATCHED, _target_present() & _source_present())]
+        if job.merge.reads_unmatched_target:
+            kinds.append((ctfile.MatchKind.NOT_MATCHED_BY_SOURCE, ~_source_present()))
+        if source_by_join:
+            kinds.append((ctfile.MatchKind.NOT_MATCHED, ~_target_present()))
+        group = F.when(_target_present(), F.col(f"{t_alias}.{FILE_COLUMN}")).otherwise(self._insert_group(job))
+        ids = [group.alias(GROUP_COLUMN), F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}")]
+        try:
+            rows = with_kinds(joined, job.merge, kinds, ids, s_alias)
+            rows.schema  # noqa: B018 -- analysed now (Spark Connect analyses lazily)
+        except (AnalysisException, ctfile.CtfileError):
+            return []
+        return [rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())]
+
+    def _insert_group(self, job: ctfile.RewriteJob) -> Column:
+        """The insert group of a source row: its number's hash over the groups."""
+        n = max(1, self._insert_groups(job))
+        return F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
 
     def _checks_matches(self, job: ctfile.RewriteJob, source: DataFrame) -> bool:
         """Whether the pairs need the multiple-match check: a statement that
@@ -322,7 +321,7 @@ class SparkMerge:
         ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
                F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
         kind = ctfile.MatchKind.MATCHED
-        return analyze(lambda: _with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
+        return analyze(lambda: with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
 
     def _target_columns(self, plan: ctfile.MergePlan, schema: Any) -> list[str]:
         """The table columns the join and the clauses may read, in table
@@ -360,17 +359,15 @@ class SparkMerge:
         """The candidate rows in no pair (``alone``), with their ``NOT MATCHED BY SOURCE`` clause."""
         ids = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         kind = ctfile.MatchKind.NOT_MATCHED_BY_SOURCE
-        rows = analyze(lambda: _with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
+        rows = analyze(lambda: with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
         return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
     def _unmatched_source(self, job: ctfile.RewriteJob, alone: DataFrame) -> DataFrame:
         """The source rows in no pair (``alone``), with their ``NOT MATCHED``
         clause, spread over the insert groups."""
-        n = max(1, self._insert_groups(job))
-        group = F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
-        ids = [group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
+        ids = [self._insert_group(job).alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
         kind = ctfile.MatchKind.NOT_MATCHED
-        rows = analyze(lambda: _with_clauses(alone, job.merge, kind, ids, self.statement.source_alias), what=kind.sql)
+        rows = analyze(lambda: with_clauses(alone, job.merge, kind, ids, self.statement.source_alias), what=kind.sql)
         return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
     def _read_predicate(self, job: ctfile.RewriteJob, source: DataFrame) -> SparkRowsPredicate:
@@ -442,63 +439,6 @@ def _source_present() -> Column:
 
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-def _expression(value: Any, typ: Any) -> Column:
-    """A condition or value as a Column: SQL text, a Column, a copied
-    source column (``s_alias`` qualified by the caller), or a literal of
-    Spark type ``typ`` (None: Spark's)."""
-    if isinstance(value, (str, Column)):
-        return to_column(value, what="merge expression")
-    if value is None and typ is not None:
-        return F.lit(None).cast(typ)
-    return F.lit(value)
-
-
-def _with_clauses(rows: DataFrame, plan: ctfile.MergePlan, kind: ctfile.MatchKind, ids: list[Column],
-                  source_alias: str) -> DataFrame:
-    """``ids`` of ``rows``, the index of the first clause of ``kind`` whose
-    condition holds (null: none) and each value of each such clause (null
-    on the rows of other clauses, so that a value is computed only where its
-    clause applies, as the Python engine computes it)."""
-    table = spark_schema(plan.schema.to_arrow(field_ids=False))
-    chosen = None
-    values = []
-    for i, c in enumerate(plan.clauses):
-        if c.kind is not kind:
-            continue
-        cond = F.lit(True) if c.condition is None else to_column(c.condition, what=f"the condition of {c.clause}")
-        chosen = F.when(cond, F.lit(i)) if chosen is None else chosen.when(cond, F.lit(i))
-        for j, (name, v) in enumerate(c.values):
-            if isinstance(v, ctfile.SourceColumn):
-                expr = F.col(f"{source_alias}.{v.name}")
-            else:
-                expr = _expression(v, table[name].dataType)
-            values.append((i, name, expr, ctfile.value_column(i, j)))
-    if chosen is None:
-        return rows.select(*ids, F.lit(None).cast("int").alias(ctfile.CLAUSE_COLUMN))
-    with_clause = rows.withColumn(ctfile.CLAUSE_COLUMN, chosen.cast("int"))
-    clause = F.col(ctfile.CLAUSE_COLUMN)
-    out = with_clause.select(*ids, clause, *[F.when(clause == F.lit(i), e).alias(col) for i, _, e, col in values])
-    return _values_for_table(out, table, values)
-
-
-def _values_for_table(df: DataFrame, table: Any, values: list) -> DataFrame:
-    """``df`` with a decimal value of a floating-point column cast to the
-    column's type (Spark SQL types ``2.5`` as a decimal, which a double
-    column takes on assignment; ctfile's own conversion refuses decimal to
-    float as lossy) and an untyped null typed as its column."""
-    casts = {}
-    types = {f.name: f.dataType for f in df.schema.fields}
-    names = {f.name for f in table.fields}
-    for _, name, _, col in values:
-        if name not in names:
-            continue
-        want, got = table[name].dataType, types[col]
-        float_target = want.typeName() in ("double", "float")
-        if (isinstance(got, DecimalType) and float_target) or isinstance(got, NullType):
-            casts[col] = F.col(col).cast(want)
-    return df.withColumns(casts) if casts else df
 
 
 # ---------------------------------------------------------------- entry points
