@@ -385,7 +385,7 @@ SETTINGS = dict(deadline=None, derandomize=True, phases=[Phase.explicit, Phase.g
 CASES = dict(stmt=statements(), target=TARGET_ROWS, source=SOURCE_ROWS)
 
 
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model(spark, stmt, target, source):
     check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))
@@ -396,3 +396,24 @@ def test_spark_builder_matches_python_builder_and_model(spark, stmt, target, sou
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model_long(spark, stmt, target, source):
     check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))
+
+
+def _by_sort_merge_join(spark, stmt, target, source) -> None:
+    with spark_conf(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
+        check_engines(spark, stmt, target, source, capture=bool(len(target) % 2))
+
+
+@settings(max_examples=5, **SETTINGS)
+@given(**CASES)
+def test_spark_builder_matches_model_by_sort_merge_join(spark, stmt, target, source):
+    """With broadcasting off, one outer sort-merge join finds the matched
+    pairs and the unmatched rows of both sides (and the multiple-match check
+    runs only when two source rows share a key): the same results."""
+    _by_sort_merge_join(spark, stmt, target, source)
+
+
+@pytest.mark.long
+@settings(max_examples=60, **{**SETTINGS, "derandomize": False})
+@given(**CASES)
+def test_spark_builder_matches_model_by_sort_merge_join_long(spark, stmt, target, source):
+    _by_sort_merge_join(spark, stmt, target, source)

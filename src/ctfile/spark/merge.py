@@ -13,17 +13,22 @@ runs :class:`SparkMerge`:
 2. the statement is checked against the table on the driver
    (:meth:`ctfile.RewriteJob.for_merge_statement`, which also evolves the
    schema of a statement with schema evolution), before any job writes;
-3. the candidates (``candidate_rows``) are inner-joined with the source on
-   the key pairs and the ON condition: the matched pairs, persisted; each
-   pair gets the index of the first ``MATCHED`` clause whose condition
-   holds (a ``CASE WHEN``, evaluated in order) and the values that clause
-   assigns, each in a column of its own (``merge_rows``);
-4. the multiple-match rule is checked on the pairs (one Spark job) before
-   anything is written: a table row in two pairs one of which falls to an
-   UPDATE is an :class:`ctfile.InvalidArgumentError` naming its key;
-5. the candidate rows in no pair go to the ``NOT MATCHED BY SOURCE``
-   clauses, the source rows in no pair to the ``NOT MATCHED`` clauses,
-   in the same way;
+3. the candidates (``candidate_rows``) are joined with the source on the
+   key pairs and the ON condition, once: an inner join, or an outer join
+   that keeps the candidate rows in no pair when the statement has ``NOT
+   MATCHED BY SOURCE`` clauses and the source rows in no pair when it has
+   ``NOT MATCHED`` clauses (a broadcast source is not kept: its unmatched
+   rows are an anti-join with the pairs). Each matched pair gets the index
+   of the first ``MATCHED`` clause whose condition holds (a ``CASE WHEN``,
+   evaluated in order) and the values that clause assigns, each in a column
+   of its own (``merge_rows``); each unmatched row likewise with the
+   clauses of its kind, over its own side's columns alone;
+4. the multiple-match rule is checked on the pairs (the join persisted,
+   one Spark job) before anything is written, when two source rows share
+   a key (one Spark job over the source's keys finds out): a table row in
+   two pairs one of which falls to an UPDATE is an
+   :class:`ctfile.InvalidArgumentError` naming its key;
+5. the rows that fall to a clause are the tasks' rows, grouped by file;
 6. one task per touched partition rewrites it, others insert
    (:meth:`ctfile.RewriteJob.rewrite` and ``insert``): the writer, not
    Spark, turns the clause and values of each row into the new row, as the
@@ -49,9 +54,9 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, NullType
 
 import ctfile
 from ctfile.spark.dml import (
@@ -59,6 +64,8 @@ from ctfile.spark.dml import (
     to_column,
 )
 from ctfile.spark.local import LocalRun, matched_target_pruning, run_in_driver, unmatched_target_pruning
+from ctfile.spark.merge_clauses import SPARK_EXPRESSIONS, render  # noqa: F401 -- re-exported
+from ctfile.spark.merge_clauses import expression, with_clauses, with_kinds
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
 from ctfile.spark.sqltext import SqlConf, sql_columns
@@ -67,39 +74,6 @@ from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 #: The number of each source row, in the persisted source.
 SOURCE_ROW = "_ct_source_row"
 _KEY_PREFIX = "_ct_key_"  # a matched table row's key columns, for the multiple-match error
-_LITERALS = (bool, int, float, str, bytes)
-
-
-# ---------------------------------------------------------------- the builder's expressions
-
-
-def _condition(value: Any, *, what: str) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool) and value is True:
-        return None
-    to_column(value, what=what)  # a string or a Column, or a typed error
-    return value
-
-
-def _value(value: Any, *, what: str) -> Any:
-    if isinstance(value, (str, Column)):
-        to_column(value, what=what)
-    return value  # anything else is a literal, which Spark types (F.lit)
-
-
-#: Spark's expressions for :class:`ctfile.MergeBuilder`: conditions are Spark
-#: SQL strings or Columns; a SET or VALUES value is a Spark SQL string (quote
-#: string literals: ``"'EUR'"``), a Column, or a Python value (a literal).
-SPARK_EXPRESSIONS = ctfile.MergeExpressions("Spark SQL string or Column", _condition, _value)
-
-
-def render(value: Any) -> str:
-    """An expression as the commit's ``operationParameters`` record it."""
-    if isinstance(value, Column):
-        text = str(value)
-        return text[len("Column<'"):-2] if text.startswith("Column<'") and text.endswith("'>") else text
-    return value if isinstance(value, str) else repr(value)
 
 
 # ---------------------------------------------------------------- the statement
@@ -198,7 +172,7 @@ class SparkMerge:
         target = self.spark.createDataFrame([], spark_schema(tx.schema.to_arrow(field_ids=False)))
         source = self.spark.createDataFrame([], spark_schema(source_schema))
         both = target.alias(self.statement.target_alias).crossJoin(source.alias(self.statement.source_alias))
-        values = [_expression(v, None).alias(name) for _, name, v in new]
+        values = [expression(v, None).alias(name) for _, name, v in new]
         analyzed = analyze(lambda: both.select(*values), what="merge values")
         return {f.name: f.type for f in spark_arrow_schema(analyzed.schema)}
 
@@ -214,47 +188,142 @@ class SparkMerge:
 
     def _task_rows(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
         """The rows the tasks get (group, position, clause, values) and the
-        DataFrames persisted for them, which the caller unpersists."""
+        DataFrames persisted for them, which the caller unpersists.
+
+        One join finds every kind of row (:func:`_join_type`): the matched
+        pairs, and as an outer join the candidate rows and (unless the
+        source is broadcast, which an outer join cannot do for the side it
+        keeps) the source rows that match nothing. It is persisted when
+        read twice: by the multiple-match check, or by the anti-join that
+        finds the unmatched source rows of a broadcast source."""
         plan = job.merge
-        target, src = self._sides(job, source)
-        pairs = self._pairs(plan, target, src).persist(StorageLevel.MEMORY_AND_DISK)
+        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
+        target, src = self._sides(job, source, broadcast=broadcast)
+        source_by_join = plan.inserts_unmatched and not broadcast
+        how = _join_type(keeps_target=plan.reads_unmatched_target, keeps_source=source_by_join)
+        joined = self._join(target, src, how)
+        checks = self._checks_matches(job, source)
+        persisted = []
+        if checks or (plan.inserts_unmatched and not source_by_join):
+            joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(joined)
         try:
-            if not self.unique_keys:
+            pairs = self._pairs(plan, self._matched(joined, how))
+            if checks:
                 self._check_multiple_matches(plan, pairs)
             keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
             parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
-            if plan.reads_unmatched_target:
-                parts.append(self._unmatched_target(plan, target, pairs))
-            if plan.inserts_unmatched:
-                parts.append(self._unmatched_source(job, src, pairs))
+            parts += self._unmatched(job, joined, (target, src), pairs, source_by_join=source_by_join)
+            if how != "inner" and not persisted:
+                parts = self._in_one_pass(job, joined, source_by_join=source_by_join) or parts
         except BaseException:
-            pairs.unpersist()
+            for df in persisted:
+                df.unpersist()
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        return rows, [pairs]
+        return rows, persisted
 
-    def _sides(self, job: ctfile.RewriteJob, source: DataFrame) -> tuple[DataFrame, DataFrame]:
+    def _unmatched(self, job: ctfile.RewriteJob, joined: DataFrame, sides: tuple[DataFrame, DataFrame],
+                   pairs: DataFrame, *, source_by_join: bool) -> list[DataFrame]:
+        """The unmatched rows that fall to a clause: the candidate rows the
+        outer join ``joined`` kept, and the source rows it kept
+        (``source_by_join``) or that are in no pair."""
+        target, src = sides
+        t_alias, s_alias = self.statement.target_alias, self.statement.source_alias
+        parts = []
+        if job.merge.reads_unmatched_target:
+            parts.append(self._unmatched_target(job.merge, self._side_alone(joined, target, t_alias,
+                                                                            absent=~_source_present())))
+        if source_by_join:
+            parts.append(self._unmatched_source(job, self._side_alone(joined, src, s_alias, absent=~_target_present())))
+        elif job.merge.inserts_unmatched:
+            alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
+            parts.append(self._unmatched_source(job, alone))
+        return parts
+
+    def _in_one_pass(self, job: ctfile.RewriteJob, joined: DataFrame, *, source_by_join: bool) -> list[DataFrame]:
+        """The rows of every kind as one projection of the outer join
+        ``joined`` (the parts :meth:`_task_rows` built read it once each, and
+        Spark would join once for each), or none when an expression does not
+        resolve over both sides' columns (a name both sides have, left
+        unqualified: the parts resolve it on their own side). The parts were
+        built first, so an expression that does not resolve on its own side
+        is refused as before."""
+        t_alias, s_alias = self.statement.target_alias, self.statement.source_alias
+        kinds = [(ctfile.MatchKind.MATCHED, _target_present() & _source_present())]
+        if job.merge.reads_unmatched_target:
+            kinds.append((ctfile.MatchKind.NOT_MATCHED_BY_SOURCE, ~_source_present()))
+        if source_by_join:
+            kinds.append((ctfile.MatchKind.NOT_MATCHED, ~_target_present()))
+        group = F.when(_target_present(), F.col(f"{t_alias}.{FILE_COLUMN}")).otherwise(self._insert_group(job))
+        ids = [group.alias(GROUP_COLUMN), F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}")]
+        try:
+            rows = with_kinds(joined, job.merge, kinds, ids, s_alias)
+            rows.schema  # noqa: B018 -- analysed now (Spark Connect analyses lazily)
+        except (AnalysisException, ctfile.CtfileError):
+            return []
+        return [rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())]
+
+    def _insert_group(self, job: ctfile.RewriteJob) -> Column:
+        """The insert group of a source row: its number's hash over the groups."""
+        n = max(1, self._insert_groups(job))
+        return F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
+
+    def _checks_matches(self, job: ctfile.RewriteJob, source: DataFrame) -> bool:
+        """Whether the pairs need the multiple-match check: a statement that
+        updates matched rows, unless no table row can be in two pairs
+        because no two source rows share a key (one Spark job over the
+        source's keys, far cheaper than grouping the pairs; valid when each
+        key pair has one type on both sides, so that Spark compares keys as
+        it groups them). The shorthand checks its source itself."""
+        if self.unique_keys or not any(_updates_a_match(c) for c in job.merge.clauses):
+            return False
+        table = {f.name: f.dataType for f in spark_schema(job.schema.to_arrow(field_ids=False)).fields}
+        given = {f.name: f.dataType for f in source.schema.fields}
+        if any(t not in table or s not in given or table[t] != given[s] for t, s in self.statement.keys):
+            return True
+        return _a_key_twice(source, list(self.statement.source_keys))
+
+    def _sides(self, job: ctfile.RewriteJob, source: DataFrame, *, broadcast: bool) -> tuple[DataFrame, DataFrame]:
         """The candidates' rows and the source, aliased, hinted for the join
         (:func:`ctfile.spark.dml.join_sides`)."""
-        broadcast = fits_broadcast(self.spark, source, self._ranges["rows"])
         target = candidate_rows(self.spark, job, self._target_columns(job.merge, job.schema))
         target, src = join_sides(target, source, broadcast=broadcast)
         return target.alias(self.statement.target_alias), src.alias(self.statement.source_alias)
 
-    def _pairs(self, plan: ctfile.MergePlan, target: DataFrame, src: DataFrame) -> DataFrame:
-        """The matched pairs: group (file), position, source row, the table
-        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+    def _join(self, target: DataFrame, src: DataFrame, how: str) -> DataFrame:
+        """The candidates' rows joined (``how``) with the source on the key
+        pairs and the ON condition."""
         st = self.statement
         t_alias, s_alias = st.target_alias, st.source_alias
         on = [F.col(f"{t_alias}.{t}") == F.col(f"{s_alias}.{s}") for t, s in st.keys]
         if st.on_condition is not None:
             on.append(to_column(st.on_condition, what="on_condition"))
-        joined = analyze(lambda: target.join(src, functools.reduce(operator.and_, on), "inner"), what="ON condition")
+        return analyze(lambda: target.join(src, functools.reduce(operator.and_, on), how), what="ON condition")
+
+    def _matched(self, joined: DataFrame, how: str) -> DataFrame:
+        """The matched pairs of ``joined`` (an outer join's rows with both sides)."""
+        if how == "inner":
+            return joined
+        return joined.where(_target_present() & _source_present())
+
+    def _side_alone(self, joined: DataFrame, side: DataFrame, alias: str, *, absent: Column) -> DataFrame:
+        """The rows of one side of the outer join ``joined`` that matched
+        nothing (``absent``: true where the other side is missing), with that side's
+        columns alone, under its alias, as its expressions resolve on it."""
+        columns = [F.col(f"{alias}.{_quoted(c)}") for c in side.columns]
+        return joined.where(absent).select(*columns).alias(alias)
+
+    def _pairs(self, plan: ctfile.MergePlan, joined: DataFrame) -> DataFrame:
+        """The matched pairs: group (file), position, source row, the table
+        row's key (``_ct_key_<i>``), the ``MATCHED`` clause and its values."""
+        st = self.statement
+        t_alias, s_alias = st.target_alias, st.source_alias
         keys = [F.col(f"{t_alias}.{t}").alias(f"{_KEY_PREFIX}{i}") for i, (t, _) in enumerate(st.keys)]
         ids = [F.col(f"{t_alias}.{FILE_COLUMN}").alias(GROUP_COLUMN),
                F.col(f"{t_alias}.{ctfile.POSITION_COLUMN}"), F.col(f"{s_alias}.{SOURCE_ROW}")]
         kind = ctfile.MatchKind.MATCHED
-        return analyze(lambda: _with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
+        return analyze(lambda: with_clauses(joined, plan, kind, ids + keys, s_alias), what=kind.sql)
 
     def _target_columns(self, plan: ctfile.MergePlan, schema: Any) -> list[str]:
         """The table columns the join and the clauses may read, in table
@@ -288,26 +357,19 @@ class SparkMerge:
             f"source, or give the clause a condition that tells them apart)"
         )
 
-    def _unmatched_target(self, plan: ctfile.MergePlan, target: DataFrame, pairs: DataFrame) -> DataFrame:
-        """The candidate rows in no pair, with their ``NOT MATCHED BY SOURCE`` clause."""
-        t_alias = self.statement.target_alias
-        seen = pairs.select(F.col(GROUP_COLUMN).alias(FILE_COLUMN), ctfile.POSITION_COLUMN)
-        alone = target.join(seen, [FILE_COLUMN, ctfile.POSITION_COLUMN], "left_anti").alias(t_alias)
+    def _unmatched_target(self, plan: ctfile.MergePlan, alone: DataFrame) -> DataFrame:
+        """The candidate rows in no pair (``alone``), with their ``NOT MATCHED BY SOURCE`` clause."""
         ids = [F.col(FILE_COLUMN).alias(GROUP_COLUMN), F.col(ctfile.POSITION_COLUMN)]
         kind = ctfile.MatchKind.NOT_MATCHED_BY_SOURCE
-        rows = analyze(lambda: _with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
+        rows = analyze(lambda: with_clauses(alone, plan, kind, ids, self.statement.source_alias), what=kind.sql)
         return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
-    def _unmatched_source(self, job: ctfile.RewriteJob, src: DataFrame, pairs: DataFrame) -> DataFrame:
-        """The source rows in no pair, with their ``NOT MATCHED`` clause,
-        spread over the insert groups."""
-        s_alias = self.statement.source_alias
-        alone = src.join(pairs.select(SOURCE_ROW), [SOURCE_ROW], "left_anti").alias(s_alias)
-        n = max(1, self._insert_groups(job))
-        group = F.concat(F.lit(INSERT_PREFIX), F.pmod(F.hash(F.col(SOURCE_ROW)), F.lit(n)).cast("string"))
-        ids = [group.alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
+    def _unmatched_source(self, job: ctfile.RewriteJob, alone: DataFrame) -> DataFrame:
+        """The source rows in no pair (``alone``), with their ``NOT MATCHED``
+        clause, spread over the insert groups."""
+        ids = [self._insert_group(job).alias(GROUP_COLUMN), F.lit(None).cast("long").alias(ctfile.POSITION_COLUMN)]
         kind = ctfile.MatchKind.NOT_MATCHED
-        rows = analyze(lambda: _with_clauses(alone, job.merge, kind, ids, s_alias), what=kind.sql)
+        rows = analyze(lambda: with_clauses(alone, job.merge, kind, ids, self.statement.source_alias), what=kind.sql)
         return rows.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull())
 
     def _read_predicate(self, job: ctfile.RewriteJob, source: DataFrame) -> SparkRowsPredicate:
@@ -349,61 +411,36 @@ def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
         )
 
 
-def _expression(value: Any, typ: Any) -> Column:
-    """A condition or value as a Column: SQL text, a Column, a copied
-    source column (``s_alias`` qualified by the caller), or a literal of
-    Spark type ``typ`` (None: Spark's)."""
-    if isinstance(value, (str, Column)):
-        return to_column(value, what="merge expression")
-    if value is None and typ is not None:
-        return F.lit(None).cast(typ)
-    return F.lit(value)
+def _a_key_twice(source: DataFrame, keys: list[str]) -> bool:
+    """Whether two rows of ``source`` share a key (SPEC key equality: a row
+    with a null key part is no key)."""
+    keyed = source.where(functools.reduce(operator.and_, (F.col(k).isNotNull() for k in keys)))
+    return bool(keyed.groupBy(*keys).count().where(F.col("count") > 1).limit(1).collect())
 
 
-def _with_clauses(rows: DataFrame, plan: ctfile.MergePlan, kind: ctfile.MatchKind, ids: list[Column],
-                  source_alias: str) -> DataFrame:
-    """``ids`` of ``rows``, the index of the first clause of ``kind`` whose
-    condition holds (null: none) and each value of each such clause (null
-    on the rows of other clauses, so that a value is computed only where its
-    clause applies, as the Python engine computes it)."""
-    table = spark_schema(plan.schema.to_arrow(field_ids=False))
-    chosen = None
-    values = []
-    for i, c in enumerate(plan.clauses):
-        if c.kind is not kind:
-            continue
-        cond = F.lit(True) if c.condition is None else to_column(c.condition, what=f"the condition of {c.clause}")
-        chosen = F.when(cond, F.lit(i)) if chosen is None else chosen.when(cond, F.lit(i))
-        for j, (name, v) in enumerate(c.values):
-            if isinstance(v, ctfile.SourceColumn):
-                expr = F.col(f"{source_alias}.{v.name}")
-            else:
-                expr = _expression(v, table[name].dataType)
-            values.append((i, name, expr, ctfile.value_column(i, j)))
-    if chosen is None:
-        return rows.select(*ids, F.lit(None).cast("int").alias(ctfile.CLAUSE_COLUMN))
-    with_clause = rows.withColumn(ctfile.CLAUSE_COLUMN, chosen.cast("int"))
-    clause = F.col(ctfile.CLAUSE_COLUMN)
-    out = with_clause.select(*ids, clause, *[F.when(clause == F.lit(i), e).alias(col) for i, _, e, col in values])
-    return _values_for_table(out, table, values)
+def _join_type(*, keeps_target: bool, keeps_source: bool) -> str:
+    """The join that finds, with the matched pairs, the candidate rows
+    (``keeps_target``) and the source rows (``keeps_source``) in no pair.
+
+    >>> _join_type(keeps_target=True, keeps_source=True), _join_type(keeps_target=False, keeps_source=False)
+    ('full_outer', 'inner')
+    """
+    return {(False, False): "inner", (True, False): "left_outer", (False, True): "right_outer",
+            (True, True): "full_outer"}[keeps_target, keeps_source]
 
 
-def _values_for_table(df: DataFrame, table: Any, values: list) -> DataFrame:
-    """``df`` with a decimal value of a floating-point column cast to the
-    column's type (Spark SQL types ``2.5`` as a decimal, which a double
-    column takes on assignment; ctfile's own conversion refuses decimal to
-    float as lossy) and an untyped null typed as its column."""
-    casts = {}
-    types = {f.name: f.dataType for f in df.schema.fields}
-    names = {f.name for f in table.fields}
-    for _, name, _, col in values:
-        if name not in names:
-            continue
-        want, got = table[name].dataType, types[col]
-        float_target = want.typeName() in ("double", "float")
-        if (isinstance(got, DecimalType) and float_target) or isinstance(got, NullType):
-            casts[col] = F.col(col).cast(want)
-    return df.withColumns(casts) if casts else df
+def _target_present() -> Column:
+    """Whether a row of an outer join has a candidate row (its file is never null)."""
+    return F.col(FILE_COLUMN).isNotNull()
+
+
+def _source_present() -> Column:
+    """Whether a row of an outer join has a source row (its number is never null)."""
+    return F.col(SOURCE_ROW).isNotNull()
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 # ---------------------------------------------------------------- entry points
