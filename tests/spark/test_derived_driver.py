@@ -169,8 +169,11 @@ def test_the_driver_remembers_the_rows_of_frames_it_made_while_they_live(spark):
     local.note_rows(counted, 5)
     assert local.held_rows(counted) is None
     assert local._known_too_many(counted, 4) and not local._known_too_many(counted, 5)
-    held = len(local._HELD)
+    local.note_unique(counted, ["id"])
+    assert local.known_unique(counted, ["id", "x"]) and not local.known_unique(df, ["a"])
+    assert local._known_too_many(counted, 4)  # facts add up
+    held = len(local._KNOWN)
     del df, counted
     import gc
     gc.collect()
-    assert len(local._HELD) < held  # forgotten with the DataFrames
+    assert len(local._KNOWN) < held  # forgotten with the DataFrames

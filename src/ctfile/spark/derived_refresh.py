@@ -40,7 +40,7 @@ import ctfile
 import ctfile.derived as compiler
 from ctfile.spark.derived_plan import RefreshDecision
 from ctfile.spark.derived_sources import SourceState, stream_name
-from ctfile.spark.local import LocalLimits, local_frame, note_rows
+from ctfile.spark.local import LocalLimits, local_frame, note_rows, note_unique
 from ctfile.spark.table import CtfileTable
 
 KEY_COLUMN = "_ct_dt_key"
@@ -174,6 +174,7 @@ def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]
     if rows is None or rows.num_rows > limit:
         counts = count_checked(source, rs)
         note_rows(source, counts.rows)  # the MERGE goes to the executors without collecting it again
+        note_unique(source, [KEY_COLUMN])  # invariant 1 checked: the MERGE need not check its keys again
         return source, counts
     source.unpersist()
     return local_checked(spark, rows, rs, schema=source.schema)
@@ -195,7 +196,9 @@ def local_checked(spark: Any, rows: Any, rs: Any, *, schema: Any = None) -> tupl
     if asks_keyed_deletes(rs):
         deletes = pc.sum(pc.equal(rows[compiler.OP_COLUMN], "delete")).as_py() or 0
     counts = _checked(rows.num_rows, pc.count_distinct(rows[KEY_COLUMN]).as_py(), deletes)
-    return local_frame(spark, rows, schema or spark_schema(rows.schema)), counts
+    frame = local_frame(spark, rows, schema or spark_schema(rows.schema))
+    note_unique(frame, [KEY_COLUMN])
+    return frame, counts
 
 
 def count_checked(source: Any, rs: Any) -> SourceCounts:

@@ -37,8 +37,8 @@ import functools
 import logging
 import operator
 import weakref
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -158,19 +158,28 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
     return run(tx, local, rows)
 
 
-#: What the driver knows of a DataFrame it made or counted: id -> (weak
-#: reference, its rows or its row count); see :func:`local_frame`, :func:`note_rows`.
-_HELD: dict[int, tuple[weakref.ref, pa.Table | int]] = {}
+@dataclass(frozen=True)
+class _Known:
+    """What the driver knows of a DataFrame it made or checked: its rows,
+    its row count, the columns no two of its rows share."""
+
+    rows: pa.Table | None = None
+    count: int | None = None
+    unique: tuple[str, ...] | None = None
 
 
-def _hold(df: Any, value: pa.Table | int) -> None:
+#: id of a DataFrame -> (weak reference to it, what is known of it).
+_KNOWN: dict[int, tuple[weakref.ref, _Known]] = {}
+
+
+def _known(df: Any) -> _Known:
+    entry = _KNOWN.get(id(df))
+    return entry[1] if entry is not None and entry[0]() is df else _Known()
+
+
+def _note(df: Any, **facts: Any) -> None:
     key = id(df)
-    _HELD[key] = (weakref.ref(df, lambda _ref, key=key: _HELD.pop(key, None)), value)
-
-
-def _held(df: Any) -> pa.Table | int | None:
-    entry = _HELD.get(id(df))
-    return entry[1] if entry is not None and entry[0]() is df else None
+    _KNOWN[key] = (weakref.ref(df, lambda _ref, key=key: _KNOWN.pop(key, None)), replace(_known(df), **facts))
 
 
 def local_frame(spark: Any, rows: pa.Table, schema: Any) -> DataFrame:
@@ -180,7 +189,7 @@ def local_frame(spark: Any, rows: pa.Table, schema: Any) -> DataFrame:
     zone Spark sets, and no nested types)."""
     df = spark.createDataFrame(rows, schema=schema)
     if all(_round_trips(f.type) for f in rows.schema):
-        _hold(df, rows)
+        _note(df, rows=rows, count=rows.num_rows)
     return df
 
 
@@ -188,18 +197,30 @@ def note_rows(df: Any, count: int) -> None:
     """Remember that ``df`` (computed once: persisted) has ``count`` rows,
     so a statement over it that the driver could not hold goes to the
     executors without collecting it first."""
-    _hold(df, count)
+    _note(df, count=count)
+
+
+def note_unique(df: Any, columns: Sequence[str]) -> None:
+    """Remember that no two rows of ``df`` (computed once: persisted) share
+    their values of ``columns`` (a checked refresh source: one row per
+    derivation key), so a MERGE on them skips its own check."""
+    _note(df, unique=tuple(columns))
 
 
 def held_rows(df: Any) -> pa.Table | None:
     """The rows :func:`local_frame` made ``df`` from, or None."""
-    held = _held(df)
-    return held if isinstance(held, pa.Table) else None
+    return _known(df).rows
+
+
+def known_unique(df: Any, columns: Sequence[str]) -> bool:
+    """Whether :func:`note_unique` said ``columns`` are unique in ``df``."""
+    unique = _known(df).unique
+    return unique is not None and set(unique) <= set(columns)
 
 
 def _known_too_many(df: Any, limit: int) -> bool:
-    held = _held(df)
-    return isinstance(held, int) and held > limit
+    count = _known(df).count
+    return count is not None and count > limit
 
 
 def _round_trips(t: pa.DataType) -> bool:

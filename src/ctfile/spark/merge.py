@@ -63,7 +63,9 @@ from ctfile.spark.dml import (
     GROUP_COLUMN, INSERT_PREFIX, Results, analyze, counts, execute_tasks, in_table_timestamps, join_sides, prunable,
     to_column,
 )
-from ctfile.spark.local import LocalRun, matched_target_pruning, run_in_driver, unmatched_target_pruning
+from ctfile.spark.local import (
+    LocalRun, known_unique, matched_target_pruning, run_in_driver, unmatched_target_pruning,
+)
 from ctfile.spark.merge_clauses import SPARK_EXPRESSIONS, render  # noqa: F401 -- re-exported
 from ctfile.spark.merge_clauses import expression, with_clauses, with_kinds
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
@@ -282,6 +284,8 @@ class SparkMerge:
         given = {f.name: f.dataType for f in source.schema.fields}
         if any(t not in table or s not in given or table[t] != given[s] for t, s in self.statement.keys):
             return True
+        if known_unique(self._given, list(self.statement.source_keys)):  # checked by its maker (a refresh)
+            return False
         return _a_key_twice(source, list(self.statement.source_keys))
 
     def _sides(self, job: ctfile.RewriteJob, source: DataFrame, *, broadcast: bool) -> tuple[DataFrame, DataFrame]:
