@@ -46,6 +46,13 @@ materialized view is created by one run before the change (untimed), so the
 timed run is a refresh after the change, as a scheduled pipeline update is
 (open-source Spark recomputes the view on every update, whether its sources
 changed or not, so with ``--runs`` above 1 the later runs do the same work).
+Of the run, the flow itself (its RUNNING to COMPLETED events: the
+recomputation and its write) is reported as ``flow_ms``, and the rest after
+it as ``after_flow_ms``: the run's control loop
+(``TriggeredGraphExecution``) notices a finished flow at its next poll,
+every ``spark.sql.pipelines.execution.streamstate.pollingInterval`` (1 s by
+default, kept: it is what a user waits for), and sleeps once more before
+the run ends, so a one-flow run ends 1-2 s after its flow.
 The child then checks that the view holds the source's current rows
 (``sum(n)`` of the aggregate, ``count(*)`` of the join, against the source's
 row count) and fails otherwise.

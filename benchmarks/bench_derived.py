@@ -321,7 +321,10 @@ def pipelines_lines(p: dict | None) -> list[str]:
     if p is None:
         return []
     lines = ["", "Spark Declarative Pipelines (the outside anchor: a materialized view recomputed in full on each "
-             "update; timed from `start_run` to the end of the run's events, in this driver's Connect server):", ""]
+             "update; timed from `start_run` to the end of the run's events, in this driver's Connect server). "
+             "The run's control loop polls its flows every `spark.sql.pipelines.execution.streamstate."
+             "pollingInterval` (1 s, Spark's default, kept) and sleeps once more before it ends, so a one-flow run "
+             "ends 1-2 s after its flow:", ""]
     if p["why_not"]:
         lines.append(f"- not measured (or not every run): {p['why_not']}")
     for key, d in sorted(p["runs"].items()):
