@@ -151,10 +151,16 @@ def write_project(project: Path, name: str, sql: str, sources: dict[str, str]) -
     return spec
 
 
-def run(spec: Path, port: int, *, check: str, expect: int, timeout: float = 1800) -> dict:
+def run(spec: Path, port: int, *, check: str, expect: int, timeout: float = 900) -> dict:
     """Run the pipeline of ``spec`` once in a child process against the
     Connect server on ``port``; its figures (see :func:`child`). ``check``
-    is a SQL expression over the view whose value must be ``expect``."""
+    is a SQL expression over the view whose value must be ``expect``.
+
+    The server is asked first: a Connect client retries a server that does
+    not answer for many minutes before it fails."""
+    why = serving(port, timeout=5)
+    if why:
+        raise RuntimeError(why)
     env = dict(os.environ)
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     src = str(Path(__file__).resolve().parent.parent / "src")
@@ -163,8 +169,8 @@ def run(spec: Path, port: int, *, check: str, expect: int, timeout: float = 1800
     p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
     lines = [line for line in p.stdout.splitlines() if line.startswith(RESULT)]
     if p.returncode != 0 or not lines:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-15:]
-        raise RuntimeError(f"pipeline run failed (exit {p.returncode}): " + "\n".join(tail))
+        tail = (p.stderr or p.stdout).strip().splitlines()[-2:]  # the exception and its message
+        raise RuntimeError(f"pipeline run failed (exit {p.returncode}): " + " ".join(s.strip() for s in tail))
     return json.loads(lines[-1][len(RESULT):])
 
 

@@ -77,3 +77,8 @@ def test_a_side_that_could_not_run_says_why():
     assert figs["derived_pipelines_not_run"]["measured"] == "no Spark Connect server on 127.0.0.1:1 (refused)"
     assert "- not measured (or not every run): no Spark Connect server on 127.0.0.1:1 (refused)" in \
         bench_derived.markdown(r)
+
+
+def test_no_server_is_said_without_waiting_for_a_client():
+    port = _pipelines.free_port()  # closed again: nothing listens on it
+    assert _pipelines.serving(port, timeout=0).startswith(f"no Spark Connect server on 127.0.0.1:{port}")
