@@ -27,7 +27,22 @@ copy is not timed), the sides alternating:
   ``mode("overwrite")``; the anchor of the goals;
 * ``floor``: Spark running the query over the changed rows alone, held in
   memory (no change scan, stored state, MERGE or commit): what any refresh
-  that computes its delta as a Spark job pays at least.
+  that computes its delta as a Spark job pays at least;
+* ``pipelines`` (off by default, ``--sides ...,pipelines``): the outside
+  anchor, the query as a materialized view of a Spark Declarative Pipeline
+  (``pyspark.pipelines``), which open-source Spark refreshes by recomputing
+  it in full. The view reads each source at its current version from its
+  live Parquet files (``ctfile.open_table(uri).snapshot()``'s partitions, as
+  ``CtfileTable.to_df()`` reads natively; not the ctfile data source). It
+  needs a Spark Connect server, started in this benchmark's own driver
+  (``SparkConnectPlugin`` on 127.0.0.1, so the same JVM and ``local[2]``
+  executors as ``recompute``), and a client process per pipeline run; the
+  view is created by an untimed run before the change, and the time is that
+  of the update run after it, from ``start_run`` to the end of its event
+  stream (registration of the definitions reported apart). Details in
+  ``_pipelines.py``. If the server cannot start or a run fails, the side
+  reports why and the benchmark goes on. Reported against ``recompute``,
+  no goal.
 
 Goals (issue 29): aggregate incremental <= 0.1x the recomputation at 1%,
 join <= 0.25x at 1%, ``auto`` within 1.1x of the faster of incremental and
@@ -35,7 +50,7 @@ recompute at every fraction, and a ``NO_DATA`` refresh under 0.5 s.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_derived.py [--quick] [--rows N] [--runs N] [--sides incremental,auto]
+    .venv/bin/python benchmarks/bench_derived.py [--quick] [--rows N] [--runs N] [--sides incremental,auto,pipelines]
 
 Writes ``benchmarks/results/derived.json`` (``--out``).
 """
@@ -68,11 +83,16 @@ QUERIES = {
                  "GROUP BY country, event_type",
     "join": "SELECT s.id, s.amount, d.region FROM silver s JOIN dim d ON s.country = d.country",
 }
+#: What the pipelines side checks its view holds: the source's row count.
+CHECKS = {"aggregate": "sum(n)", "join": "count(*)"}
 GOALS = {("aggregate", 0.01): 0.1, ("join", 0.01): 0.25}
 AUTO_GOAL = 1.1
 NO_DATA_GOAL_S = 0.5
 FRACTIONS = (0.001, 0.01, 0.1)
 SIDES = ("incremental", "full", "auto", "recompute", "floor")
+#: Sides measured only when named in ``--sides`` (they need more setup).
+EXTRA_SIDES = ("pipelines",)
+LABELS = {"pipelines": "Spark Declarative Pipelines full refresh"}
 COUNTRIES = [f"c{i:02d}" for i in range(50)]
 EVENTS = ["view", "click", "cart", "buy", "refund"]
 
@@ -113,12 +133,15 @@ def change(silver: ctfile.Table, fraction: float, seed: int) -> int:
     return 2 * k
 
 
-def spark_session():
+def spark_session(extra: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench_derived")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "6g").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("bench_derived")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "6g"))
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -133,8 +156,8 @@ def timed(fn) -> float:
 def measure(a: argparse.Namespace) -> dict:
     from ctfile.spark import CtfileTable, derived
 
-    spark = spark_session()
     base = a.work_dir / "derived" / f"rows-{a.rows}"
+    spark, anchor = pipelines_session(a, base)
     out: dict = {"ms": {}, "actions": {}, "changed_rows": {}}
     load0 = list(os.getloadavg())
     for fi, fraction in enumerate(FRACTIONS if not a.quick else (0.01,)):
@@ -151,6 +174,9 @@ def measure(a: argparse.Namespace) -> dict:
                 uri = root / f"{q}-{mode}-pristine"
                 derived.create(spark, str(uri), sql, sources=bound, refresh_mode=mode)
                 pristine[q, mode] = uri
+            if "pipelines" in a.sides:
+                pristine[q, "pipelines"] = anchor.create(root / "pipelines" / q, f"{q}_f{fi}", sql, bound,
+                                                         check=CHECKS[q], expect=a.rows)
         silver = ctfile.open_table(srcs["silver"])
         out["changed_rows"][str(fraction)] = change(silver, fraction, seed=fi + 2)
 
@@ -162,6 +188,10 @@ def measure(a: argparse.Namespace) -> dict:
 
         def side(q: str, name: str) -> float:
             mode = "auto" if name == "auto" else "incremental"
+            if name == "pipelines":
+                quiesce()
+                return anchor.refresh(f"{q}/{fraction}", pristine[q, "pipelines"], check=CHECKS[q],
+                                      expect=silver.snapshot().num_records)
             if name == "floor":
                 CtfileTable.for_path(spark, srcs["dim"]).to_df().createOrReplaceTempView("dim")
                 return timed(lambda: (spark.createDataFrame(changed).createOrReplaceTempView("silver"),
@@ -185,15 +215,22 @@ def measure(a: argparse.Namespace) -> dict:
         for _ in range(a.runs):
             for q in QUERIES:
                 for s in a.sides:
-                    runs[q, s].append(side(q, s))
+                    secs = side(q, s)
+                    if secs is not None:  # None: the pipelines side could not run (anchor.why_not)
+                        runs[q, s].append(secs)
         for (q, s), v in runs.items():
-            out["ms"][f"{q}/{fraction}/{s}"] = 1000 * statistics.median(v)
+            if v:
+                out["ms"][f"{q}/{fraction}/{s}"] = 1000 * statistics.median(v)
         if fi == 0:
             t = derived.open(spark, str(pristine["aggregate", "incremental"]))
             t.refresh()
             out["no_data_ms"] = 1000 * statistics.median([timed(t.refresh) for _ in range(5)])
+        if "pipelines" in a.sides:
+            drop_views(spark, [f"{q}_f{fi}" for q in QUERIES])
         shutil.rmtree(root, ignore_errors=True)
     spark.stop()
+    if anchor is not None:
+        out["pipelines"] = {"why_not": anchor.why_not, "runs": anchor.details}
     out["meta"] = {
         "mode": "quick" if a.quick else "full", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "rows": a.rows, "runs": a.runs, "loadavg_start": load0, "loadavg_end": list(os.getloadavg()),
@@ -201,6 +238,37 @@ def measure(a: argparse.Namespace) -> dict:
                    + ("" if a.sides == SIDES else f" --sides {','.join(a.sides)}"),
     }
     return out
+
+
+def pipelines_session(a: argparse.Namespace, base: Path):
+    """The Spark session, with a Connect server in its driver when the
+    ``pipelines`` side is asked for; that side's :class:`_pipelines.Anchor`
+    (None when not asked for). A server that cannot start turns the side off
+    with its reason; the other sides go on without it."""
+    if "pipelines" not in a.sides:
+        return spark_session(), None
+    from _pipelines import Anchor, serving
+
+    anchor = Anchor(base / "pipelines")
+    shutil.rmtree(anchor.warehouse, ignore_errors=True)
+    try:
+        spark = spark_session(anchor.conf())
+    except Exception as e:  # e.g. no spark-connect jar: the side says why, the rest runs
+        anchor.fail(f"the Spark session with a Connect server did not start: {str(e)[:400]}")
+        return spark_session(), anchor
+    why = serving(anchor.port)
+    if why:
+        anchor.fail(why)
+    return spark, anchor
+
+
+def drop_views(spark, names: list[str]) -> None:
+    """Drop the pipelines' views of one fraction (their files go with them)."""
+    for name in names:
+        try:
+            spark.sql(f"DROP TABLE IF EXISTS spark_catalog.default.{name}")
+        except Exception as e:  # a view left behind costs disk only
+            print(f"could not drop {name}: {e}", file=sys.stderr)
 
 
 def ratios(r: dict) -> list[dict]:
@@ -217,7 +285,8 @@ def ratios(r: dict) -> list[dict]:
             figs.append({"what": f"{q} auto at {float(fraction):.1%}", "ratio": ms / best, "goal": AUTO_GOAL,
                          "vs": "the faster of incremental and recompute", "ms": ms, "anchor_ms": best})
             continue
-        figs.append({"what": f"{q} {side} at {float(fraction):.1%}", "ratio": ms / anchor, "goal": goal,
+        figs.append({"what": f"{q} {LABELS.get(side, side)} at {float(fraction):.1%}", "ratio": ms / anchor,
+                     "goal": goal,
                      "vs": "Spark recomputation to Parquet", "ms": ms, "anchor_ms": anchor,
                      "floor_ms": r["ms"].get(f"{q}/{fraction}/floor") if side == "incremental" else None})
     return figs
@@ -242,8 +311,29 @@ def markdown(r: dict) -> str:
     if nd is not None:
         lines.append(f"| NO_DATA refresh | {nd:.0f} | | | | < {NO_DATA_GOAL_S * 1000:.0f} ms: "
                      f"{'ok' if nd < NO_DATA_GOAL_S * 1000 else '**MISS**'} |")
+    lines += pipelines_lines(r.get("pipelines"))
     lines += ["", "Actions chosen:", ""] + [f"- {k}: {v}" for k, v in sorted(r["actions"].items())]
     return "\n".join(lines)
+
+
+def pipelines_lines(p: dict | None) -> list[str]:
+    """What the pipelines side measured beyond its time, or why it did not run."""
+    if p is None:
+        return []
+    lines = ["", "Spark Declarative Pipelines (the outside anchor: a materialized view recomputed in full on each "
+             "update; timed from `start_run` to the end of the run's events, in this driver's Connect server). "
+             "The run's control loop polls its flows every `spark.sql.pipelines.execution.streamstate."
+             "pollingInterval` (1 s, Spark's default, kept) and sleeps once more before it ends, so a one-flow run "
+             "ends 1-2 s after its flow:", ""]
+    if p["why_not"]:
+        lines.append(f"- not measured (or not every run): {p['why_not']}")
+    for key, d in sorted(p["runs"].items()):
+        med = {k: statistics.median(v) for k, v in d.items() if k.endswith("_ms") and None not in v and v}
+        lines.append(f"- {key}: run {med['run_ms']:.0f} ms" + (
+            f", of which the flow (RUNNING to COMPLETED) {med['flow_ms']:.0f} ms and from the flow's end to the "
+            f"run's {med['after_flow_ms']:.0f} ms" if "after_flow_ms" in med else "")
+            + f"; registering the definitions before it {med['register_ms']:.0f} ms")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,14 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", type=Path, default=HERE / "work")
     p.add_argument("--no-print", action="store_true")
     p.add_argument("--sides", type=lambda v: tuple(v.split(",")), default=SIDES,
-                   help=f"comma-separated subset of {','.join(SIDES)} (recompute and floor are always measured)")
+                   help=f"comma-separated subset of {','.join(SIDES + EXTRA_SIDES)} (recompute and floor are "
+                        "always measured; pipelines only when named)")
     a = p.parse_args(argv)
     if a.quick:
         a.rows, a.runs = 20_000, 1
-    unknown = set(a.sides) - set(SIDES)
+    unknown = set(a.sides) - set(SIDES + EXTRA_SIDES)
     if unknown:
-        p.error(f"--sides: unknown {sorted(unknown)}; choose from {', '.join(SIDES)}")
-    a.sides = tuple(s for s in SIDES if s in a.sides or s in ("recompute", "floor"))
+        p.error(f"--sides: unknown {sorted(unknown)}; choose from {', '.join(SIDES + EXTRA_SIDES)}")
+    a.sides = tuple(s for s in SIDES + EXTRA_SIDES if s in a.sides or s in ("recompute", "floor"))
     return save_and_print(a.out, measure(a), markdown, quiet=a.no_print)
 
 
