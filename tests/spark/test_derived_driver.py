@@ -76,12 +76,15 @@ def spark_delta(spark, t: derived.DerivedTable) -> tuple[pa.Table | None, pa.Tab
 
 @pytest.fixture(autouse=True)
 def driver_path(spark):
-    key = "spark.ctfile.local.changeRows"
-    before = spark.conf.get(key, None)
-    spark.conf.unset(key)
+    """The driver path's default limits (the suite's session turns it off)."""
+    keys = ("spark.ctfile.local.changeRows", "spark.ctfile.local.sourceRows")
+    before = {k: spark.conf.get(k, None) for k in keys}
+    for k in keys:
+        spark.conf.unset(k)
     yield
-    if before is not None:
-        spark.conf.set(key, before)
+    for k, v in before.items():
+        if v is not None:
+            spark.conf.set(k, v)
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
@@ -177,3 +180,46 @@ def test_the_driver_remembers_the_rows_of_frames_it_made_while_they_live(spark):
     import gc
     gc.collect()
     assert len(local._KNOWN) < held  # forgotten with the DataFrames
+
+
+def test_a_refresh_computed_in_the_driver_starts_no_spark_job(spark, tmp_path):
+    src = ctfile.create_table(str(tmp_path / "src"), SCHEMA, partition_rows=16)
+    src.insert(rows(list(range(40)), 0))
+    # No avg: its MERGE SET divides, which the driver does not compute as Spark does.
+    query = "SELECT k, s, count(*) AS n, sum(v) AS sv, count(v) AS nv, sum(v * 2 + k) AS s2 FROM src GROUP BY k, s"
+    t = derived.create(spark, str(tmp_path / "d"), query, sources={"src": src.uri}, refresh_mode="incremental")
+    before = check_exact(spark, t, {"src": src}, None)
+    change(src, 1)
+    sc = spark.sparkContext
+    sc.setJobGroup("derived-in-driver", "a refresh computed in the driver")
+    try:
+        r = t.refresh()
+    finally:
+        sc.setJobGroup("", "")
+    assert r.action is ctfile.RefreshAction.INCREMENTAL, r
+    assert list(sc.statusTracker().getJobIdsForGroup("derived-in-driver")) == []
+    check_exact(spark, t, {"src": src}, before)
+
+
+@pytest.mark.parametrize("value", ["s.n + t.n", "upper(s.tag)"])
+def test_a_merge_of_driver_rows_runs_in_the_driver_or_on_the_executors(spark, tmp_path, value, caplog):
+    """merge_rows_builder: Spark SQL that translates runs in the driver over
+    the Arrow rows; what does not (upper) runs on Spark over a DataFrame of
+    them; both give Spark's result."""
+    from ctfile.spark import CtfileTable
+
+    schema = pa.schema([("id", pa.int64()), ("n", pa.int64()), ("tag", pa.string())])
+    t = ctfile.create_table(str(tmp_path / "t"), schema)
+    t.insert(pa.table({"id": [1, 2], "n": [10, 20], "tag": ["a", "b"]}, schema=schema))
+    incoming = pa.table({"id": [2, 3], "n": [5, 7], "tag": ["x", "y"]}, schema=schema)
+    column = "n" if value.startswith("s.n") else "tag"
+    with caplog.at_level(logging.INFO, logger="ctfile.spark"):
+        with CtfileTable(spark, t).transaction() as tx:
+            counts = (tx.merge_rows_builder(incoming, "id").when_matched_update({column: value})
+                      .when_not_matched_insert_all().execute())
+    assert (counts["updated"], counts["inserted"]) == (1, 1)
+    in_driver = "runs in the driver" in caplog.text
+    assert in_driver == (column == "n"), caplog.text
+    got = sorted(tuple(r.values()) for r in ctfile.open_table(t.uri).to_arrow().to_pylist())
+    updated = (2, 25, "b") if column == "n" else (2, 20, "X")
+    assert got == [(1, 10, "a"), updated, (3, 7, "y")]

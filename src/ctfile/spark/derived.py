@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import pyarrow as pa
+
 import ctfile
 import ctfile.derived as compiler
 from ctfile.spark import derived_change as change
@@ -245,7 +247,7 @@ class DerivedTable:
             parts = plan.linear_aggregate(data_timestamp_ms=ts, appended_only=_appended_only(views.sources))
             local = linear_delta_in_driver(self.spark, parts, views.sources, steps.table_schema(self.table))
             if local is not None:
-                return steps.local_checked(self.spark, local, refresh_sql)
+                return steps.local_checked(self.spark, local, refresh_sql, keep_rows=True)
         views.register_used(refresh_sql.source_sql)
         typed = steps.typed_source(self.spark, refresh_sql.source_sql, self.table)
         return steps.checked_source(self.spark, typed, refresh_sql)
@@ -266,7 +268,7 @@ class DerivedTable:
                                      duration_ms=int(1000 * (time.monotonic() - started)))
             version = tx.result.version if tx.result is not None and tx.result.committed else None
         finally:
-            if source is not None:
+            if source is not None and not isinstance(source, pa.Table):
                 source.unpersist()
             views.drop()
         steps.hold_history(sources, self.table.table_id)

@@ -9,8 +9,10 @@ changed rows, the signed change of its count and sums: the MERGE source of
 minimum-delta change scan reads at most ``spark.ctfile.local.changeRows``
 rows (:class:`ctfile.spark.local.LocalLimits`), this module computes that
 source with pyarrow in the driver from ctfile's own change scan, and the
-refresh goes on as before (the MERGE, small, runs in the driver too): no
-temp view, no Spark job, no shuffle. Spark's fixed cost (a job and its
+refresh MERGEs the Arrow rows in the driver too when its SET expressions
+translate (:meth:`ctfile.spark.transaction.SparkTransaction.merge_rows_builder`;
+an ``avg``'s division does not, and that MERGE runs on Spark): no temp
+view, no DataFrame, no Spark job. Spark's fixed cost (a job and its
 shuffle, about a second) is what a 1% change of a large table otherwise
 pays.
 

@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 import ctfile
@@ -180,10 +181,12 @@ def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]
     return local_checked(spark, rows, rs, schema=source.schema)
 
 
-def local_checked(spark: Any, rows: Any, rs: Any, *, schema: Any = None) -> tuple[Any, SourceCounts]:
+def local_checked(spark: Any, rows: Any, rs: Any, *, schema: Any = None,
+                  keep_rows: bool = False) -> tuple[Any, SourceCounts]:
     """The MERGE source ``rows`` (Arrow, in the driver) as a DataFrame over
-    a local relation (of Spark ``schema``, else ``rows``' own types), and
-    its counts, checking invariant 1 of the paper (section 6.1).
+    a local relation (of Spark ``schema``, else ``rows``' own types), or as
+    they are with ``keep_rows`` (:func:`merge_into` takes both), and its
+    counts, checking invariant 1 of the paper (section 6.1).
 
     Raises
     ------
@@ -196,6 +199,8 @@ def local_checked(spark: Any, rows: Any, rs: Any, *, schema: Any = None) -> tupl
     if asks_keyed_deletes(rs):
         deletes = pc.sum(pc.equal(rows[compiler.OP_COLUMN], "delete")).as_py() or 0
     counts = _checked(rows.num_rows, pc.count_distinct(rows[KEY_COLUMN]).as_py(), deletes)
+    if keep_rows:
+        return rows, counts
     frame = local_frame(spark, rows, schema or spark_schema(rows.schema))
     note_unique(frame, [KEY_COLUMN])
     return frame, counts
@@ -248,10 +253,13 @@ def check_deletes_found(counts: dict, expected: SourceCounts) -> None:
 
 def merge_into(tx: Any, source: Any, rs: Any, column_types: Mapping[str, str]) -> dict:
     """Apply the compiled MERGE (``rs``: :class:`ctfile.derived.RefreshSql`)
-    as one statement of the refresh transaction ``tx``; each computed SET
-    or VALUES expression cast to its column's Spark type
-    (:func:`typed_clause`)."""
-    builder = tx.merge_builder(source, KEY_COLUMN, source_alias="s", target_alias="t")
+    of ``source`` (a DataFrame, or Arrow rows the driver computed) as one
+    statement of the refresh transaction ``tx``; each computed SET or VALUES
+    expression cast to its column's Spark type (:func:`typed_clause`)."""
+    if isinstance(source, pa.Table):  # computed in the driver (ctfile.spark.derived_driver)
+        builder = tx.merge_rows_builder(source, KEY_COLUMN, source_alias="s", target_alias="t")
+    else:
+        builder = tx.merge_builder(source, KEY_COLUMN, source_alias="s", target_alias="t")
     for clause in rs.clauses:
         builder = typed_clause(clause, column_types).apply(builder)
     return builder.execute()

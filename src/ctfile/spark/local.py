@@ -140,15 +140,39 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
     limits = LocalLimits.of(spark)
     if not limits.enabled or _known_too_many(source, limits.source_rows):
         return None
-    target = tx.schema.to_arrow(field_ids=False)
-    try:
-        local = arrow_statement(statement, target, spark_arrow_schema(source.schema), SqlConf.of(spark))
-    except Untranslatable as e:
-        log.info("MERGE runs on the executors: %s does not translate to the Python engine", e)
+    local = _translated(spark, tx, statement, spark_arrow_schema(source.schema))
+    if local is None:
         return None
     rows = held_rows(source)
     if rows is None:
         rows = source.limit(limits.source_rows + 1).toArrow()
+    return _run_small(tx, local, rows, limits, run)
+
+
+def run_rows_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table,
+                       run: LocalRun) -> dict[str, int] | None:
+    """:func:`run_in_driver` for a source the driver holds as Arrow
+    ``rows``: no DataFrame is made and no Spark job runs; None when the
+    executors must run it (nothing was read from the table then)."""
+    limits = LocalLimits.of(spark)
+    if not limits.enabled or rows.num_rows > limits.source_rows:
+        return None
+    local = _translated(spark, tx, statement, rows.schema)
+    return None if local is None else _run_small(tx, local, rows, limits, run)
+
+
+def _translated(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement,
+                source: pa.Schema) -> ctfile.MergeStatement | None:
+    try:
+        return arrow_statement(statement, tx.schema.to_arrow(field_ids=False), source, SqlConf.of(spark))
+    except Untranslatable as e:
+        log.info("MERGE runs on the executors: %s does not translate to the Python engine", e)
+        return None
+
+
+def _run_small(tx: ctfile.WriteTransaction, local: ctfile.MergeStatement, rows: pa.Table, limits: LocalLimits,
+               run: LocalRun) -> dict[str, int] | None:
+    """Run ``local`` over ``rows`` when both sides are within ``limits``."""
     if rows.num_rows > limits.source_rows:
         return None
     touched = sum(p.num_records for p in tx.merge_candidates(local, rows))

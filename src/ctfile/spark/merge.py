@@ -64,9 +64,10 @@ from ctfile.spark.dml import (
     to_column,
 )
 from ctfile.spark.local import (
-    LocalRun, known_unique, matched_target_pruning, run_in_driver, unmatched_target_pruning,
+    LocalRun, known_unique, local_frame, matched_target_pruning, run_in_driver, run_rows_in_driver,
+    unmatched_target_pruning,
 )
-from ctfile.spark.merge_clauses import SPARK_EXPRESSIONS, render  # noqa: F401 -- re-exported
+from ctfile.spark.merge_clauses import SPARK_EXPRESSIONS, SPARK_TEXT_EXPRESSIONS, render  # noqa: F401 -- re-exported
 from ctfile.spark.merge_clauses import expression, with_clauses, with_kinds
 from ctfile.spark.scan import FILE_COLUMN, SparkRowsPredicate, candidate_rows
 from ctfile.spark.session import default_parallelism, fits_broadcast
@@ -397,6 +398,32 @@ class SparkMerge:
 
         return SparkRowsPredicate(self.spark, job, list(job.schema.names), select,
                                   f"{described}, or that a NOT MATCHED BY SOURCE clause selects")
+
+
+class RowsMerge:
+    """A MERGE of Arrow ``rows`` the driver holds: run by the Python engine
+    in the driver when it translates and is small
+    (:func:`ctfile.spark.local.run_rows_in_driver`: no DataFrame, no Spark
+    job), else as :class:`SparkMerge` of a local DataFrame of the rows."""
+
+    def __init__(self, spark: SparkSession, rows: pa.Table, statement: ctfile.MergeStatement):
+        self.spark = spark
+        self.rows = rows
+        self.statement = statement
+
+    def run(self, tx: ctfile.WriteTransaction) -> dict[str, int]:
+        tx.check_row_change("MERGE")  # SPEC §Derived tables: before any check of the statement
+        if tx.is_replay:
+            return counts(Results([], []))
+        done = run_rows_in_driver(self.spark, tx, self.statement, self.rows, _execute_merge)
+        if done is not None:
+            return done
+        frame = local_frame(self.spark, self.rows, spark_schema(self.rows.schema))
+        merge = SparkMerge(self.spark, frame, self.statement)
+        try:
+            return merge.run(tx)
+        finally:
+            merge.close()
 
 
 def _execute_merge(tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table) -> dict:

@@ -49,6 +49,21 @@ def _value(value: Any, *, what: str) -> Any:
 SPARK_EXPRESSIONS = ctfile.MergeExpressions("Spark SQL string or Column", _condition, _value)
 
 
+def _condition_text(value: Any, *, what: str) -> Any:
+    return value if isinstance(value, str) else _condition(value, what=what)
+
+
+def _value_text(value: Any, *, what: str) -> Any:
+    return value if isinstance(value, str) else _value(value, what=what)
+
+
+#: :data:`SPARK_EXPRESSIONS` with Spark SQL strings kept as text, not made
+#: Columns (a JVM round trip each) when the builder takes them: for a
+#: statement the driver may run (:meth:`ctfile.spark.transaction.SparkTransaction.merge_rows_builder`);
+#: PySpark 4 parses a string only when Spark uses it, so no check is lost.
+SPARK_TEXT_EXPRESSIONS = ctfile.MergeExpressions("Spark SQL string or Column", _condition_text, _value_text)
+
+
 def render(value: Any) -> str:
     """An expression as the commit's ``operationParameters`` record it."""
     if isinstance(value, Column):

@@ -28,7 +28,9 @@ import pyarrow as pa
 
 import ctfile
 from ctfile.spark.dml import delete_statement, in_table_timestamps, spark_dataframe, update_statement
-from ctfile.spark.merge import SPARK_EXPRESSIONS, SparkMerge, merge_on, shorthand_merge
+from ctfile.spark.merge import (
+    SPARK_EXPRESSIONS, SPARK_TEXT_EXPRESSIONS, RowsMerge, SparkMerge, merge_on, shorthand_merge,
+)
 
 
 class SparkTransaction:
@@ -63,6 +65,23 @@ class SparkTransaction:
 
         return ctfile.MergeBuilder.start(run, keys, on_condition=on_condition, source_alias=source_alias,
                                          target_alias=target_alias, expressions=SPARK_EXPRESSIONS,
+                                         in_transaction=True)
+
+    def merge_rows_builder(self, rows: pa.Table, on: Any, *, on_condition: Any = None, source_alias: str = "s",
+                           target_alias: str = "t") -> ctfile.MergeBuilder:
+        """:meth:`merge_builder` for a source the driver holds as Arrow
+        ``rows`` (a refresh's delta computed in the driver): with Spark SQL
+        text it runs in the driver with no DataFrame and no Spark job when
+        it translates and is small, and on the executors otherwise
+        (:class:`ctfile.spark.merge.RowsMerge`)."""
+        keys, on_condition = merge_on(on, on_condition, self.tx.schema.names, rows.column_names,
+                                      source_alias=source_alias, target_alias=target_alias)
+
+        def run(statement: ctfile.MergeStatement, _: ctfile.CommitOptions) -> dict[str, int]:
+            return self._run(RowsMerge(self.spark, rows, statement))
+
+        return ctfile.MergeBuilder.start(run, keys, on_condition=on_condition, source_alias=source_alias,
+                                         target_alias=target_alias, expressions=SPARK_TEXT_EXPRESSIONS,
                                          in_transaction=True)
 
     def merge(self, source: Any, on: Any, *, when_matched: str | None = "update",
