@@ -195,6 +195,17 @@ def required_lag(uri: str, definition: ctfile.DerivedDefinition | None) -> ctfil
     return lag
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What one cycle read from the logs, per table id (:meth:`Scheduler.plan`)."""
+
+    targets: Mapping[str, float | None]
+    pending: Mapping[str, float | None]
+    stale: Mapping[str, Any]
+    chain: Mapping[str, float]
+    start_by: Mapping[str, float | None]
+
+
 class Scheduler:
     """The tables :func:`ctfile.spark.derived.run` keeps current, and its
     cycles (see the module). ``tables`` are
@@ -235,6 +246,14 @@ class Scheduler:
         now = self.clock()
         for t in self.tables:
             t.table.refresh()
+        f = self._facts()
+        own_due = [tid for tid in self._by_id if self._due_by_own_lag(tid, f.start_by[tid], now)]
+        pulled_by = {u: tid for tid in own_due for u in f.stale[tid]}
+        return tuple(self._status(t, f, now, own_due, pulled_by) for t in self.tables)
+
+    def _facts(self) -> "_Facts":
+        """Per table id: its target, since when it misses a change, its stale
+        upstreams, its refresh chain's estimated duration and start-by time."""
         targets = self._targets()
         pending: dict[str, float | None] = {}
         for t in self.tables:
@@ -243,17 +262,22 @@ class Scheduler:
         estimate = {tid: self._estimate(t) for tid, t in self._by_id.items()}
         chain = {tid: estimate[tid] + sum(estimate[u] for u in stale[tid]) for tid in self._by_id}
         start_by = {tid: _start_by(pending[tid], targets[tid], chain[tid]) for tid in self._by_id}
-        own_due = [tid for tid in self._by_id if self._own_lag(tid) is not None
-                   and start_by[tid] is not None and now + self.poll >= start_by[tid]]
-        pulled_by = {u: tid for tid in own_due for u in stale[tid]}
-        return tuple(
-            TableStatus(t.uri, tid, t.definition.target_lag, targets[tid], pending[tid],
-                        0.0 if pending[tid] is None else now - pending[tid], chain[tid], start_by[tid],
-                        tid in own_due or tid in pulled_by,
-                        self._reason(tid, now, pending[tid], targets[tid], chain[tid], start_by[tid],
-                                     tid in own_due, pulled_by.get(tid)))
-            for tid, t in ((t.table.table_id, t) for t in self.tables)
-        )
+        return _Facts(targets, pending, stale, chain, start_by)
+
+    def _status(self, t: Any, f: "_Facts", now: float, own_due: list[str],
+                pulled_by: Mapping[str, str]) -> TableStatus:
+        tid = t.table.table_id
+        pending, target, chain, start_by = f.pending[tid], f.targets[tid], f.chain[tid], f.start_by[tid]
+        reason = self._reason(tid, now, pending, target, chain, start_by, tid in own_due, pulled_by.get(tid))
+        lag = 0.0 if pending is None else now - pending
+        return TableStatus(t.uri, tid, t.definition.target_lag, target, pending, lag, chain, start_by,
+                           tid in own_due or tid in pulled_by, reason)
+
+    def _due_by_own_lag(self, tid: str, start_by: float | None, now: float) -> bool:
+        """Whether a table with a lag of its own must start now (waiting one
+        more poll would pass its start-by time)."""
+        has_own_lag = self._own_lag(tid) is not None
+        return has_own_lag and start_by is not None and now + self.poll >= start_by
 
     def _own_lag(self, tid: str) -> float | None:
         """The table's own duration lag (None: downstream, or none any more)."""
