@@ -54,6 +54,7 @@ from ctfile.writer.merge import shorthand_statement
 from ctfile.writer.merge_builder import ARROW_EXPRESSIONS, MergeBuilder, MergeExpressions
 from ctfile.writer.merge_plan import MergePlan, MergeSpec, SourceColumn, assigned_new_columns
 from ctfile.writer.merge_rows import CLAUSE_COLUMN, value_column
+from ctfile.writer.merge_run import PreparedMerge
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
 from ctfile.writer.rewrite_job import ACTION_COLUMN, PartitionRewrite, RewriteJob, RewriteKind, RowAction
 from ctfile.writer.transaction import WriteTransaction
@@ -98,6 +99,7 @@ __all__ = [
     "MergeSpec",
     "MergePlan",
     "MergeStatement",
+    "PreparedMerge",
     "MergeClause",
     "MatchKind",
     "MergeAction",

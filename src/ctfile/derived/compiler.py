@@ -95,6 +95,18 @@ class CompiledQuery:
         return blocks[0] if self.incremental and blocks[0].is_aggregate else None
 
     @property
+    def keyed_by_group(self) -> bool:
+        """Whether an incremental plan keys its rows by group (GROUP BY,
+        DISTINCT): every change of a source row lands on its group's row.
+        Otherwise a row is keyed by its source rows' ids, and only updates
+        and deletes of those rows land on it.
+
+        >>> compile_query("SELECT DISTINCT k FROM s", sources=("s",)).keyed_by_group
+        True
+        """
+        return self._aggregate is not None
+
+    @property
     def hidden_columns(self) -> tuple[tuple[str, str | None], ...]:
         """``(name, Spark SQL type)`` of the derivation columns, ``_ct_dt_key``
         first. The avg sum state's type is that of ``sum(arg)``, which

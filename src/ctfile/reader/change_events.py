@@ -135,6 +135,22 @@ def select(segments: Sequence[Images]) -> Selection:
     return first_old_last_new(rid, new, seg)
 
 
+def disjoint_row_ids(segments: Sequence[Images]) -> bool:
+    """Whether no row id has images in two of ``segments``, told by their
+    ranges of row ids: then each segment's own change is the interval's
+    change for its row ids, and consolidation is a concatenation (an
+    interval of updates then inserts: fresh row ids lie above every older
+    one).
+
+    >>> a = Images(pa.table({"x": [1, 2]}), np.array([5, 9]), np.array([True, True]))
+    >>> b = Images(pa.table({"x": [3]}), np.array([12]), np.array([True]))
+    >>> disjoint_row_ids([a, b]), disjoint_row_ids([a, a])
+    (True, False)
+    """
+    ranges = sorted((int(s.row_id.min()), int(s.row_id.max())) for s in segments if len(s))
+    return all(prev[1] < cur[0] for prev, cur in zip(ranges, ranges[1:]))
+
+
 def first_old_last_new(row_id: np.ndarray, new: np.ndarray, event: np.ndarray) -> Selection:
     """Per row id, the old image of its first event and the new image of its
     last, where image row ``i`` of row id ``row_id[i]`` belongs to event
@@ -176,6 +192,10 @@ def consolidate(
     audit scan's rows."""
     segments = [s for s in segments if len(s)]
     if not segments:
+        return
+    if disjoint_row_ids(segments):
+        for s in segments:
+            yield from emit_commit(s, filter=filter, version=version, timestamp_ms=timestamp_ms)
         return
     sel = select(segments)
     data = _concat_tables([s.data for s in segments])

@@ -60,6 +60,7 @@ ctfile.format.errors.SchemaMismatchError: id > 1 names id, which both t and s ha
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -150,9 +151,17 @@ def to_arrow(text: str, scope: SqlScope, *, condition: bool = False) -> pc.Expre
         A column no side of ``scope`` has, or that two have; a condition
         that is not a boolean.
     """
+    return _to_arrow(text, scope, condition)
+
+
+@functools.lru_cache(maxsize=1024)
+def _to_arrow(text: str, scope: SqlScope, condition: bool) -> pc.Expression:
+    """:func:`to_arrow`, remembered: a refresh or a scheduler translates the
+    same statement text over the same schemas each time, and parsing it
+    costs more than the rest of a small MERGE (a translation depends on the
+    text and the scope alone, and pyarrow expressions are immutable)."""
     import sqlglot
     from sqlglot.errors import SqlglotError
-
 
     try:
         parsed = sqlglot.parse_one(text, dialect="spark")

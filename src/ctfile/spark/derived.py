@@ -34,6 +34,8 @@ works on Spark Connect as on a classic session.
 
 from __future__ import annotations
 
+import functools
+
 import threading
 import time
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ from ctfile.spark import derived_change as change
 from ctfile.spark import derived_refresh as steps
 from ctfile.spark.derived_order import dependency_ids as _dependency_order  # noqa: F401 - tests check its cycle error
 from ctfile.spark.derived_order import refresh_each
+from ctfile.spark.derived_cost import RefreshCost, refresh_cost
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
 from ctfile.spark.derived_driver import linear_delta_in_driver
 from ctfile.spark.derived_schedule import (  # noqa: F401 - the scheduler's names, served from here
@@ -164,6 +167,8 @@ class DerivedTable:
             try:
                 if change.compiled_by_other_rules(self.definition):
                     return self._recompile(plan, sources, decision, started)
+                if decision.overwrite:
+                    return self._overwrite(plan, sources, decision, started)
                 return self._write(plan, sources, decision, started)
             except ctfile.CommitConflictError:
                 if attempt == _MAX_ATTEMPTS - 1:
@@ -220,10 +225,19 @@ class DerivedTable:
         return compile_definition(self.definition.query, sources)
 
     def _decide(self, plan: Any, sources: list[SourceState], *, full: bool) -> RefreshDecision:
-        decision = decide(RefreshContext(self.definition, sources, plan.blockers, compiler.PLAN_VERSION))
+        decision = decide(RefreshContext(self.definition, sources, plan.blockers, compiler.PLAN_VERSION,
+                                         cost=lambda: self._cost(plan, sources)))
         if full and decision.action is ctfile.RefreshAction.INCREMENTAL:
             return RefreshDecision(ctfile.RefreshAction.FULL, "full refresh asked for")
         return decision
+
+    def _cost(self, plan: Any, sources: list[SourceState]) -> RefreshCost | None:
+        """``auto``'s estimates, when it has a choice to make: an
+        incremental plan, refreshed before, and a source with changed rows."""
+        has_choice = plan.incremental and self.definition.frontier and any(s.data_changed() for s in sources)
+        if self.definition.refresh_mode is not ctfile.RefreshMode.AUTO or not has_choice:
+            return None
+        return refresh_cost(self.spark, plan, sources, self.table)
 
     def _recompile(self, plan: Any, sources: list[SourceState], decision: RefreshDecision,
                    started: float) -> RefreshResult:
@@ -235,6 +249,15 @@ class DerivedTable:
         schema = _output_schema(self.spark, plan, sources)
         result = change.write_replacement(self.spark, self.table, definition, schema, plan, sources,
                                           decision=decision)
+        info = next(h.refresh for h in self.table.refresh().history(limit=8) if h.version == result.version)
+        return _result(decision, sources, started, version=result.version, rows_in=info.rows_in,
+                       rows_out=info.rows_out)
+
+    def _overwrite(self, plan: Any, sources: list[SourceState], decision: RefreshDecision,
+                   started: float) -> RefreshResult:
+        """``auto``'s ``FULL`` by cost: the query's rows replace every row
+        in one refresh commit (no MERGE reads the stored rows)."""
+        result = change.write_all_rows(self.spark, self.table, plan, sources, decision=decision)
         info = next(h.refresh for h in self.table.refresh().history(limit=8) if h.version == result.version)
         return _result(decision, sources, started, version=result.version, rows_in=info.rows_in,
                        rows_out=info.rows_out)
@@ -302,8 +325,16 @@ def _result(decision: RefreshDecision, sources: Sequence[SourceState], started: 
 def compile_definition(query: str, sources: Sequence[SourceState]) -> Any:
     """The compiled plan of ``query`` over ``sources`` (their visible
     columns at the versions read, for ``SELECT *``)."""
-    columns = {s.name: s.table.snapshot(s.version).schema.names for s in sources}
-    return compiler.compile_query(query, sources=tuple(s.name for s in sources), columns=columns)
+    columns = tuple((s.name, tuple(s.table.snapshot(s.version).schema.names)) for s in sources)
+    return _compiled(query, columns)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(query: str, columns: tuple[tuple[str, tuple[str, ...]], ...]) -> Any:
+    """:func:`compile_definition`, remembered: a scheduler refreshes the
+    same definitions over the same schemas again and again, and a compiled
+    plan is immutable."""
+    return compiler.compile_query(query, sources=tuple(n for n, _ in columns), columns=dict(columns))
 
 
 def upstream_pins(definition: ctfile.DerivedDefinition, *, storage_options: Mapping | None) -> dict[str, int]:

@@ -115,6 +115,20 @@ def write_replacement(
     CommitConflictError
         A concurrent commit won (nothing committed).
     """
+    return write_all_rows(spark, table, plan, sources, decision=decision or replaced_decision(sources),
+                          definition=definition, schema=schema)
+
+
+def write_all_rows(
+    spark: Any, table: ctfile.Table, plan: Any, sources: Sequence[SourceState], *, decision: RefreshDecision,
+    definition: ctfile.DerivedDefinition | None = None, schema: Any = None,
+) -> ctfile.CommitResult:
+    """Commit the rows of the compiled ``plan`` over ``sources`` as one
+    refresh of ``table`` that removes every old row: a ``REINITIALIZE``
+    with a new ``definition`` and ``schema`` (:func:`write_replacement`),
+    or ``auto``'s ``FULL`` by cost, an overwrite, with neither; then move
+    the retention streams to the sources. Raises as
+    :func:`write_replacement` does."""
     started = time.monotonic()
     ts = int(time.time() * 1000)
     views = run.SourceViews(spark, sources, False)
@@ -122,12 +136,14 @@ def write_replacement(
     try:
         sql = plan.full(views.names(), data_timestamp_ms=ts)
         views.register_used(sql.source_sql)
-        rows, expected = run.checked_source(spark, spark.sql(sql.source_sql), sql)  # computed once, invariant 1
+        # A new schema is the query's own; the table's keeps the types it was created with.
+        query = spark.sql(sql.source_sql) if schema is not None else run.typed_source(spark, sql.source_sql, table)
+        rows, expected = run.checked_source(spark, query, sql)  # computed once, invariant 1
         rows_in = sum(s.table.snapshot(s.version).num_records for s in sources)
-        info = run.refresh_info(decision or replaced_decision(sources), sources, data_timestamp_ms=ts,
-                                rows_in=rows_in, rows_out=expected.rows)
+        info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=rows_in, rows_out=expected.rows)
         with CtfileTable(spark, table).transaction(refresh=info, refresh_definition=definition) as tx:
-            tx.tx.replace_schema(schema)
+            if schema is not None:
+                tx.tx.replace_schema(schema)
             deleted = tx.tx.truncate()
             inserted = tx.insert(rows.drop(*sql.control_columns))["inserted"]
             tx.tx.update_refresh(rows_out=deleted + inserted, duration_ms=int(1000 * (time.monotonic() - started)))

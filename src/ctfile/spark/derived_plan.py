@@ -17,10 +17,14 @@ The rules, first match wins:
    ``REINITIALIZE``;
 6. ``refresh_mode="full"``, or a query with an operator that has no
    incremental rule: ``FULL``;
-7. ``refresh_mode="auto"`` and a source changed more than
-   :data:`AUTO_FULL_FRACTION` of its rows (by the log's commit metrics):
-   ``FULL``;
+7. ``refresh_mode="auto"`` and the full refresh is estimated to cost less
+   than the incremental one (:mod:`ctfile.spark.derived_cost`, from the
+   logs): ``FULL``, written as an overwrite (Snowflake's FULL);
 8. otherwise ``INCREMENTAL``.
+
+Every other ``FULL`` recomputes the query and MERGEs it in, so unchanged
+rows keep their row ids and the table's own change scan stays minimal;
+``auto``'s is chosen for its cost, and a MERGE of every row is what costs.
 """
 
 from __future__ import annotations
@@ -29,12 +33,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import ctfile
+from ctfile.spark.derived_cost import RefreshCost
 from ctfile.spark.derived_sources import SourceState, describe
-
-#: ``auto`` refreshes in full once a source's interval changed more than this
-#: share of its rows: past it, joining and merging the delta costs about what
-#: recomputing costs (benchmarks/derived measures where the two cross).
-AUTO_FULL_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class RefreshDecision:
 
     action: ctfile.RefreshAction
     reason: str
+    #: A ``FULL`` written as an overwrite (every row replaced, new row ids)
+    #: rather than MERGEd in: ``auto``'s choice by cost.
+    overwrite: bool = False
 
     @property
     def commits(self) -> bool:
@@ -67,6 +70,9 @@ class RefreshContext:
     blockers: Sequence[object]
     plan_version: int
     definition_replaced: bool = False
+    #: The estimates ``auto`` chooses by, computed when its rule is reached
+    #: (after the rules that find the history gone); None: not ``auto``.
+    cost: Callable[[], RefreshCost | None] | None = None
 
     def moved(self) -> list[SourceState]:
         return [s for s in self.sources if s.moved]
@@ -128,17 +134,13 @@ def _full_by_definition(c: RefreshContext) -> RefreshDecision | None:
 
 
 def _auto_estimate(c: RefreshContext) -> RefreshDecision | None:
-    if c.definition.refresh_mode is not ctfile.RefreshMode.AUTO:
+    if c.definition.refresh_mode is not ctfile.RefreshMode.AUTO or c.cost is None:
         return None
-    for s in c.moved():
-        e = s.estimate
-        if e.fraction > AUTO_FULL_FRACTION:
-            return RefreshDecision(
-                ctfile.RefreshAction.FULL,
-                f"auto: source {s.name} changed {e.changed_rows:,} of {e.rows_at_end:,} rows "
-                f"({e.fraction:.1%} > {AUTO_FULL_FRACTION:.0%})",
-            )
-    return None
+    cost = c.cost()
+    if cost is None or not cost.prefers_full:
+        return None
+    sizes = ", ".join(_size(s) for s in c.moved())
+    return RefreshDecision(ctfile.RefreshAction.FULL, f"auto: {sizes}; {cost}: overwrite", overwrite=True)
 
 
 RULES: tuple[Rule, ...] = (

@@ -48,6 +48,8 @@ class IntervalEstimate:
     changed_rows: int
     appended_only: bool
     rows_at_end: int
+    #: Of ``changed_rows``, the rows updated or deleted (0 when it only appended).
+    removed_rows: int = 0
 
     @property
     def fraction(self) -> float:
@@ -152,7 +154,8 @@ class SourceState:
         changed = sum(_metric(e, k) for e in entries for k in _CHANGE_METRICS)
         appended = all(_only_inserts(e) for e in entries) or self.appended_since_frontier
         rows = self.table.snapshot(self.version).num_records
-        return IntervalEstimate(changed_rows=changed, appended_only=appended, rows_at_end=rows)
+        removed = 0 if appended else sum(_metric(e, k) for e in entries for k in _REMOVING_METRICS)
+        return IntervalEstimate(changed_rows=changed, appended_only=appended, rows_at_end=rows, removed_rows=removed)
 
 
 def changes_rows(entry: ctfile.HistoryEntry) -> bool:

@@ -128,8 +128,8 @@ def arrow_statement(statement: ctfile.MergeStatement, target: pa.Schema, source:
                                  statement.schema_evolution)
 
 
-#: Runs the translated statement over the collected source in the transaction.
-LocalRun = Callable[[ctfile.WriteTransaction, ctfile.MergeStatement, pa.Table], dict]
+#: Runs the translated statement, prepared over the collected source, in the transaction.
+LocalRun = Callable[[ctfile.WriteTransaction, ctfile.PreparedMerge], dict]
 
 
 def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, source: DataFrame,
@@ -175,11 +175,12 @@ def _run_small(tx: ctfile.WriteTransaction, local: ctfile.MergeStatement, rows: 
     """Run ``local`` over ``rows`` when both sides are within ``limits``."""
     if rows.num_rows > limits.source_rows:
         return None
-    touched = sum(p.num_records for p in tx.merge_candidates(local, rows))
-    if touched > limits.target_rows:
+    prepared = tx.prepare_merge(local, rows)
+    if prepared.candidate_rows > limits.target_rows:
         return None
-    log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows, touched)
-    return run(tx, local, rows)
+    log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows,
+             prepared.candidate_rows)
+    return run(tx, prepared)
 
 
 @dataclass(frozen=True)

@@ -426,8 +426,8 @@ class RowsMerge:
             merge.close()
 
 
-def _execute_merge(tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table) -> dict:
-    return tx.execute_merge(statement, rows)
+def _execute_merge(tx: ctfile.WriteTransaction, prepared: ctfile.PreparedMerge) -> dict:
+    return tx.execute_prepared_merge(prepared)
 
 
 def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
@@ -531,8 +531,8 @@ def shorthand_merge(spark: SparkSession, source: DataFrame, on: Any, when_matche
     def plan_job(tx: ctfile.WriteTransaction, schema: pa.Schema, ranges: Mapping) -> ctfile.RewriteJob:
         return ctfile.RewriteJob.for_merge(tx, schema, on, key_ranges=ranges, **kw)
 
-    def local(tx: ctfile.WriteTransaction, _: ctfile.MergeStatement, rows: pa.Table) -> dict:
-        return tx.merge(rows, on, **kw)
+    def local(tx: ctfile.WriteTransaction, prepared: ctfile.PreparedMerge) -> dict:
+        return tx.merge(prepared.source, on, **kw)  # the shorthand's own checks
 
     return SparkMerge(spark, source, statement, plan_job, unique_keys=True, local=local)
 

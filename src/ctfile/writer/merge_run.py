@@ -352,10 +352,37 @@ def _record_reads(tx: "WriteTransaction", m: ArrowMerge) -> None:
         tx.record_read_predicate(RowPredicate(where, m.scopes.target_aliases()))
 
 
-def run_merge(tx: "WriteTransaction", m: ArrowMerge) -> dict[str, int]:
+@dataclass(frozen=True)
+class PreparedMerge:
+    """A MERGE planned against the state a transaction had when it was
+    prepared (:meth:`~ctfile.WriteTransaction.prepare_merge`): the checked
+    plan and the candidates it reads, found once, so that sizing the work
+    (as the Spark engine does before it runs a MERGE in the driver) and
+    running it plan the statement once. ``state`` is the transaction's
+    state then; a prepared MERGE runs only over that state."""
+
+    merge: ArrowMerge
+    candidates: tuple[Partition, ...]
+    state: tuple[int, int]
+    source: Any  # as given, to plan again over another state
+
+    @property
+    def candidate_rows(self) -> int:
+        """The rows of the candidates: what running it reads."""
+        return sum(p.num_records for p in self.candidates)
+
+
+def prepare(tx: "WriteTransaction", statement: MergeStatement, source: Any, state: tuple[int, int]) -> PreparedMerge:
+    """Plan ``statement`` over ``source`` in ``tx`` and find its candidates."""
+    m = plan_merge(tx, statement, source)
+    return PreparedMerge(m, tuple(candidates(tx, m)), state, source)
+
+
+def run_merge(tx: "WriteTransaction", m: ArrowMerge, parts: Sequence[Partition] | None = None) -> dict[str, int]:
     """Run a planned MERGE in ``tx`` (see the module docstring); returns
-    ``inserted``/``updated``/``deleted`` counts."""
-    parts = candidates(tx, m)
+    ``inserted``/``updated``/``deleted`` counts. ``parts``: its candidates,
+    when a :class:`PreparedMerge` found them over the same state."""
+    parts = candidates(tx, m) if parts is None else list(parts)
     check_multiple_matches(tx, m, parts)
     if m.plan.evolution is not None:
         tx.evolve_schema(m.plan.evolution.apply)

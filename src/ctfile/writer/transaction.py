@@ -32,7 +32,6 @@ from ctfile.log.transaction import CommitResult, Transaction
 from ctfile.writer import derived as derived_writes
 from ctfile.writer import dml
 from ctfile.writer import merge_run
-from ctfile.writer.merge import plan_merge
 from ctfile.writer.merge_builder import MergeBuilder
 from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.change_writer import ChangeWriter
@@ -73,6 +72,8 @@ class WriteTransaction(Transaction):
     """
 
     _change_writer: ChangeWriter | None = None
+    #: Statements begun, for :class:`~ctfile.writer.merge_run.PreparedMerge`'s state.
+    _statements_begun: int = 0
     #: The version a :meth:`restore` of this transaction restores (None: none).
     _restored_version: int | None = None
     #: SPEC §Derived tables: the definition a refresh commit records (None: the current one).
@@ -213,6 +214,7 @@ class WriteTransaction(Transaction):
             self.check_row_change(self.operation)
         if self._change_writer is None and self.captures_changes:
             self._change_writer = ChangeWriter(self)
+        self._statements_begun += 1
         try:
             yield
         except BaseException:
@@ -488,7 +490,47 @@ class WriteTransaction(Transaction):
         ...     [p.num_records for p in tx.merge_candidates(stmt, pa.table({"id": [4]}))]
         [2]
         """
-        return merge_run.candidates(self, plan_merge(self, statement, source))
+        return list(self.prepare_merge(statement, source).candidates)
+
+    @property
+    def _merge_state(self) -> tuple[int, int]:
+        """What a :class:`~ctfile.writer.merge_run.PreparedMerge` was
+        planned over: the statements begun and the metadata (a schema change
+        replaces it)."""
+        return self._statements_begun, id(self.metadata)
+
+    def prepare_merge(self, statement: MergeStatement, source: Any) -> merge_run.PreparedMerge:
+        """The MERGE ``statement`` (pyarrow expressions) of ``source``
+        planned as the next statement, with the live partitions it would
+        read (SPEC §Copy-on-write, MERGE, candidates), for
+        :meth:`execute_prepared_merge`. Reads and writes nothing.
+
+        Examples
+        --------
+        >>> import ctfile, pyarrow as pa, tempfile
+        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]), partition_rows=2)
+        >>> _ = t.insert(pa.table({"id": [1, 2, 3, 4]}))
+        >>> stmt = t.merge_builder(pa.table({"id": [4]}), on="id").when_matched_delete().statement
+        >>> with t.transaction(operation="MERGE") as tx:
+        ...     prepared = tx.prepare_merge(stmt, pa.table({"id": [4]}))
+        ...     prepared.candidate_rows, tx.execute_prepared_merge(prepared)
+        (2, {'inserted': 0, 'updated': 0, 'deleted': 1})
+        """
+        return merge_run.prepare(self, statement, source, self._merge_state)
+
+    def execute_prepared_merge(self, prepared: merge_run.PreparedMerge) -> dict[str, int]:
+        """Run a MERGE :meth:`prepare_merge` planned as the next statement
+        (planned again if another statement or a schema change came
+        between); returns the counts."""
+        self._check_open()
+        if self.is_replay:
+            return dict(_NO_ROWS)
+        if not prepared.merge.plan.statement.inserts_only:  # SPEC §Append-only tables
+            self.check_keeps_rows("MERGE")
+        if prepared.state != self._merge_state:
+            return self.execute_merge(prepared.merge.plan.statement, prepared.source)
+        with self.statement():
+            return merge_run.run_merge(self, prepared.merge, prepared.candidates)
 
     def execute_merge(self, statement: MergeStatement, source: Any) -> dict[str, int]:
         """Run a MERGE ``statement`` of ``source`` as the next statement;
