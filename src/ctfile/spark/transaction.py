@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
@@ -57,15 +58,8 @@ class SparkTransaction:
         """:meth:`ctfile.spark.CtfileTable.merge_builder` as this
         transaction's next statement: ``execute()`` returns the counts."""
         source = spark_dataframe(source)
-        keys, on_condition = merge_on(on, on_condition, self.tx.schema.names, source.columns,
-                                      source_alias=source_alias, target_alias=target_alias)
-
-        def run(statement: ctfile.MergeStatement, _: ctfile.CommitOptions) -> dict[str, int]:
-            return self._run(SparkMerge(self.spark, source, statement))
-
-        return ctfile.MergeBuilder.start(run, keys, on_condition=on_condition, source_alias=source_alias,
-                                         target_alias=target_alias, expressions=SPARK_EXPRESSIONS,
-                                         in_transaction=True)
+        return self._builder(lambda st: SparkMerge(self.spark, source, st), source.columns, on,
+                             _Aliases(on_condition, source_alias, target_alias), SPARK_EXPRESSIONS)
 
     def merge_rows_builder(self, rows: pa.Table, on: Any, *, on_condition: Any = None, source_alias: str = "s",
                            target_alias: str = "t") -> ctfile.MergeBuilder:
@@ -74,15 +68,21 @@ class SparkTransaction:
         text it runs in the driver with no DataFrame and no Spark job when
         it translates and is small, and on the executors otherwise
         (:class:`ctfile.spark.merge.RowsMerge`)."""
-        keys, on_condition = merge_on(on, on_condition, self.tx.schema.names, rows.column_names,
-                                      source_alias=source_alias, target_alias=target_alias)
+        return self._builder(lambda st: RowsMerge(self.spark, rows, st), rows.column_names, on,
+                             _Aliases(on_condition, source_alias, target_alias), SPARK_TEXT_EXPRESSIONS)
+
+    def _builder(self, merge: Callable[[ctfile.MergeStatement], Any], columns: list[str], on: Any,
+                 aliases: "_Aliases", expressions: Any) -> ctfile.MergeBuilder:
+        """A MergeBuilder whose statement runs as ``merge(statement)`` in this
+        transaction, over a source of ``columns``."""
+        keys, on_condition = merge_on(on, aliases.on_condition, self.tx.schema.names, columns,
+                                      source_alias=aliases.source, target_alias=aliases.target)
 
         def run(statement: ctfile.MergeStatement, _: ctfile.CommitOptions) -> dict[str, int]:
-            return self._run(RowsMerge(self.spark, rows, statement))
+            return self._run(merge(statement))
 
-        return ctfile.MergeBuilder.start(run, keys, on_condition=on_condition, source_alias=source_alias,
-                                         target_alias=target_alias, expressions=SPARK_TEXT_EXPRESSIONS,
-                                         in_transaction=True)
+        return ctfile.MergeBuilder.start(run, keys, on_condition=on_condition, source_alias=aliases.source,
+                                         target_alias=aliases.target, expressions=expressions, in_transaction=True)
 
     def merge(self, source: Any, on: Any, *, when_matched: str | None = "update",
               when_not_matched: str | None = "insert") -> dict[str, int]:
@@ -135,6 +135,15 @@ class SparkTransaction:
             close = getattr(statement, "close", None)
             if close is not None:
                 close()
+
+
+@dataclass(frozen=True)
+class _Aliases:
+    """A MERGE's ON condition and the aliases of its sides."""
+
+    on_condition: Any
+    source: str
+    target: str
 
 
 def _write_fn(job: ctfile.WriteJob):
