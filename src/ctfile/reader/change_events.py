@@ -189,18 +189,23 @@ def consolidate(
     """The minimum delta of ``segments`` (in version order) as chunks:
     update pairs first (DELETE then INSERT, adjacent, in row-id order), then
     lone DELETEs, then lone INSERTs; ``version``/``timestamp_ms`` tag an
-    audit scan's rows."""
+    audit scan's rows. Segments that share no row id are each their own
+    minimum delta, in their own order (:func:`disjoint_row_ids`)."""
     segments = [s for s in segments if len(s)]
-    if not segments:
-        return
+    kw = {"version": version, "timestamp_ms": timestamp_ms}
     if disjoint_row_ids(segments):
         for s in segments:
-            yield from emit_commit(s, filter=filter, version=version, timestamp_ms=timestamp_ms)
+            yield from emit_commit(s, filter=filter, **kw)
         return
+    yield from _consolidated(segments, filter, batch_rows, kw)
+
+
+def _consolidated(segments: Sequence[Images], filter: pc.Expression | None, batch_rows: int,
+                  kw: dict) -> Iterator[Chunk]:
+    """:func:`consolidate` of segments that share row ids."""
     sel = select(segments)
     data = _concat_tables([s.data for s in segments])
     both = (sel.old >= 0) & (sel.new >= 0)
-    kw = {"version": version, "timestamp_ms": timestamp_ms}
     if both.any():
         old = data.take(pa.array(sel.old[both]))
         new = data.take(pa.array(sel.new[both]))

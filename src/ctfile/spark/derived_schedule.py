@@ -229,8 +229,7 @@ class Scheduler:
             raise ctfile.InvalidArgumentError("tables: expected at least one derived table; found none")
         self.clock = clock
         self._by_id = {t.table.table_id: t for t in self.tables}
-        self._upstream = {tid: [b.table_id for b in t.definition.sources if b.table_id in self._by_id]
-                          for tid, t in self._by_id.items()}
+        self._upstream = {tid: self._upstream_ids(t) for tid, t in self._by_id.items()}
         lags = [required_lag(t.uri, t.definition).seconds for t in self.tables]
         self.poll = float(poll) if poll is not None else _default_poll([s for s in lags if s is not None])
         if not self.poll > 0:
@@ -311,6 +310,10 @@ class Scheduler:
         since += [pending.get(b.table_id) for b in d.sources]
         return min((s for s in since if s is not None), default=None)
 
+    def _upstream_ids(self, t: Any) -> list[str]:
+        """The ids of the tables of the set that ``t`` reads."""
+        return [b.table_id for b in t.definition.sources if b.table_id in self._by_id]
+
     def _first_missed(self, binding: ctfile.SourceBinding, frontier: ctfile.SourceVersion | None,
                       data_timestamp: int | None, storage_options: Mapping) -> float | None:
         """The commit time of the source's oldest commit after ``frontier``
@@ -320,7 +323,7 @@ class Scheduler:
         after = source.version - (frontier.version if frontier is not None else -1)
         if after <= 0:
             return None
-        entries = [e for e in source.history(limit=after) if frontier is None or e.version > frontier.version]
+        entries = _entries_after(source, frontier, after)
         if len(entries) < after and data_timestamp is not None:
             return data_timestamp / 1000
         changed = [e.timestamp_ms for e in entries if changes_rows(e)]
@@ -506,3 +509,8 @@ def stop_on_signals(stop: threading.Event, *, enabled: bool = True) -> Iterator[
             signal.signal(s, h)
 
 
+def _entries_after(source: ctfile.Table, frontier: ctfile.SourceVersion | None, count: int) -> list:
+    """The history entries of ``source`` after ``frontier`` (all without
+    one), at most ``count``, newest first: fewer when vacuumed away."""
+    floor = frontier.version if frontier is not None else -1
+    return [e for e in source.history(limit=count) if e.version > floor]

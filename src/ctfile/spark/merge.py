@@ -211,12 +211,7 @@ class SparkMerge:
             joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(joined)
         try:
-            pairs = self._pairs(plan, self._matched(joined, how))
-            if checks:
-                self._check_multiple_matches(plan, pairs)
-            keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
-            parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
-            parts += self._unmatched(job, joined, (target, src), pairs, source_by_join=source_by_join)
+            parts = self._row_parts(job, joined, (target, src), how, checks=checks, source_by_join=source_by_join)
             if how != "inner" and not persisted:
                 parts = self._in_one_pass(job, joined, source_by_join=source_by_join) or parts
         except BaseException:
@@ -225,6 +220,17 @@ class SparkMerge:
             raise
         rows = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         return rows, persisted
+
+    def _row_parts(self, job: ctfile.RewriteJob, joined: DataFrame, sides: tuple[DataFrame, DataFrame], how: str,
+                   *, checks: bool, source_by_join: bool) -> list[DataFrame]:
+        """The tasks' rows of the matched pairs (checked for multiple
+        matches when ``checks``) and of the unmatched rows of each side."""
+        pairs = self._pairs(job.merge, self._matched(joined, how))
+        if checks:
+            self._check_multiple_matches(job.merge, pairs)
+        keys = [c for c in pairs.columns if c.startswith(_KEY_PREFIX)]
+        parts = [pairs.where(F.col(ctfile.CLAUSE_COLUMN).isNotNull()).drop(SOURCE_ROW, *keys)]
+        return parts + self._unmatched(job, joined, sides, pairs, source_by_join=source_by_join)
 
     def _unmatched(self, job: ctfile.RewriteJob, joined: DataFrame, sides: tuple[DataFrame, DataFrame],
                    pairs: DataFrame, *, source_by_join: bool) -> list[DataFrame]:
@@ -283,7 +289,7 @@ class SparkMerge:
             return False
         table = {f.name: f.dataType for f in spark_schema(job.schema.to_arrow(field_ids=False)).fields}
         given = {f.name: f.dataType for f in source.schema.fields}
-        if any(t not in table or s not in given or table[t] != given[s] for t, s in self.statement.keys):
+        if not all(_typed_alike(table, given, t, s) for t, s in self.statement.keys):
             return True
         if known_unique(self._given, list(self.statement.source_keys)):  # checked by its maker (a refresh)
             return False
@@ -428,6 +434,12 @@ class RowsMerge:
 
 def _execute_merge(tx: ctfile.WriteTransaction, prepared: ctfile.PreparedMerge) -> dict:
     return tx.execute_prepared_merge(prepared)
+
+
+def _typed_alike(table: Mapping[str, Any], given: Mapping[str, Any], target: str, source: str) -> bool:
+    """Whether key pair ``target``/``source`` has one Spark type on both
+    sides (``table``, ``given``: column name -> type)."""
+    return target in table and source in given and table[target] == given[source]
 
 
 def _check_unique_keys(source: DataFrame, keys: list[str]) -> None:
