@@ -297,18 +297,19 @@ def state_sql(block: "Block", views: SourceViews, state: str, items: Sequence[st
 
 
 def delta_select(block: "Block", views: SourceViews, outputs: Sequence[str], branch: int | None, *, ms: int) -> str:
-    """The MERGE source rows of a keyed block: the new rows of the affected
-    keys that are not old rows unchanged ('upsert'), and the old keys the
-    new rows lack ('delete'); columns: outputs, key, op."""
+    """The MERGE source rows of a keyed block, from one full outer join of
+    the affected keys' new rows (n) and old rows (o) on the derivation key:
+    a new row that is not an old row unchanged is an 'upsert', an old key
+    the new rows lack a 'delete'; columns: outputs, key, op."""
     items = [item.sql(dialect="spark") for item in block.select.expressions] + [row_key(block, branch)]
     new, old = (state_sql(block, views, s, items, ms=ms) for s in ("new", "old"))
     key, op = quote(KEY_COLUMN), quote(OP_COLUMN)
-    same = " AND ".join([f"n.{key} = o.{key}"] + [f"n.{quote(c)} <=> o.{quote(c)}" for c in outputs])
-    nulls = ", ".join(f"NULL AS {quote(c)}" for c in outputs)
-    return (f"SELECT n.*, 'upsert' AS {op} FROM ({new}) AS n LEFT ANTI JOIN ({old}) AS o ON {same}\n"
-            f"UNION ALL\n"
-            f"SELECT {nulls}, o.{key}, 'delete' AS {op} FROM ({old}) AS o LEFT ANTI JOIN ({new}) AS n "
-            f"ON o.{key} = n.{key}")
+    same = " AND ".join(f"n.{quote(c)} <=> o.{quote(c)}" for c in outputs)
+    values = ", ".join(f"n.{quote(c)}" for c in outputs)
+    return (f"SELECT {values}, COALESCE(n.{key}, o.{key}) AS {key}, "
+            f"CASE WHEN n.{key} IS NULL THEN 'delete' ELSE 'upsert' END AS {op} "
+            f"FROM ({new}) AS n FULL OUTER JOIN ({old}) AS o ON n.{key} = o.{key} "
+            f"WHERE n.{key} IS NULL OR o.{key} IS NULL OR NOT ({same})")
 
 
 def signed_terms(block: "Block", views: SourceViews, items: Sequence[str], sign: str, *, ms: int) -> str:

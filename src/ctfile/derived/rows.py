@@ -1,5 +1,6 @@
 """Row-level rules (SPEC §Derived tables, "Incremental rules"): projection,
-filter, inner joins and UNION ALL.
+filter, inner joins and UNION ALL (a branch with outer, semi or anti joins
+is :mod:`ctfile.derived.outer_joins`'s, its delta added to the others').
 
 Each result row's derivation key ``_ct_dt_key`` is the ``:``-joined
 ``METADATA$ROW_ID`` of the source rows it came from, one per table
