@@ -21,6 +21,13 @@ incremental: yes
 append-only sources: s (ctfile.appendOnly)
 aggregate GROUP BY k: k, m  [incremental] min/max: combined with the stored value (least/greatest): every source is append-only (ctfile.appendOnly), no group is recomputed
   scan s AS s  [incremental] new state at the frontier and the append-only change scan (the fresh rows of the appended partitions): s is append-only (ctfile.appendOnly)
+
+An outer, semi or anti join and a HAVING have a row each:
+
+>>> q = compile_query("SELECT a.k, count(*) AS n FROM a LEFT JOIN b ON a.k = b.k GROUP BY a.k HAVING n > 1",
+...                   sources=("a", "b"))
+>>> [(r.operator, r.detail) for r in q.explain().rows[:3]]
+[('having', 'n > 1'), ('aggregate', 'GROUP BY a.k: k, n'), ('left outer join', 'ON a.k = b.k')]
 """
 
 from __future__ import annotations
@@ -43,15 +50,17 @@ _RULES = {
                           "leaving it is deleted, one entering it inserted (the table's groups: the old state with "
                           "the HAVING)"),
 }
-_KEYED_RULE = ("the join keys touched by the delta are recomputed from the new state: -old rows, +new rows "
-               "of those keys")
-for _kind, _key in ((OperatorKind.KEYED_INNER_JOIN, "the row ids"),
-                    (OperatorKind.LEFT_JOIN, "the row ids, an empty slot for a null-extended side"),
-                    (OperatorKind.RIGHT_JOIN, "the row ids, an empty slot for a null-extended side"),
-                    (OperatorKind.FULL_JOIN, "the row ids, an empty slot for a null-extended side"),
-                    (OperatorKind.SEMI_JOIN, "the left side's row ids"),
-                    (OperatorKind.ANTI_JOIN, "the left side's row ids")):
-    _RULES[_kind] = f"{_KEYED_RULE}; key: {_key}"
+_KEYED = ("the join keys touched by the delta are recomputed from the new state: -old rows, +new rows "
+          "of those keys; key: ")
+_NULL_SLOT = "the row ids, an empty slot for a null-extended side"
+_RULES.update({
+    OperatorKind.KEYED_INNER_JOIN: _KEYED + "the row ids",
+    OperatorKind.LEFT_JOIN: _KEYED + _NULL_SLOT,
+    OperatorKind.RIGHT_JOIN: _KEYED + _NULL_SLOT,
+    OperatorKind.FULL_JOIN: _KEYED + _NULL_SLOT,
+    OperatorKind.SEMI_JOIN: _KEYED + "the left side's row ids",
+    OperatorKind.ANTI_JOIN: _KEYED + "the left side's row ids",
+})
 
 
 @dataclass(frozen=True)
