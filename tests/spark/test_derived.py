@@ -260,5 +260,6 @@ def test_documentation_examples_run(spark, tmp_path, capsys):
     assert "full 1 hour ALTER DERIVED" in printed and "incremental None" in printed  # "Changing a definition"
     assert "REFRESH REINITIALIZE the definition was replaced" in printed
     assert "[{'id': 2, 'country': 'NL'}, {'id': 3, 'country': 'FR'}]" in printed
+    assert "INCREMENTAL [{'id': 1, 'name': 'Ada'}, {'id': 2, 'name': 'Bo'}]" in printed  # an outer join
     assert ns["by_country"].table.to_arrow().sort_by("country").to_pylist() == [
         {"country": "FR", "revenue": 10, "orders": 2}, {"country": "NL", "revenue": 12, "orders": 2}]

@@ -20,10 +20,15 @@ Two delta modes:
   the source row of a group carries the signed delta (rows, counts, sums;
   min/max of the appended rows) and the MERGE SET combines it with the
   stored values (``t.x + s.x``, ``least``/``greatest``);
-* **recompute** (count(DISTINCT), or min/max after a delete or update): the
-  affected groups (keys in the delta, either sign) are recomputed from the
-  ``new`` views; an affected group gone from the new result is deleted
-  when it existed before (its signed row delta is negative).
+* **recompute** (count(DISTINCT), HAVING, or min/max after a delete or
+  update): the affected groups (keys in the delta, either sign) are
+  recomputed from the ``new`` views; an affected group gone from the new
+  result is deleted when it existed before (its signed row delta is
+  negative; with HAVING, the old views' recomputation has it).
+
+Over a block with outer, semi or anti joins the signed delta of the
+block's rows is its affected join keys' new rows (+1) and old rows (-1)
+(:mod:`ctfile.derived.outer_joins`), and min/max are always recomputed.
 
 Types: the full query's expressions are the ones Spark types (sum(x),
 avg(x)); signed sums keep sum's type (``-x``, not ``-1 * x``). Merged
@@ -48,6 +53,7 @@ from typing import Mapping
 
 from sqlglot import exp
 
+from ctfile.derived import outer_joins
 from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, ClauseKind, MergeClause, RefreshSql, SourceViews
 from ctfile.derived.planning import AggKind, Block, AggCall
 from ctfile.derived.render import (
@@ -83,10 +89,13 @@ def state_names(block: Block) -> list[str]:
 
 
 def recompute_needed(block: Block, appended_only: Mapping[str, bool]) -> bool:
-    """count(DISTINCT) always, min/max unless every source only appended."""
+    """count(DISTINCT) and HAVING always, min/max unless every source only
+    appended and the block has no outer join (whose appends can remove a
+    null-extended row)."""
     kinds = {a.kind for a in block.aggregates if a is not None}
-    appended = all(appended_only[source] for source, _ in block.occurrences)
-    return AggKind.COUNT_DISTINCT in kinds or (bool(kinds & {AggKind.MIN, AggKind.MAX}) and not appended)
+    appended = all(appended_only[source] for source, _ in block.occurrences) and block.join_keys is None
+    return (AggKind.COUNT_DISTINCT in kinds or block.having is not None
+            or (bool(kinds & {AggKind.MIN, AggKind.MAX}) and not appended))
 
 
 def _grouped(block: Block) -> exp.Select:
@@ -126,7 +135,12 @@ def full_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: 
 
 def _signed_terms(block: Block, views: SourceViews, items: list[str], *, ms: int) -> str:
     """The signed delta rows of the block's input (before grouping), one
-    telescoping term per occurrence, with ``items`` and ``_ct_sign``."""
+    telescoping term per occurrence, with ``items`` and ``_ct_sign`` (a
+    block with outer, semi or anti joins: its affected join keys' new rows
+    and old rows, :func:`ctfile.derived.outer_joins.signed_terms`)."""
+    if block.join_keys is not None:
+        return outer_joins.signed_terms(block, views, items, _SIGN, ms=ms)
+
     def view_of(source: str, state: str) -> str:
         return getattr(views[source], state)
 
@@ -249,23 +263,36 @@ def _linear_clauses(block: Block, outputs: tuple[str, ...]) -> tuple[MergeClause
 
 
 def recompute_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
-    """Recompute the groups the delta touches from the new views."""
+    """Recompute the groups the delta touches from the new views. An
+    affected group gone from the new result is deleted when it is in the
+    table: without HAVING, when its signed row delta is negative (it had
+    rows); with HAVING, when the old views' recomputation (HAVING applied)
+    has it, so a group leaving the HAVING is deleted and one entering it
+    inserted."""
     key, op = quote(KEY_COLUMN), quote(OP_COLUMN)
     keys = [k.sql(dialect="spark") for k in block.keys]
     signed = _signed_terms(block, views, [f"{_key_of(keys)} AS {key}"], ms=ms)
     grouped = _grouped(block)
     if block.keys:
         grouped = grouped.where(f"{_key_of(keys)} IN (SELECT {key} FROM `_ct_a`)", dialect="spark")
-    new = [views[source].new for source, _ in block.occurrences]
-    recomputed = block_sql(grouped, new, _full_items(block), ms=ms, aggregate=True)
+
+    def at(state: str) -> str:
+        return block_sql(grouped, [getattr(views[s], state) for s, _ in block.occurrences], _full_items(block),
+                         ms=ms, aggregate=True)
+
     columns = [*outputs, KEY_COLUMN, *state_names(block)]
     nulls = ", ".join(f"a.{key}" if c == KEY_COLUMN else f"NULL AS {quote(c)}" for c in columns)
-    sql = (f"WITH `_ct_d` AS ({signed}),\n`_ct_a` AS (SELECT {key}, SUM({_SIGN}) AS `_ct_net` FROM `_ct_d` GROUP BY {key}),\n"
-           f"`_ct_f` AS ({recomputed})\n"
-           f"SELECT f.*, 'upsert' AS {op} FROM `_ct_f` AS f")
-    if block.keys:
+    ctes = [f"`_ct_d` AS ({signed})", f"`_ct_a` AS (SELECT {key}, SUM({_SIGN}) AS `_ct_net` FROM `_ct_d` GROUP BY {key})",
+            f"`_ct_f` AS ({at('new')})"]
+    sql = f"SELECT f.*, 'upsert' AS {op} FROM `_ct_f` AS f"
+    if block.having is not None:
+        ctes.append(f"`_ct_o` AS ({at('old')})")
+        sql += (f"\nUNION ALL\nSELECT {nulls}, 'delete' AS {op} FROM `_ct_o` AS a "
+                f"LEFT ANTI JOIN `_ct_f` AS f ON a.{key} = f.{key}")
+    elif block.keys:
         sql += (f"\nUNION ALL\nSELECT {nulls}, 'delete' AS {op} FROM `_ct_a` AS a "
                 f"LEFT ANTI JOIN `_ct_f` AS f ON a.{key} = f.{key} WHERE a.`_ct_net` < 0")
+    sql = "WITH " + ",\n".join(ctes) + "\n" + sql
     return RefreshSql(sql, upsert_clauses([*outputs, *state_names(block)], by_source_delete=False), (OP_COLUMN,))
 
 
@@ -304,8 +331,8 @@ class LinearAggregate:
     columns: tuple[str, ...]
 
 
-#: SELECT parts a single-source linear delta cannot hold (a HAVING is a
-#: blocker already; listed so a new planner rule cannot slip through).
+#: SELECT parts a single-source linear delta cannot hold (a HAVING is
+#: recomputed already; listed so a new planner rule cannot slip through).
 _NOT_LINEAR_PARTS = ("joins", "having", "qualify", "laterals", "windows", "with", "order", "limit")
 
 

@@ -21,6 +21,13 @@ incremental: yes
 append-only sources: s (ctfile.appendOnly)
 aggregate GROUP BY k: k, m  [incremental] min/max: combined with the stored value (least/greatest): every source is append-only (ctfile.appendOnly), no group is recomputed
   scan s AS s  [incremental] new state at the frontier and the append-only change scan (the fresh rows of the appended partitions): s is append-only (ctfile.appendOnly)
+
+An outer, semi or anti join and a HAVING have a row each:
+
+>>> q = compile_query("SELECT a.k, count(*) AS n FROM a LEFT JOIN b ON a.k = b.k GROUP BY a.k HAVING n > 1",
+...                   sources=("a", "b"))
+>>> [(r.operator, r.detail) for r in q.explain().rows[:3]]
+[('having', 'n > 1'), ('aggregate', 'GROUP BY a.k: k, n'), ('left outer join', 'ON a.k = b.k')]
 """
 
 from __future__ import annotations
@@ -39,7 +46,21 @@ _RULES = {
     OperatorKind.INNER_JOIN: "telescoping: sum over i of new(X1..Xi-1) JOIN delta(Xi) JOIN old(Xi+1..Xn)",
     OperatorKind.UNION_ALL: "the branches' deltas; key prefixed by the branch index",
     OperatorKind.DISTINCT: "GROUP BY all output columns with a row count; a group reaching 0 rows is deleted",
+    OperatorKind.HAVING: ("the affected groups are recomputed from the new state with the HAVING applied: a group "
+                          "leaving it is deleted, one entering it inserted (the table's groups: the old state with "
+                          "the HAVING)"),
 }
+_KEYED = ("the join keys touched by the delta are recomputed from the new state: -old rows, +new rows "
+          "of those keys; key: ")
+_NULL_SLOT = "the row ids, an empty slot for a null-extended side"
+_RULES.update({
+    OperatorKind.KEYED_INNER_JOIN: _KEYED + "the row ids",
+    OperatorKind.LEFT_JOIN: _KEYED + _NULL_SLOT,
+    OperatorKind.RIGHT_JOIN: _KEYED + _NULL_SLOT,
+    OperatorKind.FULL_JOIN: _KEYED + _NULL_SLOT,
+    OperatorKind.SEMI_JOIN: _KEYED + "the left side's row ids",
+    OperatorKind.ANTI_JOIN: _KEYED + "the left side's row ids",
+})
 
 
 @dataclass(frozen=True)
@@ -96,19 +117,28 @@ def _all_append_only(block: Block | None, append_only: frozenset[str]) -> bool:
 
 def _aggregate_rule(block: Block | None, append_only: frozenset[str] = frozenset()) -> str:
     kinds = {a.kind for a in block.aggregates if a is not None} if block else set()
+    if block is not None and block.having is not None:
+        return "the affected groups (keys in the delta) are recomputed from the new state (a HAVING reads whole groups)"
     parts = []
     if kinds & {AggKind.COUNT_STAR, AggKind.COUNT, AggKind.SUM, AggKind.AVG} or not kinds:
         parts.append("count/sum/avg: the signed delta is combined with the stored state in the MERGE; "
                      "groups reaching 0 rows are deleted")
-    if kinds & {AggKind.MIN, AggKind.MAX} and _all_append_only(block, append_only):
-        parts.append(f"min/max: combined with the stored value (least/greatest): every source is append-only "
-                     f"({_PROPERTY}), no group is recomputed")
-    elif kinds & {AggKind.MIN, AggKind.MAX}:
-        parts.append("min/max: combined with the stored value (least/greatest) when every source only appended, "
-                     "else the affected groups are recomputed from the new state")
+    if kinds & {AggKind.MIN, AggKind.MAX}:
+        parts.append(_min_max_rule(block, append_only))
     if AggKind.COUNT_DISTINCT in kinds:
         parts.append("count(DISTINCT): the affected groups are recomputed from the new state")
     return "; ".join(parts)
+
+
+def _min_max_rule(block: Block, append_only: frozenset[str]) -> str:
+    if block.join_keys is not None:
+        return ("min/max: the affected groups are recomputed from the new state (an append to an outer "
+                "join's side can remove a null-extended row)")
+    if _all_append_only(block, append_only):
+        return (f"min/max: combined with the stored value (least/greatest): every source is append-only "
+                f"({_PROPERTY}), no group is recomputed")
+    return ("min/max: combined with the stored value (least/greatest) when every source only appended, "
+            "else the affected groups are recomputed from the new state")
 
 
 def _scan_rule(op: Operator, append_only: frozenset[str]) -> str:

@@ -116,7 +116,7 @@ def star_columns(select: exp.Select, item: exp.Expression, *, sources: Sequence[
             f"the query selects {text}: pass columns={{source: [column names]}} to compile_query so it can be expanded")
     wanted = item.table.lower() if isinstance(item, exp.Column) else None
     found: list[exp.Column] = []
-    for table in source_tables(select):
+    for table in _result_tables(select):
         if not isinstance(table, exp.Table) or not table.name:
             raise InvalidArgumentError(f"the query selects {text} over a subquery or function: list the columns")
         alias = table.alias_or_name
@@ -130,6 +130,14 @@ def star_columns(select: exp.Select, item: exp.Expression, *, sources: Sequence[
     if not found:
         raise InvalidArgumentError(f"the query selects {text}, which matches no source occurrence")
     return found
+
+
+def _result_tables(select: exp.Select) -> list[exp.Expression]:
+    """The FROM and JOIN items whose columns are in the join's result: a
+    LEFT SEMI or LEFT ANTI JOIN's table only decides which rows stay."""
+    hidden = {id(j.this) for j in select.args.get("joins") or ()
+              if (j.args.get("kind") or "").upper() in ("SEMI", "ANTI")}
+    return [t for t in source_tables(select) if id(t) not in hidden]
 
 
 def _source_name(name: str, sources: Sequence[str]) -> str | None:

@@ -24,7 +24,9 @@ from typing import Mapping, Sequence
 from sqlglot import exp
 
 from ctfile import InvalidArgumentError
+from ctfile.derived import outer_joins
 from ctfile.derived.model import Blocker
+from ctfile.derived.outer_joins import JoinKeys, JoinKind
 from ctfile.derived.parsing import expand_stars, first_select, output_names, source_tables
 
 
@@ -33,6 +35,14 @@ class OperatorKind(enum.Enum):
     PROJECT = "project"
     FILTER = "filter"
     INNER_JOIN = "inner join"
+    #: The joins of a keyed block (outer_joins): the join keys a change touches are recomputed.
+    KEYED_INNER_JOIN = "inner join by key"
+    LEFT_JOIN = "left outer join"
+    RIGHT_JOIN = "right outer join"
+    FULL_JOIN = "full outer join"
+    SEMI_JOIN = "left semi join"
+    ANTI_JOIN = "left anti join"
+    HAVING = "having"
     UNION_ALL = "union all"
     AGGREGATE = "aggregate"
     DISTINCT = "distinct"
@@ -92,10 +102,18 @@ class Block:
     keys: tuple[exp.Expression, ...] | None
     item_keys: tuple[int | None, ...]
     aggregates: tuple[AggCall | None, ...]
+    #: The join key of a block with outer, semi or anti joins (outer_joins); None otherwise.
+    join_keys: JoinKeys | None = None
 
     @property
     def is_aggregate(self) -> bool:
         return self.keys is not None
+
+    @property
+    def having(self) -> exp.Expression | None:
+        """The HAVING condition of an aggregate block (None: none)."""
+        having = self.select.args.get("having")
+        return having.this if having is not None else None
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,18 +180,20 @@ def _modifier_blockers(node: exp.Expression, blockers: list[Blocker]) -> None:
 def _plan_select(select: exp.Select, outputs: tuple[str, ...], *, sources, columns,
                  blockers: list[Blocker]) -> tuple[Block, Operator]:
     _modifier_blockers(select, blockers)
+    select = outer_joins.rewrite_subqueries(select, blockers)
     _clause_blockers(select, blockers)
     _expression_blockers(select, blockers)
     occurrences = _occurrences(select, sources, blockers)
+    join_keys = outer_joins.join_keys(select, occurrences, blockers)
     select = _named(expand_stars(select, sources=sources, columns=columns), outputs)
     select = _group_aliases_resolved(select, _input_columns(occurrences, columns))
     keys, item_keys, aggregates = _aggregation(select, blockers)
-    block = Block(select, occurrences, keys, item_keys, aggregates)
+    block = Block(select, occurrences, keys, item_keys, aggregates, join_keys)
     return block, _operators(block)
 
 
 def _clause_blockers(select: exp.Select, blockers: list[Blocker]) -> None:
-    for name, label in (("having", "HAVING"), ("qualify", "QUALIFY"), ("laterals", "LATERAL VIEW")):
+    for name, label in (("qualify", "QUALIFY"), ("laterals", "LATERAL VIEW")):
         if select.args.get(name):
             blockers.append(Blocker(label, "not planned: no incremental rule"))
     group = select.args.get("group")
@@ -190,15 +210,20 @@ def _clause_blockers(select: exp.Select, blockers: list[Blocker]) -> None:
 
 
 def _join_blockers(join: exp.Join, blockers: list[Blocker]) -> None:
-    side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
-    if side or kind in ("SEMI", "ANTI", "CROSS") or join.args.get("method"):
-        label = " ".join(p for p in (join.args.get("method") or "", side, kind) if p).upper() + " JOIN"
-        blockers.append(Blocker(label, "only inner equi-joins have an incremental rule"))
+    """Joins that are no equi-join; an outer, semi or anti join's ON is
+    checked with its block's other joins (outer_joins.join_keys)."""
+    kind = outer_joins.join_kind(join)
+    if kind is None:
+        side, name = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
+        label = " ".join(p for p in (join.args.get("method") or "", side, name) if p).upper() + " JOIN"
+        blockers.append(Blocker(label, "only equi-joins have an incremental rule"))
     elif join.args.get("using"):
         blockers.append(Blocker("JOIN USING", "write the join with ON (USING merges columns: not planned)"))
     elif join.args.get("on") is None:
-        blockers.append(Blocker("JOIN without ON", "a cross product: only inner equi-joins have an incremental rule"))
-    elif not any(isinstance(n, (exp.EQ, exp.NullSafeEQ)) for n in join.args["on"].find_all(exp.EQ, exp.NullSafeEQ)):
+        label = "JOIN without ON" if kind is JoinKind.INNER else f"{kind.value.upper()} JOIN without ON"
+        blockers.append(Blocker(label, "a cross product: only equi-joins have an incremental rule"))
+    elif kind is JoinKind.INNER and not any(
+            isinstance(n, (exp.EQ, exp.NullSafeEQ)) for n in join.args["on"].find_all(exp.EQ, exp.NullSafeEQ)):
         blockers.append(Blocker("INNER JOIN", f"ON {join.args['on'].sql(dialect='spark')} has no equality: not an equi-join"))
 
 
@@ -259,6 +284,7 @@ def _aggregation(select: exp.Select, blockers: list[Blocker]):
     items = [e.unalias() for e in select.expressions]
     group = select.args.get("group")
     has_aggregates = any(e.find(exp.AggFunc) for e in items)
+    _having_blockers(select, has_aggregates, blockers)
     if select.args.get("distinct") is not None:
         if group is not None or has_aggregates or select.args["distinct"].args.get("on"):
             blockers.append(Blocker("DISTINCT", "DISTINCT together with GROUP BY, aggregates or ON is not planned"))
@@ -277,6 +303,15 @@ def _aggregation(select: exp.Select, blockers: list[Blocker]):
         item_keys.append(None if agg is not None else position)
         aggregates.append(agg)
     return keys, tuple(item_keys), tuple(aggregates)
+
+
+def _having_blockers(select: exp.Select, has_aggregates: bool, blockers: list[Blocker]) -> None:
+    """HAVING is planned on an aggregate (its affected groups recomputed),
+    not on DISTINCT or a block without aggregation."""
+    if select.args.get("having") is None:
+        return
+    if select.args.get("distinct") is not None or (select.args.get("group") is None and not has_aggregates):
+        blockers.append(Blocker("HAVING", "HAVING is planned on an aggregate (GROUP BY or aggregate calls) without DISTINCT"))
 
 
 def _input_columns(occurrences: Sequence[tuple[str, str]], columns: Mapping[str, Sequence[str]] | None) -> set[str] | None:
@@ -349,9 +384,30 @@ def _aggregate_call(item: exp.Expression, blockers: list[Blocker]) -> AggCall | 
     return AggCall(_AGGREGATES[type(item)], arg)
 
 
+_JOIN_OPERATORS = {
+    JoinKind.INNER: OperatorKind.KEYED_INNER_JOIN, JoinKind.LEFT: OperatorKind.LEFT_JOIN,
+    JoinKind.RIGHT: OperatorKind.RIGHT_JOIN, JoinKind.FULL: OperatorKind.FULL_JOIN,
+    JoinKind.SEMI: OperatorKind.SEMI_JOIN, JoinKind.ANTI: OperatorKind.ANTI_JOIN,
+}
+
+
+def _join_operator(block: Block, scans: tuple[Operator, ...]) -> Operator:
+    """The inputs of a block: a scan, the n-way inner join, or (a keyed
+    block) one operator per join, left-deep."""
+    if len(scans) == 1:
+        return scans[0]
+    keys = block.join_keys
+    if keys is None:
+        return Operator(OperatorKind.INNER_JOIN, f"{len(scans)} inputs", scans)
+    op = scans[0]
+    for kind, on, scan in zip(keys.kinds[1:], keys.conditions, scans[1:]):
+        op = Operator(_JOIN_OPERATORS[kind], f"ON {on}", (op, scan))
+    return op
+
+
 def _operators(block: Block) -> Operator:
     scans = tuple(Operator(OperatorKind.SCAN, f"{src} AS {alias}") for src, alias in block.occurrences)
-    op = scans[0] if len(scans) == 1 else Operator(OperatorKind.INNER_JOIN, f"{len(scans)} inputs", scans)
+    op = _join_operator(block, scans)
     where = block.select.args.get("where")
     if where is not None:
         op = Operator(OperatorKind.FILTER, where.this.sql(dialect="spark"), (op,))
@@ -360,5 +416,7 @@ def _operators(block: Block) -> Operator:
         return Operator(OperatorKind.DISTINCT, names, (op,))
     if block.is_aggregate:
         keys = ", ".join(k.sql(dialect="spark") for k in block.keys) or "(no GROUP BY: one group)"
-        return Operator(OperatorKind.AGGREGATE, f"GROUP BY {keys}: {names}", (op,))
+        op = Operator(OperatorKind.AGGREGATE, f"GROUP BY {keys}: {names}", (op,))
+        having = block.having
+        return op if having is None else Operator(OperatorKind.HAVING, having.sql(dialect="spark"), (op,))
     return Operator(OperatorKind.PROJECT, names, (op,))

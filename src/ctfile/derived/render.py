@@ -75,12 +75,13 @@ def swapped(select: exp.Select, views: Sequence[str]) -> exp.Select:
 def block_sql(select: exp.Select, views: Sequence[str], items: Iterable[str], *, ms: int,
               aggregate: bool = False) -> str:
     """``SELECT <items> FROM <views as aliases> [JOIN ...] [WHERE ...]`` of
-    a block, with its GROUP BY and DISTINCT only when ``aggregate``."""
+    a block, with its GROUP BY, HAVING and DISTINCT only when ``aggregate``."""
     copy = swapped(select, views)
     copy.set("expressions", [sqlglot.parse_one(i, read="spark") for i in items])
     if not aggregate:
         copy.set("group", None)
         copy.set("distinct", None)
+        copy.set("having", None)
     return bind_time(copy, ms).sql(dialect="spark")
 
 

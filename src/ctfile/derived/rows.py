@@ -1,5 +1,6 @@
 """Row-level rules (SPEC §Derived tables, "Incremental rules"): projection,
-filter, inner joins and UNION ALL.
+filter, inner joins and UNION ALL (a branch with outer, semi or anti joins
+is :mod:`ctfile.derived.outer_joins`'s, its delta added to the others').
 
 Each result row's derivation key ``_ct_dt_key`` is the ``:``-joined
 ``METADATA$ROW_ID`` of the source rows it came from, one per table
@@ -29,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+from ctfile.derived import outer_joins
 from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, RefreshSql, SourceViews
 from ctfile.derived.planning import Block
 from ctfile.derived.render import (
@@ -40,6 +42,8 @@ HIDDEN = ((KEY_COLUMN, "string"),)
 
 
 def _key(block: Block, branch: int | None) -> str:
+    if block.join_keys is not None:
+        return outer_joins.row_key(block, branch)
     parts = ([f"'b{branch}'"] if branch is not None else []) + [column(alias, ROW_ID) for _, alias in block.occurrences]
     return f"CONCAT_WS(':', {', '.join(parts)}) AS {quote(KEY_COLUMN)}"
 
@@ -76,15 +80,24 @@ def _terms(block: Block, views: SourceViews, branch: int | None, *, ms: int) -> 
 
 
 def delta_sql(blocks: tuple[Block, ...], views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
-    """The consolidated delta: one row per changed key with ``_ct_dt_op``."""
-    terms = [t for i, b in enumerate(blocks) for t in _terms(b, views, _branch(blocks, i), ms=ms)]
+    """The consolidated delta: one row per changed key with ``_ct_dt_op``;
+    a block with outer, semi or anti joins adds its keyed delta
+    (:mod:`ctfile.derived.outer_joins`; keys differ by branch)."""
+    plain = [t for i, b in enumerate(blocks) if b.join_keys is None for t in _terms(b, views, _branch(blocks, i), ms=ms)]
+    keyed = [outer_joins.delta_select(b, views, outputs, _branch(blocks, i), ms=ms)
+             for i, b in enumerate(blocks) if b.join_keys is not None]
+    parts = [_consolidated(plain, outputs)] if plain else []
+    parts += [f"SELECT * FROM ({sql}) AS `_ct_k{i}`" if parts or i else sql for i, sql in enumerate(keyed)]
+    return RefreshSql("\nUNION ALL\n".join(parts), upsert_clauses(outputs, by_source_delete=False), (OP_COLUMN,))
+
+
+def _consolidated(terms: list[str], outputs: tuple[str, ...]) -> str:
     key = quote(KEY_COLUMN)
     names = ", ".join(quote(o) for o in outputs)
-    sql = (
+    return (
         f"WITH `_ct_d` AS ({union_all(terms)}),\n"
         f"`_ct_r` AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY {key} ORDER BY `_ct_ord` DESC) AS `_ct_last`, "
         f"MIN(`_ct_ord`) OVER (PARTITION BY {key}) AS `_ct_first` FROM `_ct_d`)\n"
         f"SELECT {names}, {key}, CASE WHEN `_ct_ord` % 2 = 1 THEN 'upsert' ELSE 'delete' END AS {quote(OP_COLUMN)} "
         f"FROM `_ct_r` WHERE `_ct_last` = 1 AND (`_ct_ord` % 2 = 1 OR `_ct_first` % 2 = 0)"
     )
-    return RefreshSql(sql, upsert_clauses(outputs, by_source_delete=False), (OP_COLUMN,))

@@ -18,7 +18,8 @@ VIEWS = SourceViews({s: ViewNames(f"{s}_n", f"{s}_o", f"{s}_d") for s in SOURCES
 TOKENS = ["SELECT", "DISTINCT", "k", "v", "s.k", "d.k", "name", ",", "FROM", "silver", "dim", "s", "d", "x", "JOIN",
           "LEFT", "ON", "=", "(", ")", "GROUP BY", "count(*)", "sum(v)", "avg(v)", "min(v)", "count(DISTINCT v)",
           "AS", "n", "*", "UNION ALL", "UNION", "WHERE", ">", "1", "ORDER BY", "LIMIT", "OVER", ";", "'", "`",
-          "rand()", "now()", "_ct_k", "WITH", "HAVING", "NULL", "+", "AND"]
+          "rand()", "now()", "_ct_k", "WITH", "HAVING", "NULL", "+", "AND",
+          "RIGHT", "FULL", "OUTER", "SEMI", "ANTI", "EXISTS", "NOT", "IN", "CASE", "WHEN", "THEN", "END"]
 
 
 def _exercise(query: str) -> None:
@@ -50,13 +51,17 @@ aggregate = st.sampled_from(["count(*) AS n", "sum(s.v) AS t", "avg(s.v) AS a", 
 
 @st.composite
 def queries(draw):
-    join = draw(st.sampled_from(["", " JOIN dim d ON s.k = d.k", " JOIN dim d ON s.k = d.k AND d.name > 'a'"]))
-    where = draw(st.sampled_from(["", " WHERE s.v > 0", " WHERE s.v IS NULL OR s.k = 1"]))
+    join = draw(st.sampled_from(["", " JOIN dim d ON s.k = d.k", " JOIN dim d ON s.k = d.k AND d.name > 'a'",
+                                 " LEFT JOIN dim d ON s.k = d.k", " FULL OUTER JOIN dim d ON d.k = s.k AND s.v > 1"]))
+    where = draw(st.sampled_from(["", " WHERE s.v > 0", " WHERE s.v IS NULL OR s.k = 1",
+                                  " WHERE EXISTS (SELECT 1 FROM dim e WHERE e.k = s.k)",
+                                  " WHERE s.v > 0 AND s.k NOT IN (SELECT e.k FROM dim e)"]))
     frm = f" FROM silver s{join}{where}"
     if draw(st.booleans()):
         keys = draw(st.lists(st.sampled_from(["s.k"] + (["d.name"] if join else [])), min_size=0, max_size=2, unique=True))
         aggs = draw(st.lists(aggregate, min_size=1, max_size=4, unique=True))
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        group += draw(st.sampled_from(["", " HAVING count(*) > 1"]))
         return f"SELECT {', '.join(keys + aggs)}{frm}{group}"
     items = draw(st.lists(select_item.filter(lambda i: join or "d." not in i), min_size=1, max_size=3, unique=True))
     distinct = draw(st.sampled_from(["", "DISTINCT "]))

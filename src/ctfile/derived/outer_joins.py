@@ -1,0 +1,321 @@
+"""Outer, semi and anti joins (SPEC §Derived tables, "Incremental rules"):
+``LEFT``/``RIGHT``/``FULL OUTER JOIN``, ``LEFT SEMI``/``LEFT ANTI JOIN``
+and the ``EXISTS``/``NOT EXISTS``/``IN (subquery)`` conjuncts of a WHERE
+that Spark plans as them, refreshed by recomputing the join keys a change
+touches (the Dynamic Tables paper, section 5.5.1, derives outer joins
+incrementally too; this rule trades its algebra for one recomputation).
+
+A *keyed* block is one whose joins include an outer, semi or anti join and
+all join on one key: every ON has a conjunct ``x.c = y.d`` between the
+joined table and an earlier one, whose column is that earlier table's key
+column. Then every row of the join comes from source rows whose keys are
+all equal (a null-extended side has none; a source row with a NULL key
+matches nothing and stands alone), so the rows of one key value depend
+only on the source rows of that key value.
+
+The delta: the *affected keys* are the distinct key values of every
+occurrence's change rows (both images; NULL counts, null-safely). The
+block over the ``new`` views, each input restricted to the affected keys
+(``<=>``), gives the new rows of those keys; over the ``old`` views, the
+old rows. The MERGE source: new rows not among the old ones ('upsert') and
+old keys absent from the new ones ('delete'), one row per key; an old row
+is a row of the table, so a delete always names an existing row.
+
+The derivation key is the ``:``-joined row ids of the visible occurrences
+with an empty slot for a null-extended side, so a fact's null-extended row
+and its matched rows are different keys: a fact gaining its partner is a
+delete and an insert in the table's change scan, as in Snowflake. A semi
+or anti join's right side is not visible (its rows only decide).
+
+Examples
+--------
+>>> import sqlglot
+>>> select = sqlglot.parse_one("SELECT a.v FROM a LEFT JOIN b ON a.k = b.k AND b.w > 0", read="spark")
+>>> keys = join_keys(select, (("a", "a"), ("b", "b")), [])
+>>> [k.value for k in keys.kinds], keys.columns, keys.visible
+(['from', 'left outer'], ('k', 'k'), (0, 1))
+>>> rewritten = rewrite_subqueries(sqlglot.parse_one(
+...     "SELECT a.v FROM a WHERE a.v > 0 AND EXISTS (SELECT 1 FROM b WHERE b.k = a.k)", read="spark"), [])
+>>> rewritten.sql(dialect="spark")
+'SELECT a.v FROM a LEFT SEMI JOIN b ON b.k = a.k WHERE a.v > 0'
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import sqlglot
+from sqlglot import exp
+
+from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, Blocker, SourceViews
+from ctfile.derived.render import ROW_ID, bind_time, column, quote
+
+if TYPE_CHECKING:  # planning imports this module: no cycle at run time
+    from ctfile.derived.planning import Block
+
+
+class JoinKind(enum.Enum):
+    """How an occurrence enters its block (FROM for the first one)."""
+
+    FROM = "from"
+    INNER = "inner"
+    LEFT = "left outer"
+    RIGHT = "right outer"
+    FULL = "full outer"
+    SEMI = "left semi"
+    ANTI = "left anti"
+
+
+#: The kinds that make a block keyed (the rule of this module).
+KEYED_KINDS = frozenset({JoinKind.LEFT, JoinKind.RIGHT, JoinKind.FULL, JoinKind.SEMI, JoinKind.ANTI})
+#: The kinds whose table only decides which rows stay (its columns are not in the result).
+HIDDEN_KINDS = frozenset({JoinKind.SEMI, JoinKind.ANTI})
+_SIDES = {"LEFT": JoinKind.LEFT, "RIGHT": JoinKind.RIGHT, "FULL": JoinKind.FULL}
+
+
+def join_kind(join: exp.Join) -> JoinKind | None:
+    """The kind of a JOIN item; None for CROSS and NATURAL joins (no rule)."""
+    side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
+    if kind == "CROSS" or join.args.get("method"):
+        return None
+    if kind in ("SEMI", "ANTI"):
+        return JoinKind.SEMI if kind == "SEMI" else JoinKind.ANTI
+    return _SIDES.get(side, JoinKind.INNER)
+
+
+def is_hidden_join(join: exp.Join) -> bool:
+    """Whether a JOIN item's columns are out of the result (semi, anti)."""
+    return join_kind(join) in HIDDEN_KINDS
+
+
+@dataclass(frozen=True)
+class JoinKeys:
+    """The join key of a keyed block: per occurrence (FROM/JOIN order) its
+    :class:`JoinKind` and its key column's name; per join its ON text."""
+
+    kinds: tuple[JoinKind, ...]
+    columns: tuple[str, ...]
+    conditions: tuple[str, ...]
+
+    @property
+    def visible(self) -> tuple[int, ...]:
+        """The occurrences whose columns and row ids the join result has."""
+        return tuple(i for i, k in enumerate(self.kinds) if k not in HIDDEN_KINDS)
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    return list(node.flatten()) if isinstance(node, exp.And) else [node]
+
+
+def _qualified(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Column) and bool(node.table) and not isinstance(node.this, exp.Star)
+
+
+def _key_pair(on: exp.Expression, aliases: list[str], columns: list[str | None], j: int) -> tuple[int, str, str] | None:
+    """``(earlier occurrence, its column, occurrence j's column)`` of the
+    first ON conjunct ``x.c = y.d`` that joins occurrence ``j`` to the key
+    of an earlier one (any column of the FROM table when it has no key yet)."""
+    for conjunct in _conjuncts(on):
+        if not isinstance(conjunct, exp.EQ) or not (_qualified(conjunct.this) and _qualified(conjunct.expression)):
+            continue
+        for mine, other in ((conjunct.this, conjunct.expression), (conjunct.expression, conjunct.this)):
+            here, there = mine.table.lower(), other.table.lower()
+            if here != aliases[j] or there not in aliases[:j]:
+                continue
+            i = aliases.index(there)
+            if columns[i] is None or columns[i].lower() == other.name.lower():
+                return i, other.name, mine.name
+    return None
+
+
+def join_keys(select: exp.Select, occurrences: Sequence[tuple[str, str]], blockers: list[Blocker]) -> JoinKeys | None:
+    """The :class:`JoinKeys` of a block with an outer, semi or anti join,
+    None for other blocks; a block whose joins are not on one key gets a
+    blocker (other join shapes are blocked by the planner already)."""
+    joins = select.args.get("joins") or ()
+    kinds = [JoinKind.FROM] + [join_kind(j) for j in joins]
+    if not any(k in KEYED_KINDS for k in kinds) or None in kinds or len(kinds) != len(occurrences):
+        return None
+    aliases = [alias.lower() for _, alias in occurrences]
+    columns: list[str | None] = [None] * len(kinds)
+    for j, join in enumerate(joins, start=1):
+        on = join.args.get("on")
+        pair = _key_pair(on, aliases, columns, j) if on is not None else None
+        if pair is None:
+            blockers.append(Blocker(
+                f"{kinds[j].value.upper()} JOIN",
+                f"ON {on.sql(dialect='spark') if on is not None else '(none)'}: outer, semi and anti joins are "
+                "refreshed by recomputing the join keys a change touches, so every join of the block must have "
+                "an equality between its table's key column and the key column of an earlier table "
+                "(a.k = b.k, b.k = c.k, ...), written with table-qualified columns"))
+            return None
+        i, earlier, mine = pair
+        columns[i], columns[j] = earlier, mine
+    on_text = tuple(j.args["on"].sql(dialect="spark") for j in joins)
+    return JoinKeys(tuple(kinds), tuple(columns), on_text)
+
+
+# ----------------------------------------------- EXISTS / IN as semi joins
+
+
+_SIMPLE_SUBQUERY_PARTS = ("joins", "group", "having", "qualify", "distinct", "order", "limit", "offset",
+                          "laterals", "windows", "with_", "with")
+
+
+def _subquery(node: exp.Expression) -> tuple[exp.Select, JoinKind, exp.Expression | None] | None:
+    """``(subquery, SEMI or ANTI, the IN operand)`` of an EXISTS, NOT
+    EXISTS or IN (subquery) conjunct; None for anything else."""
+    negated = isinstance(node, exp.Not)
+    inner = node.this if negated else node
+    kind = JoinKind.ANTI if negated else JoinKind.SEMI
+    if isinstance(inner, exp.Exists) and isinstance(inner.this, exp.Select):
+        return inner.this, kind, None
+    query = inner.args.get("query") if isinstance(inner, exp.In) else None
+    if query is not None and isinstance(query.unnest(), exp.Select):
+        return query.unnest(), kind, inner.this
+    return None
+
+
+def _label(kind: JoinKind, operand) -> str:
+    if operand is not None:
+        return "NOT IN (subquery)" if kind is JoinKind.ANTI else "IN (subquery)"
+    return "NOT EXISTS" if kind is JoinKind.ANTI else "EXISTS"
+
+
+def _is_simple(sub: exp.Select) -> bool:
+    """One source table, a WHERE, no other clause nor nested subquery."""
+    table = sub.args.get("from_").this if sub.args.get("from_") is not None else None
+    nested = any(n is not sub for n in sub.find_all(exp.Select))
+    return isinstance(table, exp.Table) and not nested and not any(sub.args.get(p) for p in _SIMPLE_SUBQUERY_PARTS)
+
+
+def _subquery_blocker(sub: exp.Select, kind: JoinKind, operand, outer: set[str]) -> Blocker | None:
+    """Why a subquery cannot become a semi or anti join (None: it can)."""
+    label = _label(kind, operand)
+    if operand is not None and kind is JoinKind.ANTI:
+        return Blocker(label, "NOT IN is null-aware (one NULL in the subquery makes it empty for every row): "
+                              "write NOT EXISTS (SELECT ... WHERE inner.k = outer.k)")
+    if not _is_simple(sub):
+        return Blocker(label, "only a subquery over one source table with a WHERE (no join, GROUP BY, DISTINCT, "
+                              "LIMIT or nested subquery) is planned, as a semi or anti join")
+    alias = sub.args["from_"].this.alias_or_name
+    if alias.lower() in outer:
+        return Blocker(label, f"the subquery's table is named {alias!r} like an outer table: give it its own alias")
+    if operand is not None and len(sub.expressions) != 1:
+        return Blocker(label, f"the subquery must select one column, found {len(sub.expressions)}")
+    where = sub.args.get("where")
+    looked_at = ([where.this] if where is not None else []) + ([sub.expressions[0]] if operand is not None else [])
+    if any(not _qualified(c) for node in looked_at for c in node.find_all(exp.Column)):
+        return Blocker(label, "qualify every column of the subquery's WHERE (and IN's column) with its table alias")
+    return None
+
+
+def _as_join(sub: exp.Select, kind: JoinKind, operand) -> exp.Join:
+    where = sub.args.get("where")
+    parts = [exp.EQ(this=operand.copy(), expression=sub.expressions[0].unalias().copy())] if operand is not None else []
+    parts += [where.this.copy()] if where is not None else []
+    on = exp.and_(*parts) if parts else None
+    return exp.Join(this=sub.args["from_"].this.copy(), side="LEFT", kind=kind.name, on=on)
+
+
+def rewrite_subqueries(select: exp.Select, blockers: list[Blocker]) -> exp.Select:
+    """``select`` with each top-level WHERE conjunct ``EXISTS (...)``,
+    ``NOT EXISTS (...)`` or ``x IN (SELECT y ...)`` replaced by a LEFT
+    SEMI / LEFT ANTI JOIN of the subquery's table ON its WHERE (and
+    ``x = y``), as Spark plans them; unchanged when it has none. A subquery
+    that cannot be rewritten stays (the planner blocks it) and gets a
+    blocker naming why."""
+    where = select.args.get("where")
+    if where is None:
+        return select
+    outer = {alias.lower() for alias in _aliases(select)}
+    kept, joins = [], []
+    for conjunct in _conjuncts(where.this):
+        found = _subquery(conjunct)
+        blocker = _subquery_blocker(*found, outer) if found is not None else None
+        if found is None or blocker is not None:
+            blockers.extend([blocker] if blocker is not None else [])
+            kept.append(conjunct)
+            continue
+        joins.append(_as_join(*found))
+        outer.add(joins[-1].this.alias_or_name.lower())
+    if not joins:
+        return select
+    copy = select.copy()
+    copy.set("joins", [j.copy() for j in copy.args.get("joins") or ()] + joins)
+    copy.set("where", exp.Where(this=exp.and_(*[k.copy() for k in kept])) if kept else None)
+    return copy
+
+
+def _aliases(select: exp.Select) -> list[str]:
+    items = [select.args["from_"].this] if select.args.get("from_") is not None else []
+    items += [j.this for j in select.args.get("joins") or ()]
+    return [item.alias_or_name for item in items]
+
+
+# ------------------------------------------------------------- rendering
+
+
+def row_key(block: "Block", branch: int | None) -> str:
+    """The derivation key of a keyed block's rows: the visible occurrences'
+    row ids, an empty slot for a null-extended side."""
+    visible = block.join_keys.visible
+    parts = [f"'b{branch}'"] if branch is not None else []
+    parts += [f"COALESCE({column(alias, ROW_ID)}, '')" for i, (_, alias) in enumerate(block.occurrences) if i in visible]
+    return f"CONCAT_WS(':', {', '.join(parts)}) AS {quote(KEY_COLUMN)}"
+
+
+def _affected_keys(block: "Block", views: SourceViews) -> str:
+    """The key values of every occurrence's change rows (both images)."""
+    parts = [f"SELECT {quote(col)} AS `_ct_jk` FROM {quote(views[source].delta)}"
+             for (source, _), col in zip(block.occurrences, block.join_keys.columns)]
+    return " UNION ALL ".join(parts)
+
+
+def _restricted(view: str, key_column: str, affected: str) -> str:
+    """``view``'s rows whose key is affected (null-safely: a NULL key is
+    affected when a change row has a NULL key)."""
+    return (f"SELECT `_ct_v`.* FROM {quote(view)} AS `_ct_v` LEFT SEMI JOIN ({affected}) AS `_ct_ks` "
+            f"ON `_ct_v`.{quote(key_column)} <=> `_ct_ks`.`_ct_jk`")
+
+
+def state_sql(block: "Block", views: SourceViews, state: str, items: Sequence[str], *, ms: int) -> str:
+    """The block (without GROUP BY, DISTINCT and HAVING) over the ``state``
+    ('new' or 'old') views restricted to the affected keys, selecting ``items``."""
+    affected = _affected_keys(block, views)
+    copy = block.select.copy()
+    tables = [copy.args["from_"].this] + [j.this for j in copy.args.get("joins") or ()]
+    for table, (source, _), key in zip(tables, block.occurrences, block.join_keys.columns, strict=True):
+        sub = sqlglot.parse_one(_restricted(getattr(views[source], state), key, affected), read="spark")
+        table.replace(exp.Subquery(this=sub, alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
+    copy.set("expressions", [sqlglot.parse_one(i, read="spark") for i in items])
+    for part in ("group", "distinct", "having"):
+        copy.set(part, None)
+    return bind_time(copy, ms).sql(dialect="spark")
+
+
+def delta_select(block: "Block", views: SourceViews, outputs: Sequence[str], branch: int | None, *, ms: int) -> str:
+    """The MERGE source rows of a keyed block, from one full outer join of
+    the affected keys' new rows (n) and old rows (o) on the derivation key:
+    a new row that is not an old row unchanged is an 'upsert', an old key
+    the new rows lack a 'delete'; columns: outputs, key, op."""
+    items = [item.sql(dialect="spark") for item in block.select.expressions] + [row_key(block, branch)]
+    new, old = (state_sql(block, views, s, items, ms=ms) for s in ("new", "old"))
+    key, op = quote(KEY_COLUMN), quote(OP_COLUMN)
+    same = " AND ".join(f"n.{quote(c)} <=> o.{quote(c)}" for c in outputs)
+    values = ", ".join(f"n.{quote(c)}" for c in outputs)
+    return (f"SELECT {values}, COALESCE(n.{key}, o.{key}) AS {key}, "
+            f"CASE WHEN n.{key} IS NULL THEN 'delete' ELSE 'upsert' END AS {op} "
+            f"FROM ({new}) AS n FULL OUTER JOIN ({old}) AS o ON n.{key} = o.{key} "
+            f"WHERE n.{key} IS NULL OR o.{key} IS NULL OR NOT ({same})")
+
+
+def signed_terms(block: "Block", views: SourceViews, items: Sequence[str], sign: str, *, ms: int) -> str:
+    """The signed change of a keyed block's rows, for an aggregate over it:
+    the new rows of the affected keys with ``+1``, the old ones with ``-1``
+    (rows of unaffected keys are equal in both and left out)."""
+    new = state_sql(block, views, "new", [*items, f"1 AS {sign}"], ms=ms)
+    old = state_sql(block, views, "old", [*items, f"-1 AS {sign}"], ms=ms)
+    return f"({new})\nUNION ALL\n({old})"
