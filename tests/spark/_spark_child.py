@@ -63,6 +63,19 @@ def derived_readme(spark, work: Path) -> dict:
     return {"derived_tasks": [before, app_tasks(spark)]}
 
 
+def declared_pipeline(spark, work: Path) -> dict:
+    """docs/spark.md's declared pipeline (derived_pipeline.run_pipeline) on
+    ``s3://`` tables, kept current by the scheduler; the application's
+    completed tasks by executor before and after."""
+    from derived_pipeline import run_pipeline
+
+    opts = json.loads(os.environ["CTFILE_TEST_S3"])
+    bucket = opts.pop("bucket")
+    before = app_tasks(spark)
+    run_pipeline(spark, f"s3://{bucket}/{uuid.uuid4().hex[:12]}-pipeline", storage_options=opts)
+    return {"pipeline_tasks": [before, app_tasks(spark)]}
+
+
 def s3_upsert(spark, work: Path) -> None:
     """docs/spark.md's streaming upsert on ``s3://`` tables (storage options in
     the stream's options and ``for_path``), a replayed batch included."""
@@ -251,7 +264,8 @@ def parallelism(spark, work: Path) -> dict:
     return {"parallelism": default_parallelism(spark)}
 
 
-SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, derived_readme, s3_upsert, connect_dml,
+SCENARIOS = {f.__name__: f for f in (pyspark_readme, upsert_readme, derived_readme, declared_pipeline, s3_upsert,
+                                     connect_dml,
                                      connect_pruning, connect_broadcast, connect_sql,
                                      connect_merge_builder, parallelism)}
 

@@ -40,7 +40,12 @@ def spark_blocks() -> list[str]:
 
 def upsert_blocks() -> list[str]:
     """The ``py`` blocks of docs/spark.md's "Upserts from Spark"."""
-    return _blocks("spark.md", "## Upserts from Spark")
+    return _blocks("spark.md", "## Upserts from Spark", "### The same pipeline, declared")
+
+
+def pipeline_blocks() -> list[str]:
+    """The ``py`` blocks of docs/spark.md's "The same pipeline, declared"."""
+    return _blocks("spark.md", "### The same pipeline, declared", "\n## ")
 
 
 def sql_blocks() -> list[str]:

@@ -24,6 +24,8 @@ from spark_servers import app_conf, free_port
 CHILD = Path(__file__).resolve().parent / "_spark_child.py"
 README_SCENARIOS = ["pyspark_readme", "upsert_readme", "s3_upsert"]
 DERIVED_SCENARIOS = ["derived_readme"]
+#: On the standalone cluster only (its S3 tables and scheduler are Connect's too, and time is short).
+PIPELINE_SCENARIOS = ["declared_pipeline"]
 CONNECT_SCENARIOS = [
     "connect_dml", "connect_pruning", "connect_broadcast", "connect_sql", "connect_merge_builder", "parallelism",
 ]
@@ -84,7 +86,8 @@ def runs(request, standalone_cluster, moto_s3, tmp_path_factory) -> dict:
     conf = " ".join(f"--conf {k}={v}" for k, v in {**app_conf(ui_port=free_port()), "spark.cores.max": "1"}.items())
     env = child_env(moto_s3, PYSPARK_SUBMIT_ARGS=f"--master {standalone_cluster.url} {conf} pyspark-shell",
                     SPARK_LOCAL_IP="127.0.0.1")
-    classic = Child(tmp_path_factory.mktemp("on_cluster"), [*README_SCENARIOS, *DERIVED_SCENARIOS, "parallelism"], env)
+    classic = Child(tmp_path_factory.mktemp("on_cluster"),
+                    [*README_SCENARIOS, *DERIVED_SCENARIOS, *PIPELINE_SCENARIOS, "parallelism"], env)
     try:
         server = request.getfixturevalue("connect_server")
         before = server.tasks_by_executor()
@@ -116,6 +119,15 @@ def test_derived_tables_on_standalone_cluster(runs):
     query run by Spark at its frontier)."""
     assert_ok(runs["cluster"], DERIVED_SCENARIOS)
     assert_executors_worked(*runs["cluster"]["facts"]["derived_tasks"])
+
+
+def test_declared_pipeline_on_standalone_cluster_and_s3(runs):
+    """docs/spark.md's declared pipeline (issue 30 item 6): an append-only
+    bronze on S3, a deduplicated silver and a gold LEFT JOIN aggregate kept
+    current by the scheduler, every refresh incremental and equal to the
+    model (derived_pipeline.run_pipeline), its work on the executors."""
+    assert_ok(runs["cluster"], PIPELINE_SCENARIOS)
+    assert_executors_worked(*runs["cluster"]["facts"]["pipeline_tasks"])
 
 
 def test_default_parallelism_is_the_cluster_s(runs):
