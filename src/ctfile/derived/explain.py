@@ -31,6 +31,7 @@ from typing import Any
 
 from ctfile.derived.model import Blocker
 from ctfile.derived.planning import AggKind, Block, Operator, OperatorKind
+from ctfile.derived.windows import RULE as WINDOW_RULE
 
 _RULES = {
     OperatorKind.SCAN: "new/old states at the frontiers and the minimum-delta change scan",
@@ -39,6 +40,7 @@ _RULES = {
     OperatorKind.INNER_JOIN: "telescoping: sum over i of new(X1..Xi-1) JOIN delta(Xi) JOIN old(Xi+1..Xn)",
     OperatorKind.UNION_ALL: "the branches' deltas; key prefixed by the branch index",
     OperatorKind.DISTINCT: "GROUP BY all output columns with a row count; a group reaching 0 rows is deleted",
+    OperatorKind.WINDOW: WINDOW_RULE,
 }
 
 
