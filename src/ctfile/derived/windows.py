@@ -354,15 +354,18 @@ def delta_sql(select: exp.Select, spec: WindowSpec, occurrences, views: SourceVi
     restricted = _restricted(select, spec)
     state = {name: [getattr(views[s], name) for s, _ in occurrences] for name in ("new", "old")}
     key = quote(KEY_COLUMN)
-    names, old_names = (", ".join(f"{side}.{quote(o)}" for o in outputs) for side in ("n", "o"))
-    same = " AND ".join([f"n.{key} = o.{key}", *(f"n.{quote(c)} <=> o.{quote(c)}" for c in outputs)])
+    gone = f"n.{key} IS NULL"
+    # One full outer join reads each side once: a key only in the old side
+    # is a delete (its old image), any other a changed or new row.
+    values = ", ".join(f"CASE WHEN {gone} THEN o.{quote(c)} ELSE n.{quote(c)} END AS {quote(c)}" for c in outputs)
+    same = " AND ".join(f"n.{quote(c)} <=> o.{quote(c)}" for c in outputs)
     sql = (
         f"WITH `_ct_p` AS ({_affected(select, spec, occurrences, views, ms=ms)}),\n"
         f"`_ct_n` AS ({_windowed(restricted, occurrences, state['new'], outputs, ms=ms)}),\n"
         f"`_ct_o` AS ({_windowed(restricted, occurrences, state['old'], outputs, ms=ms)})\n"
-        f"SELECT {names}, n.{key}, 'upsert' AS {quote(OP_COLUMN)} FROM `_ct_n` AS n LEFT ANTI JOIN `_ct_o` AS o ON {same}\n"
-        f"UNION ALL\n"
-        f"SELECT {old_names}, o.{key}, 'delete' AS {quote(OP_COLUMN)} FROM `_ct_o` AS o "
-        f"LEFT ANTI JOIN `_ct_n` AS n ON o.{key} = n.{key}"
+        f"SELECT {values}, COALESCE(n.{key}, o.{key}) AS {key}, "
+        f"CASE WHEN {gone} THEN 'delete' ELSE 'upsert' END AS {quote(OP_COLUMN)}\n"
+        f"FROM `_ct_n` AS n FULL OUTER JOIN `_ct_o` AS o ON n.{key} = o.{key}\n"
+        f"WHERE {gone} OR o.{key} IS NULL OR NOT ({same})"
     )
     return RefreshSql(sql, upsert_clauses(outputs, by_source_delete=False), (OP_COLUMN,))

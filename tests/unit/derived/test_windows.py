@@ -113,8 +113,12 @@ def test_delta_recomputes_the_touched_partitions():
     # New and old rows of those partitions only, matched null-safely.
     assert sql.count("`_ct_p`.`_ct_p0` IS NOT DISTINCT FROM (key)") == 2
     assert "FROM `src_n` AS src WHERE v > 0 AND EXISTS" in sql and "FROM `src_o` AS src WHERE v > 0 AND EXISTS" in sql
-    assert "'upsert' AS `_ct_dt_op` FROM `_ct_n` AS n LEFT ANTI JOIN `_ct_o` AS o ON n.`_ct_dt_key` = o.`_ct_dt_key` AND n.`id` <=> o.`id`" in sql
-    assert "'delete' AS `_ct_dt_op` FROM `_ct_o` AS o LEFT ANTI JOIN `_ct_n` AS n" in sql
+    # Old and new rows of a key side by side: a key only old is a delete,
+    # a new or changed row an upsert, an unchanged row left out.
+    assert "FROM `_ct_n` AS n FULL OUTER JOIN `_ct_o` AS o ON n.`_ct_dt_key` = o.`_ct_dt_key`" in sql
+    assert "CASE WHEN n.`_ct_dt_key` IS NULL THEN 'delete' ELSE 'upsert' END" in sql
+    assert ("WHERE n.`_ct_dt_key` IS NULL OR o.`_ct_dt_key` IS NULL OR NOT (n.`id` <=> o.`id` AND n.`key` <=> o.`key` "
+            "AND n.`v` <=> o.`v`)") in sql
     assert [c.kind.value for c in refresh.clauses] == ["when_matched_delete", "when_matched_update",
                                                        "when_not_matched_insert"]
 
