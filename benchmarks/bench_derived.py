@@ -6,10 +6,13 @@ The source ``silver`` holds ``--rows`` events (id, country of 50, event type
 of 5, amount) in 1 Mi-row partitions, with change capture on
 (``ctfile.changeCapture = before_after``: the setting for tables whose
 changes are consumed), and a dimension ``dim`` maps each country to a
-region. Two queries, each a derived table:
+region. Three queries, each a derived table:
 
 * ``aggregate``: revenue and count per country and event type;
-* ``join``: every event with its region (a two-way inner join).
+* ``join``: every event with its region (a two-way inner join);
+* ``dedup``: the top event by amount of each block of 10 ids (``QUALIFY
+  ROW_NUMBER() OVER (PARTITION BY id DIV 10 ...) = 1``), with its block's
+  row count; a refresh recomputes the blocks the change touched.
 
 A change of fraction ``f`` updates the amount of ``f/2`` of the rows, chosen
 at random, and inserts ``f/2`` new rows, in one commit each. Each run
@@ -86,9 +89,11 @@ QUERIES = {
     "aggregate": "SELECT country, event_type, sum(amount) AS revenue, count(*) AS n FROM silver "
                  "GROUP BY country, event_type",
     "join": "SELECT s.id, s.amount, d.region FROM silver s JOIN dim d ON s.country = d.country",
+    "dedup": "SELECT id, country, amount, count(*) OVER (PARTITION BY id DIV 10) AS n FROM silver "
+             "QUALIFY ROW_NUMBER() OVER (PARTITION BY id DIV 10 ORDER BY amount DESC, id) = 1",
 }
 #: What the pipelines side checks its view holds: the source's row count.
-CHECKS = {"aggregate": "sum(n)", "join": "count(*)"}
+CHECKS = {"aggregate": "sum(n)", "join": "count(*)", "dedup": "sum(n)"}
 GOALS = {("aggregate", 0.01): 0.1, ("join", 0.01): 0.25}
 AUTO_GOAL = 1.1
 NO_DATA_GOAL_S = 0.5

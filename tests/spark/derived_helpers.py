@@ -27,7 +27,7 @@ QUERIES = {
     "distinct": "SELECT DISTINCT k, s FROM a",
     "union": "SELECT k FROM a WHERE id % 2 = 0 UNION ALL SELECT k FROM b",
     "join_aggregate": "SELECT b.w, sum(a.v) AS sv, count(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY b.w",
-    "window": "SELECT id, row_number() OVER (PARTITION BY k ORDER BY id) AS rn FROM a",
+    "window": "SELECT id, row_number() OVER (ORDER BY id) AS rn FROM a",
 }
 
 

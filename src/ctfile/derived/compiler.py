@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 from sqlglot import exp
 
 from ctfile import InvalidArgumentError
-from ctfile.derived import aggregates, rows
+from ctfile.derived import aggregates, rows, windows
 from ctfile.derived.explain import Explanation, explain
 from ctfile.derived.model import KEY_COLUMN, Blocker, NonIncrementalPlanError, RefreshSql, SourceViews
 from ctfile.derived.parsing import check_sources, cte_names, parse_statement
@@ -107,6 +107,11 @@ class CompiledQuery:
         return self._aggregate is not None
 
     @property
+    def _window(self):
+        blocks = self._planned.blocks
+        return blocks[0] if self.incremental and blocks[0].window is not None else None
+
+    @property
     def hidden_columns(self) -> tuple[tuple[str, str | None], ...]:
         """``(name, Spark SQL type)`` of the derivation columns, ``_ct_dt_key``
         first. The avg sum state's type is that of ``sum(arg)``, which
@@ -144,6 +149,8 @@ class CompiledQuery:
             return self._generic_full(views, ms)
         if self._aggregate is not None:
             return aggregates.full_sql(self._aggregate, views, outputs, ms=ms)
+        if self._window is not None:
+            return windows.full_sql(self._window.select, self._window.occurrences, views, outputs, ms=ms)
         return rows.full_sql(self._planned.blocks, views, outputs, ms=ms)
 
     def delta(self, views: SourceViews, *, data_timestamp_ms: int, appended_only: Mapping[str, bool]) -> RefreshSql:
@@ -161,6 +168,9 @@ class CompiledQuery:
             raise InvalidArgumentError(
                 f"appended_only must map every source {list(self.sources)} to a bool, found {appended_only!r}")
         block, outputs = self._aggregate, self.output_columns
+        window = self._window
+        if window is not None:
+            return windows.delta_sql(window.select, window.window, window.occurrences, views, outputs, ms=ms)
         if block is None:
             return rows.delta_sql(self._planned.blocks, views, outputs, ms=ms)
         if aggregates.recompute_needed(block, {s: bool(appended_only[s]) for s in self.sources}):

@@ -38,6 +38,7 @@ from typing import Any
 
 from ctfile.derived.model import Blocker
 from ctfile.derived.planning import AggKind, Block, Operator, OperatorKind
+from ctfile.derived.windows import RULE as WINDOW_RULE
 
 _RULES = {
     OperatorKind.SCAN: "new/old states at the frontiers and the minimum-delta change scan",
@@ -49,6 +50,7 @@ _RULES = {
     OperatorKind.HAVING: ("the affected groups are recomputed from the new state with the HAVING applied: a group "
                           "leaving it is deleted, one entering it inserted (the table's groups: the old state with "
                           "the HAVING)"),
+    OperatorKind.WINDOW: WINDOW_RULE,
 }
 _KEYED = ("the join keys touched by the delta are recomputed from the new state: -old rows, +new rows "
           "of those keys; key: ")

@@ -28,6 +28,7 @@ from ctfile.derived import outer_joins
 from ctfile.derived.model import Blocker
 from ctfile.derived.outer_joins import JoinKeys, JoinKind
 from ctfile.derived.parsing import expand_stars, first_select, output_names, source_tables
+from ctfile.derived import windows
 
 
 class OperatorKind(enum.Enum):
@@ -46,6 +47,7 @@ class OperatorKind(enum.Enum):
     UNION_ALL = "union all"
     AGGREGATE = "aggregate"
     DISTINCT = "distinct"
+    WINDOW = "window"
     QUERY = "query"  # a query with blockers, planned as a whole
 
 
@@ -95,7 +97,7 @@ class Block:
     named; ``occurrences`` are ``(source, alias)`` of its FROM/JOIN items in
     order; ``keys`` the GROUP BY expressions (None: no aggregation);
     ``item_keys[i]`` the key index output ``i`` is (None: an aggregate,
-    ``aggregates[i]``)."""
+    ``aggregates[i]``); ``window`` its window functions (derived.windows)."""
 
     select: exp.Select
     occurrences: tuple[tuple[str, str], ...]
@@ -104,6 +106,7 @@ class Block:
     aggregates: tuple[AggCall | None, ...]
     #: The join key of a block with outer, semi or anti joins (outer_joins); None otherwise.
     join_keys: JoinKeys | None = None
+    window: windows.WindowSpec | None = None
 
     @property
     def is_aggregate(self) -> bool:
@@ -129,6 +132,7 @@ class PlannedQuery:
 def plan_tree(tree: exp.Expression, *, sources: Sequence[str],
               columns: Mapping[str, Sequence[str]] | None) -> PlannedQuery:
     """Plan a validated tree (:func:`~ctfile.derived.parsing.parse_statement`)."""
+    written, tree = tree, windows.normalised(tree, sources=sources, columns=columns)
     outputs = output_names(tree, sources=sources, columns=columns)
     blockers: list[Blocker] = []
     selects = _branches(tree, blockers)
@@ -139,11 +143,13 @@ def plan_tree(tree: exp.Expression, *, sources: Sequence[str],
         ops.append(op)
     if len(blocks) > 1 and any(b.is_aggregate for b in blocks):
         blockers.append(Blocker("UNION ALL", "a branch aggregates: only UNION ALL of row-level branches is planned"))
+    if len(blocks) > 1 and any(b.window is not None for b in blocks):
+        blockers.append(Blocker("UNION ALL", "a branch has window functions: only UNION ALL of row-level branches is planned"))
     root = ops[0] if len(ops) == 1 else Operator(OperatorKind.UNION_ALL, f"{len(ops)} branches", tuple(ops))
     used = _sources_in_order(tree, sources)
     if blockers:
         root = Operator(OperatorKind.QUERY, "full recomputation", (root,))
-    return PlannedQuery(tree, outputs, used, tuple(blocks), root, tuple(dict.fromkeys(blockers)))
+    return PlannedQuery(written, outputs, used, tuple(blocks), root, tuple(dict.fromkeys(blockers)))
 
 
 def _sources_in_order(tree: exp.Expression, sources: Sequence[str]) -> tuple[str, ...]:
@@ -179,22 +185,31 @@ def _modifier_blockers(node: exp.Expression, blockers: list[Blocker]) -> None:
 
 def _plan_select(select: exp.Select, outputs: tuple[str, ...], *, sources, columns,
                  blockers: list[Blocker]) -> tuple[Block, Operator]:
+    windowed = windows.has_windows(select)
     _modifier_blockers(select, blockers)
     select = outer_joins.rewrite_subqueries(select, blockers)
-    _clause_blockers(select, blockers)
-    _expression_blockers(select, blockers)
+    _clause_blockers(select, blockers, windowed=windowed)
+    _expression_blockers(select, blockers, windowed=windowed)
     occurrences = _occurrences(select, sources, blockers)
     join_keys = outer_joins.join_keys(select, occurrences, blockers)
     select = _named(expand_stars(select, sources=sources, columns=columns), outputs)
     select = _group_aliases_resolved(select, _input_columns(occurrences, columns))
-    keys, item_keys, aggregates = _aggregation(select, blockers)
-    block = Block(select, occurrences, keys, item_keys, aggregates, join_keys)
+    if windowed:
+        select, window, found = windows.plan_windows(select, _input_columns(occurrences, columns))
+        blockers.extend(found)
+        if join_keys is not None:
+            blockers.append(Blocker("window function", "windows over outer, semi or anti joins are not planned"))
+        none = (None,) * len(outputs)
+        block = Block(select, occurrences, None, none, none, join_keys, window)
+    else:
+        keys, item_keys, aggregates = _aggregation(select, blockers)
+        block = Block(select, occurrences, keys, item_keys, aggregates, join_keys)
     return block, _operators(block)
 
 
-def _clause_blockers(select: exp.Select, blockers: list[Blocker]) -> None:
+def _clause_blockers(select: exp.Select, blockers: list[Blocker], *, windowed: bool = False) -> None:
     for name, label in (("qualify", "QUALIFY"), ("laterals", "LATERAL VIEW")):
-        if select.args.get(name):
+        if select.args.get(name) and not (windowed and name == "qualify"):  # derived.windows plans QUALIFY
             blockers.append(Blocker(label, "not planned: no incremental rule"))
     group = select.args.get("group")
     if group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
@@ -227,9 +242,9 @@ def _join_blockers(join: exp.Join, blockers: list[Blocker]) -> None:
         blockers.append(Blocker("INNER JOIN", f"ON {join.args['on'].sql(dialect='spark')} has no equality: not an equi-join"))
 
 
-def _expression_blockers(select: exp.Select, blockers: list[Blocker]) -> None:
+def _expression_blockers(select: exp.Select, blockers: list[Blocker], *, windowed: bool = False) -> None:
     for node in select.walk():
-        if isinstance(node, exp.Window):
+        if isinstance(node, exp.Window) and not windowed:  # derived.windows plans them
             blockers.append(Blocker("window function", f"{node.sql(dialect='spark')}: no incremental rule"))
         elif isinstance(node, _NONDETERMINISTIC_CLASSES) or _anonymous_name(node) in NONDETERMINISTIC:
             blockers.append(Blocker(f"{_function_name(node)}()", "non-deterministic: a delta would not equal a recomputation"))
@@ -411,6 +426,8 @@ def _operators(block: Block) -> Operator:
     where = block.select.args.get("where")
     if where is not None:
         op = Operator(OperatorKind.FILTER, where.this.sql(dialect="spark"), (op,))
+    if block.window is not None:
+        op = Operator(OperatorKind.WINDOW, block.window.describe(block.select), (op,))
     names = ", ".join(e.alias for e in block.select.expressions)
     if block.select.args.get("distinct") is not None:
         return Operator(OperatorKind.DISTINCT, names, (op,))

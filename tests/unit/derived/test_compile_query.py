@@ -76,7 +76,8 @@ def test_star_expands_from_the_given_columns():
 
 
 @pytest.mark.parametrize("query, operator", [
-    ("SELECT k, row_number() OVER (ORDER BY k) AS r FROM silver", "window function"),
+    ("SELECT k, row_number() OVER (ORDER BY k) AS r FROM silver", "window without PARTITION BY"),
+    ("SELECT k, ntile(2) OVER (PARTITION BY k ORDER BY v) AS r FROM silver", "window function"),
     ("SELECT s.k FROM silver s LEFT JOIN dim d ON s.k < d.k", "LEFT OUTER JOIN"),
     ("SELECT s.k FROM silver s FULL OUTER JOIN dim d ON k = d.k", "FULL OUTER JOIN"),
     ("SELECT s.k FROM silver s LEFT SEMI JOIN dim d ON s.k = d.k OR s.v = d.v", "LEFT SEMI JOIN"),
