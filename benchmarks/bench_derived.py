@@ -83,6 +83,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 import ctfile  # noqa: E402
+from _pipeline_stage import Chain  # noqa: E402
 from _timing import quiesce, save_and_print  # noqa: E402
 
 QUERIES = {
@@ -94,7 +95,9 @@ QUERIES = {
 }
 #: What the pipelines side checks its view holds: the source's row count.
 CHECKS = {"aggregate": "sum(n)", "join": "count(*)", "dedup": "sum(n)"}
-GOALS = {("aggregate", 0.01): 0.1, ("join", 0.01): 0.25}
+GOALS = {("aggregate", 0.01): 0.1, ("join", 0.01): 0.25, ("dedup", 0.01): 0.2, ("pipeline", 0.01): 0.15}
+#: The three-stage pipeline (bronze -> dedup silver -> LEFT JOIN gold, ``_pipeline_stage``), measured as a query.
+PIPELINE = "pipeline"
 AUTO_GOAL = 1.1
 NO_DATA_GOAL_S = 0.5
 FRACTIONS = (0.001, 0.01, 0.1)
@@ -188,6 +191,8 @@ def measure(a: argparse.Namespace) -> dict:
             if "pipelines" in a.sides:
                 pristine[q, "pipelines"] = anchor.create(root / "pipelines" / q, f"{q}_f{fi}", sql, bound,
                                                          check=CHECKS[q], expect=a.rows)
+        chain = Chain(spark, root, srcs["silver"], srcs["dim"], timed)
+        chain.create()
         silver = ctfile.open_table(srcs["silver"])
         out["changed_rows"][str(fraction)] = change(silver, fraction, seed=fi + 2)
 
@@ -197,7 +202,9 @@ def measure(a: argparse.Namespace) -> dict:
         changed = silver.changes(start_version=2, information="default").to_arrow().drop_columns(
             ["METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"])
 
-        def side(q: str, name: str) -> float:
+        def side(q: str, name: str) -> float | None:
+            if q == PIPELINE:
+                return chain.side(name, out["actions"], f"{q}/{fraction}/{name}")
             mode = "auto" if name == "auto" else "incremental"
             if name == "pipelines":
                 quiesce()
@@ -227,9 +234,9 @@ def measure(a: argparse.Namespace) -> dict:
             out["actions"][f"{q}/{fraction}/{name}"] = f"{box['r'].action.value}: {box['r'].reason}"
             return secs
 
-        runs = {(q, s): [] for q in QUERIES for s in a.sides}
+        runs = {(q, s): [] for q in (*QUERIES, PIPELINE) for s in a.sides}
         for _ in range(a.runs):
-            for q in QUERIES:
+            for q in (*QUERIES, PIPELINE):
                 for s in a.sides:
                     secs = side(q, s)
                     if secs is not None:  # None: the pipelines side could not run (anchor.why_not)
