@@ -136,7 +136,7 @@ def join_keys(select: exp.Select, occurrences: Sequence[tuple[str, str]], blocke
     blocker (other join shapes are blocked by the planner already)."""
     joins = select.args.get("joins") or ()
     kinds = [JoinKind.FROM] + [join_kind(j) for j in joins]
-    if not any(k in KEYED_KINDS for k in kinds) or None in kinds or len(kinds) != len(occurrences):
+    if not _keyed_block(kinds, occurrences):
         return None
     aliases = [alias.lower() for _, alias in occurrences]
     columns: list[str | None] = [None] * len(kinds)
@@ -144,17 +144,27 @@ def join_keys(select: exp.Select, occurrences: Sequence[tuple[str, str]], blocke
         on = join.args.get("on")
         pair = _key_pair(on, aliases, columns, j) if on is not None else None
         if pair is None:
-            blockers.append(Blocker(
-                f"{kinds[j].value.upper()} JOIN",
-                f"ON {on.sql(dialect='spark') if on is not None else '(none)'}: outer, semi and anti joins are "
-                "refreshed by recomputing the join keys a change touches, so every join of the block must have "
-                "an equality between its table's key column and the key column of an earlier table "
-                "(a.k = b.k, b.k = c.k, ...), written with table-qualified columns"))
+            blockers.append(_not_on_one_key(kinds[j], on))
             return None
         i, earlier, mine = pair
         columns[i], columns[j] = earlier, mine
     on_text = tuple(j.args["on"].sql(dialect="spark") for j in joins)
     return JoinKeys(tuple(kinds), tuple(columns), on_text)
+
+
+def _keyed_block(kinds: Sequence[JoinKind | None], occurrences: Sequence[tuple[str, str]]) -> bool:
+    """Whether a block's joins (``kinds``, its FROM first) include an outer,
+    semi or anti join, every one is a known kind, and each reads a source."""
+    return any(k in KEYED_KINDS for k in kinds) and None not in kinds and len(kinds) == len(occurrences)
+
+
+def _not_on_one_key(kind: JoinKind, on: exp.Expression | None) -> Blocker:
+    return Blocker(
+        f"{kind.value.upper()} JOIN",
+        f"ON {on.sql(dialect='spark') if on is not None else '(none)'}: outer, semi and anti joins are "
+        "refreshed by recomputing the join keys a change touches, so every join of the block must have "
+        "an equality between its table's key column and the key column of an earlier table "
+        "(a.k = b.k, b.k = c.k, ...), written with table-qualified columns")
 
 
 # ----------------------------------------------- EXISTS / IN as semi joins
@@ -205,11 +215,17 @@ def _subquery_blocker(sub: exp.Select, kind: JoinKind, operand, outer: set[str])
         return Blocker(label, f"the subquery's table is named {alias!r} like an outer table: give it its own alias")
     if operand is not None and len(sub.expressions) != 1:
         return Blocker(label, f"the subquery must select one column, found {len(sub.expressions)}")
-    where = sub.args.get("where")
-    looked_at = ([where.this] if where is not None else []) + ([sub.expressions[0]] if operand is not None else [])
-    if any(not _qualified(c) for node in looked_at for c in node.find_all(exp.Column)):
+    if _has_unqualified_columns(sub, operand):
         return Blocker(label, "qualify every column of the subquery's WHERE (and IN's column) with its table alias")
     return None
+
+
+def _has_unqualified_columns(sub: exp.Select, operand: exp.Expression | None) -> bool:
+    """Whether the subquery's WHERE (or IN's selected column) names a
+    column without its table alias."""
+    where = sub.args.get("where")
+    looked_at = ([where.this] if where is not None else []) + ([sub.expressions[0]] if operand is not None else [])
+    return any(not _qualified(c) for node in looked_at for c in node.find_all(exp.Column))
 
 
 def _as_join(sub: exp.Select, kind: JoinKind, operand) -> exp.Join:
@@ -230,9 +246,21 @@ def rewrite_subqueries(select: exp.Select, blockers: list[Blocker]) -> exp.Selec
     where = select.args.get("where")
     if where is None:
         return select
-    outer = {alias.lower() for alias in _aliases(select)}
+    kept, joins = _semi_joins(_conjuncts(where.this), {alias.lower() for alias in _aliases(select)}, blockers)
+    if not joins:
+        return select
+    copy = select.copy()
+    copy.set("joins", [j.copy() for j in copy.args.get("joins") or ()] + joins)
+    copy.set("where", exp.Where(this=exp.and_(*[k.copy() for k in kept])) if kept else None)
+    return copy
+
+
+def _semi_joins(conjuncts: Sequence[exp.Expression], outer: set[str],
+                blockers: list[Blocker]) -> tuple[list[exp.Expression], list[exp.Join]]:
+    """The WHERE ``conjuncts`` kept, and the semi and anti joins the others
+    become (``outer``: the aliases in use, each join's added)."""
     kept, joins = [], []
-    for conjunct in _conjuncts(where.this):
+    for conjunct in conjuncts:
         found = _subquery(conjunct)
         blocker = _subquery_blocker(*found, outer) if found is not None else None
         if found is None or blocker is not None:
@@ -241,12 +269,7 @@ def rewrite_subqueries(select: exp.Select, blockers: list[Blocker]) -> exp.Selec
             continue
         joins.append(_as_join(*found))
         outer.add(joins[-1].this.alias_or_name.lower())
-    if not joins:
-        return select
-    copy = select.copy()
-    copy.set("joins", [j.copy() for j in copy.args.get("joins") or ()] + joins)
-    copy.set("where", exp.Where(this=exp.and_(*[k.copy() for k in kept])) if kept else None)
-    return copy
+    return kept, joins
 
 
 def _aliases(select: exp.Select) -> list[str]:

@@ -211,17 +211,21 @@ def _clause_blockers(select: exp.Select, blockers: list[Blocker], *, windowed: b
     for name, label in (("qualify", "QUALIFY"), ("laterals", "LATERAL VIEW")):
         if select.args.get(name) and not (windowed and name == "qualify"):  # derived.windows plans QUALIFY
             blockers.append(Blocker(label, "not planned: no incremental rule"))
-    group = select.args.get("group")
-    if group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
-        blockers.append(Blocker("GROUP BY ROLLUP/CUBE/GROUPING SETS", "only plain GROUP BY lists are planned"))
-    if group is not None and any(isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets)) for e in group.expressions):
+    if _groups_by_sets(select.args.get("group")):
         blockers.append(Blocker("GROUP BY ROLLUP/CUBE/GROUPING SETS", "only plain GROUP BY lists are planned"))
     for join in select.args.get("joins") or ():
         _join_blockers(join, blockers)
-    for node in select.find_all(exp.Select, exp.Subquery):
-        if node is not select:
-            blockers.append(Blocker("subquery", "subqueries are not planned (only one SELECT block per UNION ALL branch)"))
-            break
+    if any(node is not select for node in select.find_all(exp.Select, exp.Subquery)):
+        blockers.append(Blocker("subquery", "subqueries are not planned (only one SELECT block per UNION ALL branch)"))
+
+
+def _groups_by_sets(group: exp.Group | None) -> bool:
+    """Whether a GROUP BY holds ROLLUP, CUBE or GROUPING SETS (as its own
+    arguments or as items, as sqlglot parses either)."""
+    if group is None:
+        return False
+    return (any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals"))
+            or any(isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets)) for e in group.expressions))
 
 
 def _join_blockers(join: exp.Join, blockers: list[Blocker]) -> None:
@@ -308,16 +312,21 @@ def _aggregation(select: exp.Select, blockers: list[Blocker]):
         return None, (None,) * len(items), (None,) * len(items)
     keys = tuple(_group_keys(group, items)) if group is not None else ()
     key_text = [k.sql(dialect="spark") for k in keys]
-    item_keys, aggregates = [], []
-    for item, name in zip(items, (e.alias for e in select.expressions)):
-        agg = _aggregate_call(item, blockers)
-        position = key_text.index(item.sql(dialect="spark")) if item.sql(dialect="spark") in key_text else None
-        if agg is None and position is None:
-            blockers.append(Blocker("aggregate", f"output {name!r} ({item.sql(dialect='spark')}) is neither a GROUP BY "
-                                                 "expression nor a supported aggregate call"))
-        item_keys.append(None if agg is not None else position)
-        aggregates.append(agg)
-    return keys, tuple(item_keys), tuple(aggregates)
+    planned = [_output_of(item, name, key_text, blockers) for item, name in zip(items, (e.alias for e in select.expressions))]
+    return keys, tuple(k for k, _ in planned), tuple(a for _, a in planned)
+
+
+def _output_of(item: exp.Expression, name: str, key_text: list[str],
+               blockers: list[Blocker]) -> tuple[int | None, AggCall | None]:
+    """One output of an aggregate block: ``(the GROUP BY key it is, None)``
+    or ``(None, its aggregate call)``; neither is a blocker."""
+    agg = _aggregate_call(item, blockers)
+    text = item.sql(dialect="spark")
+    position = key_text.index(text) if text in key_text else None
+    if agg is None and position is None:
+        blockers.append(Blocker("aggregate", f"output {name!r} ({text}) is neither a GROUP BY "
+                                             "expression nor a supported aggregate call"))
+    return (None if agg is not None else position), agg
 
 
 def _having_blockers(select: exp.Select, has_aggregates: bool, blockers: list[Blocker]) -> None:
