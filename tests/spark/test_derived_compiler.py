@@ -98,7 +98,7 @@ QUERIES.update(WINDOW_QUERIES)
 #: by row id, so the reference is the plan's own full() at the new state.
 TIED_QUERIES = {
     "tied_dedup": "SELECT id, k, v FROM a QUALIFY ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) = 1",
-    "tied_rows": ("SELECT id, LAG(s) OVER (PARTITION BY k ORDER BY v) AS ps, first_value(d) OVER (PARTITION BY k ORDER BY v) AS fd, "
+    "tied_rows": ("SELECT id, LAG(s) OVER (PARTITION BY k ORDER BY v) AS ps, first_value(d) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS fd, "
                   "sum(v) OVER (PARTITION BY k ORDER BY v ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS rs FROM a"),
     "tied_join": ("SELECT a.id, b.id AS bid, ROW_NUMBER() OVER (PARTITION BY a.k ORDER BY b.w) AS rn "
                   "FROM a JOIN b ON a.k = b.k"),

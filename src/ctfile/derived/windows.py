@@ -4,8 +4,8 @@
 A *window block* is one SELECT over a source occurrence (or inner
 equi-joins of several) whose select list or QUALIFY holds window functions
 that all share one PARTITION BY: ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD,
-first_value/last_value and count/sum/avg/min/max OVER (PARTITION BY ..
-[ORDER BY ..] [ROWS|RANGE frame]). The filtering-subquery form ``SELECT ..
+first_value/last_value (over a ROWS frame) and count/sum/avg/min/max OVER
+(PARTITION BY .. [ORDER BY ..] [ROWS|RANGE frame]). The filtering-subquery form ``SELECT ..
 FROM (SELECT .., ROW_NUMBER() OVER (..) AS rn FROM src WHERE ..) AS t WHERE
 rn = 1`` (or the same through a one-use WITH) is rewritten to that block,
 with the outer WHERE as its QUALIFY (:func:`normalised`).
@@ -20,11 +20,11 @@ differ from their old image are upserted, and their old keys that are not
 among the new keys are deleted.
 
 Ties: where a function's value depends on the order of peers (ROW_NUMBER,
-LAG, LEAD, first/last values, ROWS frames) the window's ORDER BY is
-extended by each occurrence's ``METADATA$ROW_ID``, in the full and the
-delta query alike, so a refresh equals a recomputation; RANK, DENSE_RANK
-and RANGE frames give peers one value and are left as written. The table
-thus holds the query with ties broken by row id.
+LAG, LEAD, ROWS frames) the window's ORDER BY is extended by each
+occurrence's ``METADATA$ROW_ID``, in the full and the delta query alike,
+so a refresh equals a recomputation; RANK, DENSE_RANK and RANGE frames
+give peers one value and are left as written (first/last values need a
+ROWS frame). The table thus holds the query with ties broken by row id.
 
 Examples
 --------
@@ -60,6 +60,10 @@ _ORDER_DEPENDENT = (exp.RowNumber, exp.Lag, exp.Lead, exp.FirstValue, exp.LastVa
 #: Functions whose peers share one value (ties are semantic).
 _PEER_RANKS = (exp.Rank, exp.DenseRank)
 _AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+#: Functions that read one row of the frame: under a RANGE frame (the
+#: default with ORDER BY) tied rows share a frame whose order Spark leaves
+#: open, and a row id in the ORDER BY would split that frame.
+_FRAME_ROW = (exp.FirstValue, exp.LastValue, exp.First, exp.Last)
 _QUALIFY = "`_ct_q`"
 
 
@@ -86,9 +90,13 @@ def has_windows(select: exp.Select) -> bool:
         isinstance(n, exp.Window) for item in select.expressions for n in item.walk())
 
 
-def _is_order_dependent(window: exp.Window) -> bool:
+def _is_rows_frame(window: exp.Window) -> bool:
     spec = window.args.get("spec")
-    rows_frame = spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
+    return spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
+
+
+def _is_order_dependent(window: exp.Window) -> bool:
+    rows_frame = _is_rows_frame(window)
     return isinstance(window.this, _ORDER_DEPENDENT) or (isinstance(window.this, _AGGREGATES) and rows_frame)
 
 
@@ -122,6 +130,9 @@ def _call_blocker(window: exp.Window) -> Blocker | None:
         return Blocker("window function", f"{text}: DISTINCT inside a window is not planned")
     if spec is not None and str(spec.args.get("kind") or "").upper() not in ("ROWS", "RANGE"):
         return Blocker("window function", f"{text}: only ROWS and RANGE frames are planned")
+    if isinstance(func, _FRAME_ROW) and not _is_rows_frame(window):
+        return Blocker("window function", f"{text}: a first/last value over a RANGE frame (the default) picks among "
+                                          "tied rows in no set order; write a ROWS frame")
     if window.args.get("alias") is not None:
         return Blocker("window function", f"{text}: a named window (WINDOW clause) is not planned")
     return None

@@ -33,6 +33,8 @@ def _plan(query):
      ("id", "dr")),
     ("SELECT id, LAG(v) OVER (PARTITION BY key ORDER BY ts) AS p, LEAD(v, 2, 0) OVER (PARTITION BY key ORDER BY ts) AS n "
      "FROM src", ("id", "p", "n")),
+    ("SELECT id, last_value(v) OVER (PARTITION BY key ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED "
+     "FOLLOWING) AS l FROM src", ("id", "l")),
     ("SELECT id, sum(v) OVER (PARTITION BY key ORDER BY ts) AS s, count(*) OVER (PARTITION BY key) AS c, "
      "avg(v) OVER (PARTITION BY key ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a, "
      "min(v) OVER (PARTITION BY key ORDER BY ts RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS m FROM src",
@@ -61,6 +63,9 @@ def test_window_blocks_are_incremental_with_row_keys(query, outputs):
     ("SELECT id, NTILE(2) OVER (PARTITION BY key ORDER BY ts) AS t FROM src", "window function", "only ROW_NUMBER"),
     ("SELECT id, PERCENT_RANK() OVER (PARTITION BY key ORDER BY ts) AS t FROM src", "window function", "only ROW_NUMBER"),
     ("SELECT id, count(DISTINCT v) OVER (PARTITION BY key) AS t FROM src", "window function", "DISTINCT"),
+    ("SELECT id, last_value(v) OVER (PARTITION BY key ORDER BY ts) AS t FROM src", "window function", "RANGE frame"),
+    ("SELECT id, first_value(v) OVER (PARTITION BY key ORDER BY ts RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) "
+     "AS t FROM src", "window function", "write a ROWS frame"),
     ("SELECT key, count(*) AS n, RANK() OVER (PARTITION BY key ORDER BY count(*)) AS r FROM src GROUP BY key",
      "window function", "GROUP BY"),
     ("SELECT id FROM src QUALIFY v > 1", "QUALIFY", "without a window function"),
