@@ -478,18 +478,8 @@ class WriteTransaction(Transaction):
         """The live partitions the Python engine would read to run the MERGE
         ``statement`` (pyarrow expressions) of ``source`` as the next
         statement (SPEC §Copy-on-write, MERGE, candidates): to size the work
-        before running it. Reads and writes nothing.
-
-        Examples
-        --------
-        >>> import ctfile, pyarrow as pa, tempfile
-        >>> t = ctfile.create_table(tempfile.mkdtemp(), pa.schema([("id", pa.int64())]), partition_rows=2)
-        >>> _ = t.insert(pa.table({"id": [1, 2, 3, 4]}))
-        >>> stmt = t.merge_builder(pa.table({"id": [4]}), on="id").when_matched_delete().statement
-        >>> with t.transaction() as tx:
-        ...     [p.num_records for p in tx.merge_candidates(stmt, pa.table({"id": [4]}))]
-        [2]
-        """
+        before running it. Reads and writes nothing. :meth:`prepare_merge`
+        gives them with the plan, so that running it plans it once."""
         return list(self.prepare_merge(statement, source).candidates)
 
     @property
