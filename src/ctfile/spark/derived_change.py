@@ -138,7 +138,8 @@ def write_all_rows(
         views.register_used(sql.source_sql)
         # A new schema is the query's own; the table's keeps the types it was created with.
         query = spark.sql(sql.source_sql) if schema is not None else run.typed_source(spark, sql.source_sql, table)
-        rows, expected = run.checked_source(spark, query, sql)  # computed once, invariant 1
+        rows, expected = run.checked_source(spark, query, sql,  # computed once, invariant 1
+                                            expected_rows=table.snapshot().num_records)
         rows_in = sum(s.table.snapshot(s.version).num_records for s in sources)
         info = run.refresh_info(decision, sources, data_timestamp_ms=ts, rows_in=rows_in, rows_out=expected.rows)
         with CtfileTable(spark, table).transaction(refresh=info, refresh_definition=definition) as tx:

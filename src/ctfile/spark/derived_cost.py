@@ -13,9 +13,10 @@ by source row ids, so an update of 0.1% of a source's rows at random lands
 in every partition of the derived table.
 
 * ``full``: :data:`FULL_JOBS` Spark jobs, every source row read and every
-  derived row written; ``auto``'s full refresh overwrites the table
-  (Snowflake's FULL, "essentially an INSERT OVERWRITE"), so no stored row is
-  read back.
+  derived row written (:data:`FULL_ROW` each: computed, persisted, its key
+  checked unique across the whole result, and written by ctfile's writer
+  from Spark); ``auto``'s full refresh overwrites the table (Snowflake's
+  FULL, "essentially an INSERT OVERWRITE"), so no stored row is read back.
 * ``incremental``: the delta, computed by pyarrow in the driver
   (:mod:`ctfile.spark.derived_driver`, no Spark job,
   :data:`DRIVER_CHANGE_ROW` per change row) or by Spark
@@ -37,14 +38,13 @@ predict seconds.
 
 Examples
 --------
->>> target = TargetShape(rows=10_000_000, partitions=10)
->>> join = CostInputs(source_rows=10_000_050, changed_rows=10_000, removed_rows=5_000, target=target,
-...                   aggregate=False, driver_delta=False, driver_merge_rows=2_000_000)
->>> estimate(join).prefers_full
+>>> groups = TargetShape(rows=250, partitions=1)            # an aggregate's few groups
+>>> big = CostInputs(source_rows=10_000_000, changed_rows=3_000_000, removed_rows=1_000_000, target=groups,
+...                  aggregate=True, driver_delta=False, driver_merge_rows=2_000_000)
+>>> estimate(big).prefers_full                               # a Spark delta of 3,000,000 change rows
 True
->>> appended = CostInputs(source_rows=10_000_050, changed_rows=10_000, removed_rows=0, target=target,
-...                       aggregate=False, driver_delta=False, driver_merge_rows=2_000_000)
->>> estimate(appended).prefers_full
+>>> estimate(CostInputs(source_rows=10_000_000, changed_rows=100_000, removed_rows=50_000, target=groups,
+...                     aggregate=True, driver_delta=True, driver_merge_rows=2_000_000)).prefers_full
 False
 """
 
@@ -70,6 +70,9 @@ MERGE_JOBS = 3
 #: incremental refresh keeps row ids (a minimal change for readers of the
 #: table's own changes) where ``auto``'s full refresh replaces every row.
 FULL_MARGIN = 2.0
+#: A derived row a full refresh writes: about what a stored row costs the
+#: MERGE (both go through the key check and ctfile's writer).
+FULL_ROW = 8.0
 DRIVER_CHANGE_ROW = 1.0
 SPARK_CHANGE_ROW = 20.0
 MERGE_ROW = 8.0
@@ -129,7 +132,7 @@ class RefreshCost:
 
 def estimate(inputs: CostInputs) -> RefreshCost:
     """The estimated cost of each refresh of ``inputs`` (module docstring)."""
-    full = FULL_JOBS * JOB_COST + inputs.source_rows + inputs.target.rows
+    full = FULL_JOBS * JOB_COST + inputs.source_rows + FULL_ROW * inputs.target.rows
     if inputs.driver_delta:
         delta = DRIVER_CHANGE_ROW * inputs.changed_rows
     else:

@@ -153,7 +153,7 @@ def asks_keyed_deletes(rs: Any) -> bool:
     return compiler.OP_COLUMN in rs.control_columns and not full
 
 
-def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]:
+def checked_source(spark: Any, source: Any, rs: Any, *, expected_rows: int = 0) -> tuple[Any, SourceCounts]:
     """The MERGE source, computed once, and its counts, checking invariant 1
     of the paper (section 6.1): at most one row per derivation key.
 
@@ -162,7 +162,9 @@ def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]
     one Spark job, checked in the driver and handed back as a local relation,
     which a MERGE in the driver reads without a job; a larger one is
     persisted and checked by one Spark job. The caller unpersists the
-    returned DataFrame.
+    returned DataFrame. A source expected to hold more rows than that
+    limit (``expected_rows``, a full result's estimate: the table's rows)
+    skips the collect, which would compute it for nothing.
 
     Raises
     ------
@@ -171,7 +173,7 @@ def checked_source(spark: Any, source: Any, rs: Any) -> tuple[Any, SourceCounts]
     """
     source = source.persist()
     limit = LocalLimits.of(spark).source_rows
-    rows = source.limit(limit + 1).toArrow() if limit else None
+    rows = source.limit(limit + 1).toArrow() if limit and expected_rows <= limit else None
     if rows is None or rows.num_rows > limit:
         counts = count_checked(source, rs)
         note_rows(source, counts.rows)  # the MERGE goes to the executors without collecting it again
