@@ -363,7 +363,7 @@ class PreparedMerge:
 
     merge: ArrowMerge
     candidates: tuple[Partition, ...]
-    state: tuple[int, int]
+    state: tuple[int, Any]
     source: Any  # as given, to plan again over another state
 
     @property
@@ -372,7 +372,7 @@ class PreparedMerge:
         return sum(p.num_records for p in self.candidates)
 
 
-def prepare(tx: "WriteTransaction", statement: MergeStatement, source: Any, state: tuple[int, int]) -> PreparedMerge:
+def prepare(tx: "WriteTransaction", statement: MergeStatement, source: Any, state: tuple[int, Any]) -> PreparedMerge:
     """Plan ``statement`` over ``source`` in ``tx`` and find its candidates."""
     m = plan_merge(tx, statement, source)
     return PreparedMerge(m, tuple(candidates(tx, m)), state, source)

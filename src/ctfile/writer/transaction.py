@@ -483,11 +483,12 @@ class WriteTransaction(Transaction):
         return list(self.prepare_merge(statement, source).candidates)
 
     @property
-    def _merge_state(self) -> tuple[int, int]:
+    def _merge_state(self) -> tuple[int, Any]:
         """What a :class:`~ctfile.writer.merge_run.PreparedMerge` was
-        planned over: the statements begun and the metadata (a schema change
-        replaces it)."""
-        return self._statements_begun, id(self.metadata)
+        planned over: the statements begun and the metadata object (a
+        schema change replaces it; compared by identity, held so its id
+        cannot be reused)."""
+        return self._statements_begun, self.metadata
 
     def prepare_merge(self, statement: MergeStatement, source: Any) -> merge_run.PreparedMerge:
         """The MERGE ``statement`` (pyarrow expressions) of ``source``
@@ -517,7 +518,8 @@ class WriteTransaction(Transaction):
             return dict(_NO_ROWS)
         if not prepared.merge.plan.statement.inserts_only:  # SPEC §Append-only tables
             self.check_keeps_rows("MERGE")
-        if prepared.state != self._merge_state:
+        begun, metadata = self._merge_state
+        if prepared.state[0] != begun or prepared.state[1] is not metadata:
             return self.execute_merge(prepared.merge.plan.statement, prepared.source)
         with self.statement():
             return merge_run.run_merge(self, prepared.merge, prepared.candidates)
