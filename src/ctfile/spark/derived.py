@@ -249,16 +249,20 @@ class DerivedTable:
         schema = _output_schema(self.spark, plan, sources)
         result = change.write_replacement(self.spark, self.table, definition, schema, plan, sources,
                                           decision=decision)
-        info = next(h.refresh for h in self.table.refresh().history(limit=8) if h.version == result.version)
-        return _result(decision, sources, started, version=result.version, rows_in=info.rows_in,
-                       rows_out=info.rows_out)
+        return self._committed(decision, sources, started, result)
 
     def _overwrite(self, plan: Any, sources: list[SourceState], decision: RefreshDecision,
                    started: float) -> RefreshResult:
         """``auto``'s ``FULL`` by cost: the query's rows replace every row
         in one refresh commit (no MERGE reads the stored rows)."""
         result = change.write_all_rows(self.spark, self.table, plan, sources, decision=decision)
-        info = next(h.refresh for h in self.table.refresh().history(limit=8) if h.version == result.version)
+        return self._committed(decision, sources, started, result)
+
+    def _committed(self, decision: RefreshDecision, sources: list[SourceState], started: float,
+                   result: ctfile.CommitResult) -> RefreshResult:
+        """The result of a refresh that committed ``result``, its row counts
+        as its commit recorded them."""
+        info = self.table.log.commit_info(result.version).refresh
         return _result(decision, sources, started, version=result.version, rows_in=info.rows_in,
                        rows_out=info.rows_out)
 
