@@ -48,7 +48,7 @@ import ctfile.derived as compiler
 from ctfile.spark import derived_change as change
 from ctfile.spark import derived_refresh as steps
 from ctfile.spark.derived_order import dependency_ids as _dependency_order  # noqa: F401 - tests check its cycle error
-from ctfile.spark.derived_order import refresh_each
+from ctfile.spark.derived_order import bindings_pins, refresh_each, upstream_pins
 from ctfile.spark.derived_cost import RefreshCost, refresh_cost
 from ctfile.spark.derived_plan import RefreshContext, RefreshDecision, decide
 from ctfile.spark.derived_driver import linear_delta_in_driver
@@ -62,7 +62,7 @@ from ctfile.spark.derived_schedule import (  # noqa: F401 - the scheduler's name
     required_lag,
     stop_on_signals,
 )
-from ctfile.spark.derived_sources import SourceState, append_only_names, bind_sources, changes_rows, open_sources
+from ctfile.spark.derived_sources import SourceState, append_only_names, bind_sources, open_sources
 from ctfile.spark.table import CtfileTable
 
 _MAX_ATTEMPTS = 3
@@ -341,47 +341,6 @@ def _compiled(query: str, columns: tuple[tuple[str, tuple[str, ...]], ...]) -> A
     return compiler.compile_query(query, sources=tuple(n for n, _ in columns), columns=dict(columns))
 
 
-def upstream_pins(definition: ctfile.DerivedDefinition, *, storage_options: Mapping | None) -> dict[str, int]:
-    """Delayed view semantics across derived tables: a source that an
-    upstream derived source also reads is read at the version the
-    upstream's frontier recorded, so the two agree. Two upstreams that
-    recorded versions of one table between which no commit changed rows
-    (a stream's creation, a compaction) agree: the later one is read.
-
-    Raises
-    ------
-    InvalidArgumentError
-        Two upstream sources recorded versions of one table with a change
-        between them: refresh them together (:func:`refresh_all`).
-    """
-    return _bindings_pins(definition.sources, storage_options)
-
-
-def _bindings_pins(bindings: Sequence[ctfile.SourceBinding], storage_options: Mapping | None) -> dict[str, int]:
-    """:func:`upstream_pins` of the sources ``bindings``."""
-    recorded: dict[str, list[tuple[int, str, str]]] = {}
-    for b in bindings:
-        upstream = ctfile.open_table(b.uri, storage_options=storage_options).derived
-        for v in upstream.frontier if upstream is not None else ():
-            recorded.setdefault(v.table_id, []).append((v.version, b.name, upstream.source(v.name).uri))
-    return {table_id: _agreed_version(table_id, seen, storage_options) for table_id, seen in recorded.items()}
-
-
-def _agreed_version(table_id: str, seen: list[tuple[int, str, str]], storage_options: Mapping | None) -> int:
-    """The version of table ``table_id`` that every upstream's record agrees with."""
-    (low, low_name, uri), (high, high_name, _) = min(seen), max(seen)
-    if low == high:
-        return high
-    table = ctfile.open_table(uri, storage_options=storage_options)
-    between = [e for e in table.history(limit=table.version - low) if low < e.version <= high]
-    if not any(changes_rows(e) for e in between):
-        return high
-    raise ctfile.InvalidArgumentError(
-        f"sources {low_name} and {high_name} read table {table_id} at versions {low} and {high}, with changes "
-        f"between them; refresh them together with ctfile.spark.derived.refresh_all"
-    )
-
-
 def create(
     spark: Any, uri: str, query: str, *, sources: Mapping[str, str], refresh_mode: str = "auto",
     target_lag: str | None = None, storage_options: Mapping | None = None,
@@ -495,7 +454,7 @@ def replace(
     change.check_acyclic(table, bindings, storage_options=storage_options)
     for attempt in range(_MAX_ATTEMPTS):
         states = open_sources(bindings, storage_options=storage_options,
-                              pins=_bindings_pins(bindings, storage_options))
+                              pins=bindings_pins(bindings, storage_options))
         new = _prepare(spark, query, bindings, mode, target_lag, states)
         old = table.derived
         try:
