@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from ctfile.derived import KEY_COLUMN, OP_COLUMN, ClauseKind, RefreshSql
 
+#: The view of the table before the MERGE, registered before the source
+#: query is analysed: a refresh's ``SourceViews(target=TABLE_VIEW)``.
+TABLE_VIEW = "_merge_t"
+
 _MATCHED = {ClauseKind.MATCHED_UPDATE: "m", ClauseKind.MATCHED_DELETE: "m",
             ClauseKind.NOT_MATCHED_INSERT: "n", ClauseKind.NOT_MATCHED_BY_SOURCE_DELETE: "b"}
 _SIDE = {"m": "t.`{k}` IS NOT NULL AND s.`{k}` IS NOT NULL", "n": "t.`{k}` IS NULL", "b": "s.`{k}` IS NULL"}
@@ -59,7 +63,7 @@ def apply_merge(spark, table_rows: list[dict], schema, refresh: RefreshSql) -> t
     (visible + derivation columns), ``table_rows`` its rows before."""
     stats = MergeStats()
     spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in table_rows], schema) \
-        .createOrReplaceTempView("_merge_t")
+        .createOrReplaceTempView(TABLE_VIEW)
     source = spark.sql(refresh.source_sql)
     source.createOrReplaceTempView("_merge_s")
     op = f"s.`{OP_COLUMN}`" if OP_COLUMN in source.columns else "NULL"
@@ -68,7 +72,7 @@ def apply_merge(spark, table_rows: list[dict], schema, refresh: RefreshSql) -> t
     # One job: the merged rows plus what the invariant checks need of the source.
     sql = (f"SELECT {chosen} AS `_cl`, t.`{KEY_COLUMN}` IS NOT NULL AS `_ht`, s.`{KEY_COLUMN}` IS NOT NULL AS `_hs`, "
            f"COUNT(s.`{KEY_COLUMN}`) OVER (PARTITION BY s.`{KEY_COLUMN}`) AS `_sn`, {op} AS `_op`, {columns} "
-           f"FROM _merge_t t FULL OUTER JOIN _merge_s s ON t.`{KEY_COLUMN}` = s.`{KEY_COLUMN}`")
+           f"FROM {TABLE_VIEW} t FULL OUTER JOIN _merge_s s ON t.`{KEY_COLUMN}` = s.`{KEY_COLUMN}`")
     before = {r[KEY_COLUMN]: r for r in table_rows}
     after = []
     for row in spark.sql(sql).collect():

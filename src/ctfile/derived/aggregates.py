@@ -262,13 +262,23 @@ def _linear_clauses(block: Block, outputs: tuple[str, ...]) -> tuple[MergeClause
     return tuple(clauses)
 
 
+def _old_groups(views: SourceViews, at) -> str:
+    """The affected groups the table holds (HAVING applied): its own rows
+    of the affected keys when the executor offers it (``views.target``),
+    else the old views' recomputation, ``at('old')``."""
+    if views.target is None:
+        return at("old")
+    key = quote(KEY_COLUMN)
+    return f"SELECT {key} FROM {quote(views.target)} WHERE {key} IN (SELECT {key} FROM `_ct_a`)"
+
+
 def recompute_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
     """Recompute the groups the delta touches from the new views. An
     affected group gone from the new result is deleted when it is in the
     table: without HAVING, when its signed row delta is negative (it had
-    rows); with HAVING, when the old views' recomputation (HAVING applied)
-    has it, so a group leaving the HAVING is deleted and one entering it
-    inserted."""
+    rows); with HAVING, when the table holds it (its own rows, or the old
+    views' recomputation with HAVING applied), so a group leaving the
+    HAVING is deleted and one entering it inserted."""
     key, op = quote(KEY_COLUMN), quote(OP_COLUMN)
     keys = [k.sql(dialect="spark") for k in block.keys]
     signed = _signed_terms(block, views, [f"{_key_of(keys)} AS {key}"], ms=ms)
@@ -286,7 +296,7 @@ def recompute_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ..
             f"`_ct_f` AS ({at('new')})"]
     sql = f"SELECT f.*, 'upsert' AS {op} FROM `_ct_f` AS f"
     if block.having is not None:
-        ctes.append(f"`_ct_o` AS ({at('old')})")
+        ctes.append(f"`_ct_o` AS ({_old_groups(views, at)})")
         sql += (f"\nUNION ALL\nSELECT {nulls}, 'delete' AS {op} FROM `_ct_o` AS a "
                 f"LEFT ANTI JOIN `_ct_f` AS f ON a.{key} = f.{key}")
     elif block.keys:

@@ -117,6 +117,8 @@ class CompiledQuery:
         first. The avg sum state's type is that of ``sum(arg)``, which
         depends on the source schemas: None here (the full query's schema,
         ``spark.sql(plan.full(...).source_sql).schema``, has it)."""
+        if self._window is not None:
+            return windows.hidden_columns(self._window.window)
         block = self._aggregate
         return aggregates.hidden_columns(block) if block is not None else rows.HIDDEN
 
@@ -150,7 +152,8 @@ class CompiledQuery:
         if self._aggregate is not None:
             return aggregates.full_sql(self._aggregate, views, outputs, ms=ms)
         if self._window is not None:
-            return windows.full_sql(self._window.select, self._window.occurrences, views, outputs, ms=ms)
+            window = self._window
+            return windows.full_sql(window.select, window.window, window.occurrences, views, outputs, ms=ms)
         return rows.full_sql(self._planned.blocks, views, outputs, ms=ms)
 
     def delta(self, views: SourceViews, *, data_timestamp_ms: int, appended_only: Mapping[str, bool]) -> RefreshSql:

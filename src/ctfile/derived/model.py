@@ -57,15 +57,29 @@ class ViewNames:
 class SourceViews(Mapping[str, ViewNames]):
     """Source name -> :class:`ViewNames`, as the executor registered them.
     A read-only mapping; a missing source is an
-    :class:`~ctfile.InvalidArgumentError` naming the known ones."""
+    :class:`~ctfile.InvalidArgumentError` naming the known ones.
 
-    def __init__(self, views: Mapping[str, ViewNames]) -> None:
+    ``target``: a view of the derived table itself as the refresh found it
+    (its output and derivation columns, at the old frontier), or None when
+    the executor offers none. A rule that recomputes part of the result
+    reads that part's old rows from it rather than from the sources' old
+    state (the Dynamic Tables paper, section 5.5.1)."""
+
+    def __init__(self, views: Mapping[str, ViewNames], *, target: str | None = None) -> None:
         if not isinstance(views, Mapping):
             raise InvalidArgumentError(f"SourceViews takes a mapping of source name to ViewNames, found {type(views).__name__}")
         bad = {k: type(v).__name__ for k, v in views.items() if not isinstance(v, ViewNames)}
         if bad:
             raise InvalidArgumentError(f"SourceViews values must be ViewNames, found {bad}")
+        if target is not None and (not isinstance(target, str) or not target):
+            raise InvalidArgumentError(f"SourceViews target must be a non-empty view name or None, found {target!r}")
         self._views = dict(views)
+        self._target = target
+
+    @property
+    def target(self) -> str | None:
+        """The derived table's view (see the class docstring), or None."""
+        return self._target
 
     def __getitem__(self, name: str) -> ViewNames:
         if name not in self._views:
@@ -82,7 +96,7 @@ class SourceViews(Mapping[str, ViewNames]):
         return len(self._views)
 
     def __repr__(self) -> str:
-        return f"SourceViews({self._views!r})"
+        return f"SourceViews({self._views!r}, target={self.target!r})"
 
 
 class ClauseKind(enum.Enum):

@@ -310,29 +310,57 @@ def _key(occurrences: Sequence[tuple[str, str]]) -> str:
     return f"CONCAT_WS(':', {', '.join(column(alias, ROW_ID) for _, alias in occurrences)}) AS {quote(KEY_COLUMN)}"
 
 
-def _windowed(select: exp.Select, occurrences, views: Sequence[str], outputs: tuple[str, ...], *, ms: int) -> str:
-    """The block (tie-broken, QUALIFY applied) over ``views``, keyed."""
+#: The derivation columns of a window plan after the key: each row's
+#: PARTITION BY values, by which a refresh finds the rows an affected
+#: partition held (SPEC §Derived tables, "Incremental rules: windows").
+PARTITION_PREFIX = "_ct_dt_wp"
+
+
+def partition_columns(spec: WindowSpec) -> tuple[str, ...]:
+    """The derivation columns holding a row's PARTITION BY values.
+
+    >>> import sqlglot
+    >>> select, spec, _ = plan_windows(sqlglot.parse_one("SELECT id FROM s QUALIFY ROW_NUMBER() OVER (PARTITION BY k, j ORDER BY v) = 1", read="spark"), None)
+    >>> partition_columns(spec)
+    ('_ct_dt_wp0', '_ct_dt_wp1')
+    """
+    return tuple(f"{PARTITION_PREFIX}{i}" for i in range(len(spec.partition)))
+
+
+def hidden_columns(spec: WindowSpec) -> tuple[tuple[str, str | None], ...]:
+    """``(name, Spark SQL type)`` of a window plan's derivation columns: the
+    key, then the partition values (their types are the expressions':
+    None here, the full query's schema has them)."""
+    return ((KEY_COLUMN, "string"), *((c, None) for c in partition_columns(spec)))
+
+
+def _windowed(select: exp.Select, spec: WindowSpec, occurrences, views: Sequence[str], outputs: tuple[str, ...], *,
+              ms: int) -> str:
+    """The block (tie-broken, QUALIFY applied) over ``views``: its outputs,
+    key and partition values."""
     broken = tie_broken(select, occurrences)
     qualify = broken.args.get("qualify")
     broken.set("qualify", None)
+    stored = partition_columns(spec)
     items = [e.sql(dialect="spark") for e in broken.expressions] + [_key(occurrences)]
+    items += [f"{p.sql(dialect='spark')} AS {quote(c)}" for p, c in zip(spec.partition, stored)]
     if qualify is not None:
         items.append(f"({qualify.this.sql(dialect='spark')}) AS {_QUALIFY}")
     inner = block_sql(broken, views, items, ms=ms)
-    names = ", ".join(quote(o) for o in (*outputs, KEY_COLUMN))
+    names = ", ".join(quote(o) for o in (*outputs, KEY_COLUMN, *stored))
     return f"SELECT {names} FROM ({inner}) AS `_ct_w`" + (f" WHERE {_QUALIFY}" if qualify is not None else "")
 
 
-def full_sql(select: exp.Select, occurrences, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
+def full_sql(select: exp.Select, spec: WindowSpec, occurrences, views: SourceViews, outputs: tuple[str, ...], *,
+             ms: int) -> RefreshSql:
     """The whole result at the new state (ties broken by row id), keyed."""
     new = [views[source].new for source, _ in occurrences]
-    return RefreshSql(_windowed(select, occurrences, new, outputs, ms=ms), upsert_clauses(outputs, by_source_delete=True))
+    return RefreshSql(_windowed(select, spec, occurrences, new, outputs, ms=ms),
+                      upsert_clauses((*outputs, *partition_columns(spec)), by_source_delete=True))
 
 
 def _partition_names(spec: WindowSpec) -> list[str]:
     return [f"`_ct_p{i}`" for i in range(len(spec.partition))]
-
-
 def _affected(select: exp.Select, spec: WindowSpec, occurrences, views: SourceViews, *, ms: int) -> str:
     """The distinct PARTITION BY values of every image of the block's delta
     terms (before the window, with the block's WHERE: a DELETE image is the
@@ -355,28 +383,43 @@ def _restricted(select: exp.Select, spec: WindowSpec) -> exp.Select:
     return select.copy().where(exists, append=True, copy=False)
 
 
+def _old_rows(select: exp.Select, spec: WindowSpec, occurrences, views: SourceViews, outputs: tuple[str, ...], *,
+              ms: int) -> str:
+    """The rows the affected partitions held at the old frontier: the
+    derived table's own rows of those partitions (by their stored partition
+    values) when the executor offers the table as ``views.target``, else
+    the block recomputed over the sources' old state."""
+    if views.target is None:
+        old = [views[s].old for s, _ in occurrences]
+        return _windowed(_restricted(select, spec), spec, occurrences, old, outputs, ms=ms)
+    stored = partition_columns(spec)
+    names = ", ".join(f"`_ct_t`.{quote(c)}" for c in (*outputs, KEY_COLUMN, *stored))
+    match = " AND ".join(f"`_ct_p`.{n} <=> `_ct_t`.{quote(c)}" for n, c in zip(_partition_names(spec), stored))
+    return f"SELECT {names} FROM {quote(views.target)} AS `_ct_t` WHERE EXISTS (SELECT 1 FROM `_ct_p` WHERE {match})"
+
+
 def delta_sql(select: exp.Select, spec: WindowSpec, occurrences, views: SourceViews, outputs: tuple[str, ...], *,
               ms: int) -> RefreshSql:
-    """The affected partitions' new rows that differ from their old image
+    """The affected partitions' new rows that differ from their old rows
     (or are new) as 'upsert', and their old keys no longer produced as
     'delete': one row per key, and a delete names a key the table holds.
     Most rows of a touched partition keep their values (a deduplication
     changes one row of it), so they are left out of the MERGE source."""
-    restricted = _restricted(select, spec)
-    state = {name: [getattr(views[s], name) for s, _ in occurrences] for name in ("new", "old")}
+    new = [views[s].new for s, _ in occurrences]
+    stored = (*outputs, *partition_columns(spec))
     key = quote(KEY_COLUMN)
     gone = f"n.{key} IS NULL"
     # One full outer join reads each side once: a key only in the old side
     # is a delete (its old image), any other a changed or new row.
-    values = ", ".join(f"CASE WHEN {gone} THEN o.{quote(c)} ELSE n.{quote(c)} END AS {quote(c)}" for c in outputs)
-    same = " AND ".join(f"n.{quote(c)} <=> o.{quote(c)}" for c in outputs)
+    values = ", ".join(f"CASE WHEN {gone} THEN o.{quote(c)} ELSE n.{quote(c)} END AS {quote(c)}" for c in stored)
+    same = " AND ".join(f"n.{quote(c)} <=> o.{quote(c)}" for c in stored)
     sql = (
         f"WITH `_ct_p` AS ({_affected(select, spec, occurrences, views, ms=ms)}),\n"
-        f"`_ct_n` AS ({_windowed(restricted, occurrences, state['new'], outputs, ms=ms)}),\n"
-        f"`_ct_o` AS ({_windowed(restricted, occurrences, state['old'], outputs, ms=ms)})\n"
+        f"`_ct_n` AS ({_windowed(_restricted(select, spec), spec, occurrences, new, outputs, ms=ms)}),\n"
+        f"`_ct_o` AS ({_old_rows(select, spec, occurrences, views, outputs, ms=ms)})\n"
         f"SELECT {values}, COALESCE(n.{key}, o.{key}) AS {key}, "
         f"CASE WHEN {gone} THEN 'delete' ELSE 'upsert' END AS {quote(OP_COLUMN)}\n"
         f"FROM `_ct_n` AS n FULL OUTER JOIN `_ct_o` AS o ON n.{key} = o.{key}\n"
         f"WHERE {gone} OR o.{key} IS NULL OR NOT ({same})"
     )
-    return RefreshSql(sql, upsert_clauses(outputs, by_source_delete=False), (OP_COLUMN,))
+    return RefreshSql(sql, upsert_clauses(stored, by_source_delete=False), (OP_COLUMN,))

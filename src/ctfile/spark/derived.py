@@ -281,7 +281,7 @@ class DerivedTable:
 
     def _write(self, plan: Any, sources: list[SourceState], decision: RefreshDecision, started: float) -> RefreshResult:
         ts = int(time.time() * 1000)
-        views = steps.SourceViews(self.spark, sources, decision.incremental)
+        views = steps.SourceViews(self.spark, sources, decision.incremental, target=self.table)
         source = None
         try:
             refresh_sql = _refresh_sql(plan, views.names(), sources, decision, ts)

@@ -7,7 +7,10 @@ order:
    version the refresh reads, with ``METADATA$ROW_ID``), and for an
    incremental refresh ``old`` (at the frontier's version) and ``delta``
    (the minimum-delta change scan between the two), all through
-   :class:`ctfile.spark.CtfileTable`'s reads;
+   :class:`ctfile.spark.CtfileTable`'s reads, and for an incremental
+   refresh the derived table itself as it was read (``target``, with its
+   derivation columns), where a rule reads the old rows of what it
+   recomputes;
 2. build the MERGE source from the compiled plan's SQL
    (:mod:`ctfile.derived`), cast to the derived table's column types, and
    compute it once (a small one collected into the driver, a larger one
@@ -29,6 +32,7 @@ it, the table holds the new contents and frontier, and the streams of step
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from dataclasses import dataclass, field, replace
@@ -42,6 +46,7 @@ import ctfile.derived as compiler
 from ctfile.spark.derived_plan import RefreshDecision
 from ctfile.spark.derived_sources import SourceState, stream_name
 from ctfile.spark.local import LocalLimits, local_frame, note_rows, note_unique
+from ctfile.spark.native import snapshot_with_hidden_df
 from ctfile.spark.table import CtfileTable
 
 KEY_COLUMN = "_ct_dt_key"
@@ -65,6 +70,9 @@ class SourceViews:
     spark: Any
     sources: Sequence[SourceState]
     incremental: bool
+    #: The derived table, read at its ``version`` (the one whose definition
+    #: and frontier the refresh started from): the ``target`` view.
+    target: ctfile.Table | None = None
     prefix: str = field(default_factory=lambda: "ctfile_dt_" + uuid.uuid4().hex[:12])
     registered: list[str] = field(default_factory=list)
 
@@ -80,7 +88,20 @@ class SourceViews:
                 return {"new": new, "old": new, "delta": new}
             return {"new": new, "old": self.name(s, "old"), "delta": self.name(s, "delta")}
 
-        return compiler.SourceViews({s.name: compiler.ViewNames(**kinds(s.name)) for s in self.sources})
+        views = {s.name: compiler.ViewNames(**kinds(s.name)) for s in self.sources}
+        return compiler.SourceViews(views, target=self._target_name if self._target_df is not None else None)
+
+    @property
+    def _target_name(self) -> str:
+        return f"{self.prefix}__target"
+
+    @functools.cached_property
+    def _target_df(self) -> Any:
+        """The derived table's rows with derivation columns, or None (not
+        incremental, or Spark's reader would not read its files exactly)."""
+        if not self.incremental or self.target is None:
+            return None
+        return snapshot_with_hidden_df(self.spark, self.target, self.target.snapshot(self.target.version))
 
     def register_used(self, sql: str) -> None:
         """Register each view ``sql`` names (step 1)."""
@@ -90,6 +111,9 @@ class SourceViews:
                 if name in sql and name not in self.registered:
                     _view_df(self.spark, s, kind).createOrReplaceTempView(name)
                     self.registered.append(name)
+        if self._target_name in sql and self._target_name not in self.registered:
+            self._target_df.createOrReplaceTempView(self._target_name)
+            self.registered.append(self._target_name)
 
     def drop(self) -> None:
         for name in self.registered:

@@ -166,3 +166,15 @@ def snapshot_df(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
                  table.uri, snapshot.version, why_not)
         return datasource_df(spark, table, versionAsOf=snapshot.version)
     return spark.read.schema(schema).parquet(*files)
+
+
+def snapshot_with_hidden_df(spark: Any, table: ctfile.Table, snapshot: ctfile.Snapshot):
+    """The rows of ``snapshot`` with the table's hidden schema columns (a
+    derived table's derivation columns, SPEC §Derived tables) through
+    Spark's Parquet reader; None where that reader would not read the
+    files exactly (:func:`native_files`: the data source has no such read)."""
+    schema = spark_schema(snapshot.table_schema.to_arrow(include_hidden=True, field_ids=False))
+    if not snapshot.partitions:
+        return spark.createDataFrame([], schema)
+    files, _ = native_files(spark, table, snapshot)
+    return spark.read.schema(schema).parquet(*files) if files is not None else None

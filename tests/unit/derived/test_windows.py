@@ -46,7 +46,8 @@ def test_window_blocks_are_incremental_with_row_keys(query, outputs):
     plan = _plan(query)
     assert plan.incremental, plan.blockers
     assert plan.output_columns == outputs
-    assert plan.hidden_columns == (("_ct_dt_key", "string"),)
+    # The key, then one partition value per PARTITION BY expression (all these partition by one).
+    assert plan.hidden_columns == (("_ct_dt_key", "string"), ("_ct_dt_wp0", None))
     kinds = []
     op = plan.operators
     while op is not None:
@@ -123,9 +124,22 @@ def test_delta_recomputes_the_touched_partitions():
     assert "FROM `_ct_n` AS n FULL OUTER JOIN `_ct_o` AS o ON n.`_ct_dt_key` = o.`_ct_dt_key`" in sql
     assert "CASE WHEN n.`_ct_dt_key` IS NULL THEN 'delete' ELSE 'upsert' END" in sql
     assert ("WHERE n.`_ct_dt_key` IS NULL OR o.`_ct_dt_key` IS NULL OR NOT (n.`id` <=> o.`id` AND n.`key` <=> o.`key` "
-            "AND n.`v` <=> o.`v`)") in sql
+            "AND n.`v` <=> o.`v` AND n.`_ct_dt_wp0` <=> o.`_ct_dt_wp0`)") in sql
     assert [c.kind.value for c in refresh.clauses] == ["when_matched_delete", "when_matched_update",
                                                        "when_not_matched_insert"]
+
+
+def test_delta_reads_the_old_rows_from_the_table_when_offered():
+    """With the derived table as the target view, the affected partitions'
+    old rows are the table's rows whose stored partition values match: the
+    sources' old state is not read."""
+    views = SourceViews(dict(VIEWS), target="dt")
+    sql = _plan(SUBQUERY).delta(views, data_timestamp_ms=0, appended_only={"src": False}).source_sql
+    assert "`src_o`" not in sql
+    assert ("`_ct_o` AS (SELECT `_ct_t`.`id`, `_ct_t`.`key`, `_ct_t`.`v`, `_ct_t`.`_ct_dt_key`, `_ct_t`.`_ct_dt_wp0` "
+            "FROM `dt` AS `_ct_t` WHERE EXISTS (SELECT 1 FROM `_ct_p` WHERE `_ct_p`.`_ct_p0` <=> `_ct_t`.`_ct_dt_wp0`))") in sql
+    # The new rows carry the partition value the table stores.
+    assert "key AS `_ct_dt_wp0`" in sql
 
 
 def test_join_delta_takes_partitions_from_each_telescoping_term():
@@ -166,8 +180,10 @@ def test_subquery_forms_that_are_not_a_filter_stay_blocked():
     assert "subquery" in [b.operator for b in plan.blockers]
 
 
-def test_plan_version_is_two():
-    assert PLAN_VERSION == 2
+def test_plan_version_counts_the_window_partition_columns():
+    """Version 3 added the window plans' stored partition values: a window
+    table made by version 2 rules re-initializes once."""
+    assert PLAN_VERSION == 3
 
 
 _FUNCS = ["ROW_NUMBER()", "RANK()", "DENSE_RANK()", "LAG(v)", "LEAD(v, 1)", "sum(v)", "count(*)", "max(v)"]
