@@ -120,16 +120,16 @@ def _row_id(source: str, n: int) -> str:
 
 
 @st.composite
-def histories(draw, steps: int = 2):
-    """Per source: a list of states (row id -> values) and whether each
-    interval only appended."""
+def histories(draw, steps: int = 2, *, appends_only: bool = False):
+    """Per source: a list of states (row id -> values); ``appends_only``:
+    every interval only inserts rows."""
     out = {}
     for source, row in ROW.items():
         state = {_row_id(source, n): draw(row) for n in range(draw(st.integers(0, 6)))}
         states, counter = [dict(state)], len(state)
         for _ in range(steps):
             state = dict(state)
-            for rid in list(state):
+            for rid in list(state) if not appends_only else ():
                 action = draw(st.sampled_from(["keep", "keep", "update", "delete"]))
                 if action == "update":
                     state[rid] = draw(row)
@@ -313,6 +313,31 @@ def test_window_ties_are_broken_as_full_breaks_them(small_spark, name, history):
     """With ties in the ORDER BY, the maintained table equals the plan's
     full() at each state (both break ties by row id), keys included."""
     run_history(small_spark, None, history, query=TIED_QUERIES[name], tied=True)
+
+
+#: Deduplications (one ROW_NUMBER, QUALIFY keeps row 1), whose appends are
+#: compared with the stored rows (windows.appended_top_rows_sql).
+DEDUPS = {"qualify_dedup": (WINDOW_QUERIES["qualify_dedup"], False),
+          "subquery_dedup": (WINDOW_QUERIES["subquery_dedup"], False),
+          "tied_dedup": (TIED_QUERIES["tied_dedup"], True),
+          "dedup_no_order": ("SELECT id, k, v FROM a WHERE v IS NOT NULL "
+                             "QUALIFY ROW_NUMBER() OVER (PARTITION BY k, s) <= 1", True),
+          "dedup_nulls": ("SELECT id, k, d, ROW_NUMBER() OVER (PARTITION BY k ORDER BY d ASC NULLS LAST, v DESC "
+                          "NULLS FIRST) AS rn FROM a QUALIFY rn = 1", True)}
+
+
+@pytest.mark.parametrize("name", sorted(DEDUPS))
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(history=histories(steps=3, appends_only=True))
+def test_appended_rows_are_compared_with_the_stored_top_row(small_spark, name, history):
+    """Over intervals that only append, a deduplication's refresh ranks the
+    appended rows against the row each partition holds (ties by row id,
+    NULLs ordered as written); the table equals the query at each state."""
+    query, tied = DEDUPS[name]
+    plan = compile_query(query, sources=tuple(SCHEMAS), columns=COLUMNS)
+    views = SourceViews({s: ViewNames(new="n", old="o", delta="d") for s in plan.sources}, target="t")
+    assert "`_ct_b`" in plan.delta(views, data_timestamp_ms=0, appended_only={"a": True}).source_sql
+    run_history(small_spark, None, history, query=query, tied=tied)
 
 
 def test_tie_break_is_by_row_id(small_spark):

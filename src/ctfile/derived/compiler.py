@@ -171,14 +171,25 @@ class CompiledQuery:
             raise InvalidArgumentError(
                 f"appended_only must map every source {list(self.sources)} to a bool, found {appended_only!r}")
         block, outputs = self._aggregate, self.output_columns
-        window = self._window
-        if window is not None:
-            return windows.delta_sql(window.select, window.window, window.occurrences, views, outputs, ms=ms)
+        if self._window is not None:
+            return self._window_delta(views, outputs, appended_only, ms=ms)
         if block is None:
             return rows.delta_sql(self._planned.blocks, views, outputs, ms=ms)
         if aggregates.recompute_needed(block, {s: bool(appended_only[s]) for s in self.sources}):
             return aggregates.recompute_delta_sql(block, views, outputs, ms=ms)
         return aggregates.linear_delta_sql(block, views, outputs, ms=ms)
+
+    def _window_delta(self, views: SourceViews, outputs: tuple[str, ...], appended_only: Mapping[str, bool], *,
+                      ms: int) -> RefreshSql:
+        """A window block's delta: a deduplication over one source that
+        only appended, with the table offered, compares the appended rows
+        with the stored ones; any other recomputes the affected partitions."""
+        block = self._window
+        spec, (source, alias) = block.window, block.occurrences[0]
+        appended = len(block.occurrences) == 1 and bool(appended_only[source])
+        if spec.top_order is not None and appended and views.target is not None:
+            return windows.appended_top_rows_sql(block.select, spec, (source, alias), views, outputs, ms=ms)
+        return windows.delta_sql(block.select, spec, block.occurrences, views, outputs, ms=ms)
 
     def linear_aggregate(self, *, data_timestamp_ms: int,
                          appended_only: Mapping[str, bool]) -> aggregates.LinearAggregate | None:

@@ -153,11 +153,26 @@ def _scan_rule(op: Operator, append_only: frozenset[str]) -> str:
     return _RULES[OperatorKind.SCAN]
 
 
-def _rule(op: Operator, aggregates, append_only: frozenset[str]) -> str:
+def _window_rule(block: Block | None, append_only: frozenset[str]) -> str:
+    """The window rule, and for a deduplication (one ROW_NUMBER, QUALIFY
+    keeping row 1) over one source how appends are refreshed."""
+    is_dedup = block is not None and block.window.top_order is not None and len(block.occurrences) == 1
+    if not is_dedup:
+        return _RULES[OperatorKind.WINDOW]
+    compared = ("a deduplication: the appended rows' first row of each partition is compared with the row "
+                "the table holds (no partition recomputed)")
+    if _all_append_only(block, append_only):
+        return f"{compared}: every source is append-only ({_PROPERTY})"
+    return f"{compared} when the source only appended, else {_RULES[OperatorKind.WINDOW]}"
+
+
+def _rule(op: Operator, blocks: tuple[Block, ...], aggregates, append_only: frozenset[str]) -> str:
     if op.kind is OperatorKind.AGGREGATE:
         return _aggregate_rule(next(aggregates, None), append_only)
     if op.kind is OperatorKind.SCAN:
         return _scan_rule(op, append_only)
+    if op.kind is OperatorKind.WINDOW:
+        return _window_rule(next((b for b in blocks if b.window is not None), None), append_only)
     return _RULES[op.kind]
 
 
@@ -175,7 +190,7 @@ def explain(
             rows.append(ExplainRow(depth, op.kind.value, op.detail, False, f"blocked by {len(blockers)} operator(s)"))
             rows.extend(ExplainRow(depth + 1, b.operator, "", False, b.reason) for b in blockers)
             return
-        rule = _rule(op, aggregates, declared)
+        rule = _rule(op, blocks, aggregates, declared)
         rows.append(ExplainRow(depth, op.kind.value, op.detail, True, rule))
         for child in op.inputs:
             visit(child, depth + 1)

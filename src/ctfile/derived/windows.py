@@ -49,7 +49,7 @@ from sqlglot import exp
 from ctfile import InvalidArgumentError
 from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, Blocker, RefreshSql, SourceViews
 from ctfile.derived.parsing import expand_stars, item_name
-from ctfile.derived.render import ROW_ID, block_sql, column, quote, telescoped, union_all, upsert_clauses
+from ctfile.derived.render import ACTION, ROW_ID, block_sql, column, quote, telescoped, union_all, upsert_clauses
 
 #: The rule ``explain()`` prints for the window operator.
 RULE = ("partitions touched by the delta are recomputed from the new state (-old rows of those partitions, "
@@ -74,6 +74,8 @@ class WindowSpec:
 
     partition: tuple[exp.Expression, ...]
     calls: tuple[exp.Window, ...]
+    #: A deduplication's ORDER BY (:func:`_top_order`), else None.
+    top_order: tuple[exp.Ordered, ...] | None = None
 
     def describe(self, select: exp.Select) -> str:
         """The explain detail: partition, window calls, QUALIFY."""
@@ -170,7 +172,25 @@ def plan_windows(select: exp.Select, inputs: set[str] | None) -> tuple[exp.Selec
     blockers += _partition_blockers(calls)
     if blockers:
         return select, None, blockers
-    return select, WindowSpec(tuple(calls[0].args["partition_by"]), calls), []
+    return select, WindowSpec(tuple(calls[0].args["partition_by"]), calls, _top_order(select, calls)), []
+
+
+def _keeps_first_row(condition: exp.Expression) -> bool:
+    """Whether a QUALIFY condition is ``<window> = 1`` or ``<window> <= 1``."""
+    compares = isinstance(condition, (exp.EQ, exp.LTE)) and isinstance(condition.this, exp.Window)
+    return compares and condition.expression.sql(dialect="spark") == "1"
+
+
+def _top_order(select: exp.Select, calls: Sequence[exp.Window]) -> tuple[exp.Ordered, ...] | None:
+    """The ORDER BY of a *deduplication*: a block whose every window call is
+    one ``ROW_NUMBER()`` (as written) and whose QUALIFY keeps its row 1, so
+    each partition holds at most its first row; None for any other block."""
+    qualify = select.args.get("qualify")
+    one_call = len({c.sql(dialect="spark") for c in calls}) == 1 and isinstance(calls[0].this, exp.RowNumber)
+    if not one_call or qualify is None or not _keeps_first_row(qualify.this):
+        return None
+    order = calls[0].args.get("order")
+    return tuple(order.expressions) if order is not None else ()
 
 
 def _partition_blockers(calls: Sequence[exp.Window]) -> list[Blocker]:
@@ -327,11 +347,27 @@ def partition_columns(spec: WindowSpec) -> tuple[str, ...]:
     return tuple(f"{PARTITION_PREFIX}{i}" for i in range(len(spec.partition)))
 
 
+#: A deduplication's derivation columns after its partition values: its
+#: row's ORDER BY values, which an appended row is compared with.
+ORDER_PREFIX = "_ct_dt_wo"
+
+
+def order_columns(spec: WindowSpec) -> tuple[str, ...]:
+    """The derivation columns holding a deduplication row's ORDER BY values
+    (none for other window plans)."""
+    return tuple(f"{ORDER_PREFIX}{i}" for i in range(len(spec.top_order or ())))
+
+
+def stored_columns(spec: WindowSpec) -> tuple[str, ...]:
+    """The derivation columns after the key: partition, then order values."""
+    return (*partition_columns(spec), *order_columns(spec))
+
+
 def hidden_columns(spec: WindowSpec) -> tuple[tuple[str, str | None], ...]:
     """``(name, Spark SQL type)`` of a window plan's derivation columns: the
-    key, then the partition values (their types are the expressions':
-    None here, the full query's schema has them)."""
-    return ((KEY_COLUMN, "string"), *((c, None) for c in partition_columns(spec)))
+    key, then the partition (and a deduplication's order) values, whose
+    types are the expressions': None here, the full query's schema has them."""
+    return ((KEY_COLUMN, "string"), *((c, None) for c in stored_columns(spec)))
 
 
 def _windowed(select: exp.Select, spec: WindowSpec, occurrences, views: Sequence[str], outputs: tuple[str, ...], *,
@@ -341,9 +377,10 @@ def _windowed(select: exp.Select, spec: WindowSpec, occurrences, views: Sequence
     broken = tie_broken(select, occurrences)
     qualify = broken.args.get("qualify")
     broken.set("qualify", None)
-    stored = partition_columns(spec)
+    stored = stored_columns(spec)
+    values = (*spec.partition, *(o.this for o in spec.top_order or ()))
     items = [e.sql(dialect="spark") for e in broken.expressions] + [_key(occurrences)]
-    items += [f"{p.sql(dialect='spark')} AS {quote(c)}" for p, c in zip(spec.partition, stored)]
+    items += [f"{v.sql(dialect='spark')} AS {quote(c)}" for v, c in zip(values, stored)]
     if qualify is not None:
         items.append(f"({qualify.this.sql(dialect='spark')}) AS {_QUALIFY}")
     inner = block_sql(broken, views, items, ms=ms)
@@ -356,7 +393,7 @@ def full_sql(select: exp.Select, spec: WindowSpec, occurrences, views: SourceVie
     """The whole result at the new state (ties broken by row id), keyed."""
     new = [views[source].new for source, _ in occurrences]
     return RefreshSql(_windowed(select, spec, occurrences, new, outputs, ms=ms),
-                      upsert_clauses((*outputs, *partition_columns(spec)), by_source_delete=True))
+                      upsert_clauses((*outputs, *stored_columns(spec)), by_source_delete=True))
 
 
 def _partition_names(spec: WindowSpec) -> list[str]:
@@ -392,9 +429,9 @@ def _old_rows(select: exp.Select, spec: WindowSpec, occurrences, views: SourceVi
     if views.target is None:
         old = [views[s].old for s, _ in occurrences]
         return _windowed(_restricted(select, spec), spec, occurrences, old, outputs, ms=ms)
-    stored = partition_columns(spec)
-    names = ", ".join(f"`_ct_t`.{quote(c)}" for c in (*outputs, KEY_COLUMN, *stored))
-    match = " AND ".join(f"`_ct_p`.{n} <=> `_ct_t`.{quote(c)}" for n, c in zip(_partition_names(spec), stored))
+    names = ", ".join(f"`_ct_t`.{quote(c)}" for c in (*outputs, KEY_COLUMN, *stored_columns(spec)))
+    match = " AND ".join(f"`_ct_p`.{n} <=> `_ct_t`.{quote(c)}"
+                         for n, c in zip(_partition_names(spec), partition_columns(spec)))
     return f"SELECT {names} FROM {quote(views.target)} AS `_ct_t` WHERE EXISTS (SELECT 1 FROM `_ct_p` WHERE {match})"
 
 
@@ -406,7 +443,7 @@ def delta_sql(select: exp.Select, spec: WindowSpec, occurrences, views: SourceVi
     Most rows of a touched partition keep their values (a deduplication
     changes one row of it), so they are left out of the MERGE source."""
     new = [views[s].new for s, _ in occurrences]
-    stored = (*outputs, *partition_columns(spec))
+    stored = (*outputs, *stored_columns(spec))
     key = quote(KEY_COLUMN)
     gone = f"n.{key} IS NULL"
     # One full outer join reads each side once: a key only in the old side
@@ -421,5 +458,38 @@ def delta_sql(select: exp.Select, spec: WindowSpec, occurrences, views: SourceVi
         f"CASE WHEN {gone} THEN 'delete' ELSE 'upsert' END AS {quote(OP_COLUMN)}\n"
         f"FROM `_ct_n` AS n FULL OUTER JOIN `_ct_o` AS o ON n.{key} = o.{key}\n"
         f"WHERE {gone} OR o.{key} IS NULL OR NOT ({same})"
+    )
+    return RefreshSql(sql, upsert_clauses(stored, by_source_delete=False), (OP_COLUMN,))
+
+
+def appended_top_rows_sql(select: exp.Select, spec: WindowSpec, occurrence: tuple[str, str], views: SourceViews,
+                          outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
+    """The delta of a deduplication (``spec.top_order``) over one source
+    over an interval that only appended, from the change and the derived
+    table (``views.target``) alone: each partition's first appended row
+    (the block over the INSERT images) and the row the table holds for that
+    partition are ranked by the stored ORDER BY values, then the key (the
+    row id: the tie-break of :func:`tie_broken`); a winning appended row is
+    an 'upsert', a stored row it displaces a 'delete'. No partition is
+    recomputed: appends can only displace a partition's first row."""
+    source, alias = occurrence
+    inserts = select.copy().where(f"{column(alias, ACTION)} = 'INSERT'", dialect="spark", copy=False)
+    stored = (*outputs, *stored_columns(spec))
+    columns = (*outputs, KEY_COLUMN, *stored_columns(spec))
+    key, listed = quote(KEY_COLUMN), ", ".join(quote(c) for c in columns)
+    held = ", ".join(f"`_ct_t`.{quote(c)}" for c in columns)
+    match = " AND ".join(f"`_ct_c`.{quote(c)} <=> `_ct_t`.{quote(c)}" for c in partition_columns(spec))
+    ranked = [o.copy() for o in spec.top_order]
+    for o, c in zip(ranked, order_columns(spec)):
+        o.set("this", exp.column(c, quoted=True))
+    order = ", ".join([*(o.sql(dialect="spark") for o in ranked), f"{key} ASC NULLS FIRST"])
+    partition = ", ".join(quote(c) for c in partition_columns(spec))
+    sql = (
+        f"WITH `_ct_c` AS ({_windowed(inserts, spec, (occurrence,), [views[source].delta], outputs, ms=ms)}),\n"
+        f"`_ct_o` AS (SELECT {held} FROM {quote(views.target)} AS `_ct_t` WHERE EXISTS (SELECT 1 FROM `_ct_c` WHERE {match})),\n"
+        f"`_ct_b` AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY {order}) AS `_ct_r` FROM "
+        f"(SELECT {listed}, TRUE AS `_ct_new` FROM `_ct_c` UNION ALL SELECT {listed}, FALSE FROM `_ct_o`) AS `_ct_u`)\n"
+        f"SELECT {listed}, IF(`_ct_new`, 'upsert', 'delete') AS {quote(OP_COLUMN)} FROM `_ct_b`\n"
+        f"WHERE `_ct_new` = (`_ct_r` = 1)"  # an appended row that ranks first, or a stored row that no longer does
     )
     return RefreshSql(sql, upsert_clauses(stored, by_source_delete=False), (OP_COLUMN,))

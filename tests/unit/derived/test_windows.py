@@ -46,8 +46,10 @@ def test_window_blocks_are_incremental_with_row_keys(query, outputs):
     plan = _plan(query)
     assert plan.incremental, plan.blockers
     assert plan.output_columns == outputs
-    # The key, then one partition value per PARTITION BY expression (all these partition by one).
-    assert plan.hidden_columns == (("_ct_dt_key", "string"), ("_ct_dt_wp0", None))
+    # The key, then one partition value per PARTITION BY expression (all these partition by one),
+    # then a deduplication's ORDER BY values (both dedups order by ts).
+    dedup = (("_ct_dt_wo0", None),) if query in (DEDUP, SUBQUERY) else ()
+    assert plan.hidden_columns == (("_ct_dt_key", "string"), ("_ct_dt_wp0", None), *dedup)
     kinds = []
     op = plan.operators
     while op is not None:
@@ -124,7 +126,7 @@ def test_delta_recomputes_the_touched_partitions():
     assert "FROM `_ct_n` AS n FULL OUTER JOIN `_ct_o` AS o ON n.`_ct_dt_key` = o.`_ct_dt_key`" in sql
     assert "CASE WHEN n.`_ct_dt_key` IS NULL THEN 'delete' ELSE 'upsert' END" in sql
     assert ("WHERE n.`_ct_dt_key` IS NULL OR o.`_ct_dt_key` IS NULL OR NOT (n.`id` <=> o.`id` AND n.`key` <=> o.`key` "
-            "AND n.`v` <=> o.`v` AND n.`_ct_dt_wp0` <=> o.`_ct_dt_wp0`)") in sql
+            "AND n.`v` <=> o.`v` AND n.`_ct_dt_wp0` <=> o.`_ct_dt_wp0` AND n.`_ct_dt_wo0` <=> o.`_ct_dt_wo0`)") in sql
     assert [c.kind.value for c in refresh.clauses] == ["when_matched_delete", "when_matched_update",
                                                        "when_not_matched_insert"]
 
@@ -136,7 +138,7 @@ def test_delta_reads_the_old_rows_from_the_table_when_offered():
     views = SourceViews(dict(VIEWS), target="dt")
     sql = _plan(SUBQUERY).delta(views, data_timestamp_ms=0, appended_only={"src": False}).source_sql
     assert "`src_o`" not in sql
-    assert ("`_ct_o` AS (SELECT `_ct_t`.`id`, `_ct_t`.`key`, `_ct_t`.`v`, `_ct_t`.`_ct_dt_key`, `_ct_t`.`_ct_dt_wp0` "
+    assert ("`_ct_o` AS (SELECT `_ct_t`.`id`, `_ct_t`.`key`, `_ct_t`.`v`, `_ct_t`.`_ct_dt_key`, `_ct_t`.`_ct_dt_wp0`, `_ct_t`.`_ct_dt_wo0` "
             "FROM `dt` AS `_ct_t` WHERE EXISTS (SELECT 1 FROM `_ct_p` WHERE `_ct_p`.`_ct_p0` <=> `_ct_t`.`_ct_dt_wp0`))") in sql
     # The new rows carry the partition value the table stores.
     assert "key AS `_ct_dt_wp0`" in sql
@@ -207,3 +209,38 @@ def test_random_window_blocks_compile(funcs, partition, filtered, form):
     assert plan.output_columns == ("id", *(f"w{i}" for i in range(len(funcs))))
     delta = plan.delta(VIEWS, data_timestamp_ms=0, appended_only={"src": False}).source_sql
     assert delta.count("IS NOT DISTINCT FROM") == 2 * len(partition.split(", "))
+
+
+def test_a_deduplication_over_appends_compares_with_the_stored_row():
+    """A deduplication over one source (one ROW_NUMBER, QUALIFY keeps row
+    1) ranks the appended rows against the table's rows when the interval
+    only appended and the table is offered; explain() says so."""
+    plan = _plan(DEDUP)
+    with_table = SourceViews(dict(VIEWS), target="dt")
+    appended = plan.delta(with_table, data_timestamp_ms=0, appended_only={"src": True}).source_sql
+    assert "`_ct_b`" in appended and "`src_n`" not in appended and "`src_o`" not in appended
+    assert "ORDER BY `_ct_dt_wo0` DESC, `_ct_dt_key` ASC NULLS FIRST" in appended
+    # An interval that deleted or updated, or no table offered: the partitions are recomputed.
+    assert "`_ct_b`" not in plan.delta(with_table, data_timestamp_ms=0, appended_only={"src": False}).source_sql
+    assert "`_ct_b`" not in plan.delta(VIEWS, data_timestamp_ms=0, appended_only={"src": True}).source_sql
+    window = [r for r in plan.explain(append_only=("src",)).rows if r.operator == "window"][0]
+    assert "compared with the row the table holds" in window.rule and "append-only" in window.rule
+    window = [r for r in plan.explain().rows if r.operator == "window"][0]
+    assert "when the source only appended, else" in window.rule
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT id FROM src QUALIFY ROW_NUMBER() OVER (PARTITION BY key ORDER BY ts) = 2",
+    "SELECT id FROM src QUALIFY ROW_NUMBER() OVER (PARTITION BY key ORDER BY ts) = 1 AND v > 0",
+    "SELECT id, RANK() OVER (PARTITION BY key ORDER BY ts) AS r FROM src QUALIFY r = 1",
+    "SELECT id, count(*) OVER (PARTITION BY key) AS n FROM src QUALIFY ROW_NUMBER() OVER (PARTITION BY key ORDER BY ts) = 1",
+])
+def test_other_windows_are_not_deduplications(query):
+    """Only a block whose one window is a ROW_NUMBER kept at row 1 can
+    compare appends with the stored row: a second row, an extra QUALIFY
+    condition (the stored row may be a filtered-out first row's
+    successor), a RANK (ties keep several rows) or another window function
+    (its value changes with the partition) recompute the partitions."""
+    plan = _plan(query)
+    views = SourceViews(dict(VIEWS), target="dt")
+    assert "`_ct_b`" not in plan.delta(views, data_timestamp_ms=0, appended_only={"src": True}).source_sql
