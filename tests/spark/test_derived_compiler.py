@@ -57,6 +57,8 @@ QUERIES = {
         "exists": "SELECT a.id, a.v FROM a WHERE a.v IS NOT NULL AND EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.w >= a.v)",
         "not_exists": "SELECT a.id FROM a WHERE NOT EXISTS (SELECT * FROM c WHERE c.k = a.k)",
         "in_subquery": "SELECT a.id, a.d FROM a WHERE a.k IN (SELECT b.k FROM b WHERE b.name IS NOT NULL)",
+        # Null-aware; test_derived_outer walks its subquery through every state.
+        "not_in": "SELECT a.id, a.s FROM a WHERE a.k NOT IN (SELECT c.k FROM c WHERE c.x > 0)",
         "outer_chain": ("SELECT a.id, b.name, c.x, c.id AS cid FROM a LEFT JOIN b ON a.k = b.k "
                         "FULL OUTER JOIN c ON c.k = a.k WHERE c.x IS NULL OR c.x >= 0"),
         "outer_union": "SELECT a.id, b.w FROM a LEFT JOIN b ON a.k = b.k UNION ALL SELECT id, v FROM a WHERE v > 0",

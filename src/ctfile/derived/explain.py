@@ -62,6 +62,10 @@ _RULES.update({
     OperatorKind.FULL_JOIN: _KEYED + _NULL_SLOT,
     OperatorKind.SEMI_JOIN: _KEYED + "the left side's row ids",
     OperatorKind.ANTI_JOIN: _KEYED + "the left side's row ids",
+    OperatorKind.NULL_AWARE_ANTI_JOIN: (
+        _KEYED + "the left side's row ids; a row is kept when the subquery is empty, else when x is not NULL, "
+        "not in it and it holds no NULL, so every key is recomputed when the subquery's state (empty, "
+        "holding a NULL, neither) differs between the old and the new state"),
 })
 
 

@@ -1,8 +1,8 @@
 """Outer, semi and anti joins (SPEC §Derived tables, "Incremental rules"):
 ``LEFT``/``RIGHT``/``FULL OUTER JOIN``, ``LEFT SEMI``/``LEFT ANTI JOIN``
-and the ``EXISTS``/``NOT EXISTS``/``IN (subquery)`` conjuncts of a WHERE
-that Spark plans as them, refreshed by recomputing the join keys a change
-touches (the Dynamic Tables paper, section 5.5.1, derives outer joins
+and the ``EXISTS``/``NOT EXISTS``/``IN``/``NOT IN (subquery)`` conjuncts
+of a WHERE that Spark plans as them, refreshed by recomputing the join keys
+a change touches (the Dynamic Tables paper, section 5.5.1, derives outer joins
 incrementally too; this rule trades its algebra for one recomputation).
 
 A *keyed* block is one whose joins include an outer, semi or anti join and
@@ -20,6 +20,12 @@ block over the ``new`` views, each input restricted to the affected keys
 old rows. The MERGE source: new rows not among the old ones ('upsert') and
 old keys absent from the new ones ('delete'), one row per key; an old row
 is a row of the table, so a delete always names an existing row.
+
+``x NOT IN (SELECT y ...)`` is null-aware (:class:`NotIn`): an anti join
+ON x = y plus a condition on the subquery's state (empty, holding a NULL,
+neither), which is of the whole subquery, not of one key; so when that
+state differs between the old and the new views, every key value of the
+other occurrences' states is affected too.
 
 The derivation key is the ``:``-joined row ids of the visible occurrences
 with an empty slot for a null-extended side, so a fact's null-extended row
@@ -50,7 +56,7 @@ import sqlglot
 from sqlglot import exp
 
 from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, Blocker, SourceViews
-from ctfile.derived.render import ROW_ID, bind_time, column, quote
+from ctfile.derived.render import JOIN_FILTER, ROW_ID, bind_time, column, quote, with_join_filters
 
 if TYPE_CHECKING:  # planning imports this module: no cycle at run time
     from ctfile.derived.planning import Block
@@ -66,18 +72,23 @@ class JoinKind(enum.Enum):
     FULL = "full outer"
     SEMI = "left semi"
     ANTI = "left anti"
+    #: ``x NOT IN (SELECT y ...)``: an anti join ON x = y with the subquery's :class:`NotIn` state.
+    NULL_AWARE_ANTI = "null-aware anti"
 
 
 #: The kinds that make a block keyed (the rule of this module).
-KEYED_KINDS = frozenset({JoinKind.LEFT, JoinKind.RIGHT, JoinKind.FULL, JoinKind.SEMI, JoinKind.ANTI})
+KEYED_KINDS = frozenset({JoinKind.LEFT, JoinKind.RIGHT, JoinKind.FULL, JoinKind.SEMI, JoinKind.ANTI,
+                         JoinKind.NULL_AWARE_ANTI})
 #: The kinds whose table only decides which rows stay (its columns are not in the result).
-HIDDEN_KINDS = frozenset({JoinKind.SEMI, JoinKind.ANTI})
+HIDDEN_KINDS = frozenset({JoinKind.SEMI, JoinKind.ANTI, JoinKind.NULL_AWARE_ANTI})
 _SIDES = {"LEFT": JoinKind.LEFT, "RIGHT": JoinKind.RIGHT, "FULL": JoinKind.FULL}
 
 
 def join_kind(join: exp.Join) -> JoinKind | None:
     """The kind of a JOIN item; None for CROSS and NATURAL joins (no rule)."""
     side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
+    if JOIN_FILTER in join.meta:  # only rewrite_subqueries sets it, on a NOT IN's anti join
+        return JoinKind.NULL_AWARE_ANTI
     if kind == "CROSS" or join.args.get("method"):
         return None
     if kind in ("SEMI", "ANTI"):
@@ -204,20 +215,41 @@ def _is_simple(sub: exp.Select) -> bool:
 def _subquery_blocker(sub: exp.Select, kind: JoinKind, operand, outer: set[str]) -> Blocker | None:
     """Why a subquery cannot become a semi or anti join (None: it can)."""
     label = _label(kind, operand)
-    if operand is not None and kind is JoinKind.ANTI:
-        return Blocker(label, "NOT IN is null-aware (one NULL in the subquery makes it empty for every row): "
-                              "write NOT EXISTS (SELECT ... WHERE inner.k = outer.k)")
+    not_in = operand is not None and kind is JoinKind.ANTI
+    if not_in and isinstance(operand, exp.Tuple):
+        return Blocker(label, _MULTI_COLUMN)
+    reason = _shape_problem(sub, operand, outer)
+    if reason is None and not_in and _is_correlated(sub):
+        reason = _CORRELATED
+    return Blocker(label, reason) if reason is not None else None
+
+
+def _shape_problem(sub: exp.Select, operand, outer: set[str]) -> str | None:
+    """Why a subquery has no semi or anti join shape (None: it has)."""
     if not _is_simple(sub):
-        return Blocker(label, "only a subquery over one source table with a WHERE (no join, GROUP BY, DISTINCT, "
-                              "LIMIT or nested subquery) is planned, as a semi or anti join")
+        return ("only a subquery over one source table with a WHERE (no join, GROUP BY, DISTINCT, "
+                "LIMIT or nested subquery) is planned, as a semi or anti join")
     alias = sub.args["from_"].this.alias_or_name
     if alias.lower() in outer:
-        return Blocker(label, f"the subquery's table is named {alias!r} like an outer table: give it its own alias")
+        return f"the subquery's table is named {alias!r} like an outer table: give it its own alias"
     if operand is not None and len(sub.expressions) != 1:
-        return Blocker(label, f"the subquery must select one column, found {len(sub.expressions)}")
+        return f"the subquery must select one column, found {len(sub.expressions)}"
     if _has_unqualified_columns(sub, operand):
-        return Blocker(label, "qualify every column of the subquery's WHERE (and IN's column) with its table alias")
+        return "qualify every column of the subquery's WHERE (and IN's column) with its table alias"
     return None
+
+
+_MULTI_COLUMN = ("multi-column NOT IN ((a, b) NOT IN (SELECT c, d ...)) is null-aware column by column: no "
+                 "incremental rule; write NOT EXISTS (SELECT ... WHERE t.c = a AND t.d = b) where no column holds a NULL")
+_CORRELATED = ("a correlated NOT IN (its subquery's WHERE names an outer table) is null-aware per outer row "
+               "(whether the subquery is empty or holds a NULL differs by row): no incremental rule; "
+               "write NOT EXISTS (SELECT ... WHERE inner.k = outer.k AND ...) where the column holds no NULL")
+
+
+def _is_correlated(sub: exp.Select) -> bool:
+    """Whether the subquery's WHERE names a table other than its own."""
+    where, alias = sub.args.get("where"), sub.args["from_"].this.alias_or_name.lower()
+    return where is not None and any(c.table.lower() != alias for c in where.find_all(exp.Column))
 
 
 def _has_unqualified_columns(sub: exp.Select, operand: exp.Expression | None) -> bool:
@@ -229,20 +261,60 @@ def _has_unqualified_columns(sub: exp.Select, operand: exp.Expression | None) ->
 
 
 def _as_join(sub: exp.Select, kind: JoinKind, operand) -> exp.Join:
+    """The semi or anti join a subquery becomes; a NOT IN's carries its
+    :class:`NotIn` (``meta``), the filter its anti join needs."""
     where = sub.args.get("where")
-    parts = [exp.EQ(this=operand.copy(), expression=sub.expressions[0].unalias().copy())] if operand is not None else []
+    selected = sub.expressions[0].unalias() if operand is not None else None
+    parts = [exp.EQ(this=operand.copy(), expression=selected.copy())] if operand is not None else []
     parts += [where.this.copy()] if where is not None else []
     on = exp.and_(*parts) if parts else None
-    return exp.Join(this=sub.args["from_"].this.copy(), side="LEFT", kind=kind.name, on=on)
+    join = exp.Join(this=sub.args["from_"].this.copy(), side="LEFT", kind=kind.name, on=on)
+    if operand is not None and kind is JoinKind.ANTI:
+        join.meta[JOIN_FILTER] = NotIn(operand.sql(dialect="spark"), selected.sql(dialect="spark"),
+                                       sub.args["from_"].this.alias_or_name,
+                                       where.this.sql(dialect="spark") if where is not None else None)
+    return join
+
+
+@dataclass(frozen=True)
+class NotIn:
+    """``x NOT IN (SELECT y FROM t AS alias WHERE w)``, uncorrelated: Spark's
+    null-aware anti join. With S the subquery's values, a row is kept when
+    S is empty; else dropped when x is NULL, x is in S or S holds a NULL.
+    Planned as the anti join ON x = y AND w (which drops x in S) and the
+    WHERE conjunct :meth:`condition` over S's :meth:`state`.
+
+    >>> n = NotIn("a.k", "c.k", "c", "c.w > 0")
+    >>> n.condition("c_new")
+    'CASE (SELECT CASE WHEN COUNT(*) = 0 THEN 0 WHEN COUNT(*) > COUNT(c.k) THEN 1 ELSE 2 END FROM `c_new` AS `c` WHERE c.w > 0) WHEN 0 THEN TRUE WHEN 2 THEN a.k IS NOT NULL ELSE FALSE END'
+    """
+
+    operand: str
+    selected: str
+    alias: str
+    where: str | None
+
+    def state(self, view: str) -> str:
+        """S's null-aware state, read at ``view`` (a scalar subquery): 0
+        when S is empty, 1 when it holds a NULL, else 2. Which rows the
+        NOT IN keeps depends on S only through it and x's membership."""
+        where = f" WHERE {self.where}" if self.where is not None else ""
+        return (f"(SELECT CASE WHEN COUNT(*) = 0 THEN 0 WHEN COUNT(*) > COUNT({self.selected}) THEN 1 ELSE 2 END "
+                f"FROM {quote(view)} AS {quote(self.alias)}{where})")
+
+    def condition(self, view: str) -> str:
+        """The WHERE conjunct that, with the anti join, is the NOT IN."""
+        return f"CASE {self.state(view)} WHEN 0 THEN TRUE WHEN 2 THEN {self.operand} IS NOT NULL ELSE FALSE END"
 
 
 def rewrite_subqueries(select: exp.Select, blockers: list[Blocker]) -> exp.Select:
     """``select`` with each top-level WHERE conjunct ``EXISTS (...)``,
-    ``NOT EXISTS (...)`` or ``x IN (SELECT y ...)`` replaced by a LEFT
-    SEMI / LEFT ANTI JOIN of the subquery's table ON its WHERE (and
-    ``x = y``), as Spark plans them; unchanged when it has none. A subquery
-    that cannot be rewritten stays (the planner blocks it) and gets a
-    blocker naming why."""
+    ``NOT EXISTS (...)``, ``x IN (SELECT y ...)`` or ``x NOT IN (SELECT y
+    ...)`` replaced by a LEFT SEMI / LEFT ANTI JOIN of the subquery's table
+    ON its WHERE (and ``x = y``), as Spark plans them (a NOT IN's anti join
+    carries its null-aware part, :class:`NotIn`); unchanged when it has
+    none. A subquery that cannot be rewritten stays (the planner blocks it)
+    and gets a blocker naming why."""
     where = select.args.get("where")
     if where is None:
         return select
@@ -291,10 +363,25 @@ def row_key(block: "Block", branch: int | None) -> str:
 
 
 def _affected_keys(block: "Block", views: SourceViews) -> str:
-    """The key values of every occurrence's change rows (both images)."""
+    """The key values of every occurrence's change rows (both images);
+    when a NOT IN's subquery changes state (:meth:`NotIn.state`), every key
+    value of the other occurrences' new and old states too."""
     parts = [f"SELECT {quote(col)} AS `_ct_jk` FROM {quote(views[source].delta)}"
              for (source, _), col in zip(block.occurrences, block.join_keys.columns)]
+    not_ins = _not_ins(block)
+    changed = " OR ".join(f"{n.state(views[block.occurrences[i][0]].new)} <> "
+                          f"{n.state(views[block.occurrences[i][0]].old)}" for i, n in not_ins.items())
+    if changed:
+        parts += [f"SELECT {quote(col)} AS `_ct_jk` FROM {quote(getattr(views[source], state))} WHERE {changed}"
+                  for i, ((source, _), col) in enumerate(zip(block.occurrences, block.join_keys.columns))
+                  if i not in not_ins for state in ("new", "old")]
     return " UNION ALL ".join(parts)
+
+
+def _not_ins(block: "Block") -> dict[int, NotIn]:
+    """The :class:`NotIn` of each NOT IN's anti join, by occurrence."""
+    joins = block.select.args.get("joins") or ()
+    return {i: j.meta[JOIN_FILTER] for i, j in enumerate(joins, start=1) if JOIN_FILTER in j.meta}
 
 
 def _restricted(view: str, key_column: str, affected: str) -> str:
@@ -313,6 +400,8 @@ def state_sql(block: "Block", views: SourceViews, state: str, items: Sequence[st
     for table, (source, _), key in zip(tables, block.occurrences, block.join_keys.columns, strict=True):
         sub = sqlglot.parse_one(_restricted(getattr(views[source], state), key, affected), read="spark")
         table.replace(exp.Subquery(this=sub, alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
+    # A NOT IN's state is of its whole subquery: the unrestricted view.
+    copy = with_join_filters(copy, {j: getattr(views[source], state) for j, (source, _) in enumerate(block.occurrences[1:])})
     copy.set("expressions", [sqlglot.parse_one(i, read="spark") for i in items])
     for part in ("group", "distinct", "having"):
         copy.set(part, None)

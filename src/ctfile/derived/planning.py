@@ -43,6 +43,8 @@ class OperatorKind(enum.Enum):
     FULL_JOIN = "full outer join"
     SEMI_JOIN = "left semi join"
     ANTI_JOIN = "left anti join"
+    #: ``x NOT IN (SELECT y ...)`` (outer_joins.NotIn): an anti join with its subquery's null-aware state.
+    NULL_AWARE_ANTI_JOIN = "null-aware anti join (NOT IN)"
     HAVING = "having"
     UNION_ALL = "union all"
     AGGREGATE = "aggregate"
@@ -412,6 +414,7 @@ _JOIN_OPERATORS = {
     JoinKind.INNER: OperatorKind.KEYED_INNER_JOIN, JoinKind.LEFT: OperatorKind.LEFT_JOIN,
     JoinKind.RIGHT: OperatorKind.RIGHT_JOIN, JoinKind.FULL: OperatorKind.FULL_JOIN,
     JoinKind.SEMI: OperatorKind.SEMI_JOIN, JoinKind.ANTI: OperatorKind.ANTI_JOIN,
+    JoinKind.NULL_AWARE_ANTI: OperatorKind.NULL_AWARE_ANTI_JOIN,
 }
 
 

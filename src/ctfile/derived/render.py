@@ -26,6 +26,11 @@ from ctfile.derived.model import KEY_COLUMN, OP_COLUMN, ClauseKind, MergeClause
 
 ROW_ID = "METADATA$ROW_ID"
 ACTION = "METADATA$ACTION"
+#: The ``meta`` key of a JOIN item that carries a WHERE conjunct over its
+#: own table: an object whose ``condition(view)`` is that conjunct (Spark
+#: SQL) reading the view the join reads (``outer_joins.NotIn``: NOT IN's
+#: null-aware state of its subquery).
+JOIN_FILTER = "ctfile_join_filter"
 
 
 def quote(name: str) -> str:
@@ -61,15 +66,26 @@ def bind_time(node: exp.Expression, ms: int) -> exp.Expression:
 
 def swapped(select: exp.Select, views: Sequence[str]) -> exp.Select:
     """A copy of ``select`` whose FROM/JOIN source tables (in order) read
-    ``views`` instead, each keeping its alias (its name when it had none)."""
+    ``views`` instead, each keeping its alias (its name when it had none),
+    with the WHERE conjunct of each join that carries one (:data:`JOIN_FILTER`)
+    over its join's view."""
     copy = select.copy()
-    tables = [copy.args["from_"].this] + [j.this for j in copy.args.get("joins") or ()]
+    joins = list(copy.args.get("joins") or ())
+    tables = [copy.args["from_"].this] + [j.this for j in joins]
     for table, view in zip(tables, views, strict=True):
         alias = table.alias_or_name
         table.set("this", exp.to_identifier(view, quoted=True))
         table.set("db", None)
         table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    return copy
+    return with_join_filters(copy, {i: view for i, view in enumerate(views[1:])})
+
+
+def with_join_filters(select: exp.Select, views: dict[int, str]) -> exp.Select:
+    """``select`` with the WHERE conjunct of each join ``i`` that carries
+    one (:data:`JOIN_FILTER`), reading ``views[i]``; unchanged without."""
+    joins = select.args.get("joins") or ()
+    extra = [j.meta[JOIN_FILTER].condition(views[i]) for i, j in enumerate(joins) if JOIN_FILTER in j.meta]
+    return select.where(*extra, dialect="spark") if extra else select
 
 
 def block_sql(select: exp.Select, views: Sequence[str], items: Iterable[str], *, ms: int,

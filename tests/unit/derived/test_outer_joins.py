@@ -78,11 +78,57 @@ def test_exists_not_exists_and_in_become_semi_and_anti_joins():
         assert kind in _kinds(plan)
 
 
-def test_not_in_is_refused_with_the_not_exists_advice():
-    plan = compile_query("SELECT a.id FROM a WHERE a.k NOT IN (SELECT b.k FROM b)", sources=SOURCES)
-    reasons = {b.operator: b.reason for b in plan.blockers}
-    assert not plan.incremental and "NOT EXISTS" in reasons["NOT IN (subquery)"]
-    assert "null-aware" in reasons["NOT IN (subquery)"]
+_STATE = "(SELECT CASE WHEN COUNT(*) = 0 THEN 0 WHEN COUNT(*) > COUNT(b.k) THEN 1 ELSE 2 END FROM `{}` AS `b` WHERE b.w > 0)"
+
+
+def test_not_in_is_an_anti_join_with_the_subquerys_state():
+    """NOT IN: the anti join ON x = y, kept rows filtered by the subquery's
+    state read from its whole table at the same state."""
+    plan = compile_query("SELECT a.id FROM a WHERE a.v > 1 AND a.k NOT IN (SELECT b.k FROM b WHERE b.w > 0)",
+                         sources=SOURCES)
+    assert plan.incremental, plan.blockers
+    assert OperatorKind.NULL_AWARE_ANTI_JOIN in _kinds(plan) and OperatorKind.ANTI_JOIN not in _kinds(plan)
+    full = plan.full(VIEWS, data_timestamp_ms=0).source_sql
+    condition = f"CASE {_STATE.format('b_n')} WHEN 0 THEN TRUE WHEN 2 THEN NOT a.k IS NULL ELSE FALSE END"
+    assert full.endswith(f"LEFT ANTI JOIN `b_n` AS b ON a.k = b.k AND b.w > 0 WHERE a.v > 1 AND {condition}")
+    sql = _delta(plan).source_sql
+    sqlglot.parse_one(sql, read="spark")
+    # The new rows read the new state, the old rows the old one.
+    assert sql.count(condition) == 1 and sql.count(condition.replace("b_n", "b_o")) == 1
+    # A change of state makes every key of a's new and old states affected (in each of the 4 restrictions).
+    changed = f"{_STATE.format('b_n')} <> {_STATE.format('b_o')}"
+    assert [sql.count(f"SELECT `k` AS `_ct_jk` FROM `{v}` WHERE {changed}") for v in ("a_n", "a_o")] == [4, 4]
+    assert "FROM `b_n` WHERE" not in sql and "FROM `b_o` WHERE" not in sql  # the subquery's keys are not needed
+
+
+def test_explain_names_the_null_aware_anti_join():
+    plan = compile_query("SELECT a.id FROM a WHERE a.k NOT IN (SELECT b.k FROM b WHERE b.w > 0)", sources=SOURCES)
+    row = next(r for r in plan.explain().rows if r.operator == "null-aware anti join (NOT IN)")
+    assert row.detail == "ON a.k = b.k AND b.w > 0" and "every key is recomputed when the subquery's state" in row.rule
+
+
+def test_not_in_over_a_full_join_recomputes_both_sides_keys():
+    """A null-extended row of b has a NULL a.k: kept only while c is empty,
+    so a change of c's state must recompute b's keys too."""
+    plan = compile_query("SELECT a.id, b.w FROM a FULL OUTER JOIN b ON a.k = b.k WHERE a.k NOT IN (SELECT c.k FROM c)",
+                         sources=SOURCES)
+    assert plan.incremental, plan.blockers
+    sql = _delta(plan).source_sql
+    for view in ("a_n", "a_o", "b_n", "b_o"):
+        assert f"SELECT `k` AS `_ct_jk` FROM `{view}` WHERE (SELECT CASE" in sql
+
+
+def test_multi_column_and_correlated_not_in_are_refreshed_in_full():
+    cases = {
+        "SELECT a.id FROM a WHERE (a.k, a.v) NOT IN (SELECT b.k, b.w FROM b)": "multi-column NOT IN",
+        "SELECT a.id FROM a WHERE a.k NOT IN (SELECT b.k FROM b WHERE b.w > a.v)": "correlated NOT IN",
+    }
+    for query, named in cases.items():
+        plan = compile_query(query, sources=SOURCES)
+        reasons = {b.operator: b.reason for b in plan.blockers}
+        assert not plan.incremental and named in reasons["NOT IN (subquery)"], reasons
+        assert "null-aware" in reasons["NOT IN (subquery)"] and "NOT EXISTS" in reasons["NOT IN (subquery)"]
+        assert "LEFT ANTI JOIN" not in plan.full(VIEWS, data_timestamp_ms=0).source_sql  # Spark runs it as written
 
 
 def test_star_over_a_semi_join_is_the_left_columns():
