@@ -429,9 +429,9 @@ def markdown(r: dict) -> str:
     lines = [
         f"## Derived tables: refresh vs recomputation ({m['mode']}, {m['date']})", "",
         f"A source of {m['rows']:,} rows (change capture on); medians of {m['runs']} runs per side, alternated; "
-        f"load average {m['loadavg_start'][0]:.1f} at start, {m['loadavg_end'][0]:.1f} at end; `{m['command']}`. "
-        "Each side is timed after one untimed refresh of the same kind (warmed up); that first refresh's time is "
-        "the cold column.", "",
+        f"load average {m['loadavg_start'][0]:.1f} at start, {m['loadavg_end'][0]:.1f} at end; `{m['command']}`."
+        + (" Each side is timed after one untimed refresh of the same kind (warmed up); that first refresh's time is "
+           "the cold column." if "cold_ms" in r else ""), "",
         "| refresh | ms | cold ms | compared with | its ms | ratio | goal | floor ms (ratio) | rewrite floor ms (ratio) |",
         "|---|---:|---:|---|---:|---:|---|---:|---:|",
     ]

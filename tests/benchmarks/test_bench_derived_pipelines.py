@@ -188,6 +188,8 @@ def test_the_pipelines_figure_of_the_three_stage_pipeline_and_the_cold_figures()
     assert "the flows themselves 3.60 s" in f["measured"] and "cold" not in f["measured"]
     assert "first (cold) refresh 9.00 s" in figs["derived_pipeline_incremental_0.01"]["measured"]
     md = bench_derived.markdown(r)
+    assert "timed after one untimed refresh of the same kind" in md
+    assert "timed after one untimed refresh" not in bench_derived.markdown(_result(why_not="", runs={}))
     assert "| pipeline incremental at 1.0% | 4000 | 9000 |" in md
     assert "| pipeline Spark Declarative Pipelines full refresh at 1.0% | 5600 |  |" in md
     assert ("pipeline/0.01: run 5600 ms, of which the flows (first RUNNING to last COMPLETED; each: "
