@@ -43,10 +43,6 @@ GOLD = ("SELECT d.region, s.event_type, count(*) AS n, sum(s.amount) AS revenue 
         "LEFT JOIN d ON s.country = d.country GROUP BY d.region, s.event_type")
 
 
-#: The gold query's sources and the names they have in the pipelines project (:func:`sdp_views`).
-GOLD_SOURCES = ("s", "d")
-
-
 def sdp_views(name: str) -> dict[str, str]:
     """The chain's materialized views in a pipelines project named
     ``name``: ``<name>_silver`` (:data:`SILVER` over the temporary view
@@ -109,9 +105,8 @@ class Chain:
         CtfileTable.for_path(self.spark, self.bronze).to_df().createOrReplaceTempView("bronze")
         CtfileTable.for_path(self.spark, self.dim).to_df().createOrReplaceTempView("d")
         self.spark.sql(SILVER).createOrReplaceTempView("s")
-        columns = [f.name for f in self.spark.sql(GOLD).schema.fields]
-        expect = [list(r) for r in self.spark.sql(GOLD).collect()]
-        return f"SELECT {', '.join(columns)} FROM default.{name}", expect
+        gold = self.spark.sql(GOLD)
+        return f"SELECT {', '.join(gold.columns)} FROM default.{name}", [list(r) for r in gold.collect()]
 
     def side(self, name: str, actions: dict[str, str], key: str) -> float | None:
         """Seconds of side ``name`` (None: not measured for the chain);

@@ -328,12 +328,12 @@ def child(spec_path: Path, url: str, check: str, expect: list) -> dict:
                 e = result["pipeline_event_result"].event
                 events.append((e.timestamp.ToDatetime().isoformat(), e.message))
         run_ms = 1000 * (time.perf_counter() - t0)
+        failed = [m for _, m in events if "FAILED" in m.upper()]
+        if failed:  # said before the check query, which would fail on a missing view without saying why
+            raise AssertionError(f"the pipeline run reported a failure: {failed[:3]}")
         got = json.loads(json.dumps([list(row) for row in spark.sql(check).collect()], default=str))
     finally:
         spark.stop()
-    failed = [m for _, m in events if "FAILED" in m.upper()]
-    if failed:
-        raise AssertionError(f"the pipeline run reported a failure: {failed[:3]}")
     if not same_rows(got, expect):
         raise AssertionError(f"the pipeline {spec.name}: {check} gave {str(got)[:300]}, expected {str(expect)[:300]}")
     return {"run_ms": run_ms, "register_ms": register_ms, **_phases(events), "events": events,

@@ -6,7 +6,7 @@ The source ``silver`` holds ``--rows`` events (id, country of 50, event type
 of 5, amount) in 1 Mi-row partitions, with change capture on
 (``ctfile.changeCapture = before_after``: the setting for tables whose
 changes are consumed), and a dimension ``dim`` maps each country to a
-region. Three queries, each a derived table:
+region. Four queries, each a derived table (``pipeline`` two):
 
 * ``aggregate``: revenue and count per country and event type;
 * ``join``: every event with its region (a two-way inner join);
@@ -42,8 +42,8 @@ copy is not timed), the sides alternating:
   anchor, the query as a materialized view of a Spark Declarative Pipeline
   (``pyspark.pipelines``), which open-source Spark refreshes by recomputing
   it in full; for ``pipeline``, one project with a materialized view per
-  derived table (silver, and gold over it). The views read each source at its current version from its
-  live Parquet files (``ctfile.open_table(uri).snapshot()``'s partitions, as
+  derived table (silver, and gold over it). The views read each source at
+  its current version from its live Parquet files (``ctfile.open_table(uri).snapshot()``'s partitions, as
   ``CtfileTable.to_df()`` reads natively; not the ctfile data source). It
   needs a Spark Connect server, started in this benchmark's own driver
   (``SparkConnectPlugin`` on 127.0.0.1, so the same JVM and ``local[2]``
@@ -64,8 +64,8 @@ untimed refresh of the same kind (same query, same side) on a scratch copy
 (for ``pipelines``, an update run of the same views), then the ``--runs``
 timed ones. The first refresh of a process pays one-off costs (classes
 loaded, code generated, a first plan of each statement) that a scheduled
-refresh pays once, not per run: issue 29 measured the aggregate's first
-Spark-path refresh at 5.2 s and the next ones at 0.70-0.90 s. That untimed
+refresh pays once, not per run (issue 29: the aggregate's first Spark-path
+refresh of a process took several times the next ones). That untimed
 refresh's time is kept as the cold figure (``cold_ms`` in the JSON,
 reported beside the warmed-up medians).
 
