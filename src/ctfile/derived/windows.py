@@ -120,23 +120,35 @@ def tie_broken(select: exp.Select, occurrences: Sequence[tuple[str, str]]) -> ex
 
 
 def _call_blocker(window: exp.Window) -> Blocker | None:
+    """Why one window call has no incremental rule, or None."""
     text = window.sql(dialect="spark")
-    func = window.this
-    spec = window.args.get("spec")
     if not window.args.get("partition_by"):
         return Blocker("window without PARTITION BY", f"refreshed in full ({text}: one partition holds every row)")
+    problem = _function_problem(window) or _frame_problem(window)
+    if problem is None and window.args.get("alias") is not None:
+        problem = "a named window (WINDOW clause) is not planned"
+    return Blocker("window function", f"{text}: {problem}") if problem is not None else None
+
+
+def _function_problem(window: exp.Window) -> str | None:
+    """Why the call's function has no rule, or None."""
+    func = window.this
     if not isinstance(func, (*_ORDER_DEPENDENT, *_PEER_RANKS, *_AGGREGATES)):
-        return Blocker("window function", f"{text}: only ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, first/last values "
-                                          "and count/sum/avg/min/max have an incremental rule")
+        return ("only ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, first/last values and count/sum/avg/min/max "
+                "have an incremental rule")
     if isinstance(func, _AGGREGATES) and isinstance(func.this, exp.Distinct):
-        return Blocker("window function", f"{text}: DISTINCT inside a window is not planned")
+        return "DISTINCT inside a window is not planned"
+    return None
+
+
+def _frame_problem(window: exp.Window) -> str | None:
+    """Why the call's frame has no rule, or None."""
+    spec = window.args.get("spec")
     if spec is not None and str(spec.args.get("kind") or "").upper() not in ("ROWS", "RANGE"):
-        return Blocker("window function", f"{text}: only ROWS and RANGE frames are planned")
-    if isinstance(func, _FRAME_ROW) and not _is_rows_frame(window):
-        return Blocker("window function", f"{text}: a first/last value over a RANGE frame (the default) picks among "
-                                          "tied rows in no set order; write a ROWS frame")
-    if window.args.get("alias") is not None:
-        return Blocker("window function", f"{text}: a named window (WINDOW clause) is not planned")
+        return "only ROWS and RANGE frames are planned"
+    if isinstance(window.this, _FRAME_ROW) and not _is_rows_frame(window):
+        return ("a first/last value over a RANGE frame (the default) picks among tied rows in no set order; "
+                "write a ROWS frame")
     return None
 
 
@@ -305,23 +317,32 @@ def _filtered_window_subquery(tree: exp.Expression) -> exp.Select | None:
     return source.this
 
 
+def _only_cte(tree: exp.Expression) -> exp.CTE | None:
+    """The one non-recursive WITH query of a SELECT, or None."""
+    with_ = tree.args.get("with_") if isinstance(tree, exp.Select) else None
+    if with_ is None or len(with_.expressions) != 1 or with_.args.get("recursive"):
+        return None
+    return with_.expressions[0]
+
+
+def _read_once_by_from(tree: exp.Select, name: str) -> bool:
+    """Whether ``tree`` reads table ``name`` once, as its FROM item."""
+    from_ = tree.args.get("from_")
+    reads = [t for t in tree.find_all(exp.Table) if t.name.lower() == name]
+    by_from = from_ is not None and isinstance(from_.this, exp.Table) and from_.this.name.lower() == name
+    return by_from and len(reads) == 1
+
+
 def _cte_inlined(tree: exp.Expression) -> exp.Expression:
     """A SELECT reading its only WITH query once, from its FROM (no join),
     with that query inlined as a FROM subquery; other trees unchanged."""
-    with_ = tree.args.get("with_") if isinstance(tree, exp.Select) else None
-    if with_ is None or len(with_.expressions) != 1 or with_.args.get("recursive"):
-        return tree
-    cte = with_.expressions[0]
-    name = cte.alias_or_name.lower()
-    from_ = tree.args.get("from_")
-    reads = [t for t in tree.find_all(exp.Table) if t.name.lower() == name]
-    read_by_from = from_ is not None and isinstance(from_.this, exp.Table) and from_.this.name.lower() == name
-    if not read_by_from or len(reads) != 1:
+    cte = _only_cte(tree)
+    if cte is None or not _read_once_by_from(tree, cte.alias_or_name.lower()):
         return tree
     copy = tree.copy()
     copy.set("with_", None)
-    alias = from_.this.alias_or_name
-    copy.args["from_"].set("this", exp.Subquery(this=cte.this.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    alias = exp.TableAlias(this=exp.to_identifier(tree.args["from_"].this.alias_or_name))
+    copy.args["from_"].set("this", exp.Subquery(this=cte.this.copy(), alias=alias))
     return copy
 
 
