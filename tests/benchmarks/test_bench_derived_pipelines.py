@@ -197,6 +197,7 @@ def test_the_pipelines_figure_of_the_three_stage_pipeline_and_the_cold_figures()
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a whole quick benchmark with its own JVM and Connect server: about 100 s
 def test_quick_benchmark_runs_the_pipelines_anchor_end_to_end(tmp_path):
     """The benchmark in quick mode with the pipelines side: every query's
     anchor runs (its views checked by the child: the three-stage pipeline's

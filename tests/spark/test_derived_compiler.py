@@ -298,7 +298,8 @@ def test_window_delta_equals_recomputation(small_spark, name, history):
     run_history(small_spark, name, history)
 
 
-@pytest.mark.parametrize("name", ["lag_lead", "subquery_dedup", "window_join", "having_sum"])
+@pytest.mark.parametrize("name", ["lag_lead", "having_sum",
+                                  *(pytest.param(n, marks=pytest.mark.long) for n in ("subquery_dedup", "window_join"))])
 @settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
 @given(history=histories(steps=2))
 def test_delta_without_the_table_recomputes_old_rows(small_spark, name, history):
@@ -329,7 +330,7 @@ DEDUPS = {"qualify_dedup": (WINDOW_QUERIES["qualify_dedup"], False),
 
 
 @pytest.mark.parametrize("name", sorted(DEDUPS))
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
 @given(history=histories(steps=3, appends_only=True))
 def test_appended_rows_are_compared_with_the_stored_top_row(small_spark, name, history):
     """Over intervals that only append, a deduplication's refresh ranks the
