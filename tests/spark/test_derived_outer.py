@@ -50,7 +50,7 @@ HISTORY = [
 
 #: Behind ``-m long`` (a minute or more each on the suite's machine); the
 #: compiler's differential test runs their rules on every default run.
-SLOW = ("full_join", "having", "not_in")
+SLOW = ("full_join", "having", "not_in", "not_exists")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.long) if n in SLOW else n for n in sorted(QUERIES)])
