@@ -37,8 +37,12 @@ session (the source DataFrame made once; each run on a fresh copy):
   ``python``: the Python builder's MERGE of the same batch. Goal <= 1.3x;
 - ``spark_upsert``: ``CtfileTable.merge(df, on="id")`` against ``upsert``
   (``Table.merge`` of the same rows). Goal <= 1.3x;
-- ``spark_executors``: ``spark`` with the driver path off
-  (``spark.ctfile.local.sourceRows = 0``): what it saves, reported.
+- ``spark_executors``: ``spark`` with the driver path and the spread path
+  off (``spark.ctfile.local.sourceRows = 0``, ``spreadRows = 0``): Spark's
+  join on the executors, what the driver path saves, reported;
+- ``spark_spread``: ``spark`` with the driver path off, so that the
+  Python engine runs spread over the executors
+  (:func:`ctfile.spark.local.run_spread`), reported.
 
 Results go to ``benchmarks/results/merge_spark.json``.
 
@@ -260,6 +264,15 @@ def _spark_variants(spark, b: pa.Table) -> dict:
 
     def spark_executors(t: ctfile.Table) -> None:
         spark.conf.set("spark.ctfile.local.sourceRows", "0")
+        spark.conf.set("spark.ctfile.local.spreadRows", "0")
+        try:
+            spark_merge(t)
+        finally:
+            spark.conf.unset("spark.ctfile.local.sourceRows")
+            spark.conf.unset("spark.ctfile.local.spreadRows")
+
+    def spark_spread(t: ctfile.Table) -> None:
+        spark.conf.set("spark.ctfile.local.sourceRows", "0")
         try:
             spark_merge(t)
         finally:
@@ -268,7 +281,7 @@ def _spark_variants(spark, b: pa.Table) -> dict:
     return {
         "spark": spark_merge, "python": lambda t: one_merge(t, b),
         "spark_upsert": lambda t: CtfileTable(spark, t).merge(plain, on="id"), "upsert": lambda t: upsert(t, b),
-        "spark_executors": spark_executors,
+        "spark_executors": spark_executors, "spark_spread": spark_spread,
     }
 
 
@@ -289,11 +302,11 @@ def measure_spark(a: argparse.Namespace) -> dict:
     spark = _spark_session()
     variants = _spark_variants(spark, b)
     got = {}
-    for name in ("spark", "python", "spark_executors"):  # the same rows, checked before timing
+    for name in ("spark", "python", "spark_executors", "spark_spread"):  # the same rows, checked before timing
         t = _fresh(pristine, work)
         variants[name](t)
         got[name] = t.to_arrow().sort_by("id")
-    assert got["spark"].equals(got["python"]) and got["spark_executors"].equals(got["python"])
+    assert all(got[n].equals(got["python"]) for n in ("spark", "spark_executors", "spark_spread"))
     load0 = list(os.getloadavg())
     wall, cpu = _alternated(variants, a.runs, pristine, work)
     shutil.rmtree(work, ignore_errors=True)
@@ -327,6 +340,9 @@ def markdown_spark(r: dict) -> str:
         f"| {ms['spark_executors']:.0f} (builder, executors) | Python builder | {ms['python']:.0f} | "
         f"{ms['spark_executors'] / ms['python']:.2f} | reported |",
     ]
+    if "spark_spread" in ms:
+        lines.append(f"| {ms['spark_spread']:.0f} (builder, spread over the executors) | Python builder | "
+                     f"{ms['python']:.0f} | {ms['spark_spread'] / ms['python']:.2f} | reported |")
     return "\n".join(lines)
 
 

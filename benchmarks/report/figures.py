@@ -168,7 +168,8 @@ def _merge_spark_figures(r: dict) -> list[dict]:
             "upsert": ("spark_upsert", "Table.merge of the same batch (CtfileTable.merge)")}
     out = [
         fig(f"merge_spark_vs_{n}", what, anchor, f"<= {m['goals'][n]}x", f"{r['ratio'][n]:.2f}x",
-            f"{ms[mine]:.0f} ms vs {ms[n]:.0f} ms (driver path; on the executors {ms['spark_executors']:.0f} ms)",
+            f"{ms[mine]:.0f} ms vs {ms[n]:.0f} ms (driver path; on the executors {ms['spark_executors']:.0f} ms"
+            + (f", spread over them {ms['spark_spread']:.0f} ms)" if "spark_spread" in ms else ")"),
             r["pass"][n], "merge_spark")
         for n, (mine, anchor) in rows.items()
     ]

@@ -55,6 +55,7 @@ from ctfile.writer.merge_builder import ARROW_EXPRESSIONS, MergeBuilder, MergeEx
 from ctfile.writer.merge_plan import MergePlan, MergeSpec, SourceColumn, assigned_new_columns
 from ctfile.writer.merge_rows import CLAUSE_COLUMN, value_column
 from ctfile.writer.merge_run import PreparedMerge
+from ctfile.writer.merge_spread import SpreadMerge
 from ctfile.writer.merge_statement import MatchKind, MergeAction, MergeClause, MergeStatement
 from ctfile.writer.rewrite_job import ACTION_COLUMN, PartitionRewrite, RewriteJob, RewriteKind, RowAction
 from ctfile.writer.transaction import WriteTransaction
@@ -100,6 +101,7 @@ __all__ = [
     "MergePlan",
     "MergeStatement",
     "PreparedMerge",
+    "SpreadMerge",
     "MergeClause",
     "MatchKind",
     "MergeAction",

@@ -28,7 +28,7 @@ def test_bench_merge_spark_quick(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["meta"]["batch"] == 100 and r["meta"]["rows"] == 20_000
-    assert set(r["ms"]) == {"spark", "python", "spark_upsert", "upsert", "spark_executors"}
+    assert set(r["ms"]) == {"spark", "python", "spark_upsert", "upsert", "spark_executors", "spark_spread"}
     assert set(r["ratio"]) == set(r["pass"]) == {"python", "upsert"}
     sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("_bench_run", ROOT / "benchmarks" / "run.py")

@@ -237,10 +237,13 @@ def connect_merge_builder(spark, work: Path) -> None:
     from ctfile.spark import CtfileTable
 
     schema = pa.schema([("id", pa.int64()), ("total", pa.int64())])
-    for local in ("0", "10000"):
-        t = ctfile.create_table(str(work / f"t{local}"), schema, partition_rows=2)
+    # Spark's join on the executors, the Python engine spread over them
+    # (ctfile.spark.local.run_spread), and the driver alone.
+    for local, spread in (("0", "0"), ("0", "100000"), ("10000", "0")):
+        t = ctfile.create_table(str(work / f"t{local}-{spread}"), schema, partition_rows=2)
         t.insert(pa.table({"id": [1, 2, 3], "total": [10, 20, 30]}, schema=schema))
         spark.conf.set("spark.ctfile.local.sourceRows", local)
+        spark.conf.set("spark.ctfile.local.spreadRows", spread)
         src = spark.createDataFrame([(1, 5, "u"), (2, 0, "delete"), (4, 7, "u")], "id long, amount long, op string")
         ct = CtfileTable.for_path(spark, t.uri)
         r = (ct.merge_builder(src, on="t.id = s.id")
@@ -256,6 +259,7 @@ def connect_merge_builder(spark, work: Path) -> None:
             tx.update("id >= 4", {"total": "total + 1"})
         assert tx.result.version == r.version + 1 and _rows(t.uri) == [(1, 15), (3, 0), (4, 8), (5, 51)]
     spark.conf.set("spark.ctfile.local.sourceRows", "0")
+    spark.conf.set("spark.ctfile.local.spreadRows", "0")
 
 
 def parallelism(spark, work: Path) -> dict:
@@ -303,6 +307,7 @@ def main(work_dir: str, names: str) -> None:
     # The scenarios are about the executors' path: no small statement runs in
     # the driver (ctfile.spark.local), as in the suite's own session.
     spark.conf.set("spark.ctfile.local.sourceRows", "0")
+    spark.conf.set("spark.ctfile.local.spreadRows", "0")
     out: dict = {"session": type(spark).__module__, "scenarios": {}, "facts": {},
                  "seconds": {"session": round(time.monotonic() - start, 1)}}
     for name in names.split(","):

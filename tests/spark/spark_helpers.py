@@ -38,8 +38,10 @@ def build_session(app_name: str = "ctfile-tests"):
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         # The suite's statements and change scans are small: run them on the
         # executors, the path the tests are about; the driver path
-        # (ctfile.spark.local) is turned on by the tests of it.
+        # (ctfile.spark.local) and the spread MERGE (ctfile.spark.local.run_spread)
+        # are turned on by the tests of them.
         .config("spark.ctfile.local.sourceRows", "0")
+        .config("spark.ctfile.local.spreadRows", "0")
         .config("spark.ctfile.local.changeRows", "0")
         .getOrCreate()
     )

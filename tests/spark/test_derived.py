@@ -19,6 +19,7 @@ import ctfile
 from ctfile.spark import derived
 from derived_helpers import QUERIES, a_rows, apply_op, expected_rows, make_sources, multiset
 from readme_examples import derived_blocks, run_blocks
+from spark_helpers import spark_conf
 
 OPS = st.tuples(
     st.sampled_from(["insert", "update", "delete", "merge", "b_insert", "b_delete", "compact"]),
@@ -26,7 +27,7 @@ OPS = st.tuples(
 )
 
 
-DRIVER_PATH = ("spark.ctfile.local.sourceRows", "spark.ctfile.local.changeRows")
+DRIVER_PATH = ("spark.ctfile.local.sourceRows", "spark.ctfile.local.changeRows", "spark.ctfile.local.spreadRows")
 
 
 @pytest.fixture(autouse=True)
@@ -146,6 +147,16 @@ FIXED_HISTORY = [
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_each_rule_equals_the_query_at_its_frontier(spark, tmp_path, name):
     run_history(spark, tmp_path, QUERIES[name], FIXED_HISTORY, capture=name in ("join", "aggregate"))
+
+
+@pytest.mark.parametrize("name", ["join", "window"])
+def test_refreshes_spread_over_the_executors_equal_the_query(spark, tmp_path, name, caplog):
+    """With the driver's MERGE off, each refresh's MERGE is spread over the
+    executors (ctfile.spark.local.run_spread): the Python engine rewrites the
+    derived table's partitions there, derivation columns included."""
+    with spark_conf(spark, "spark.ctfile.local.sourceRows", "0"), caplog.at_level("INFO", "ctfile.spark"):
+        run_history(spark, tmp_path, QUERIES[name], FIXED_HISTORY, capture=name == "join")
+    assert any("spread over" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.long

@@ -17,6 +17,7 @@ from ctfile.spark import CtfileTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "table"))
 from derived_support import full_refresh, make_pair, refresh_info  # noqa: E402
+from spark_helpers import spark_conf  # noqa: E402
 
 VISIBLE = ["id", "v"]
 
@@ -42,13 +43,16 @@ def test_spark_reads_hide_the_derivation_columns(spark, pair):
     assert ct.changes_df(1).columns[:2] == VISIBLE
 
 
-def test_a_spark_merge_in_a_refresh_carries_the_derivation_columns(spark, pair):
+@pytest.mark.parametrize("spread", ["0", "100000"], ids=["join", "spread"])
+def test_a_spark_merge_in_a_refresh_carries_the_derivation_columns(spark, pair, spread):
+    """On Spark's join and spread over the executors (ctfile.spark.local.run_spread)."""
     source, derived, ct = pair
     keys = {r["id"]: r["_ct_dt_key"] for r in derived.to_arrow(include_hidden=True).to_pylist()}
     source.insert(pa.table({"id": [5], "v": ["e"]}))  # the delta below is what a refresh would compute
     delta = spark.createDataFrame([(1, "A", keys[1], 1), (5, "e", "k5", 1)],
                                   "id long, v string, _ct_dt_key string, _ct_dt_rows long")
-    with ct.transaction(refresh=refresh_info(source, "INCREMENTAL", 2, 2)) as tx:
+    with spark_conf(spark, "spark.ctfile.local.spreadRows", spread), \
+            ct.transaction(refresh=refresh_info(source, "INCREMENTAL", 2, 2)) as tx:
         got = (tx.merge_builder(delta, on="_ct_dt_key").when_matched_update(set={"v": "s.v"})
                .when_not_matched_insert_all().execute())
     assert (got["inserted"], got["updated"]) == (1, 1) and tx.result.operation == "REFRESH"

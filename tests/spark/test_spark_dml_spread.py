@@ -18,6 +18,7 @@ import pytest
 
 import ctfile
 from ctfile.spark import CtfileTable
+from spark_helpers import spark_conf  # noqa: E402
 
 ROWS = 400_000
 PARTITION_ROWS = 50_000
@@ -100,3 +101,36 @@ def test_merge_runs_in_many_tasks_and_driver_holds_no_table(spark, big_table):
     assert got.num_rows == ROWS + 500
     v = dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist()))
     assert v[97] == -98 and v[98] == 98 * 3 and v[ROWS + 1] == -(ROWS + 2)
+
+
+def test_a_spread_merge_runs_in_many_tasks_and_driver_holds_only_the_source(spark, big_table, caplog):
+    """The Python engine spread over the executors (ctfile.spark.local.run_spread):
+    the driver holds the source, each task rewrites candidates of its own,
+    and nothing is broadcast or joined by Spark."""
+    keys = np.concatenate([np.arange(0, ROWS, 97), np.arange(ROWS, ROWS + 500)]).astype(np.int64)
+    source = spark.createDataFrame(pa.table({"id": keys, "v": -keys - 1}).to_pandas())
+    raw_bytes = big_table.to_arrow().nbytes
+    pool, old_pool = pa.system_memory_pool(), pa.default_memory_pool()
+    before = pool.max_memory()
+    pa.set_memory_pool(pool)
+    first_execution = spark._jsparkSession.sharedState().statusStore().executionsCount()
+    spark.sparkContext.setJobGroup("ct-merge-spread-engine", "spread MERGE")
+    try:
+        with spark_conf(spark, "spark.ctfile.local.spreadRows", "100000"), caplog.at_level("INFO", "ctfile.spark"):
+            result = (CtfileTable.for_path(spark, big_table.uri).merge_builder(source, on="id")
+                      .when_matched_update(set={"v": "s.v"}).when_not_matched_insert_all().execute())
+    finally:
+        pa.set_memory_pool(old_pool)
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    peak = pool.max_memory() - before
+    assert any("spread over 8 candidate partitions" in r.getMessage() for r in caplog.records)
+    assert result.num_updated_rows == len(range(0, ROWS, 97)) and result.num_inserted_rows == 500
+    stages = _stage_tasks(spark, "ct-merge-spread-engine")
+    assert max(n for _, n in stages) > 1, stages
+    # Less than one partition's rows: the driver held the source and the
+    # inserted rows, never a candidate.
+    assert peak < raw_bytes / (ROWS // PARTITION_ROWS), (peak, raw_bytes)
+    assert not _broadcast_inputs(spark, first_execution)
+    got = big_table.refresh().to_arrow()
+    v = dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist()))
+    assert got.num_rows == ROWS + 500 and v[97] == -98 and v[98] == 98 * 3 and v[ROWS + 1] == -(ROWS + 2)

@@ -56,6 +56,12 @@ def accounts(tmp_path, spark):
     return t, CtfileTable.for_path(spark, t.uri)
 
 
+#: Where the Spark builder runs a statement: Spark's join on the executors,
+#: the Python engine in the driver (ctfile.spark.local), or spread over the
+#: executors (ctfile.spark.local.run_spread).
+PATHS = {"join": ("0", "0"), "driver": (str(LocalLimits.source_rows), "0"), "spread": ("0", str(LocalLimits.spread_rows))}
+
+
 def test_conditional_upsert(spark, accounts):
     t, ct = accounts
     batch = spark.createDataFrame([(1, 11, 9), (2, 21, 1), (7, 70, 9)], "id long, total long, ts long")
@@ -150,17 +156,17 @@ def test_scd2(spark, tmp_path):
     ]
 
 
-@pytest.mark.parametrize("local", [False, True], ids=["executors", "driver"])
-def test_patterns_on_an_s3_server(spark, moto_s3, local):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_patterns_on_an_s3_server(spark, moto_s3, path):
     """Upsert with delete, accumulate and snapshot sync on an S3 server
-    (moto), on the executors and in the driver."""
+    (moto), on each path (:data:`PATHS`)."""
     uri, opts = moto_s3.new_uri(), moto_s3.storage_options()
     t = ctfile.create_table(uri, ACCOUNTS, partition_rows=2, storage_options=opts)
     t.insert(pa.table({"id": [1, 2, 3, 4], "total": [10, 20, 30, 40], "ts": [5, 5, 5, 5]}, schema=ACCOUNTS))
     ct = CtfileTable.for_path(spark, uri, storage_options=opts)
     batch = spark.createDataFrame([(1, 5, 9, "upsert"), (2, 0, 9, "delete"), (8, 80, 9, "upsert")],
                                   "id long, amount long, ts long, op string")
-    with _driver_path(spark, local) as paths:
+    with _engine_path(spark, path) as paths:
         r1 = (ct.merge_builder(batch, on="id")
               .when_matched_delete(condition="s.op = 'delete'")
               .when_matched_update(set={"total": "t.total + s.amount", "ts": "s.ts"})
@@ -168,7 +174,7 @@ def test_patterns_on_an_s3_server(spark, moto_s3, local):
               .execute())
         snapshot = spark.createDataFrame([(1, 15, 9), (8, 80, 9)], "id long, total long, ts long")
         r2 = ct.merge_builder(snapshot, on="id").when_matched_update_all().when_not_matched_by_source_delete().execute()
-    assert paths.local == (2 if local else 0)
+    assert (paths.local, paths.spread) == {"driver": (2, 0), "spread": (0, 2), "join": (0, 0)}[path]
     assert (r1.num_updated_rows, r1.num_deleted_rows, r1.num_inserted_rows) == (1, 1, 1)
     assert (r2.num_updated_rows, r2.num_deleted_rows) == (0, 2)
     assert _rows(t) == [{"id": 1, "total": 15, "ts": 9}, {"id": 8, "total": 80, "ts": 9}]
@@ -313,34 +319,48 @@ def _state(t: ctfile.Table, ids: list[int]) -> tuple[list, list]:
 
 
 class _Paths(logging.Handler):
-    """The paths the Spark MERGEs took (``ctfile.spark.local``'s log)."""
+    """The paths the Spark MERGEs took (``ctfile.spark``'s log)."""
 
     def __init__(self):
         super().__init__(logging.INFO)
-        self.local = 0
+        self.local = self.spread = self.not_spread = 0
 
     def emit(self, record):
-        self.local += "runs in the driver" in record.getMessage()
+        text = record.getMessage()
+        self.local += "runs in the driver" in text
+        self.spread += "spread over" in text
+        self.not_spread += "is not spread" in text
 
 
 @contextlib.contextmanager
-def _driver_path(spark, on: bool):
-    """The Spark builder with the driver path on (default limits) or off; yields its log."""
-    paths, logger = _Paths(), logging.getLogger("ctfile.spark.local")
+def _engine_path(spark, path: str):
+    """The Spark builder on ``path`` (:data:`PATHS`); yields its log."""
+    paths, logger = _Paths(), logging.getLogger("ctfile.spark")
     level = logger.level
     logger.addHandler(paths)
     logger.setLevel(logging.INFO)
+    source_rows, spread_rows = PATHS[path]
     try:
-        with spark_conf(spark, "spark.ctfile.local.sourceRows", str(LocalLimits.source_rows) if on else "0"):
+        with spark_conf(spark, "spark.ctfile.local.sourceRows", source_rows), \
+                spark_conf(spark, "spark.ctfile.local.spreadRows", spread_rows):
             yield paths
     finally:
         logger.removeHandler(paths)
         logger.setLevel(level)
 
 
-def check_engines(spark, stmt, target, source, capture: bool, local: bool = False) -> None:
-    """``stmt`` through both builders (the Spark one in the driver when
-    ``local``, else on the executors) against the model and each other."""
+def _check_path(paths: _Paths, path: str) -> None:
+    """The statement took ``path`` (a spread that declined ran Spark's join)."""
+    assert paths.local == (path == "driver"), "the driver path was (not) taken"
+    if path == "spread":
+        assert paths.spread + paths.not_spread == 1, "the spread path was not tried"
+    else:
+        assert paths.spread == paths.not_spread == 0, "the spread path was tried"
+
+
+def check_engines(spark, stmt, target, source, capture: bool, path: str = "join") -> None:
+    """``stmt`` through both builders (the Spark one on ``path``,
+    :data:`PATHS`) against the model and each other."""
     root = tempfile.mkdtemp(prefix="ctfile-spark-merge-")
     try:
         py, ids = _setup(root + "/py", target, capture)
@@ -355,13 +375,13 @@ def check_engines(spark, stmt, target, source, capture: bool, local: bool = Fals
         except MultipleMatch as e:
             for b in (py_builder, spark_builder):
                 with pytest.raises(ctfile.InvalidArgumentError, match=f"{e.count} source rows match the table row"):
-                    with _driver_path(spark, local):
+                    with _engine_path(spark, path):
                         b.execute()
             assert _files(root + "/spark") == before
             return
-        with _driver_path(spark, local) as paths:
+        with _engine_path(spark, path) as paths:
             results = [py_builder.execute(), spark_builder.execute()]
-        assert paths.local == (1 if local else 0), "the driver path was (not) taken"
+        _check_path(paths, path)
         for t, r in zip((py, sp), results):
             assert (r.num_inserted_rows, r.num_updated_rows, r.num_deleted_rows) == outcome.counts, stmt
             assert r.committed == (any(outcome.changed) or bool(outcome.inserted))
@@ -388,14 +408,23 @@ CASES = dict(stmt=statements(), target=TARGET_ROWS, source=SOURCE_ROWS)
 @settings(max_examples=5, **SETTINGS)
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model(spark, stmt, target, source):
-    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2),
+                  path="driver" if len(source) % 2 else "join")
+
+
+@settings(max_examples=5, **SETTINGS)
+@given(**CASES)
+def test_spread_merge_matches_python_builder_and_model(spark, stmt, target, source):
+    """The Python engine spread over the executors (ctfile.spark.local.run_spread):
+    the same rows, counts, row ids and change rows as the Python builder."""
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), path="spread")
 
 
 @pytest.mark.long
 @settings(max_examples=150, **{**SETTINGS, "derandomize": False})
 @given(**CASES)
 def test_spark_builder_matches_python_builder_and_model_long(spark, stmt, target, source):
-    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), local=bool(len(source) % 2))
+    check_engines(spark, stmt, target, source, capture=bool(len(target) % 2), path=sorted(PATHS)[len(source) % 3])
 
 
 def _by_sort_merge_join(spark, stmt, target, source) -> None:

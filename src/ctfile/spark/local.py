@@ -25,6 +25,23 @@ local table: no Python worker and no job reads it, and the Spark jobs over
 it (a derived table's refresh) start at once. Larger scans run on the
 executors, so the driver never holds more than ``changeRows`` rows.
 
+A MERGE whose source has at most ``spreadRows`` rows but whose candidates
+are more than the driver takes is *spread* (:func:`run_spread`; SPEC
+§Copy-on-write, distributed statements, a spread MERGE;
+:class:`ctfile.SpreadMerge`). Spark's own MERGE plan
+(:class:`ctfile.spark.merge.SparkMerge`) persists the source, finds its key
+ranges, joins it with the candidates' rows and shuffles the matched rows to
+one task per partition: several Spark jobs and their planning, whatever the
+statement's size. A source small enough to collect needs none of that: the
+driver plans the statement over the collected rows, and one Spark job of a
+few tasks (``spark.range`` with as many partitions, so no shuffle and no
+JVM handle: it runs on Spark Connect too) rewrites the candidates, each
+task carrying the planned statement in its closure as Spark carries a
+broadcast join side and running the Python engine over partitions of its
+own. The driver inserts the unmatched rows and stages the rest
+(:meth:`ctfile.SpreadMerge.finish`). The translation rule above holds for
+it too.
+
 A DataFrame made from rows the driver already holds (:func:`local_frame`:
 a collected MERGE source, a delta computed in the driver) remembers them,
 so a statement run in the driver over it reads them back without the
@@ -36,15 +53,17 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import pickle
 import weakref
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 
 import ctfile
 from ctfile.spark.arrow_sql import SideColumns, SqlScope, Untranslatable, to_arrow
+from ctfile.spark.session import default_parallelism
 from ctfile.spark.sqltext import SqlConf
 from ctfile.spark_datasource.types import spark_arrow_schema, spark_schema
 
@@ -54,28 +73,40 @@ log = logging.getLogger(__name__)
 SOURCE_ROWS_CONF = "spark.ctfile.local.sourceRows"
 TARGET_ROWS_CONF = "spark.ctfile.local.targetRows"
 CHANGE_ROWS_CONF = "spark.ctfile.local.changeRows"
+SPREAD_ROWS_CONF = "spark.ctfile.local.spreadRows"
 
 
 @dataclass(frozen=True)
 class LocalLimits:
     """The largest statement the driver runs: ``source_rows`` source rows
     and ``target_rows`` rows in the candidate partitions (0: never); the
-    largest change scan it reads: ``change_rows`` rows read (0: never)."""
+    largest change scan it reads: ``change_rows`` rows read (0: never); the
+    largest source it collects to spread a statement over the executors
+    (:func:`run_spread`): ``spread_rows`` rows (0: never)."""
 
     source_rows: int = 10_000
     target_rows: int = 2_000_000
     change_rows: int = 500_000
+    spread_rows: int = 100_000
 
     @classmethod
     def of(cls, spark: Any) -> "LocalLimits":
         """The limits of ``spark``'s configuration (the defaults where unset)."""
         return cls(_setting(spark, SOURCE_ROWS_CONF, cls.source_rows),
                    _setting(spark, TARGET_ROWS_CONF, cls.target_rows),
-                   _setting(spark, CHANGE_ROWS_CONF, cls.change_rows))
+                   _setting(spark, CHANGE_ROWS_CONF, cls.change_rows),
+                   _setting(spark, SPREAD_ROWS_CONF, cls.spread_rows))
 
     @property
     def enabled(self) -> bool:
+        """Whether the driver runs small statements itself."""
         return self.source_rows > 0 and self.target_rows > 0
+
+    def collected_rows(self, *, spreads: bool) -> int:
+        """The most source rows a statement is collected for: to run it in
+        the driver, or (``spreads``) to spread it (0: never collected)."""
+        driver = self.source_rows if self.enabled else 0
+        return max(driver, self.spread_rows) if spreads else driver
 
 
 def _setting(spark: Any, key: str, default: int) -> int:
@@ -130,23 +161,28 @@ def arrow_statement(statement: ctfile.MergeStatement, target: pa.Schema, source:
 
 #: Runs the translated statement, prepared over the collected source, in the transaction.
 LocalRun = Callable[[ctfile.WriteTransaction, ctfile.PreparedMerge], dict]
+#: Runs it spread over the executors; None when it cannot (:meth:`ctfile.SpreadMerge.plan`).
+SpreadRun = Callable[[ctfile.WriteTransaction, ctfile.PreparedMerge], "dict | None"]
 
 
 def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, source: DataFrame,
-                  run: LocalRun) -> dict[str, int] | None:
+                  run: LocalRun, *, spread: SpreadRun | None = None) -> dict[str, int] | None:
     """Run ``statement`` of ``source`` in the driver with ``run`` when it
-    is small and translates (module docstring); the counts, or None when
-    the executors must run it (nothing was read from the table then)."""
+    is small and translates (module docstring), or with ``spread`` (the
+    Python engine on the executors, :func:`run_spread`) when
+    its source is small but its candidates are not; the counts, or None
+    when Spark's join must run it (nothing was read from the table then)."""
     limits = LocalLimits.of(spark)
-    if not limits.enabled or _known_too_many(source, limits.source_rows):
+    collected = limits.collected_rows(spreads=spread is not None)
+    if collected == 0 or _known_too_many(source, collected):
         return None
     local = _translated(spark, tx, statement, spark_arrow_schema(source.schema))
     if local is None:
         return None
     rows = held_rows(source)
     if rows is None:
-        rows = source.limit(limits.source_rows + 1).toArrow()
-    return _run_small(tx, local, rows, limits, run)
+        rows = source.limit(collected + 1).toArrow()
+    return _run_small(tx, local, rows, limits, run, spread)
 
 
 def run_rows_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table,
@@ -158,7 +194,7 @@ def run_rows_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfil
     if not limits.enabled or rows.num_rows > limits.source_rows:
         return None
     local = _translated(spark, tx, statement, rows.schema)
-    return None if local is None else _run_small(tx, local, rows, limits, run)
+    return None if local is None else _run_small(tx, local, rows, limits, run, None)
 
 
 def _translated(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement,
@@ -171,16 +207,20 @@ def _translated(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Merge
 
 
 def _run_small(tx: ctfile.WriteTransaction, local: ctfile.MergeStatement, rows: pa.Table, limits: LocalLimits,
-               run: LocalRun) -> dict[str, int] | None:
-    """Run ``local`` over ``rows`` when both sides are within ``limits``."""
-    if rows.num_rows > limits.source_rows:
+               run: LocalRun, spread: SpreadRun | None) -> dict[str, int] | None:
+    """Run ``local`` over ``rows`` in the driver when both sides are within
+    ``limits``, else spread when the source is; None when neither."""
+    if rows.num_rows > limits.collected_rows(spreads=spread is not None):
         return None
     prepared = tx.prepare_merge(local, rows)
-    if prepared.candidate_rows > limits.target_rows:
+    in_driver = limits.enabled and rows.num_rows <= limits.source_rows
+    if in_driver and prepared.candidate_rows <= limits.target_rows:
+        log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows,
+                 prepared.candidate_rows)
+        return run(tx, prepared)
+    if spread is None or rows.num_rows > limits.spread_rows:
         return None
-    log.info("MERGE of %d source rows over %d candidate rows runs in the driver", rows.num_rows,
-             prepared.candidate_rows)
-    return run(tx, prepared)
+    return spread(tx, prepared)
 
 
 @dataclass(frozen=True)
@@ -341,3 +381,68 @@ def _unqualified(text: str, alias: str, conf: SqlConf) -> str | None:
     except SqlglotError:
         return None
 
+
+# ---------------------------------------------------------------- a MERGE spread over the executors
+
+
+_SPREAD_RESULT = "kind string, payload binary"
+#: At most this many tasks per core: a task's work is whole partitions,
+#: so more tasks than that only add their start-up cost.
+TASKS_PER_CORE = 2
+
+
+def spread_runner(spark: Any) -> Callable[[ctfile.WriteTransaction, ctfile.PreparedMerge], dict | None]:
+    """The ``spread`` argument of :func:`ctfile.spark.local.run_in_driver` for ``spark``."""
+    return lambda tx, prepared: run_spread(spark, tx, prepared)
+
+
+def run_spread(spark: Any, tx: ctfile.WriteTransaction, prepared: ctfile.PreparedMerge) -> dict[str, int] | None:
+    """Run ``prepared`` (planned in ``tx``'s current statement) over the
+    executors; its counts, or None when it does not spread
+    (:meth:`ctfile.SpreadMerge.plan`: nothing was written then)."""
+    spread = ctfile.SpreadMerge.plan(tx, prepared)
+    if spread is None:
+        log.info("MERGE is not spread: its source repeats a key it updates, or it evolves the schema")
+        return None
+    paths = [p.path for p in spread.job.candidates]
+    log.info("MERGE of %d source rows spread over %d candidate partitions (%d rows)",
+             spread.merge.source.num_rows, len(paths), prepared.candidate_rows)
+    rewrites = _rewritten(spark, spread, paths) if paths else []
+    return spread.finish(tx, rewrites)
+
+
+def _rewritten(spark: Any, spread: ctfile.SpreadMerge, paths: list[str]) -> list[ctfile.PartitionRewrite]:
+    """Every candidate at ``paths`` rewritten by the executors; on a task's
+    ctfile error every file written is deleted and the error raised."""
+    tasks = max(1, min(len(paths), TASKS_PER_CORE * default_parallelism(spark)))
+    out = spark.range(0, tasks, 1, tasks).mapInArrow(_spread_task_fn(spread, paths, tasks), _SPREAD_RESULT).collect()
+    rewrites, errors = [], []
+    for kind, payload in out:
+        (rewrites if kind == "rewrite" else errors).append(pickle.loads(payload))
+    if errors:
+        spread.job.discard(rewrites)
+        raise errors[0]
+    return rewrites
+
+
+def _spread_task_fn(spread: ctfile.SpreadMerge, paths: list[str],
+             tasks: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: task ``i`` rewrites ``paths[i::tasks]``;
+    a ctfile error is returned as a row, not raised, so the driver can
+    delete what the other tasks wrote."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                kinds, payloads = [], []
+                for path in paths[task::tasks]:
+                    try:
+                        kind, value = "rewrite", spread.rewrite(path)
+                    except ctfile.CtfileError as e:
+                        kind, value = "error", e
+                    kinds.append(kind)
+                    payloads.append(pickle.dumps(value))
+                yield pa.RecordBatch.from_pydict({"kind": kinds, "payload": payloads},
+                                                 schema=pa.schema([("kind", pa.string()), ("payload", pa.binary())]))
+
+    return run

@@ -64,7 +64,7 @@ from ctfile.spark.dml import (
     to_column,
 )
 from ctfile.spark.local import (
-    LocalRun, known_unique, local_frame, matched_target_pruning, run_in_driver, run_rows_in_driver,
+    LocalRun, known_unique, local_frame, matched_target_pruning, run_in_driver, run_rows_in_driver, spread_runner,
     unmatched_target_pruning,
 )
 from ctfile.spark.merge_clauses import SPARK_EXPRESSIONS, SPARK_TEXT_EXPRESSIONS, render  # noqa: F401 -- re-exported
@@ -96,6 +96,7 @@ class SparkMerge:
                  local: LocalRun | None = None):
         self.spark = spark
         self._local = local or _execute_merge
+        self._custom_local = local is not None  # its own checks: not spread (ctfile.spark.local.run_spread)
         self.statement = statement
         self.unique_keys = unique_keys
         self._given = source
@@ -126,7 +127,8 @@ class SparkMerge:
         if tx.is_replay:
             return counts(Results([], []))
         given = in_table_timestamps(self._given, tx.schema.to_arrow(field_ids=False))
-        done = run_in_driver(self.spark, tx, self.statement, given, self._local)
+        spread = None if self._custom_local else spread_runner(self.spark)
+        done = run_in_driver(self.spark, tx, self.statement, given, self._local, spread=spread)
         if done is not None:
             return done
         source = self._prepare(tx)

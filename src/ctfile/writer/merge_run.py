@@ -325,13 +325,23 @@ def _duplicate_keys(m: ArrowMerge) -> KeyPredicate | None:
     return KeyPredicate(m.plan.keys, twice) if twice.num_rows else None
 
 
+def has_repeated_updated_keys(m: ArrowMerge) -> bool:
+    """Whether two source rows share a key while a ``MATCHED`` clause
+    updates: only then can the multiple-match rule fail."""
+    return _repeated_updated_keys(m) is not None
+
+
+def _repeated_updated_keys(m: ArrowMerge) -> KeyPredicate | None:
+    if not any(_is_update(c) for c in m.of(MatchKind.MATCHED)):
+        return None
+    return _duplicate_keys(m)
+
+
 def check_multiple_matches(tx: "WriteTransaction", m: ArrowMerge, parts: Sequence[Partition]) -> None:
     """Raise the multiple-match error before anything is written: read the
     candidates that may hold a key two source rows share (only those can
     hold a row matched twice) and check their pairs."""
-    if not any(_is_update(c) for c in m.of(MatchKind.MATCHED)):
-        return
-    twice = _duplicate_keys(m)
+    twice = _repeated_updated_keys(m)
     if twice is None:
         return
     for p in twice.candidates(parts, tx.schema):
@@ -342,7 +352,7 @@ def check_multiple_matches(tx: "WriteTransaction", m: ArrowMerge, parts: Sequenc
             check_single_update(m, t, pairs, first_clauses(m.of(MatchKind.MATCHED), rows))
 
 
-def _record_reads(tx: "WriteTransaction", m: ArrowMerge) -> None:
+def record_reads(tx: "WriteTransaction", m: ArrowMerge) -> None:
     """The statement's read predicates (SPEC §Conflict detection)."""
     if m.matches_source:
         tx.record_read_predicate(m.predicate)
@@ -386,7 +396,7 @@ def run_merge(tx: "WriteTransaction", m: ArrowMerge, parts: Sequence[Partition] 
     check_multiple_matches(tx, m, parts)
     if m.plan.evolution is not None:
         tx.evolve_schema(m.plan.evolution.apply)
-    _record_reads(tx, m)
+    record_reads(tx, m)
     results = rewrite_partitions(tx, parts, lambda p, t: rewrite_partition(tx, m, p, t))
     matched = np.zeros(m.source.num_rows, dtype=bool)
     for r in results:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +61,7 @@ from ctfile.writer.merge_plan import MergePlan, plan_statement
 from ctfile.writer.merge_rows import CLAUSE_COLUMN, inserted_rows, row_deletes, updated_values
 from ctfile.writer.merge_statement import MergeStatement
 from ctfile.writer.distributed import WriteJob
-from ctfile.writer.dml import rewrite_positions
+from ctfile.writer.dml import Rewrite, rewrite_positions
 from ctfile.writer.input import Conformer
 from ctfile.writer.transaction import WriteTransaction
 
@@ -120,6 +120,9 @@ class PartitionRewrite:
     #: Change rows were captured out of a partition an earlier statement of
     #: the transaction wrote: the transaction consolidates its change rows.
     overlaps: bool = False
+    #: The numbers of the source rows a MERGE run by the Python engine on
+    #: the worker matched here (:class:`ctfile.writer.merge_spread.SpreadMerge`).
+    matched_source: Any = None
 
     @property
     def written(self) -> list[str]:
@@ -215,6 +218,15 @@ class RewriteJob:
         return job
 
     @classmethod
+    def for_prepared_merge(cls, tx: WriteTransaction, prepared: Any) -> "RewriteJob":
+        """The job over the candidates of a MERGE ``prepared`` in ``tx``
+        (:meth:`ctfile.WriteTransaction.prepare_merge`, which checked it),
+        whose workers run it with the Python engine
+        (:class:`ctfile.writer.merge_spread.SpreadMerge`)."""
+        plan = prepared.merge.plan
+        return cls._plan(tx, RewriteKind.MERGE, prepared.candidates, set_columns=plan.update_columns, merge=plan)
+
+    @classmethod
     def for_merge_statement(
         cls,
         tx: WriteTransaction,
@@ -306,22 +318,39 @@ class RewriteJob:
             A value that does not fit its column (a null for a non-nullable
             one). Nothing is left written.
         """
-        p = self.partition(path)
         positions, deleted, rows = self._positions(path, rows)
-        if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
-            raise InvalidArgumentError(f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
+
+        def apply(tx: WriteTransaction, p: Partition, t: pa.Table) -> Rewrite | None:
+            if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
+                raise InvalidArgumentError(
+                    f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
+            return rewrite_positions(tx, p, t, positions, self._new_values(t, positions, rows), deleted=deleted)
+
+        return self.rewrite_by(path, apply)
+
+    def rewrite_by(self, path: str, apply: Callable[[WriteTransaction, Partition, pa.Table], Rewrite | None]
+                   ) -> PartitionRewrite:
+        """Rewrite the candidate at ``path`` by ``apply(tx, partition,
+        rows)``, which returns the rewrite of the partition read as
+        ``rows`` (hidden columns materialized) in ``tx``, a transaction
+        over that partition alone, or None when no row changes. What it
+        stages there (files, change files) is returned for the
+        coordinator's :meth:`stage`; a rewrite's ``matched_source`` (the
+        source rows a MERGE matched) is passed on."""
+        p = self.partition(path)
         storage = self.location.open()
         state = TableState(self.version, 0, self.protocol, self.metadata, {p.path: p}, 0)
         tx = WriteTransaction(ManifestLog(storage), state, operation=self.kind.value)
         t = read_partition_table(storage, p, self.schema, hidden=True)
         with tx.statement(planned=True):  # checked by the coordinator's plan (_plan)
-            r = rewrite_positions(tx, p, t, positions, self._new_values(t, positions, rows), deleted=deleted)
+            r = apply(tx, p, t)
             overlaps = tx.changes is not None and tx.changes.overlaps
-        if r is None:
-            return PartitionRewrite(path, unchanged=True)
+        matched = None if r is None else r.matched_source
+        if r is None or r.unchanged:
+            return PartitionRewrite(path, unchanged=True, matched_source=matched)
         return PartitionRewrite(
             path, tuple(r.files), tuple(tx.staged_changes()), r.deleted, r.updated, r.copied,
-            deletes_all_rows=r.deletes_all_rows, overlaps=overlaps,
+            deletes_all_rows=r.deletes_all_rows, overlaps=overlaps, matched_source=matched,
         )
 
     def _new_values(self, t: pa.Table, positions: np.ndarray, rows: pa.Table) -> dict[str, pa.Array] | None:

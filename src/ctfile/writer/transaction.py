@@ -509,6 +509,12 @@ class WriteTransaction(Transaction):
         """
         return merge_run.prepare(self, statement, source, self._merge_state)
 
+    def holds_prepared(self, prepared: merge_run.PreparedMerge) -> bool:
+        """Whether ``prepared`` was planned over this transaction's current
+        state (no statement or schema change came between)."""
+        begun, metadata = self._merge_state
+        return prepared.state[0] == begun and prepared.state[1] is metadata
+
     def execute_prepared_merge(self, prepared: merge_run.PreparedMerge) -> dict[str, int]:
         """Run a MERGE :meth:`prepare_merge` planned as the next statement
         (planned again if another statement or a schema change came
@@ -518,8 +524,7 @@ class WriteTransaction(Transaction):
             return dict(_NO_ROWS)
         if not prepared.merge.plan.statement.inserts_only:  # SPEC §Append-only tables
             self.check_keeps_rows("MERGE")
-        begun, metadata = self._merge_state
-        if prepared.state[0] != begun or prepared.state[1] is not metadata:
+        if not self.holds_prepared(prepared):
             return self.execute_merge(prepared.merge.plan.statement, prepared.source)
         with self.statement():
             return merge_run.run_merge(self, prepared.merge, prepared.candidates)
