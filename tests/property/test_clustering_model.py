@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -516,12 +517,19 @@ class ClusteringModel(RuleBasedStateMachine):
                 assert not info.data_change, (v, info)
 
 
-ClusteringModel.TestCase.settings = settings(
-    max_examples=40,
+_SETTINGS = dict(
     stateful_step_count=25,
     deadline=None,
     report_multiple_bugs=False,
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+ClusteringModel.TestCase.settings = settings(max_examples=15, **_SETTINGS)
 TestClusteringModel = ClusteringModel.TestCase
+
+
+@pytest.mark.long
+class TestClusteringModelLong(ClusteringModel.TestCase):
+    """More histories than the default run's (the suite's time budget)."""
+
+    settings = settings(max_examples=80, **_SETTINGS)
