@@ -2,7 +2,8 @@
 DML, its SQL statements and the data source's overwrite refuse a table with
 ``ctfile.appendOnly`` before any task writes a file; INSERT and an
 insert-only MERGE go through; a derived table over an append-only source
-says so in ``explain()`` and keeps ``min``/``max`` incrementally."""
+says so in ``explain()`` and keeps ``min``/``max`` and ``count(DISTINCT)``
+incrementally."""
 
 from __future__ import annotations
 
@@ -76,3 +77,20 @@ def test_a_derived_min_max_over_an_append_only_source(spark, tmp_path, events):
     want = multiset(expected_rows(spark, query, {"events": events}, table.derived.frontier), cols)
     assert multiset(table.to_arrow(), cols) == want
     assert want[(1, 1, 20, 3)] == 1 and want[(2, 4, 4, 1)] == 1
+
+
+def test_a_derived_count_distinct_over_an_append_only_source(spark, tmp_path, events):
+    """count(DISTINCT) over appends through a real refresh: a value the
+    group held (k 0: 5), a NULL, a new value (k 1: 2) and a new group (k 2)."""
+    query = "SELECT k, count(DISTINCT v) AS nv, sum(v) AS sv FROM events GROUP BY k"
+    gold = derived.create(spark, str(tmp_path / "gold"), query, sources={"events": events.uri},
+                          refresh_mode="incremental")
+    assert "count(DISTINCT): the stored count plus" in str(gold.explain())
+    events.insert(pa.table({"id": [5, 6, 7, 8], "k": [0, 1, 2, 0], "v": [5, 2, 4, None]}, schema=SCHEMA))
+    r = gold.refresh()
+    assert r.action is ctfile.RefreshAction.INCREMENTAL and "events appended 4 rows" in r.reason, r
+    table = gold.table.refresh()
+    cols = ["k", "nv", "sv"]
+    want = multiset(expected_rows(spark, query, {"events": events}, table.derived.frontier), cols)
+    assert multiset(table.to_arrow(), cols) == want
+    assert want == multiset(pa.table({"k": [0, 1, 2], "nv": [2, 3, 1], "sv": [17, 12, 4]}), cols)

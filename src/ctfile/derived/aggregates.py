@@ -16,11 +16,14 @@ argument: a sum of only NULLs stays NULL) and, for avg, ``_ct_dt_sum_<i>``.
 
 Two delta modes:
 
-* **linear** (count/sum/avg, and min/max when every source only appended):
-  the source row of a group carries the signed delta (rows, counts, sums;
-  min/max of the appended rows) and the MERGE SET combines it with the
-  stored values (``t.x + s.x``, ``least``/``greatest``);
-* **recompute** (count(DISTINCT), HAVING, or min/max after a delete or
+* **linear** (count/sum/avg, and min/max and count(DISTINCT) when every
+  source only appended): the source row of a group carries the signed delta
+  (rows, counts, sums; min/max of the appended rows; for count(DISTINCT),
+  the number of appended values the group's old rows lack, found by an
+  anti join of the appended (group, value) pairs against the old state
+  restricted to those pairs) and the MERGE SET combines it with the stored
+  values (``t.x + s.x``, ``least``/``greatest``);
+* **recompute** (HAVING, or min/max and count(DISTINCT) after a delete or
   update): the affected groups (keys in the delta, either sign) are
   recomputed from the ``new`` views; an affected group gone from the new
   result is deleted when it existed before (its signed row delta is
@@ -28,7 +31,8 @@ Two delta modes:
 
 Over a block with outer, semi or anti joins the signed delta of the
 block's rows is its affected join keys' new rows (+1) and old rows (-1)
-(:mod:`ctfile.derived.outer_joins`), and min/max are always recomputed.
+(:mod:`ctfile.derived.outer_joins`), and min/max and count(DISTINCT) are
+always recomputed.
 
 Types: the full query's expressions are the ones Spark types (sum(x),
 avg(x)); signed sums keep sum's type (``-x``, not ``-1 * x``). Merged
@@ -88,14 +92,25 @@ def state_names(block: Block) -> list[str]:
     return [name for name, _ in hidden_columns(block)[1:]]
 
 
+def only_appended(block: Block, appended_only: Mapping[str, bool]) -> bool:
+    """Whether every source of ``block`` only appended and it has no outer,
+    semi or anti join (whose appends can remove a null-extended row): its
+    new rows are then its old rows plus the delta's."""
+    return all(appended_only[source] for source, _ in block.occurrences) and block.join_keys is None
+
+
 def recompute_needed(block: Block, appended_only: Mapping[str, bool]) -> bool:
-    """count(DISTINCT) and HAVING always, min/max unless every source only
-    appended and the block has no outer join (whose appends can remove a
-    null-extended row)."""
+    """HAVING always; min/max and count(DISTINCT) unless the block
+    :func:`only_appended` (they then combine with the stored value).
+
+    >>> from ctfile.derived import compile_query
+    >>> block = compile_query("SELECT k, count(DISTINCT v) AS n FROM s GROUP BY k", sources=("s",))._aggregate
+    >>> recompute_needed(block, {"s": True}), recompute_needed(block, {"s": False})
+    (False, True)
+    """
     kinds = {a.kind for a in block.aggregates if a is not None}
-    appended = all(appended_only[source] for source, _ in block.occurrences) and block.join_keys is None
-    return (AggKind.COUNT_DISTINCT in kinds or block.having is not None
-            or (bool(kinds & {AggKind.MIN, AggKind.MAX}) and not appended))
+    combined_only_over_appends = kinds & {AggKind.MIN, AggKind.MAX, AggKind.COUNT_DISTINCT}
+    return block.having is not None or (bool(combined_only_over_appends) and not only_appended(block, appended_only))
 
 
 def _grouped(block: Block) -> exp.Select:
@@ -159,7 +174,8 @@ def _linear_items(block: Block, outputs: tuple[str, ...]) -> list[str]:
     """The delta source's columns: per group, the signed changes."""
     items = []
     for i, (name, key, agg) in enumerate(zip(outputs, block.item_keys, block.aggregates)):
-        items.append(f"{_linear_value(i, key, agg)} AS {quote(name)}")
+        if not _is_distinct(agg):  # its value is counted apart (_distinct_ctes)
+            items.append(f"{_linear_value(i, key, agg)} AS {quote(name)}")
     items.append(f"{_key_of([f'`_ct_g{j}`' for j in range(len(block.keys))])} AS {quote(KEY_COLUMN)}")
     items.append(f"SUM({_SIGN}) AS {quote(ROWS_COLUMN)}")
     for i, agg in enumerate(block.aggregates):
@@ -194,12 +210,65 @@ def _input_items(block: Block) -> list[str]:
 
 
 def linear_delta_sql(block: Block, views: SourceViews, outputs: tuple[str, ...], *, ms: int) -> RefreshSql:
+    """The signed change of each group the delta touches, combined with the
+    stored state by the clauses; a count(DISTINCT) output (the block
+    :func:`only_appended`) is the number of its group's appended values the
+    old state lacks (:func:`_distinct_ctes`)."""
     group = ", ".join(f"`_ct_g{j}`" for j in range(len(block.keys)))
-    sql = (f"WITH `_ct_d` AS ({_signed_terms(block, views, _input_items(block), ms=ms)})\n"
-           f"SELECT {', '.join(_linear_items(block, outputs))} FROM `_ct_d`"
-           # Without GROUP BY an empty delta still aggregates to one row: drop it.
-           + (f" GROUP BY {group}" if group else " HAVING COUNT(*) > 0"))
-    return RefreshSql(sql, _linear_clauses(block, outputs))
+    linear = (f"SELECT {', '.join(_linear_items(block, outputs))} FROM `_ct_d`"
+              # Without GROUP BY an empty delta still aggregates to one row: drop it.
+              + (f" GROUP BY {group}" if group else " HAVING COUNT(*) > 0"))
+    signed = f"`_ct_d` AS ({_signed_terms(block, views, _input_items(block), ms=ms)})"
+    if not any(_is_distinct(agg) for agg in block.aggregates):
+        return RefreshSql(f"WITH {signed}\n{linear}", _linear_clauses(block, outputs))
+    return RefreshSql(_with_distinct_counts(block, views, outputs, signed, linear, ms=ms),
+                      _linear_clauses(block, outputs))
+
+
+def _is_distinct(agg: AggCall | None) -> bool:
+    return agg is not None and agg.kind is AggKind.COUNT_DISTINCT
+
+
+def _with_distinct_counts(block: Block, views: SourceViews, outputs: tuple[str, ...], signed: str, linear: str, *,
+                          ms: int) -> str:
+    """The linear delta ``linear`` (over the CTE ``signed``) with each
+    count(DISTINCT) output the number of its group's new values (0 when
+    the group gained none; a group new to the table inserts it)."""
+    distinct = [i for i, agg in enumerate(block.aggregates) if _is_distinct(agg)]
+    counted = [cte for i in distinct for cte in _distinct_ctes(block, views, i, ms=ms)]
+    ctes = [signed, *counted, f"`_ct_l` AS ({linear})"]
+    items = [f"COALESCE(`_ct_n{i}`.`_ct_new`, 0) AS {quote(name)}" if i in distinct else f"l.{quote(name)}"
+             for i, name in enumerate(outputs)]
+    items += [f"l.{quote(c)}" for c in (KEY_COLUMN, *state_names(block))]
+    joins = "".join(f" LEFT JOIN `_ct_n{i}` ON `_ct_n{i}`.`_ct_k` = l.{quote(KEY_COLUMN)}" for i in distinct)
+    return "WITH " + ",\n".join(ctes) + f"\nSELECT {', '.join(items)} FROM `_ct_l` AS l{joins}"
+
+
+def _distinct_ctes(block: Block, views: SourceViews, i: int, *, ms: int) -> list[str]:
+    """count(DISTINCT) output ``i`` over appends: ``_ct_p<i>``, the appended
+    (group key, value) pairs (values not NULL; the delta's rows through the
+    block's joins and WHERE, ``_ct_d``); ``_ct_m<i>``, those of them the
+    old state holds (the block over every occurrence's old view, semi
+    joined to the pairs: no group is read whole, and the small side of each
+    join is the pairs); ``_ct_n<i>``, per group, the appended values the
+    old state lacks (the anti join): the count's increase. Keys compare as
+    the table's ``_ct_dt_key`` spelling (NULL keys included); values by
+    ``=``, as count(DISTINCT) tells them apart."""
+    arg = block.aggregates[i].arg.sql(dialect="spark")
+    old_items = [f"{_key_of([k.sql(dialect='spark') for k in block.keys])} AS `_ct_k`", f"{arg} AS `_ct_v`"]
+    old = block_sql(block.select, [views[s].old for s, _ in block.occurrences], old_items, ms=ms)
+    p, m = f"`_ct_p{i}`", f"`_ct_m{i}`"
+
+    def on(a: str, b: str) -> str:
+        return f"{a}.`_ct_k` = {b}.`_ct_k` AND {a}.`_ct_v` = {b}.`_ct_v`"
+
+    return [
+        f"{p} AS (SELECT DISTINCT {_key_of([f'`_ct_g{j}`' for j in range(len(block.keys))])} AS `_ct_k`, "
+        f"`_ct_a{i}` AS `_ct_v` FROM `_ct_d` WHERE `_ct_a{i}` IS NOT NULL)",
+        f"{m} AS (SELECT DISTINCT o.`_ct_k`, o.`_ct_v` FROM ({old}) AS o LEFT SEMI JOIN {p} AS p ON {on('o', 'p')})",
+        f"`_ct_n{i}` AS (SELECT p.`_ct_k`, COUNT(*) AS `_ct_new` FROM {p} AS p "
+        f"LEFT ANTI JOIN {m} AS m ON {on('p', 'm')} GROUP BY p.`_ct_k`)",
+    ]
 
 
 def _t(c: str) -> str:
@@ -228,7 +297,7 @@ def _merged(block: Block, outputs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _merged_aggregate(i: int, name: str, kind: AggKind) -> dict[str, str]:
-    if kind in (AggKind.COUNT_STAR, AggKind.COUNT):
+    if kind in (AggKind.COUNT_STAR, AggKind.COUNT, AggKind.COUNT_DISTINCT):  # the delta counts only new values
         return {name: _plus(name)}
     if kind in (AggKind.MIN, AggKind.MAX):
         return {name: f"{'LEAST' if kind is AggKind.MIN else 'GREATEST'}({_t(name)}, {_s(name)})"}
@@ -348,8 +417,11 @@ _NOT_LINEAR_PARTS = ("joins", "having", "qualify", "laterals", "windows", "with"
 
 def linear_parts(block: Block, outputs: tuple[str, ...], *, ms: int) -> LinearAggregate | None:
     """``block``'s linear delta as a :class:`LinearAggregate`, or None when
-    it reads more than one source occurrence or has another part."""
+    it reads more than one source occurrence, has another part, or a
+    count(DISTINCT) (whose delta reads the old state)."""
     if len(block.occurrences) != 1 or any(block.select.args.get(part) for part in _NOT_LINEAR_PARTS):
+        return None
+    if any(_is_distinct(agg) for agg in block.aggregates):
         return None
     source, alias = block.occurrences[0]
     where = block.select.args.get("where")

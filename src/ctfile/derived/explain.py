@@ -22,6 +22,14 @@ append-only sources: s (ctfile.appendOnly)
 aggregate GROUP BY k: k, m  [incremental] min/max: combined with the stored value (least/greatest): every source is append-only (ctfile.appendOnly), no group is recomputed
   scan s AS s  [incremental] new state at the frontier and the append-only change scan (the fresh rows of the appended partitions): s is append-only (ctfile.appendOnly)
 
+So does ``count(DISTINCT)``, by counting only the appended values new to
+their group:
+
+>>> q = compile_query("SELECT k, count(DISTINCT v) AS n FROM s GROUP BY k", sources=("s",))
+>>> rule = q.explain(append_only=("s",)).rows[0].rule
+>>> rule[:44], rule.endswith("no group is recomputed")
+('count(DISTINCT): the stored count plus, per ', True)
+
 An outer, semi or anti join and a HAVING have a row each:
 
 >>> q = compile_query("SELECT a.k, count(*) AS n FROM a LEFT JOIN b ON a.k = b.k GROUP BY a.k HAVING n > 1",
@@ -132,8 +140,25 @@ def _aggregate_rule(block: Block | None, append_only: frozenset[str] = frozenset
     if kinds & {AggKind.MIN, AggKind.MAX}:
         parts.append(_min_max_rule(block, append_only))
     if AggKind.COUNT_DISTINCT in kinds:
-        parts.append("count(DISTINCT): the affected groups are recomputed from the new state")
+        parts.append(_count_distinct_rule(block, append_only))
     return "; ".join(parts)
+
+
+_DISTINCT_COMBINED = ("count(DISTINCT): the stored count plus, per group, the appended values its old rows lack "
+                      "(an anti join of the appended (group, value) pairs against the old state, restricted to "
+                      "those pairs)")
+
+
+def _count_distinct_rule(block: Block, append_only: frozenset[str]) -> str:
+    """count(DISTINCT)'s rule (aggregates.linear_delta_sql): combined over
+    appends, unless an outer, semi or anti join can remove rows on append."""
+    if block.join_keys is not None:
+        return ("count(DISTINCT): the affected groups are recomputed from the new state (an append to an outer "
+                "join's side can remove a null-extended row)")
+    if _all_append_only(block, append_only):
+        return f"{_DISTINCT_COMBINED}: every source is append-only ({_PROPERTY}), no group is recomputed"
+    return (f"{_DISTINCT_COMBINED} when every source only appended, else the affected groups are recomputed "
+            f"from the new state")
 
 
 def _min_max_rule(block: Block, append_only: frozenset[str]) -> str:

@@ -6,4 +6,4 @@ instead of applying a change to columns it would derive differently.
 Raise it with any change to the derivation columns of a query already
 accepted."""
 
-PLAN_VERSION = 3
+PLAN_VERSION = 4

@@ -173,8 +173,46 @@ def test_min_max_combine_when_appended_and_recompute_otherwise():
     assert "LEAST(t.`lo`, s.`lo`)" in str(appended) and not appended.control_columns
     recomputed = plan.delta(VIEWS, data_timestamp_ms=0, appended_only=APPENDED)
     assert "`silver_n` AS silver" in recomputed.source_sql and recomputed.control_columns == ("_ct_dt_op",)
-    distinct = compile_query("SELECT k, count(DISTINCT v) AS n FROM silver GROUP BY k", sources=SOURCES)
-    assert "`_ct_f`" in distinct.delta(VIEWS, data_timestamp_ms=0, appended_only={"silver": True, "dim": True}).source_sql
+
+
+_JOIN = "FROM silver s JOIN dim d ON s.k = d.k"
+
+
+@pytest.mark.parametrize("query, appended, combined", [
+    ("SELECT k, count(DISTINCT v) AS n FROM silver GROUP BY k", ("silver",), True),
+    ("SELECT k, count(DISTINCT v) AS n FROM silver GROUP BY k", (), False),
+    ("SELECT count(DISTINCT v) AS n, sum(v) AS t, min(v) AS lo FROM silver", ("silver",), True),
+    (f"SELECT s.k, count(DISTINCT d.x) AS n {_JOIN} GROUP BY s.k", ("silver", "dim"), True),
+    (f"SELECT s.k, count(DISTINCT d.x) AS n {_JOIN} GROUP BY s.k", ("silver",), False),
+    ("SELECT s.k, count(DISTINCT d.x) AS n FROM silver s LEFT JOIN dim d ON s.k = d.k GROUP BY s.k",
+     ("silver", "dim"), False),
+    ("SELECT k, count(DISTINCT v) AS n FROM silver GROUP BY k HAVING count(DISTINCT v) > 1", ("silver",), False),
+])
+def test_count_distinct_combines_only_over_appends(query, appended, combined):
+    """A block whose sources all only appended, without outer join or
+    HAVING, adds to the stored count the appended values its group's old
+    rows lack (an anti join against the block over the old views); any
+    other recomputes the affected groups. explain() says which."""
+    plan = compile_query(query, sources=SOURCES)
+    delta = plan.delta(VIEWS, data_timestamp_ms=0, appended_only={s: s in appended for s in SOURCES})
+    has_anti_join = "LEFT ANTI JOIN `_ct_m" in delta.source_sql
+    assert has_anti_join is combined and ("`_ct_f`" in delta.source_sql) is not combined
+    assert delta.control_columns == (() if combined else ("_ct_dt_op",))
+    if combined:
+        assert all(f"`{s}_o` AS" in delta.source_sql for s in plan.sources)  # the old state of every occurrence
+        assert "(t.`n` + s.`n`)" in str(delta)
+    declared = tuple(s for s in appended if s in plan.sources)
+    rule = {r.operator: r.rule for r in plan.explain(append_only=declared).rows}["aggregate"]
+    assert ("every source is append-only (ctfile.appendOnly), no group is recomputed" in rule) is combined
+    assert plan.linear_aggregate(data_timestamp_ms=0, appended_only=dict.fromkeys(SOURCES, True)) is None
+
+
+def test_each_count_distinct_has_its_own_anti_join():
+    plan = compile_query("SELECT k, count(DISTINCT v) AS a, count(DISTINCT w) AS b, count(*) AS n "
+                         "FROM silver GROUP BY k", sources=SOURCES)
+    sql = plan.delta(VIEWS, data_timestamp_ms=0, appended_only=dict.fromkeys(SOURCES, True)).source_sql
+    assert sql.count("LEFT ANTI JOIN") == 2 and "`_ct_n1`" in sql and "`_ct_n2`" in sql
+    assert "COALESCE(`_ct_n1`.`_ct_new`, 0) AS `a`" in sql
 
 
 def test_explain_rows_text_and_json():
