@@ -310,6 +310,7 @@ TRANSACTION_EXCLUDED = {
     "execute_merge": "takes the MergeStatement a MergeBuilder made (merge_builder is fuzzed)",
     "prepare_merge": "takes a MergeStatement, as merge_candidates does; reads and writes nothing",
     "execute_prepared_merge": "takes the PreparedMerge prepare_merge made",
+    "holds_prepared": "takes the PreparedMerge prepare_merge made",
     "record_read_predicate": "takes a ReadPredicate the writer made",
     "set_metadata": "takes a Metadata built from the transaction's own (schema changes go through "
                     "evolve_schema/replace_schema, properties through Table.set_properties)",
@@ -411,6 +412,7 @@ CLASSES_EXCLUDED = {
     "TableLocation": "the source every job carries (its checks: tests/unit/log/test_location.py)",
     "PartitionRewrite": "part of a RewriteJob", "MergeSpec": "part of a RewriteJob",
     "PreparedMerge": "made by WriteTransaction.prepare_merge from a MergeStatement; run by execute_prepared_merge",
+    "SpreadMerge": "ctfile.spark's interface: planned by SpreadMerge.plan from a PreparedMerge",
     "MergeStatement": "the statement a MergeBuilder (fuzzed) describes", "MergeClause": "part of a MergeStatement",
     "MergePlan": "the MergeStatement's plan inside a RewriteJob", "MatchKind": "an enum (chosen by the builder's methods)",
     "MergeAction": "an enum (chosen by the builder's methods)", "RowAction": "an enum (a rewrite's per-row action)",
