@@ -8,7 +8,7 @@ from ctfile.derived.compiler import CompiledQuery, compile_query
 from ctfile.derived.version import PLAN_VERSION
 from ctfile.derived.explain import Explanation, ExplainRow
 from ctfile.derived.model import (
-    KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, Blocker, ClauseKind, MergeClause, NonIncrementalPlanError, RefreshSql,
+    KEY_COLUMN, OP_COLUMN, ROWS_COLUMN, Blocker, ClauseKind, DeltaKind, MergeClause, NonIncrementalPlanError, RefreshSql,
     SourceViews, ViewNames,
 )
 from ctfile.derived.aggregates import LinearAggregate, LinearOutput
@@ -27,6 +27,7 @@ __all__ = [
     "LinearAggregate",
     "LinearOutput",
     "ClauseKind",
+    "DeltaKind",
     "MergeClause",
     "NonIncrementalPlanError",
     "RefreshSql",

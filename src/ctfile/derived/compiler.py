@@ -29,7 +29,7 @@ from sqlglot import exp
 from ctfile import InvalidArgumentError
 from ctfile.derived import aggregates, rows, windows
 from ctfile.derived.explain import Explanation, explain
-from ctfile.derived.model import KEY_COLUMN, Blocker, NonIncrementalPlanError, RefreshSql, SourceViews
+from ctfile.derived.model import KEY_COLUMN, Blocker, DeltaKind, NonIncrementalPlanError, RefreshSql, SourceViews
 from ctfile.derived.parsing import check_sources, cte_names, parse_statement
 from ctfile.derived.planning import Operator, PlannedQuery, plan_tree
 from ctfile.derived.render import bind_time, check_timestamp, quote, upsert_clauses
@@ -185,11 +185,49 @@ class CompiledQuery:
         only appended, with the table offered, compares the appended rows
         with the stored ones; any other recomputes the affected partitions."""
         block = self._window
-        spec, (source, alias) = block.window, block.occurrences[0]
-        appended = len(block.occurrences) == 1 and bool(appended_only[source])
-        if spec.top_order is not None and appended and views.target is not None:
-            return windows.appended_top_rows_sql(block.select, spec, (source, alias), views, outputs, ms=ms)
-        return windows.delta_sql(block.select, spec, block.occurrences, views, outputs, ms=ms)
+        if self._appended_top_rows(appended_only, target=views.target is not None):
+            return windows.appended_top_rows_sql(block.select, block.window, block.occurrences[0], views, outputs,
+                                                 ms=ms)
+        return windows.delta_sql(block.select, block.window, block.occurrences, views, outputs, ms=ms)
+
+    def _appended_top_rows(self, appended_only: Mapping[str, bool], *, target: bool) -> bool:
+        """Whether the window block's delta is a deduplication's over appends
+        (``windows.appended_top_rows_sql``): one source that only appended,
+        and the derived table offered to read its held rows from."""
+        block = self._window
+        appended = len(block.occurrences) == 1 and bool(appended_only[block.occurrences[0][0]])
+        return block.window.top_order is not None and appended and target
+
+    def delta_kind(self, *, appended_only: Mapping[str, bool], target: bool = True) -> DeltaKind:
+        """What :meth:`delta` reads besides the change (:class:`DeltaKind`),
+        for the same ``appended_only``; ``target``: whether the executor
+        offers the derived table as ``SourceViews.target`` (ctfile's Spark
+        refresh does). Raises :class:`NonIncrementalPlanError` for a plan
+        with blockers.
+
+        >>> plan = compile_query("SELECT id FROM s QUALIFY ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) = 1",
+        ...                      sources=("s",))
+        >>> plan.delta_kind(appended_only={"s": False}).value, plan.delta_kind(appended_only={"s": True}).value
+        ('partitions', 'appended top rows')
+        >>> compile_query("SELECT k, max(v) AS m FROM s GROUP BY k", sources=("s",)).delta_kind(
+        ...     appended_only={"s": False}).value
+        'groups'
+        """
+        if not self.incremental:
+            raise NonIncrementalPlanError(
+                f"the query has no incremental plan (blocked by {', '.join(map(str, self.blockers))})")
+        if not isinstance(appended_only, Mapping) or any(s not in appended_only for s in self.sources):
+            raise InvalidArgumentError(
+                f"appended_only must map every source {list(self.sources)} to a bool, found {appended_only!r}")
+        if self._window is not None:
+            top = self._appended_top_rows(appended_only, target=bool(target))
+            return DeltaKind.APPENDED_TOP_ROWS if top else DeltaKind.PARTITIONS
+        if any(b.join_keys is not None for b in self._planned.blocks):
+            return DeltaKind.JOIN_KEYS
+        block = self._aggregate
+        if block is not None and aggregates.recompute_needed(block, {s: bool(appended_only[s]) for s in self.sources}):
+            return DeltaKind.GROUPS
+        return DeltaKind.CHANGE
 
     def linear_aggregate(self, *, data_timestamp_ms: int,
                          appended_only: Mapping[str, bool]) -> aggregates.LinearAggregate | None:

@@ -1,8 +1,9 @@
 """The value objects of the derived-table compiler (contract C3 of issue 29,
 SPEC §Derived tables): the Spark temp views a refresh reads
 (:class:`ViewNames`, :class:`SourceViews`), what the compiler returns for
-one refresh (:class:`RefreshSql`, its :class:`MergeClause` list) and why a
-plan is not incremental (:class:`Blocker`).
+one refresh (:class:`RefreshSql`, its :class:`MergeClause` list), what its
+delta reads (:class:`DeltaKind`) and why a plan is not incremental
+(:class:`Blocker`).
 
 Examples
 --------
@@ -97,6 +98,31 @@ class SourceViews(Mapping[str, ViewNames]):
 
     def __repr__(self) -> str:
         return f"SourceViews({self._views!r}, target={self.target!r})"
+
+
+class DeltaKind(enum.Enum):
+    """What a plan's delta reads besides the change scan, the cost of an
+    incremental refresh that does not grow with the change (SPEC §Derived
+    tables, incremental rules; ``refresh_mode="auto"`` weighs it,
+    :mod:`ctfile.spark.derived_cost`)."""
+
+    #: Row-level plans and linear aggregates: the change rows, joined with
+    #: the other sources' states through the plan's inner joins.
+    CHANGE = "change"
+    #: Aggregates that recompute the groups the change touches: the new
+    #: state of every source, restricted to those groups after the scan
+    #: (with HAVING, the groups held too: from the derived table when offered).
+    GROUPS = "groups"
+    #: Outer, semi and anti joins: the new and the old states of every
+    #: source, restricted to the join keys the change touches after the scan.
+    JOIN_KEYS = "join keys"
+    #: Windows: the new state of every source (restricted to the partitions
+    #: the change touches after the scan), those partitions' rows windowed,
+    #: and their old rows read from the derived table.
+    PARTITIONS = "partitions"
+    #: A deduplication over an interval that only appended: the appended rows
+    #: ranked with the derived table's rows of their partitions; no source state.
+    APPENDED_TOP_ROWS = "appended top rows"
 
 
 class ClauseKind(enum.Enum):

@@ -24,17 +24,50 @@ in every partition of the derived table.
   the delta joins each change with the stored states), plus the MERGE's
   rewrite of the touched partitions (:data:`MERGE_ROW` per stored row;
   :data:`MERGE_JOBS` more jobs unless the touched rows are few enough for
-  the driver's MERGE).
+  the driver's MERGE), plus
+* what the incremental delta reads besides the change, by the plan's
+  :class:`~ctfile.derived.DeltaKind` (``CompiledQuery.delta_kind``): a
+  plan that recomputes groups scans the new state of every source
+  (:data:`SCAN_ROW` per source row, what a full refresh pays to read it),
+  one that recomputes join keys the new and the old states; a window plan
+  scans the new state (the touched partitions are picked out after the
+  scan), reads the derived table (its touched partitions' old rows,
+  :data:`SCAN_ROW` per stored row) and windows the source rows of the
+  touched partitions (:data:`WINDOW_ROW` each: their sort, their full
+  outer join with the old rows, and the MERGE source rows that grow with
+  them); a deduplication over an interval that only appended ranks the
+  appended rows with the table's rows of their partitions, which reads
+  the table and no source state.
 
-Touched rows assume the changed rows fall at random: ``k`` changed derived
-rows among ``P`` equal partitions of ``D`` rows touch ``D * (1 - (1 -
-1/P)**k)`` stored rows. A row-level plan's inserts touch none (they add
+Touched rows assume the changed rows fall at random: ``k`` changed rows
+among ``P`` equal partitions of ``D`` rows touch ``D * (1 - (1 -
+1/P)**k)`` rows. A row-level plan's inserts touch no stored row (they add
 rows); its updates and deletes each touch the derived rows of their
-source row. Every change of an aggregate's source touches its group.
+source row. Every change of an aggregate's source touches its group, and
+every change of a window plan's source its window partition. The logs do
+not say how many window partitions the source holds; the model takes the
+derived table's row count, which is exact for a deduplication (one row
+per partition) and too high for a window that keeps every row (whose
+touched rows it then underestimates; its source scan still counts).
 Clustered changes touch fewer partitions than this says, so the model errs
-toward ``FULL`` for them. The constants are set from ``benchmarks/bench_derived.py``
-at 10,000,000 rows (RESULTS.md); they order the two actions, they do not
-predict seconds.
+toward ``FULL`` for them. The constants are set from
+``benchmarks/bench_derived.py`` at 10,000,000 rows (RESULTS.md); they
+order the two actions, they do not predict seconds: :data:`WINDOW_ROW`
+makes the deduplication's refresh of 0.1% of its 10,000,000 rows
+incremental and of 1% and 10% full (where the incremental refresh
+measured slower than a recomputation), and at 2,000,000 rows of 0.1% and
+1% incremental (where it measured faster than ``auto``'s full refresh,
+the MERGE source of a 1% change being smaller) and of 10% full; it
+overstates a large fraction's incremental cost (it stands for a jump, the
+MERGE moving from the driver to the executors, as much as for a slope).
+
+Limits: a full refresh's own sort of every row of a window plan is left
+in its per-row read. A ``NOT IN`` whose subquery's null-aware state
+changes (its filtered values become empty or not, or gain or lose a NULL:
+``ctfile.derived.outer_joins.NotIn``) recomputes every key, about two full
+refreshes' work; the logs cannot tell that cheaply (commit metrics count
+rows, not the subquery's filtered values or their NULLs), so the model
+costs it as any join-key refresh and errs toward ``INCREMENTAL`` for it.
 
 Examples
 --------
@@ -46,6 +79,15 @@ True
 >>> estimate(CostInputs(source_rows=10_000_000, changed_rows=100_000, removed_rows=50_000, target=groups,
 ...                     aggregate=True, driver_delta=True, driver_merge_rows=2_000_000)).prefers_full
 False
+>>> blocks = TargetShape(rows=1_000_000, partitions=1)      # a deduplication's one row per block of 10 ids
+>>> def dedup(changed, kind=DeltaKind.PARTITIONS):
+...     return estimate(CostInputs(source_rows=10_000_000, changed_rows=changed, removed_rows=changed // 2,
+...                                target=blocks, aggregate=False, driver_delta=False,
+...                                driver_merge_rows=2_000_000, kind=kind))
+>>> dedup(10_000).prefers_full, dedup(100_000).prefers_full  # 0.1% and 1% of the rows changed
+(False, True)
+>>> dedup(100_000, DeltaKind.APPENDED_TOP_ROWS).prefers_full  # 1% appended: no partition recomputed
+False
 """
 
 from __future__ import annotations
@@ -54,6 +96,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import ctfile
+from ctfile.derived import DeltaKind
 from ctfile.spark.derived_sources import SourceState
 from ctfile.spark.local import LocalLimits
 
@@ -76,6 +119,19 @@ FULL_ROW = 8.0
 DRIVER_CHANGE_ROW = 1.0
 SPARK_CHANGE_ROW = 20.0
 MERGE_ROW = 8.0
+#: A row of a source's state or of the derived table that a delta reads
+#: whole (a full refresh reads each source row once at this cost).
+SCAN_ROW = 1.0
+#: A source row of a partition a window plan's delta recomputes.
+WINDOW_ROW = 25.0
+#: The whole source states a delta scans, by what it reads (a window plan
+#: reads the new state; join keys are recomputed over the new and the old).
+STATE_SCANS = {DeltaKind.CHANGE: 0, DeltaKind.GROUPS: 1, DeltaKind.JOIN_KEYS: 2, DeltaKind.PARTITIONS: 1,
+               DeltaKind.APPENDED_TOP_ROWS: 0}
+#: The deltas that read the derived table itself (a window's old rows).
+READS_TARGET = frozenset({DeltaKind.PARTITIONS, DeltaKind.APPENDED_TOP_ROWS})
+#: The deltas whose every change row lands on its window partition's rows.
+BY_PARTITION = READS_TARGET
 
 
 @dataclass(frozen=True)
@@ -87,10 +143,19 @@ class TargetShape:
 
     def touched_rows(self, hits: int) -> float:
         """The stored rows of the partitions ``hits`` random rows fall in."""
-        if hits <= 0 or self.rows <= 0:
-            return 0.0
-        parts = max(1, self.partitions)
-        return self.rows * (1.0 - (1.0 - 1.0 / parts) ** hits)
+        return random_hits(self.rows, self.partitions, hits)
+
+
+def random_hits(rows: float, partitions: int, hits: int) -> float:
+    """The rows of the partitions ``hits`` random rows fall in, of ``rows``
+    rows in ``partitions`` equal partitions (module docstring).
+
+    >>> [round(random_hits(1_000, 10, hits)) for hits in (0, 1, 2, 100)]  # the second hit may share the first's
+    [0, 100, 190, 1000]
+    """
+    if hits <= 0 or rows <= 0:
+        return 0.0
+    return rows * (1.0 - (1.0 - 1.0 / max(1, partitions)) ** hits)
 
 
 @dataclass(frozen=True)
@@ -98,8 +163,9 @@ class CostInputs:
     """What the model reads: the sources' rows at the new frontier, their
     changed rows (inserted, updated, deleted) and of those the updated and
     deleted ones, the derived table's shape, whether the plan aggregates,
-    whether the delta would be computed in the driver, and how many stored
-    rows the driver's MERGE takes (``spark.ctfile.local.targetRows``)."""
+    whether the delta would be computed in the driver, how many stored
+    rows the driver's MERGE takes (``spark.ctfile.local.targetRows``), and
+    what the plan's delta reads besides the change (``kind``)."""
 
     source_rows: int
     changed_rows: int
@@ -108,11 +174,22 @@ class CostInputs:
     aggregate: bool
     driver_delta: bool
     driver_merge_rows: int
+    kind: DeltaKind = DeltaKind.CHANGE
 
     @property
     def hits(self) -> int:
         """The derived rows the change lands on (module docstring)."""
-        return self.changed_rows if self.aggregate else self.removed_rows
+        every = self.aggregate or self.kind in BY_PARTITION
+        return self.changed_rows if every else self.removed_rows
+
+    @property
+    def window_rows(self) -> float:
+        """The source rows of the window partitions the change touches (a
+        window plan), the derived table's rows standing for the number of
+        partitions (module docstring)."""
+        if self.kind is not DeltaKind.PARTITIONS:
+            return 0.0
+        return random_hits(self.source_rows, self.target.rows, self.changed_rows)
 
 
 @dataclass(frozen=True)
@@ -132,14 +209,23 @@ class RefreshCost:
 
 def estimate(inputs: CostInputs) -> RefreshCost:
     """The estimated cost of each refresh of ``inputs`` (module docstring)."""
-    full = FULL_JOBS * JOB_COST + inputs.source_rows + FULL_ROW * inputs.target.rows
+    full = FULL_JOBS * JOB_COST + SCAN_ROW * inputs.source_rows + FULL_ROW * inputs.target.rows
     if inputs.driver_delta:
         delta = DRIVER_CHANGE_ROW * inputs.changed_rows
     else:
         delta = SPARK_DELTA_JOBS * JOB_COST + SPARK_CHANGE_ROW * inputs.changed_rows
+    delta += state_reads(inputs)
     touched = inputs.target.touched_rows(inputs.hits)
     merge = MERGE_ROW * touched + (0 if touched <= inputs.driver_merge_rows else MERGE_JOBS * JOB_COST)
     return RefreshCost(incremental=delta + merge, full=full)
+
+
+def state_reads(inputs: CostInputs) -> float:
+    """What the delta reads besides the change, by ``inputs.kind``: whole
+    source states, the derived table, a window's touched partitions."""
+    scans = STATE_SCANS[inputs.kind] * SCAN_ROW * inputs.source_rows
+    target = SCAN_ROW * inputs.target.rows if inputs.kind in READS_TARGET else 0.0
+    return scans + target + WINDOW_ROW * inputs.window_rows
 
 
 def refresh_cost(spark: Any, plan: Any, sources: Sequence[SourceState], table: ctfile.Table) -> RefreshCost:
@@ -151,11 +237,13 @@ def refresh_cost(spark: Any, plan: Any, sources: Sequence[SourceState], table: c
     limits = LocalLimits.of(spark)
     changed = sum(s.estimate.changed_rows for s in moved)
     removed = sum(s.estimate.removed_rows for s in moved)
+    appended = {s.name: s.estimate.appended_only for s in sources}
     inputs = CostInputs(
         source_rows=sum(s.estimate.rows_at_end for s in sources), changed_rows=changed, removed_rows=removed,
         target=TargetShape(snapshot.num_records, len(snapshot.partitions)),
         aggregate=plan.keyed_by_group, driver_delta=_driver_delta(plan, sources, limits, changed + removed),
         driver_merge_rows=limits.target_rows if limits.enabled else 0,
+        kind=plan.delta_kind(appended_only=appended),
     )
     return estimate(inputs)
 
