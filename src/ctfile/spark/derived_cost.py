@@ -53,13 +53,13 @@ Clustered changes touch fewer partitions than this says, so the model errs
 toward ``FULL`` for them. The constants are set from
 ``benchmarks/bench_derived.py`` at 10,000,000 rows (RESULTS.md); they
 order the two actions, they do not predict seconds: :data:`WINDOW_ROW`
-makes the deduplication's refresh of 0.1% of its 10,000,000 rows
-incremental and of 1% and 10% full (where the incremental refresh
-measured slower than a recomputation), and at 2,000,000 rows of 0.1% and
-1% incremental (where it measured faster than ``auto``'s full refresh,
-the MERGE source of a 1% change being smaller) and of 10% full; it
-overstates a large fraction's incremental cost (it stands for a jump, the
-MERGE moving from the driver to the executors, as much as for a slope).
+makes the deduplication's refresh of 0.1% and 1% of its 10,000,000 or
+2,000,000 rows incremental and of 10% full. Its MERGE of a 1% change
+(about 10,000 rows into 1,000,000) is spread over the executors
+(:func:`ctfile.spark.local.run_spread`), no longer Spark's join whose jobs
+made that refresh slower than ``auto``'s full refresh (an overwrite,
+measured at about twice a plain recomputation); at 10% the windows of the
+touched partitions and a MERGE source too large to spread make it slower.
 
 Limits: a full refresh's own sort of every row of a window plan is left
 in its per-row read. A ``NOT IN`` whose subquery's null-aware state
@@ -84,9 +84,9 @@ False
 ...     return estimate(CostInputs(source_rows=10_000_000, changed_rows=changed, removed_rows=changed // 2,
 ...                                target=blocks, aggregate=False, driver_delta=False,
 ...                                driver_merge_rows=2_000_000, kind=kind))
->>> dedup(10_000).prefers_full, dedup(100_000).prefers_full  # 0.1% and 1% of the rows changed
+>>> dedup(100_000).prefers_full, dedup(1_000_000).prefers_full  # 1% and 10% of the rows changed
 (False, True)
->>> dedup(100_000, DeltaKind.APPENDED_TOP_ROWS).prefers_full  # 1% appended: no partition recomputed
+>>> dedup(1_000_000, DeltaKind.APPENDED_TOP_ROWS).prefers_full  # 10% appended: no partition recomputed
 False
 """
 
@@ -123,7 +123,7 @@ MERGE_ROW = 8.0
 #: whole (a full refresh reads each source row once at this cost).
 SCAN_ROW = 1.0
 #: A source row of a partition a window plan's delta recomputes.
-WINDOW_ROW = 25.0
+WINDOW_ROW = 15.0
 #: The whole source states a delta scans, by what it reads (a window plan
 #: reads the new state; join keys are recomputed over the new and the old).
 STATE_SCANS = {DeltaKind.CHANGE: 0, DeltaKind.GROUPS: 1, DeltaKind.JOIN_KEYS: 2, DeltaKind.PARTITIONS: 1,
