@@ -162,14 +162,9 @@ class CompiledQuery:
         interval only inserted rows into that source (min/max then combine
         with the stored value instead of recomputing the affected groups).
         Raises :class:`NonIncrementalPlanError` for a plan with blockers."""
-        if not self.incremental:
-            raise NonIncrementalPlanError(
-                f"the query has no incremental plan (blocked by {', '.join(map(str, self.blockers))}); use full()")
+        self._check_incremental(appended_only, hint="; use full()")
         self._check_views(views)
         ms = check_timestamp(data_timestamp_ms)
-        if not isinstance(appended_only, Mapping) or any(s not in appended_only for s in self.sources):
-            raise InvalidArgumentError(
-                f"appended_only must map every source {list(self.sources)} to a bool, found {appended_only!r}")
         block, outputs = self._aggregate, self.output_columns
         if self._window is not None:
             return self._window_delta(views, outputs, appended_only, ms=ms)
@@ -198,6 +193,17 @@ class CompiledQuery:
         appended = len(block.occurrences) == 1 and bool(appended_only[block.occurrences[0][0]])
         return block.window.top_order is not None and appended and target
 
+    def _check_incremental(self, appended_only: Any, *, hint: str = "") -> None:
+        """Raise :class:`NonIncrementalPlanError` for a plan with blockers,
+        :class:`InvalidArgumentError` for an ``appended_only`` that does not
+        map every source."""
+        if not self.incremental:
+            raise NonIncrementalPlanError(
+                f"the query has no incremental plan (blocked by {', '.join(map(str, self.blockers))}){hint}")
+        if not isinstance(appended_only, Mapping) or any(s not in appended_only for s in self.sources):
+            raise InvalidArgumentError(
+                f"appended_only must map every source {list(self.sources)} to a bool, found {appended_only!r}")
+
     def delta_kind(self, *, appended_only: Mapping[str, bool], target: bool = True) -> DeltaKind:
         """What :meth:`delta` reads besides the change (:class:`DeltaKind`),
         for the same ``appended_only``; ``target``: whether the executor
@@ -213,12 +219,7 @@ class CompiledQuery:
         ...     appended_only={"s": False}).value
         'groups'
         """
-        if not self.incremental:
-            raise NonIncrementalPlanError(
-                f"the query has no incremental plan (blocked by {', '.join(map(str, self.blockers))})")
-        if not isinstance(appended_only, Mapping) or any(s not in appended_only for s in self.sources):
-            raise InvalidArgumentError(
-                f"appended_only must map every source {list(self.sources)} to a bool, found {appended_only!r}")
+        self._check_incremental(appended_only)
         if self._window is not None:
             top = self._appended_top_rows(appended_only, target=bool(target))
             return DeltaKind.APPENDED_TOP_ROWS if top else DeltaKind.PARTITIONS
