@@ -48,6 +48,17 @@ def _stage_tasks(spark, group: str) -> list[tuple[str, int]]:
     return out
 
 
+def _next_execution(spark) -> int:
+    """The id the next SQL execution will have at least (the status store
+    keeps the last ``spark.sql.ui.retainedExecutions``, so its count is not
+    an id once a session ran more)."""
+    it = spark._jsparkSession.sharedState().statusStore().executionsList().iterator()
+    last = -1
+    while it.hasNext():
+        last = max(last, it.next().executionId())
+    return last + 1
+
+
 def _broadcast_inputs(spark, first_execution: int) -> list[str]:
     """The operators under each BroadcastExchange of the SQL executions
     from ``first_execution`` on (Spark's own record of the physical plans):
@@ -77,7 +88,7 @@ def test_merge_runs_in_many_tasks_and_driver_holds_no_table(spark, big_table):
     old_pool = pa.default_memory_pool()
     before = pool.max_memory()
     pa.set_memory_pool(pool)
-    first_execution = spark._jsparkSession.sharedState().statusStore().executionsCount()
+    first_execution = _next_execution(spark)
     sc.setJobGroup("ct-merge-spread", "distributed MERGE")
     try:
         result = CtfileTable.for_path(spark, big_table.uri).merge(source, "id")
@@ -113,7 +124,7 @@ def test_a_spread_merge_runs_in_many_tasks_and_driver_holds_only_the_source(spar
     pool, old_pool = pa.system_memory_pool(), pa.default_memory_pool()
     before = pool.max_memory()
     pa.set_memory_pool(pool)
-    first_execution = spark._jsparkSession.sharedState().statusStore().executionsCount()
+    first_execution = _next_execution(spark)
     spark.sparkContext.setJobGroup("ct-merge-spread-engine", "spread MERGE")
     try:
         with spark_conf(spark, "spark.ctfile.local.spreadRows", "100000"), caplog.at_level("INFO", "ctfile.spark"):
