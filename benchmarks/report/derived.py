@@ -23,25 +23,32 @@ MISS_NOTE = (
     "the same kind (the cold column): a scheduled refresh pays a process's one-off costs once. The aggregate's "
     "refresh over one source meets its goal: its change is read by ctfile's reader in the driver, pyarrow computes "
     "each group's signed change (`ctfile.spark.derived_driver`) and the MERGE of a few hundred groups is planned "
-    "once and run in the driver: 0.08x at 1% and at 0.1% of 10,000,000 rows. At 10% Spark computes the change "
-    "(above `spark.ctfile.local.changeRows`): warmed up 1.28x, its first refresh 7.6x (the cold figure). `auto` "
-    "chooses by an estimated cost from the logs (`ctfile.spark.derived_cost`) and is within 1.1x for the aggregate "
-    "at every fraction. The join's refresh is bound by copy-on-write: its rows are keyed by source row ids and the "
-    "change updates source rows chosen at random, so every refresh rewrites every partition of the 10,000,000-row "
-    "derived table; the rewrite floor (Spark reading the derived table's rows and writing them back, same run) is "
-    "0.76x at 1%, so no copy-on-write refresh meets 0.25x, which needs merge-on-read deletes (deletion vectors); "
-    "`auto` keeps it incremental (a full refresh written by ctfile measured 8-9x the plain recomputation). The "
-    "deduplication window (issue 30) is 1.62x at 1% (2.07x last round): a refresh now reads the touched "
-    "partitions' old rows from the derived table itself (their stored partition values) instead of recomputing "
-    "them from the source's old state, but the blocks of 10 ids make a 1% change touch about 10% of the source's "
-    "rows, whose new windows are recomputed, and the MERGE of its ~10,000 changed rows into the 1,000,000-row "
-    "table runs on Spark's executors through Python (4.5 s of a 9.4 s refresh, profiled), against a rewrite floor "
-    "of 0.06x: that MERGE is the next lever, for the join too. The three-stage pipeline (bronze, deduplicated "
-    "silver, LEFT JOIN gold) inherits both: 4.2x at 1% against Spark running the two queries in turn (goal "
-    "0.15x; rewrite floor 0.13x). The outside anchor, Spark Declarative Pipelines (`pyspark.pipelines`, which "
-    "recomputes every materialized view in full on each update), costs 1.9x the plain recomputation for the "
-    "pipeline at 1% (its two flows and the run's polling) and 1.1-3.8x for the single queries: the incremental "
-    "pipeline is still 2.2x slower than that full refresh at 1%."
+    "once and run in the driver: 0.09x at 1% and 0.06x at 0.1% of 10,000,000 rows. At 10% Spark computes the "
+    "change (above `spark.ctfile.local.changeRows`): warmed up 0.96x, its first refresh 6.3x (the cold figure). "
+    "Since this round a refresh's MERGE of up to `spark.ctfile.local.spreadRows` rows (100,000) is spread over "
+    "the executors (`ctfile.spark.local.run_spread`: the driver plans it over the collected rows, a few tasks "
+    "rewrite the derived table's partitions with the Python engine; no Spark join, no shuffle) instead of Spark's "
+    "join, whose jobs and their planning cost about 4 s of a 1% deduplication refresh (profiled). The "
+    "deduplication window is 0.78x at 1% (1.62x last round) and 0.44x at 0.1% (0.61x); its goal of 0.2x is "
+    "below its own floor, now measured as any refresh that recomputes the touched partitions must pay (Spark "
+    "windowing the source's rows of the blocks the changed rows fall in, the whole source scanned and "
+    "filtered): 0.27x at 1%, because the blocks of 10 ids make a 1% change touch about 10% of the rows. At 10% "
+    "the MERGE source is above the spread limit and the refresh is 2.55x. The join is 1.87x at 1% (6.30x last "
+    "round) and 1.21x at 0.1%: copy-on-write still rewrites every partition of the 10,000,000-row derived table "
+    "(its rows are keyed by source row ids chosen at random), and the rewrite floor alone is 0.63x at 1%, so "
+    "0.25x needs merge-on-read deletes (deletion vectors). `auto` chooses by an estimated cost from the logs "
+    "(`ctfile.spark.derived_cost`, which now counts what a window plan's delta reads: the source scan, the "
+    "table's rows of the touched partitions and their windows): within 1.1x for the aggregate and for the "
+    "deduplication at 0.1% and 1% (incremental). Its misses are where no choice it has meets 1.1x of a plain "
+    "recomputation: its full refresh is an overwrite written by ctfile (the deduplication at 10%: `FULL`, "
+    "9.9 s against 12.0 s incremental, 2.1x the recomputation; the join's full refresh measured 8-9x), so "
+    "the join stays incremental at 1.2-6.3x. The three-stage pipeline (bronze, deduplicated silver, LEFT JOIN "
+    "gold) is 2.57x at 1% (4.24x last round) against Spark running the two queries in turn (goal 0.15x; "
+    "rewrite floor 0.12x). The outside anchor, Spark Declarative Pipelines (`pyspark.pipelines`, which "
+    "recomputes every materialized view in full on each update), costs 1.67x the plain recomputation for the "
+    "pipeline at 1% (its two flows and the run's polling) and 1.3-3.4x for the single queries: the incremental "
+    "pipeline is 1.54x that full refresh at 1% (2.2x last round), and the single deduplication and aggregate "
+    "refreshes are faster than it at 0.1% and 1%."
 )
 
 
@@ -78,12 +85,17 @@ def _pipelines_figure(r: dict, q: str, fraction: str, anchor: float) -> list[dic
                 "derived")]
 
 
+#: The input of a window query's floor (``bench_derived.PARTITION_FLOORS``).
+PARTITION_FLOOR_INPUT = {"dedup": "the source's rows of the partitions the changed rows fall in"}
+
+
 def _floors(r: dict, q: str, fraction: str, anchor: float) -> str:
     """The floors measured beside an incremental refresh, as text."""
     text = ""
     floor = r["ms"].get(f"{q}/{fraction}/floor")
     if floor:
-        text += f"; floor: Spark running the query over the changed rows alone {floor / 1000:.2f} s = {floor / anchor:.2f}x"
+        over = PARTITION_FLOOR_INPUT.get(q, "the changed rows alone")
+        text += f"; floor: Spark running the query over {over} {floor / 1000:.2f} s = {floor / anchor:.2f}x"
     rewrite = r["ms"].get(f"{q}/{fraction}/rewrite")
     if rewrite:
         text += (f"; copy-on-write floor: Spark rewriting the derived table's rows {rewrite / 1000:.2f} s = "
