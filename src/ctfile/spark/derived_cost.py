@@ -59,7 +59,7 @@ makes the deduplication's refresh of 0.1% and 1% of its 10,000,000 or
 (:func:`ctfile.spark.local.run_spread`), no longer Spark's join whose jobs
 made that refresh slower than ``auto``'s full refresh (an overwrite,
 measured at about twice a plain recomputation); at 10% the windows of the
-touched partitions and a MERGE source too large to spread make it slower.
+touched partitions make it slower.
 
 Limits: a full refresh's own sort of every row of a window plan is left
 in its per-row read. A ``NOT IN`` whose subquery's null-aware state

@@ -82,12 +82,14 @@ class LocalLimits:
     and ``target_rows`` rows in the candidate partitions (0: never); the
     largest change scan it reads: ``change_rows`` rows read (0: never); the
     largest source it collects to spread a statement over the executors
-    (:func:`run_spread`): ``spread_rows`` rows (0: never)."""
+    (:func:`run_spread`): ``spread_rows`` rows (0: never), as many as the
+    largest change scan it reads, which a derived table's MERGE source
+    comes from."""
 
     source_rows: int = 10_000
     target_rows: int = 2_000_000
     change_rows: int = 500_000
-    spread_rows: int = 100_000
+    spread_rows: int = 500_000
 
     @classmethod
     def of(cls, spark: Any) -> "LocalLimits":
