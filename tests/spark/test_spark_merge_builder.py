@@ -79,6 +79,25 @@ def test_conditional_upsert(spark, accounts):
     assert entry.operation_parameters["clauses"][0]["condition"] == "s.ts > t.ts"
 
 
+def test_a_source_over_the_spread_limit_runs_on_sparks_join(spark, tmp_path, caplog):
+    """A source of unknown size past ``spark.ctfile.local.spreadRows`` runs
+    on Spark's join; one within it is spread. Both give the same rows."""
+    batch = spark.createDataFrame([(1, 11, 9), (2, 21, 9), (7, 70, 9)], "id long, total long, ts long")
+    for limit, spread in (("2", False), ("3", True)):
+        t = ctfile.create_table(str(tmp_path / f"t{limit}"), ACCOUNTS, partition_rows=2)
+        t.insert(pa.table({"id": [1, 2, 3, 4], "total": [10, 20, 30, 40], "ts": [5, 5, 5, 5]}, schema=ACCOUNTS))
+        caplog.clear()
+        with spark_conf(spark, "spark.ctfile.local.sourceRows", "0"), \
+                spark_conf(spark, "spark.ctfile.local.spreadRows", limit), caplog.at_level("INFO", "ctfile.spark"):
+            r = (CtfileTable.for_path(spark, t.uri).merge_builder(batch, on="id")
+                 .when_matched_update_all().when_not_matched_insert_all().execute())
+        assert any("spread over" in m.getMessage() for m in caplog.records) is spread
+        assert (r.num_updated_rows, r.num_inserted_rows) == (2, 1)
+        assert _rows(t) == [{"id": 1, "total": 11, "ts": 9}, {"id": 2, "total": 21, "ts": 9},
+                            {"id": 3, "total": 30, "ts": 5}, {"id": 4, "total": 40, "ts": 5},
+                            {"id": 7, "total": 70, "ts": 9}]
+
+
 def test_upsert_with_delete_in_one_version(spark, accounts):
     t, ct = accounts
     batch = spark.createDataFrame([(1, 11, 9, "upsert"), (2, 0, 9, "delete"), (8, 80, 9, "upsert"),

@@ -183,8 +183,18 @@ def run_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.Mer
         return None
     rows = held_rows(source)
     if rows is None:
-        rows = source.limit(collected + 1).toArrow()
-    return _run_small(tx, local, rows, limits, run, spread)
+        rows = _collected(source, collected, count_first=collected > limits.source_rows)
+    return None if rows is None else _run_small(tx, local, rows, limits, run, spread)
+
+
+def _collected(source: DataFrame, limit: int, *, count_first: bool) -> pa.Table | None:
+    """``source``'s rows when it has at most ``limit`` of them (None: more).
+    With ``count_first`` (a limit as large as the spread path's) a source
+    whose size is unknown is counted first, a job that moves no rows to the
+    driver, so a large one is refused without collecting ``limit`` rows."""
+    if count_first and _known(source).count is None and source.limit(limit + 1).count() > limit:
+        return None
+    return source.limit(limit + 1).toArrow()
 
 
 def run_rows_in_driver(spark: Any, tx: ctfile.WriteTransaction, statement: ctfile.MergeStatement, rows: pa.Table,
@@ -393,7 +403,7 @@ _SPREAD_RESULT = "kind string, payload binary"
 TASKS_PER_CORE = 2
 
 
-def spread_runner(spark: Any) -> Callable[[ctfile.WriteTransaction, ctfile.PreparedMerge], dict | None]:
+def spread_runner(spark: Any) -> SpreadRun:
     """The ``spread`` argument of :func:`ctfile.spark.local.run_in_driver` for ``spark``."""
     return lambda tx, prepared: run_spread(spark, tx, prepared)
 
@@ -428,7 +438,7 @@ def _rewritten(spark: Any, spread: ctfile.SpreadMerge, paths: list[str]) -> list
 
 
 def _spread_task_fn(spread: ctfile.SpreadMerge, paths: list[str],
-             tasks: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+                    tasks: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: task ``i`` rewrites ``paths[i::tasks]``;
     a ctfile error is returned as a row, not raised, so the driver can
     delete what the other tasks wrote."""

@@ -318,12 +318,12 @@ class RewriteJob:
             A value that does not fit its column (a null for a non-nullable
             one). Nothing is left written.
         """
+        p = self.partition(path)
         positions, deleted, rows = self._positions(path, rows)
+        if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
+            raise InvalidArgumentError(f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
 
         def apply(tx: WriteTransaction, p: Partition, t: pa.Table) -> Rewrite | None:
-            if len(positions) and (positions[0] < 0 or positions[-1] >= p.num_records):
-                raise InvalidArgumentError(
-                    f"row positions of {path} must lie in [0, {p.num_records}), found {positions[-1]}")
             return rewrite_positions(tx, p, t, positions, self._new_values(t, positions, rows), deleted=deleted)
 
         return self.rewrite_by(path, apply)
